@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine with Python >= 3.11:
+#   make demo   create .venv, install every package (editable), run recipes/quickstart.yaml
+#   make test   same install, then the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PACKAGES := packages/xfer-core packages/xfer-transformer plugins/xfer-tasks-glue plugins/xfer-tasks-conll plugins/xfer-tasks-squad plugins/xfer-example
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): Makefile constraints.txt $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "xfer needs Python >= 3.11"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# The CPU build of torch first, pinned: an open range would pull a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(foreach p,$(PACKAGES),-e $(p)) pytest transformers ruff
+	@touch $@
+
+demo: install
+	$(BIN)/xfer run recipes/quickstart.yaml
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check packages plugins tests tools
+
+bench: install
+	$(BIN)/python tools/bench_trainer.py
+	$(BIN)/python tools/bench_encoder.py
+
+clean:
+	rm -rf $(VENV) runs

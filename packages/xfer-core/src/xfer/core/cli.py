@@ -1,0 +1,300 @@
+"""The `xfer` command line.
+
+    xfer run RECIPE [key=value ...] [--run-dir DIR] [--fork NEW | --force] [--device auto]
+    xfer validate RECIPE [key=value ...]      check everything, run nothing
+    xfer show RECIPE [key=value ...]          resolved recipe, with where each value came from
+    xfer status RUN_DIR                       stages, their status and checkpoints
+    xfer plugins [--json]                     distributions, versions, hooks, components, failures
+    xfer components [KIND] [--json]           registered component names
+    xfer explain KIND NAME                    a component's config fields, defaults and docs
+    xfer new-plugin NAME [--dir DIR]          scaffold a third-party plugin distribution
+
+Plugins add sub-commands through the `xfer_commands` hook. Bad input exits with code 2 and a
+message (no traceback); a diverged training run exits with code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import RecipeError, UserError
+from xfer.core.plugins import PluginHost, default_host
+from xfer.core.specs import KINDS, import_object
+
+
+def _recipe_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", type=Path, help="recipe YAML file")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. stages.finetune.train.lr=3e-4")
+
+
+def build_parser(host: PluginHost) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xfer", description="Efficient transfer learning for NLP, run from YAML recipes.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a recipe (skips completed stages, resumes interrupted ones)")
+    _recipe_args(run)
+    run.add_argument("--run-dir", type=Path, help="run directory (default: runs/<recipe name>)")
+    group = run.add_mutually_exclusive_group()
+    group.add_argument("--fork", type=Path, metavar="NEW_DIR", help="copy the run directory and run the changed recipe there")
+    group.add_argument("--force", action="store_true", help="accept a changed recipe: re-run changed stages in place")
+    run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+
+    validate = sub.add_parser("validate", help="validate a recipe without running it")
+    _recipe_args(validate)
+    show = sub.add_parser("show", help="print the resolved recipe and where each value came from")
+    _recipe_args(show)
+
+    status = sub.add_parser("status", help="show the stages of a run directory")
+    status.add_argument("run_dir", type=Path)
+    status.add_argument("--json", action="store_true")
+
+    plugins = sub.add_parser("plugins", help="list plugins, their hooks and components")
+    plugins.add_argument("--json", action="store_true")
+
+    components = sub.add_parser("components", help="list registered components")
+    components.add_argument("kind", nargs="?", choices=KINDS)
+    components.add_argument("--json", action="store_true")
+
+    explain = sub.add_parser("explain", help="document a component's config")
+    explain.add_argument("kind", choices=KINDS)
+    explain.add_argument("name")
+
+    new_plugin = sub.add_parser("new-plugin", help="scaffold a plugin distribution")
+    new_plugin.add_argument("name", help="plugin namespace, e.g. mytasks")
+    new_plugin.add_argument("--dir", type=Path, default=None, help="where to create it (default: ./xfer-<name>)")
+
+    for command in host.commands():
+        extra = sub.add_parser(command.name, help=command.help)
+        extra.set_defaults(_plugin_run=command.run)
+        import_object(command.configure)(extra)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    host = default_host()
+    parser = build_parser(host)
+    args = parser.parse_args(argv)
+    try:
+        if getattr(args, "_plugin_run", None):
+            return int(import_object(args._plugin_run)(args) or 0)
+        return COMMANDS[args.command](args, host)
+    except RecipeError as exc:
+        count = len(exc.diagnostics)
+        print(f"{exc}\n{count} problem{'s' if count != 1 else ''} found", file=sys.stderr)
+        return exc.exit_code
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `xfer ... | head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core import distributed as dist
+    from xfer.core.recipe import load_recipe
+    from xfer.core.runner import run_recipe
+
+    recipe = load_recipe(args.recipe, args.overrides, host)
+    result = run_recipe(recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host)
+    if dist.is_main():
+        print(f"run directory: {result.run_dir.resolve()}")
+        for stage in result.stages:
+            if stage.report:
+                print(f"report ({stage.name}): {stage.report.resolve()}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core.recipe import load_recipe
+
+    recipe = load_recipe(args.recipe, args.overrides, host)
+    order = " -> ".join(recipe.stages)
+    print(f"{args.recipe}: ok ({len(recipe.stages)} stage{'s' if len(recipe.stages) != 1 else ''}: {order})")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core.recipe import load_recipe
+
+    recipe = load_recipe(args.recipe, args.overrides, host)
+    print(f"# resolved recipe {args.recipe}; comments say where each value came from")
+    _print_annotated(recipe.resolved(), recipe.provenance, [], 0)
+    return 0
+
+
+def _print_annotated(value: Any, provenance: dict[str, str], path: list[str], indent: int) -> None:
+    import yaml
+
+    pad = "  " * indent
+    for key, child in value.items():
+        key_path = [*path, str(key)]
+        origin = provenance.get(".".join(key_path)) or _closest_origin(provenance, key_path)
+        if isinstance(child, dict) and child:
+            print(f"{pad}{key}:{f'  # {origin}' if origin else ''}")
+            _print_annotated(child, provenance, key_path, indent + 1)
+        else:
+            text = yaml.safe_dump(child, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
+            print(f"{pad}{key}: {text}{f'  # {origin}' if origin else ''}")
+
+
+def _closest_origin(provenance: dict[str, str], key_path: list[str]) -> str:
+    """Values without their own entry (e.g. task configs) inherit their parent's origin."""
+    for cut in range(len(key_path) - 1, 0, -1):
+        origin = provenance.get(".".join(key_path[:cut]))
+        if origin:
+            return "default" if origin == "default" else f"within {origin}"
+    return ""
+
+
+def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core.runner import read_status
+
+    rows = read_status(args.run_dir)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'stage':<16} {'kind':<26} {'status':<10} {'fingerprint':<13} {'duration':>9}  checkpoint")
+    for r in rows:
+        duration = f"{r['duration_s']}s" if r["duration_s"] is not None else "-"
+        print(f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9}  {r['checkpoint'] or '-'}")
+        if r["error"]:
+            print(f"{'':<16} error: {r['error']}")
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
+    records = list(host.plugins.values())
+    if args.json:
+        data = [
+            {
+                "name": r.name,
+                "distribution": r.distribution,
+                "version": r.version,
+                "module": r.module,
+                "hooks": r.hooks,
+                "components": [{"kind": c.kind, "name": c.name, "version": c.version} for c in r.components],
+                "error": r.error,
+            }
+            for r in records
+        ]
+        print(json.dumps(data, indent=1))
+        return 0
+    for r in records:
+        print(f"{r.name}  ({r.distribution} {r.version}, {r.module})")
+        if r.error:
+            print(f"  FAILED: {r.error}")
+            continue
+        print(f"  hooks: {', '.join(r.hooks) or '-'}")
+        for c in r.components:
+            print(f"  {c.kind:<9} {c.name:<28} v{c.version}  {c.summary}")
+    for (kind, name), providers in host.conflicts.items():
+        print(f"CONFLICT: {kind} {name!r} registered by {' and '.join(providers)}")
+    return 0
+
+
+def cmd_components(args: argparse.Namespace, host: PluginHost) -> int:
+    specs = sorted(host.components.values(), key=lambda s: (s.kind, s.name))
+    specs = [s for s in specs if args.kind in (None, s.kind)]
+    if args.json:
+        print(json.dumps([{"kind": s.kind, "name": s.name, "version": s.version, "summary": s.summary, "provider": s.provider} for s in specs], indent=1))
+        return 0
+    for s in specs:
+        print(f"{s.kind:<9} {s.name:<28} {s.summary}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
+    spec = host.get(args.kind, args.name)
+    print(f"{spec.kind} {spec.name}  (version {spec.version}, from {spec.provider})")
+    if spec.summary:
+        print(f"  {spec.summary}")
+    target_doc = None
+    try:
+        target_doc = (spec.load().__doc__ or "").strip()
+    except Exception as exc:  # documentation must not need every heavy import to work
+        print(f"  (could not import {spec.target}: {type(exc).__name__}: {exc})")
+    if target_doc:
+        print("\n" + "\n".join("  " + line for line in target_doc.splitlines()))
+    if spec.outputs:
+        print(f"\noutputs: {', '.join(spec.outputs)}  (reference them as <stage>.<output>)")
+    cls = host.config_class(spec.kind, spec.name)
+    if cls is None:
+        print("\nconfig: none")
+        return 0
+    print("\nconfig:")
+    for line in describe_fields(cls):
+        print("  " + line)
+    return 0
+
+
+def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[str]:
+    """`name: type = default  # doc` lines for every field; nested config dataclasses are
+    flattened (`train.lr`) with the defaults the enclosing config gives them."""
+    from xfer.core.config import ComponentRef, Files, Input
+    from xfer.core.schema import type_name
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    lines = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        doc = f.metadata.get("doc", "")
+        if defaults is not None:
+            default_value: Any = getattr(defaults, f.name)
+        elif f.default is not dataclasses.MISSING:
+            default_value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default_value = f.default_factory()
+        else:
+            default_value = dataclasses.MISSING
+        special = isinstance(tp, type) and issubclass(tp, (ComponentRef, Input, Files))
+        if dataclasses.is_dataclass(tp) and not special:
+            lines.append(f"{prefix}{f.name}:" + (f"  # {doc}" if doc else ""))
+            nested = default_value if dataclasses.is_dataclass(default_value) else None
+            lines += describe_fields(tp, prefix + f.name + ".", nested)
+            continue
+        shown = "(required)" if default_value is dataclasses.MISSING else json.dumps(_plain(default_value), default=str)
+        lines.append(f"{prefix}{f.name}: {type_name(tp)} = {shown}" + (f"  # {doc}" if doc else ""))
+    return lines
+
+
+def _plain(value: Any) -> Any:
+    from xfer.core.schema import to_plain
+
+    return to_plain(value)
+
+
+def cmd_new_plugin(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core.scaffold import scaffold_plugin
+
+    target = scaffold_plugin(args.name, args.dir)
+    print(f"created {target}; install it with: pip install -e {target}")
+    return 0
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "validate": cmd_validate,
+    "show": cmd_show,
+    "status": cmd_status,
+    "plugins": cmd_plugins,
+    "components": cmd_components,
+    "explain": cmd_explain,
+    "new-plugin": cmd_new_plugin,
+}
+
+
+if __name__ == "__main__":  # `torchrun --nproc_per_node=2 -m xfer.core.cli run RECIPE`
+    sys.exit(main())

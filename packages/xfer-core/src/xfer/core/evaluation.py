@@ -1,0 +1,77 @@
+"""Evaluation on gathered predictions: each rank predicts a shard, corpus metrics see everything.
+
+Corpus-level metrics (F1, MCC, BLEU, correlations) are not averages of per-shard values, so
+under data parallelism every rank predicts its shard of the features, the (index, output)
+pairs are gathered, and the task's official metric runs once on the complete set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from xfer.core import distributed as dist
+from xfer.core.data import Collate, batches, shard_indices, to_device
+from xfer.core.tasks import Example, Task
+
+PredictFn = Callable[[nn.Module, Any], Sequence[Any]]
+Postprocess = Callable[[Sequence[Any]], Mapping[str, Any]]
+
+
+class TaskEvaluator:
+    """Callable evaluator for the trainer: `evaluator(model) -> task.evaluate(...)` metrics.
+
+    - `features`: model inputs (one or more per example), `collate` batches them;
+    - `predict(model, batch)` returns one output per feature in the batch;
+    - `postprocess(outputs)` maps the list of outputs, in feature order, to
+      {example id: prediction}; the default pairs feature i with `feature_ids[i]`.
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        examples: Sequence[Example],
+        features: Sequence[Any],
+        collate: Collate,
+        predict: PredictFn,
+        device: torch.device,
+        batch_size: int = 64,
+        feature_ids: Sequence[str] | None = None,
+        postprocess: Postprocess | None = None,
+    ):
+        if postprocess is None and feature_ids is None:
+            raise ValueError("give feature_ids (one example id per feature) or a postprocess function")
+        self.task, self.examples, self.features = task, examples, features
+        self.collate, self.predict, self.device, self.batch_size = collate, predict, device, batch_size
+        self.feature_ids = feature_ids
+        self.postprocess = postprocess
+        info = task.info()
+        self.main_metric, self.greater_is_better = info.main_metric, info.greater_is_better
+
+    @torch.no_grad()
+    def outputs(self, model: nn.Module) -> list[Any]:
+        """Per-feature outputs in feature order, gathered from every rank."""
+        mine = list(shard_indices(len(self.features), dist.rank(), dist.world_size()))
+        local: list[tuple[int, Any]] = []
+        shard = [self.features[i] for i in mine]
+        position = 0
+        for batch in batches(shard, self.batch_size, self.collate):
+            for out in self.predict(model, to_device(batch, self.device)):
+                local.append((mine[position], out))
+                position += 1
+        merged = sorted((pair for part in dist.gather_objects(local) for pair in part), key=lambda p: p[0])
+        if len(merged) != len(self.features):
+            raise RuntimeError(f"gathered {len(merged)} predictions for {len(self.features)} features")
+        return [out for _, out in merged]
+
+    def predictions(self, model: nn.Module) -> Mapping[str, Any]:
+        outputs = self.outputs(model)
+        if self.postprocess is not None:
+            return self.postprocess(outputs)
+        assert self.feature_ids is not None
+        return dict(zip(self.feature_ids, outputs, strict=True))
+
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        return self.task.evaluate(self.examples, self.predictions(model))

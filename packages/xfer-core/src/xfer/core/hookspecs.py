@@ -1,0 +1,101 @@
+"""The hooks a plugin can implement. Few and stable; each says when it is called and what it returns.
+
+A plugin is a module listed under the `xfer` entry-point group of its distribution, e.g.
+
+    [project.entry-points.xfer]
+    glue = "xfer.tasks.glue.plugin"
+
+The entry-point name is the plugin's namespace: every component it registers is named
+`<namespace>.<name>` or `<namespace>/<name>`. Registration hooks return lists of
+`ComponentSpec` (cheap: heavy modules are imported only when a recipe uses them).
+Lifecycle hooks observe runs; none of them is called inside the per-step training loop except
+`xfer_metrics_logged`, which fires once per logging interval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pluggy
+from xfer.core.specs import CommandSpec, ComponentSpec
+
+hookspec = pluggy.HookspecMarker("xfer")
+hookimpl = pluggy.HookimplMarker("xfer")
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+@hookspec
+def xfer_tasks() -> list[ComponentSpec]:
+    """Called once when the host loads plugins. Return the task specs (kind "task") this plugin
+    provides; each target is a `xfer.core.tasks.Task` subclass."""
+
+
+@hookspec
+def xfer_models() -> list[ComponentSpec]:
+    """Called once when the host loads plugins. Return model specs (kind "model"): encoder
+    architectures or presets that stages can instantiate by name."""
+
+
+@hookspec
+def xfer_objectives() -> list[ComponentSpec]:
+    """Called once when the host loads plugins. Return objective specs (kind "objective"):
+    `torch.nn.Module`s whose `forward(batch)` returns `xfer.core.trainer.StepOutput`."""
+
+
+@hookspec
+def xfer_stages() -> list[ComponentSpec]:
+    """Called once when the host loads plugins. Return stage specs (kind "stage"); each target
+    is a `xfer.core.stage.Stage` subclass and its name is the recipe's `kind:` value."""
+
+
+@hookspec
+def xfer_metrics() -> list[ComponentSpec]:
+    """Called once when the host loads plugins. Return metric specs (kind "metric"): functions
+    `(golds, predictions) -> float | dataclass` computed on gathered predictions."""
+
+
+@hookspec
+def xfer_commands() -> list[CommandSpec]:
+    """Called when the CLI builds its parser. Return extra `xfer` sub-commands."""
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+@hookspec
+def xfer_stage_start(run_dir: Path, stage: str, kind: str, config: Any, resumed: bool) -> None:
+    """Called on rank 0 before a stage runs (not when it is skipped as already complete).
+    `resumed` is true when it continues from a checkpoint."""
+
+
+@hookspec
+def xfer_stage_finish(run_dir: Path, stage: str, kind: str, status: str, outputs: dict[str, Path]) -> None:
+    """Called on rank 0 after a stage ends; `status` is "completed" or "failed"; `outputs`
+    maps declared output names to directories (empty on failure)."""
+
+
+@hookspec
+def xfer_metrics_logged(run_dir: Path, stage: str, step: int, split: str, metrics: dict[str, float]) -> None:
+    """Called on rank 0 each time the trainer logs (every `log_every` steps, and after each
+    evaluation with split "dev"). Loggers such as TensorBoard implement this."""
+
+
+@hookspec
+def xfer_checkpoint_saved(run_dir: Path, stage: str, step: int, path: Path) -> None:
+    """Called on rank 0 after a checkpoint is completely written and the `latest` pointer
+    updated; `path` is the checkpoint directory."""
+
+
+HOOK_NAMES = tuple(
+    name for name, value in dict(globals()).items() if name.startswith("xfer_") and callable(value)
+)
+REGISTRATION_HOOKS = {
+    "xfer_tasks": "task",
+    "xfer_models": "model",
+    "xfer_objectives": "objective",
+    "xfer_stages": "stage",
+    "xfer_metrics": "metric",
+}

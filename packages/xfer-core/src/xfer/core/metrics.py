@@ -1,0 +1,106 @@
+"""Corpus-level metrics, computed on complete (gathered) prediction lists.
+
+Thin, typed wrappers over the reference implementations (scikit-learn, scipy, seqeval,
+sacrebleu) so that every package reports the same numbers as the official scripts. Each
+function takes gold values first, predictions second, and returns plain floats in [0, 100]
+for percentages (accuracy, F1, BLEU) and in [-1, 1] for correlations and MCC, matching how
+the papers report them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _check_lengths(golds: Sequence, preds: Sequence) -> None:
+    if len(golds) != len(preds):
+        raise ValueError(f"{len(golds)} gold values but {len(preds)} predictions")
+    if not golds:
+        raise ValueError("cannot compute a metric on zero examples")
+
+
+def accuracy(golds: Sequence, preds: Sequence) -> float:
+    _check_lengths(golds, preds)
+    return 100.0 * float(np.mean([g == p for g, p in zip(golds, preds, strict=True)]))
+
+
+def f1(golds: Sequence, preds: Sequence, positive: object = 1) -> float:
+    """Binary F1 of the `positive` class (MRPC/QQP report it for the paraphrase class)."""
+    from sklearn.metrics import f1_score
+
+    _check_lengths(golds, preds)
+    return 100.0 * float(f1_score(list(golds), list(preds), pos_label=positive, average="binary", zero_division=0))
+
+
+def mcc(golds: Sequence, preds: Sequence) -> float:
+    """Matthews correlation coefficient (CoLA's official metric), in [-1, 1]."""
+    from sklearn.metrics import matthews_corrcoef
+
+    _check_lengths(golds, preds)
+    return float(matthews_corrcoef(list(golds), list(preds)))
+
+
+def pearson(golds: Sequence[float], preds: Sequence[float]) -> float:
+    from scipy.stats import pearsonr
+
+    _check_lengths(golds, preds)
+    if np.std(preds) == 0 or np.std(golds) == 0:
+        return 0.0  # undefined for a constant input; 0 is what a constant predictor deserves
+    return float(pearsonr(np.asarray(golds, float), np.asarray(preds, float))[0])
+
+
+def spearman(golds: Sequence[float], preds: Sequence[float]) -> float:
+    from scipy.stats import spearmanr
+
+    _check_lengths(golds, preds)
+    if np.std(preds) == 0 or np.std(golds) == 0:
+        return 0.0
+    return float(spearmanr(np.asarray(golds, float), np.asarray(preds, float))[0])
+
+
+@dataclass(frozen=True)
+class SpanScores:
+    precision: float
+    recall: float
+    f1: float
+
+
+def span_f1(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], scheme: str = "BIO") -> SpanScores:
+    """Exact-match span precision/recall/F1 (conlleval semantics) via seqeval.
+
+    `scheme` is "BIO" (IOB2) or "BIOES"; it only documents the input since seqeval's
+    conlleval-compatible mode reads B/I/E/S prefixes in both.
+    """
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    if scheme not in ("BIO", "BIOES"):
+        raise ValueError(f"span scheme must be BIO or BIOES, not {scheme!r}")
+    _check_lengths(golds, preds)
+    gold_lists, pred_lists = [list(g) for g in golds], [list(p) for p in preds]
+    for i, (g, p) in enumerate(zip(gold_lists, pred_lists, strict=True)):
+        if len(g) != len(p):
+            raise ValueError(f"sequence {i}: {len(g)} gold tags but {len(p)} predicted tags")
+    return SpanScores(
+        precision=100.0 * float(precision_score(gold_lists, pred_lists, zero_division=0)),
+        recall=100.0 * float(recall_score(gold_lists, pred_lists, zero_division=0)),
+        f1=100.0 * float(f1_score(gold_lists, pred_lists, zero_division=0)),
+    )
+
+
+@dataclass(frozen=True)
+class BleuScore:
+    score: float
+    signature: str  # sacrebleu's signature string, to be recorded next to the score
+
+
+def corpus_bleu(references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a") -> BleuScore:
+    """Detokenised corpus BLEU via sacrebleu with one reference per segment."""
+    from sacrebleu.metrics import BLEU
+
+    _check_lengths(references, hypotheses)
+    bleu = BLEU(tokenize=tokenize)
+    result = bleu.corpus_score(list(hypotheses), [list(references)])
+    return BleuScore(score=float(result.score), signature=str(bleu.get_signature()))

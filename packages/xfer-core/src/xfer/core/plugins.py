@@ -1,0 +1,271 @@
+"""The plugin host: loads plugins in isolation and answers "which component is called X?".
+
+Plugins come from the `xfer` entry-point group (the entry-point name is the plugin's namespace),
+from `XFER_PLUGIN_MODULES=pkg.mod,...` (development and tests; pytest's `PYTEST_PLUGINS`
+idea), and from core's own built-in modules. Environment switches:
+
+- `XFER_DISABLE_PLUGIN_AUTOLOAD=1`: load no entry points (built-ins and XFER_PLUGIN_MODULES only);
+- `XFER_PLUGINS=a,b`: load only these entry-point plugins.
+
+A plugin that fails to import, has a misspelled hook, or whose registration hook raises is
+recorded with its error and skipped; asking for one of its components later raises a
+`PluginError` that names its distribution and the original error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import traceback
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from types import ModuleType
+from typing import Any
+
+import pluggy
+from xfer.core import hookspecs
+from xfer.core.errors import PluginError
+from xfer.core.schema import did_you_mean
+from xfer.core.specs import CommandSpec, ComponentSpec, namespace_of
+
+BUILTIN_PLUGINS = {"core": "xfer.core.builtin", "toy": "xfer.core.toy_plugin"}
+
+
+@dataclass
+class PluginRecord:
+    """One plugin as the host saw it: where it came from and what it did or why it failed."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    hooks: list[str] = field(default_factory=list)
+    components: list[ComponentSpec] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"plugin {self.name!r} (distribution {self.distribution} {self.version})"
+
+
+def _default_namespace(module: str) -> str:
+    """`xfer.demo.plugin` -> `demo`; `my_plugin` -> `my_plugin` (override with XFER_NAMESPACE)."""
+    parts = module.split(".")
+    return parts[-2] if parts[-1] in ("plugin", "plugins") and len(parts) > 1 else parts[-1]
+
+
+def _short_error(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class PluginHost:
+    """Holds the pluggy manager, the plugin records and the component registry."""
+
+    def __init__(self, autoload: bool | None = None, allow: Iterable[str] | None = None, modules: Iterable[str] = ()):
+        self.pm = pluggy.PluginManager("xfer")
+        self.pm.add_hookspecs(hookspecs)
+        self.plugins: dict[str, PluginRecord] = {}
+        self.components: dict[tuple[str, str], ComponentSpec] = {}
+        self.conflicts: dict[tuple[str, str], list[str]] = {}
+        if autoload is None:
+            autoload = os.environ.get("XFER_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "yes")
+        if allow is None and os.environ.get("XFER_PLUGINS"):
+            allow = [p.strip() for p in os.environ["XFER_PLUGINS"].split(",") if p.strip()]
+        self.allow = set(allow) if allow is not None else None
+        dist = self._own_distribution()
+        for name, module in BUILTIN_PLUGINS.items():
+            self._add(PluginRecord(name, *dist, module), lambda m=module: importlib.import_module(m))
+        if autoload:
+            self._load_entry_points()
+        extra = [m.strip() for m in os.environ.get("XFER_PLUGIN_MODULES", "").split(",") if m.strip()]
+        for module in [*extra, *modules]:
+            self.add_module(module)
+
+    # --- loading -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _own_distribution() -> tuple[str, str]:
+        try:
+            return "xfer-core", importlib.metadata.version("xfer-core")
+        except importlib.metadata.PackageNotFoundError:
+            return "xfer-core", "0+unknown"
+
+    def _load_entry_points(self) -> None:
+        for ep in sorted(importlib.metadata.entry_points(group="xfer"), key=lambda e: e.name):
+            if self.allow is not None and ep.name not in self.allow:
+                continue
+            dist = ep.dist.name if ep.dist else "unknown"
+            version = ep.dist.version if ep.dist else "unknown"
+            self._add(PluginRecord(ep.name, dist, version, ep.value), ep.load)
+
+    def add_module(self, module: str, name: str | None = None) -> PluginRecord:
+        """Register a plugin module by import path (namespace: `XFER_NAMESPACE` or the module's name)."""
+        record = PluginRecord(name or "", "(module)", "-", module)
+        try:
+            loaded = importlib.import_module(module)
+        except Exception as exc:  # isolated: recorded, not fatal
+            record.name = record.name or _default_namespace(module)
+            record.error = f"import failed: {_short_error(exc)}"
+            self.plugins[record.name] = record
+            return record
+        record.name = name or getattr(loaded, "XFER_NAMESPACE", _default_namespace(module))
+        if self.pm.is_registered(loaded):  # already loaded through its entry point
+            return next(r for r in self.plugins.values() if r.module in (module, f"{module}:") or r.name == record.name)
+        return self._add(record, lambda: loaded)
+
+    def add_object(self, plugin: Any, name: str) -> PluginRecord:
+        """Register an in-memory plugin object (tests, notebooks)."""
+        return self._add(PluginRecord(name, "(object)", "-", repr(plugin)), lambda: plugin)
+
+    def _add(self, record: PluginRecord, load: Any) -> PluginRecord:
+        # Two distributions may claim one namespace; both are kept (and their components conflict).
+        key = record.name if record.name not in self.plugins else f"{record.name} ({record.distribution})"
+        self.plugins[key] = record
+        try:
+            plugin: ModuleType | Any = load()
+        except Exception as exc:  # isolated: a broken plugin must not break the host
+            record.error = f"import failed: {_short_error(exc)}"
+            return record
+        unknown = [
+            n for n in dir(plugin)
+            if n.startswith("xfer_") and callable(getattr(plugin, n)) and n not in hookspecs.HOOK_NAMES
+        ]
+        if unknown:
+            record.error = "; ".join(
+                f"unknown hook {n!r}{did_you_mean(n, hookspecs.HOOK_NAMES)}" for n in sorted(unknown)
+            )
+            return record
+        try:
+            self.pm.register(plugin, name=key)
+            self.pm.check_pending()
+        except Exception as exc:
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            record.error = f"registration failed: {_short_error(exc)}"
+            return record
+        record.hooks = sorted(impl.name for impl in self.pm.get_hookcallers(plugin) or [])
+        try:
+            specs = self._collect(plugin, record)
+        except Exception as exc:
+            self.pm.unregister(plugin)
+            record.error = f"registration hook failed: {_short_error(exc)}"
+            return record
+        for spec in specs:
+            key = (spec.kind, spec.name)
+            if key in self.components:
+                self.conflicts.setdefault(key, [self.components[key].provider]).append(spec.provider)
+            else:
+                self.components[key] = spec
+        record.components = specs
+        return record
+
+    def _collect(self, plugin: Any, record: PluginRecord) -> list[ComponentSpec]:
+        specs: list[ComponentSpec] = []
+        provider = f"{record.name} ({record.distribution} {record.version})"
+        for hook_name, kind in hookspecs.REGISTRATION_HOOKS.items():
+            impl = getattr(plugin, hook_name, None)
+            if impl is None:
+                continue
+            for spec in impl() or []:
+                if not isinstance(spec, ComponentSpec):
+                    raise TypeError(f"{hook_name} returned {type(spec).__name__}, expected ComponentSpec")
+                if spec.kind != kind:
+                    raise ValueError(f"{hook_name} returned {spec.name!r} of kind {spec.kind!r}, expected {kind!r}")
+                if spec.namespace != record.name:
+                    raise ValueError(
+                        f"component {spec.name!r} must be in the plugin's namespace {record.name!r} "
+                        f"(e.g. '{record.name}.{spec.name.split('.')[-1].split('/')[-1]}')"
+                    )
+                specs.append(replace(spec, provider=provider))
+        return specs
+
+    # --- queries -------------------------------------------------------------------------------
+
+    def failed(self) -> list[PluginRecord]:
+        return [p for p in self.plugins.values() if p.error]
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(name for k, name in self.components if k == kind)
+
+    def find(self, kind: str, name: str) -> ComponentSpec | None:
+        return self.components.get((kind, name))
+
+    def get(self, kind: str, name: str) -> ComponentSpec:
+        """The spec for `name`, or a PluginError that says why it is unavailable."""
+        key = (kind, name)
+        if key in self.conflicts:
+            providers = " and ".join(self.conflicts[key])
+            raise PluginError(f"{kind} {name!r} is registered twice, by {providers}; uninstall one of them")
+        spec = self.components.get(key)
+        if spec is not None:
+            return spec
+        raise PluginError(self.missing_message(kind, name))
+
+    def missing_message(self, kind: str, name: str) -> str:
+        namespace = namespace_of(name)
+        for record in self.plugins.values():
+            if record.error and record.name == namespace:
+                return (
+                    f"{kind} {name!r} should come from {record.label}, which failed to load: {record.error}"
+                )
+        known = self.names(kind)
+        hint = did_you_mean(name, known)
+        if hint:
+            return f"unknown {kind} {name!r}{hint}"
+        if not any(r.name == namespace for r in self.plugins.values()):
+            installed = ", ".join(sorted(r.name for r in self.plugins.values() if not r.error))
+            return f"unknown {kind} {name!r}: no installed plugin provides namespace {namespace!r} (installed: {installed})"
+        return f"unknown {kind} {name!r}; plugin {namespace!r} provides: {', '.join(n for n in known if namespace_of(n) == namespace) or 'no ' + kind + 's'}"
+
+    def load(self, kind: str, name: str) -> Any:
+        """Import the component's object; an import failure names the distribution that provides it."""
+        spec = self.get(kind, name)
+        try:
+            return spec.load()
+        except Exception as exc:
+            raise PluginError(f"{kind} {name!r} from {spec.provider} failed to import: {_short_error(exc)}") from exc
+
+    def config_class(self, kind: str, name: str) -> type | None:
+        spec = self.get(kind, name)
+        try:
+            return spec.config_class()
+        except Exception as exc:
+            raise PluginError(f"config of {kind} {name!r} from {spec.provider} failed to import: {_short_error(exc)}") from exc
+
+    def commands(self) -> list[CommandSpec]:
+        found: list[CommandSpec] = []
+        for impl in self.pm.hook.xfer_commands.get_hookimpls():
+            try:
+                found += [replace(c, provider=impl.plugin_name) for c in impl.function() or []]
+            except Exception as exc:
+                warnings.warn(f"plugin {impl.plugin_name!r}: xfer_commands failed: {_short_error(exc)}", stacklevel=1)
+        return found
+
+    def notify(self, hook: str, **kwargs: Any) -> None:
+        """Call a lifecycle hook on every plugin; one failing observer must not stop a run."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            try:
+                impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:
+                warnings.warn(f"plugin {impl.plugin_name!r}: {hook} failed: {_short_error(exc)}", stacklevel=1)
+
+
+_default_host: PluginHost | None = None
+
+
+def default_host() -> PluginHost:
+    """The process-wide host (created on first use)."""
+    global _default_host
+    if _default_host is None:
+        _default_host = PluginHost()
+    return _default_host
+
+
+def set_default_host(host: PluginHost | None) -> None:
+    """Replace the process-wide host (tests and the xfer.testing kit)."""
+    global _default_host
+    _default_host = host

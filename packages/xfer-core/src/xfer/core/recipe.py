@@ -1,0 +1,252 @@
+"""Recipes: one YAML file (plus optional includes and overrides) -> a validated DAG of stages.
+
+Everything is checked before anything runs, and all problems are reported together:
+unknown or misspelled keys at any depth, wrong types, unknown stage kinds and tasks, references
+to stages or outputs that do not exist, cycles, missing files and overrides that match nothing.
+
+    name: demo              # optional, defaults to the file name
+    seed: 1                 # base seed; stages derive theirs from it
+    include: [common.yaml]  # optional; merged below this file's own keys
+    stages:
+      vocab: {kind: transformer.vocab, files: [data/*.txt], size: 8000}
+      finetune: {kind: transformer.finetune, tokenizer: vocab.tokenizer, tasks: [glue/rte]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError
+from xfer.core.plugins import PluginHost, default_host
+from xfer.core.schema import INVALID, Validator, did_you_mean, resolve_path, to_plain
+from xfer.core.specs import ComponentSpec
+from xfer.core.yamlsrc import Node, apply_override, deep_merge, parse_file, parse_override
+
+TOP_LEVEL_KEYS = ("name", "seed", "description", "include", "stages")
+_STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+@dataclass
+class StagePlan:
+    """A validated stage: its component, typed config and the stages it reads from."""
+
+    name: str
+    kind: str
+    spec: ComponentSpec
+    config: Any
+    deps: tuple[str, ...]
+    loc: Location
+
+    def resolved(self) -> dict[str, Any]:
+        return {"kind": self.kind, **(to_plain(self.config) if self.config is not None else {})}
+
+
+@dataclass
+class Recipe:
+    name: str
+    seed: int
+    description: str
+    path: Path
+    stages: dict[str, StagePlan]  # in execution (topological) order
+    provenance: dict[str, str]
+    overrides: tuple[str, ...] = ()
+
+    def resolved(self) -> dict[str, Any]:
+        """The recipe with every default filled in and paths absolute: what actually runs."""
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "description": self.description,
+            "stages": {name: plan.resolved() for name, plan in self.stages.items()},
+        }
+
+    def dependents(self, stage: str) -> list[str]:
+        """Stages that (transitively) read from `stage`."""
+        found: list[str] = []
+        for name, plan in self.stages.items():
+            if any(dep == stage or dep in found for dep in plan.deps):
+                found.append(name)
+        return found
+
+
+def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> Node:
+    path = path.resolve() if path.exists() else path
+    root = parse_file(path)
+    if not root.is_map:
+        raise RecipeError([Diagnostic(root.loc, f"a recipe must be a mapping with 'stages', got {type(root.value).__name__}")])
+    include = root.value.pop("include", None)
+    if include is None:
+        return root
+    items = include.value if include.is_seq else [include]
+    base: Node | None = None
+    problems: list[Diagnostic] = []
+    for item in items:
+        if not isinstance(item.value, str):
+            problems.append(Diagnostic(item.loc, "include: expected a file path"))
+            continue
+        target = resolve_path(item, item.value)
+        if target in seen or target == path:
+            problems.append(Diagnostic(item.loc, f"include cycle: {target} includes itself"))
+            continue
+        if not target.exists():
+            problems.append(Diagnostic(item.loc, f"include: file not found: {target}"))
+            continue
+        try:
+            part = _load_with_includes(target, (*seen, path))
+        except RecipeError as exc:
+            problems += exc.diagnostics
+            continue
+        base = part if base is None else deep_merge(base, part)
+    if problems:
+        raise RecipeError(problems)
+    return deep_merge(base, root) if base is not None else root
+
+
+def _toposort(plans: dict[str, tuple[Location, tuple[str, ...]]]) -> tuple[list[str], list[Diagnostic]]:
+    """Kahn's algorithm; ties keep the recipe's order. Returns (order, cycle diagnostics)."""
+    order: list[str] = []
+    remaining = dict(plans)
+    while remaining:
+        ready = [n for n, (_, deps) in remaining.items() if all(d in order or d not in plans for d in deps)]
+        if not ready:
+            break
+        order.append(ready[0])
+        del remaining[ready[0]]
+    if not remaining:
+        return order, []
+    # Report one concrete cycle for each stage left (they are on or behind a cycle).
+    diagnostics = []
+    for name, (loc, _) in remaining.items():
+        path, current = [name], name
+        while True:
+            nxt = next(d for d in remaining[current][1] if d in remaining)
+            if nxt in path:
+                cycle = [*path[path.index(nxt):], nxt]
+                break
+            path.append(nxt)
+            current = nxt
+        if name in cycle:
+            diagnostics.append(Diagnostic(loc, f"stages form a cycle: {' -> '.join(cycle)}"))
+        else:
+            diagnostics.append(Diagnostic(loc, f"stage {name!r} depends on a cycle: {' -> '.join(cycle)}"))
+    return order, diagnostics
+
+
+def load_recipe(path: str | Path, overrides: tuple[str, ...] | list[str] = (), host: PluginHost | None = None) -> Recipe:
+    """Parse, merge includes, apply overrides and validate. Raises RecipeError listing every problem."""
+    host = host or default_host()
+    path = Path(path)
+    root = _load_with_includes(path)
+    diagnostics: list[Diagnostic] = []
+    for index, text in enumerate(overrides, start=1):
+        try:
+            key_path, value = parse_override(text, index)
+        except RecipeError as exc:
+            diagnostics += exc.diagnostics
+            continue
+        diagnostics += apply_override(root, key_path, value, text, index)
+
+    validator = Validator(component_config=lambda kind, name, node, v: _component_config(host, kind, name, node, v))
+    for key, node in root.value.items():
+        if key not in TOP_LEVEL_KEYS:
+            validator.error(node.where(), f"unknown top-level key {key!r}{did_you_mean(key, TOP_LEVEL_KEYS)}")
+    name = _top(root, "name", str, path.stem, validator)
+    seed = _top(root, "seed", int, 1, validator)
+    description = _top(root, "description", str, "", validator)
+
+    stages_node = root.get("stages")
+    kinds: dict[str, tuple[Node, ComponentSpec | None]] = {}
+    if stages_node is None:
+        validator.error(root.loc, "recipe has no 'stages'")
+    elif not stages_node.is_map or not stages_node.value:
+        validator.error(stages_node.loc, "'stages' must be a non-empty mapping of stage name -> stage config")
+    else:
+        for stage_name, node in stages_node.value.items():
+            kinds[stage_name] = (node, _stage_spec(host, stage_name, node, validator))
+    validator.stage_outputs = {n: (spec.outputs if spec else None) for n, (_, spec) in kinds.items()}
+
+    configs: dict[str, tuple[Any, tuple[str, ...]]] = {}
+    for stage_name, (node, spec) in kinds.items():
+        if spec is None:
+            continue
+        validator.refs = set()
+        config_cls = _config_class(host, spec, node, validator)
+        if config_cls is INVALID:
+            continue
+        if config_cls is None:
+            extra = [k for k in node.value if k != "kind"]
+            for key in extra:
+                validator.error(node.value[key].where(), f"stages.{stage_name}: stage kind {spec.name!r} takes no config (got {key!r})")
+            config = None
+        else:
+            config = validator.dataclass(node, config_cls, f"stages.{stage_name}", skip=("kind",))
+        if config is not INVALID:
+            configs[stage_name] = (config, tuple(sorted(validator.refs)))
+
+    order, cycle_problems = _toposort({n: (kinds[n][0].where(), deps) for n, (_, deps) in configs.items()})
+    diagnostics += validator.diagnostics + cycle_problems
+    if diagnostics:
+        raise RecipeError(diagnostics)
+    plans = {
+        n: StagePlan(n, kinds[n][1].name, kinds[n][1], configs[n][0], configs[n][1], kinds[n][0].where()) for n in order
+    }
+    return Recipe(name, seed, description, path.resolve(), plans, validator.provenance, tuple(overrides))
+
+
+def _top(root: Node, key: str, tp: type, default: Any, validator: Validator) -> Any:
+    node = root.get(key)
+    if node is None:
+        validator.provenance[key] = "default"
+        return default
+    value = validator.value(node, tp, key)
+    return default if value is INVALID else value
+
+
+def _stage_spec(host: PluginHost, stage_name: str, node: Node, validator: Validator) -> ComponentSpec | None:
+    where = node.key_loc or node.loc
+    if node.created_by_override:
+        validator.error(where, f"override matches no stage {stage_name!r}")
+        return None
+    if not _STAGE_NAME.match(stage_name):
+        validator.error(where, f"stage name {stage_name!r} must be letters, digits, '_' or '-' (no dots)")
+        return None
+    if not node.is_map:
+        validator.error(node.loc, f"stages.{stage_name}: expected a mapping with 'kind', got {type(node.value).__name__}")
+        return None
+    kind_node = node.get("kind")
+    if kind_node is None or not isinstance(kind_node.value, str):
+        validator.error(where if kind_node is None else kind_node.loc, f"stages.{stage_name}: missing 'kind' (a stage kind name)")
+        return None
+    validator.provenance[f"stages.{stage_name}.kind"] = kind_node.origin
+    try:
+        return host.get("stage", kind_node.value)
+    except PluginError as exc:
+        message = str(exc)
+        if message.startswith("unknown stage"):
+            message = "unknown stage kind" + message[len("unknown stage"):]
+        validator.error(kind_node.loc, f"stages.{stage_name}.kind: {message}")
+        return None
+
+
+def _config_class(host: PluginHost, spec: ComponentSpec, node: Node, validator: Validator) -> Any:
+    try:
+        cls = host.config_class(spec.kind, spec.name)
+    except PluginError as exc:
+        return validator.error(node.loc, str(exc))
+    if cls is not None and not dataclasses.is_dataclass(cls):
+        return validator.error(node.loc, f"{spec.kind} {spec.name!r}: its config {cls!r} is not a dataclass (plugin bug)")
+    return cls
+
+
+def _component_config(host: PluginHost, kind: str, name: str, node: Node, validator: Validator) -> Any:
+    where = node.get("name").loc if node.is_map else node.loc
+    if host.find(kind, name) is None:
+        return validator.error(where, host.missing_message(kind, name))
+    try:
+        return host.config_class(kind, name)
+    except PluginError as exc:
+        return validator.error(where, str(exc))

@@ -1,0 +1,90 @@
+"""report.md per stage: a summary of the final metrics plus training-curve plots.
+
+Built from the stage's metrics.jsonl after the stage ends, so a report can always be rebuilt
+(`xfer report RUN_DIR STAGE` is the same function). Plots use matplotlib's Agg backend (no
+display needed): one PNG per metric and split, one line per run within the stage (e.g. per
+trial or task), so curves of several seeds can be compared at a glance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+_SKIP = {"step", "split", "time", "epoch"}
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _series_key(record: dict[str, Any]) -> str:
+    """Records with the same non-numeric tags (task, ...) and trial number form one curve."""
+    tags = {k: v for k, v in record.items() if k not in _SKIP and (k == "trial" or not isinstance(v, (int, float)))}
+    return ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "run"
+
+
+def _plot(records: list[dict[str, Any]], split: str, metric: str, out: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for r in records:
+        value = r.get(metric)
+        if r.get("split") == split and isinstance(value, (int, float)) and math.isfinite(value):
+            series[_series_key(r)].append((r["step"], float(value)))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label, points in sorted(series.items()):
+        steps, values = zip(*sorted(points), strict=True)
+        ax.plot(steps, values, label=label, marker="o" if len(points) < 30 else None, markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{split} {metric}")
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: list[str]) -> Path:
+    """Write `stage_dir/report.md` (and `plots/*.png`); returns the report path."""
+    records = read_metrics(stage_dir / "metrics.jsonl")
+    lines = [f"# {title}", ""]
+    lines += [f"- **{k}**: {v}" for k, v in header.items()]
+    lines.append("")
+    lines += [s.rstrip() + "\n" for s in sections]
+    metrics_by_split: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        for k, v in r.items():
+            if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and k != "trial":
+                metrics_by_split[r.get("split", "train")].add(k)
+    plots = []
+    for split in ("train", "dev"):
+        for metric in sorted(metrics_by_split.get(split, ())):
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{split}-{metric}")
+            made = _plot(records, split, metric, stage_dir / "plots" / f"{safe}.png")
+            if made:
+                plots.append((split, metric, made))
+    if plots:
+        lines += ["## Training curves", ""]
+        lines += [f"![{split} {metric}](plots/{path.name})" for split, metric, path in plots]
+        lines.append("")
+    if not records:
+        lines.append("_No metrics were logged._")
+    path = stage_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

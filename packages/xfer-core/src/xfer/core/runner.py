@@ -1,0 +1,304 @@
+"""Runs a validated recipe in a run directory: skip what is done, resume what was cut, redo what changed.
+
+    runs/<recipe name>/
+      recipe.resolved.yaml  the resolved recipe (defaults filled in, paths absolute)
+      environment.json   Python, torch, package versions, host, device
+      <stage>/
+        stage.json       status (running | completed | failed), fingerprint, times, outputs, error
+        metrics.jsonl    one JSON object per log line
+        checkpoints/     see xfer.core.checkpoint
+        outputs/<name>/  the stage's declared outputs
+        report.md        summary and plots
+
+A stage's fingerprint hashes its kind, component version, resolved config, the recipe seed
+and the fingerprints of the stages it reads from (paths it reads get a cheap stat
+signature). On a re-run: a completed stage with the same fingerprint is skipped; a running or
+failed one with the same fingerprint resumes from its last checkpoint; a different
+fingerprint starts the stage afresh, and the change propagates to every stage downstream.
+A run directory made by a different recipe is refused with a key-level diff unless `force`
+(reuse it, redoing what changed) or `fork` (copy it to a new directory first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from xfer.core import distributed as dist
+from xfer.core.config import Input
+from xfer.core.errors import RunDirError, UserError
+from xfer.core.plugins import PluginHost, default_host
+from xfer.core.recipe import Recipe, StagePlan
+from xfer.core.report import write_report
+from xfer.core.stage import StageContext
+
+
+@dataclass
+class StageResult:
+    name: str
+    action: str  # skipped | ran | resumed
+    status: str
+    report: Path | None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    stages: list[StageResult] = field(default_factory=list)
+
+
+def default_run_dir(recipe: Recipe) -> Path:
+    return Path("runs") / recipe.name
+
+
+def diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Key-level differences between two resolved recipes, one line per changed key."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        lines: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old:
+                lines.append(f"+ {path}: {json.dumps(new[key])}")
+            elif key not in new:
+                lines.append(f"- {path}: {json.dumps(old[key])}")
+            else:
+                lines += diff(old[key], new[key], path)
+        return lines
+    return [] if old == new else [f"~ {prefix}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def _walk_inputs(value: Any) -> list[Input]:
+    if isinstance(value, Input):
+        return [value]
+    if hasattr(value, "__dataclass_fields__"):
+        return [i for name in value.__dataclass_fields__ for i in _walk_inputs(getattr(value, name))]
+    if isinstance(value, (list, tuple)):
+        return [i for v in value for i in _walk_inputs(v)]
+    if isinstance(value, dict):
+        return [i for v in value.values() for i in _walk_inputs(v)]
+    if hasattr(value, "inputs") and hasattr(value, "patterns"):  # Files
+        return list(value.inputs)
+    return []
+
+
+def _stat_signature(path: Path, limit: int = 2000) -> list[Any]:
+    """Names, sizes and mtimes of up to `limit` files: notices replaced inputs without hashing GBs."""
+    if path.is_file():
+        st = path.stat()
+        return [path.name, st.st_size, st.st_mtime_ns]
+    files = sorted(p for p in path.rglob("*") if p.is_file())[:limit]
+    return [[str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+
+
+def fingerprint(plan: StagePlan, seed: int, upstream: dict[str, str]) -> str:
+    external = {str(i.path): _stat_signature(i.path) for i in _walk_inputs(plan.config) if i.path is not None and i.path.exists()}
+    payload = {
+        "kind": plan.kind,
+        "version": plan.spec.version,
+        "config": plan.resolved(),
+        "seed": seed,
+        "upstream": {d: upstream[d] for d in plan.deps},
+        "external": external,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _environment(device: str) -> dict[str, Any]:
+    import importlib.metadata
+
+    import torch
+
+    versions = {}
+    for dist_ in importlib.metadata.distributions():
+        name = dist_.metadata["Name"] or ""
+        if name.startswith("xfer") or name in ("torch", "tokenizers", "datasets", "transformers", "safetensors", "pluggy"):
+            versions[name] = dist_.version
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "device": device,
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "world_size": dist.world_size(),
+        "packages": dict(sorted(versions.items())),
+        "argv": sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prepare_run_dir(recipe: Recipe, run_dir: Path, force: bool, fork: Path | None) -> Path:
+    """Check the run dir belongs to this recipe (or fork/force), then write the resolved recipe."""
+    resolved = recipe.resolved()
+    recipe_file = run_dir / "recipe.resolved.yaml"
+    if recipe_file.exists():
+        previous = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
+        changes = diff(previous, resolved)
+        if changes and fork is None and not force:
+            listing = "\n".join(f"  {c}" for c in changes)
+            raise RunDirError(
+                f"{run_dir} was made by a different recipe:\n{listing}\n"
+                f"Use --fork NEW_DIR to run the changed recipe in a copy (unchanged stages are reused), "
+                f"or --force to re-run the changed stages here."
+            )
+    if fork is not None:
+        if fork.exists():
+            raise RunDirError(f"--fork target {fork} already exists")
+        if run_dir.exists() and dist.is_main():
+            shutil.copytree(run_dir, fork, symlinks=True)
+        run_dir = fork
+    if dist.is_main():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+    dist.barrier()
+    return run_dir
+
+
+def run_recipe(
+    recipe: Recipe,
+    run_dir: Path | None = None,
+    *,
+    force: bool = False,
+    fork: Path | None = None,
+    device: str = "auto",
+    host: PluginHost | None = None,
+    log: Any = print,
+) -> RunResult:
+    """Run every stage of `recipe` in order; see the module docstring for skip/resume rules."""
+
+    host = host or default_host()
+    dist.init_from_env()
+    run_dir = prepare_run_dir(recipe, (run_dir or default_run_dir(recipe)), force, fork)
+    torch_device = dist.select_device(device)
+    if dist.is_main():
+        _write_json(run_dir / "environment.json", _environment(str(torch_device)))
+    say = log if dist.is_main() else (lambda *a, **k: None)
+    stage_dirs = {name: run_dir / name for name in recipe.stages}
+    fingerprints: dict[str, str] = {}
+    result = RunResult(run_dir)
+    for name, plan in recipe.stages.items():
+        fp = fingerprint(plan, recipe.seed, fingerprints)
+        fingerprints[name] = fp
+        stage_dir = stage_dirs[name]
+        state = _read_json(stage_dir / "stage.json") or {}
+        if state.get("fingerprint") == fp and state.get("status") == "completed":
+            say(f"[{name}] up to date, skipped")
+            result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
+            continue
+        resumed = state.get("fingerprint") == fp  # interrupted or failed: the trainer resumes from its checkpoints
+        if state and state.get("fingerprint") != fp and dist.is_main():
+            shutil.rmtree(stage_dir)  # changed config or inputs: start this stage afresh
+        if dist.is_main():
+            stage_dir.mkdir(parents=True, exist_ok=True)
+        dist.barrier()
+        say(f"[{name}] {'resuming' if resumed else 'running'} {plan.kind}")
+        report = _run_stage(recipe, plan, run_dir, stage_dir, stage_dirs, fp, resumed, torch_device, host)
+        result.stages.append(StageResult(name, "resumed" if resumed else "ran", "completed", report))
+        say(f"[{name}] completed; report: {report}")
+    return result
+
+
+def _run_stage(
+    recipe: Recipe,
+    plan: StagePlan,
+    run_dir: Path,
+    stage_dir: Path,
+    stage_dirs: dict[str, Path],
+    fp: str,
+    resumed: bool,
+    device: Any,
+    host: PluginHost,
+) -> Path:
+    from xfer.core import rng
+
+    started = time.time()
+    status = {"status": "running", "kind": plan.kind, "version": plan.spec.version, "fingerprint": fp, "started": started}
+    ctx = StageContext(run_dir, plan.name, plan.kind, plan.config, recipe.seed, stage_dir, device, host, stage_dirs, resumed)
+    if dist.is_main():
+        _write_json(stage_dir / "stage.json", status)
+        host.notify("xfer_stage_start", run_dir=run_dir, stage=plan.name, kind=plan.kind, config=plan.config, resumed=resumed)
+    run = host.load("stage", plan.kind)
+    rng.seed_everything(recipe.seed + dist.rank())
+    try:
+        run(ctx)
+        missing = [o for o in plan.spec.outputs if not (stage_dir / "outputs" / o).is_dir()]
+        if missing:
+            raise RuntimeError(f"stage kind {plan.kind!r} did not write its declared outputs {missing} (plugin bug)")
+    except BaseException as exc:
+        if dist.is_main():
+            message = str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception_only(exc)).strip()
+            status.update(status="failed", finished=time.time(), error=message or type(exc).__name__)
+            _write_json(stage_dir / "stage.json", status)
+            host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="failed", outputs={})
+            _safe_report(plan, stage_dir, status, ctx)
+        raise
+    dist.barrier()
+    outputs = {o: stage_dir / "outputs" / o for o in plan.spec.outputs}
+    report = stage_dir / "report.md"
+    if dist.is_main():
+        status.update(status="completed", finished=time.time(), outputs={k: str(v) for k, v in outputs.items()})
+        report = _safe_report(plan, stage_dir, status, ctx)
+        _write_json(stage_dir / "stage.json", status)
+        host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="completed", outputs=outputs)
+    dist.barrier()
+    return report
+
+
+def _safe_report(plan: StagePlan, stage_dir: Path, status: dict[str, Any], ctx: StageContext) -> Path:
+    header = {
+        "kind": f"{plan.kind} (version {plan.spec.version}, from {plan.spec.provider})",
+        "status": status["status"],
+        "fingerprint": status["fingerprint"][:16],
+        "duration": f"{status.get('finished', time.time()) - status['started']:.1f} s",
+    }
+    if status.get("error"):
+        header["error"] = status["error"]
+    return write_report(stage_dir, f"Stage `{plan.name}`", header, ctx.report_sections)
+
+
+def read_status(run_dir: Path) -> list[dict[str, Any]]:
+    """Status of each stage folder of a run (for `xfer status`), in the recipe's order."""
+    recipe_file = run_dir / "recipe.resolved.yaml"
+    if not recipe_file.exists():
+        raise UserError(f"{run_dir}: not a run directory (no recipe.resolved.yaml)")
+    resolved = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
+    rows = []
+    for name, config in (resolved.get("stages") or {}).items():
+        state = _read_json(run_dir / name / "stage.json") or {}
+        latest = run_dir / name / "checkpoints" / "latest"
+        rows.append(
+            {
+                "stage": name,
+                "kind": config.get("kind"),
+                "status": state.get("status", "pending"),
+                "fingerprint": (state.get("fingerprint") or "")[:12],
+                "duration_s": round(state["finished"] - state["started"], 1) if "finished" in state else None,
+                "checkpoint": latest.read_text().strip() if latest.exists() else None,
+                "error": state.get("error"),
+            }
+        )
+    return rows

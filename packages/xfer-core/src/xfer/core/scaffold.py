@@ -1,0 +1,217 @@
+"""`xfer new-plugin NAME`: a ready-to-edit plugin distribution, shaped like plugins/xfer-example.
+
+The scaffold has a task (`NAME/tsv`: text<TAB>label files), an objective (`NAME.weighted`:
+class-weighted cross-entropy on top of `transformer.sequence`), conformance tests from
+`xfer.testing` and a README. `pip install -e xfer-NAME` and `pytest xfer-NAME` work at once.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+
+from xfer.core.errors import UserError
+
+_FILES: dict[str, str] = {
+    "pyproject.toml": '''\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "xfer-{name}"
+version = "0.1.0"
+description = "xfer plugin {name}: a task and an objective"
+requires-python = ">=3.11"
+dependencies = ["xfer-core>=0.1.0", "xfer-transformer>=0.1.0"]
+
+[project.entry-points.xfer]
+{name} = "xfer.{name}.plugin"
+
+[tool.setuptools.packages.find]
+where = ["src"]
+namespaces = true
+''',
+    "README.md": '''\
+# xfer-{name}
+
+An xfer plugin providing
+
+- task `{name}/tsv` — sentence classification from `text<TAB>label` files;
+- objective `{name}.weighted` — class-weighted cross-entropy for `transformer.finetune`.
+
+```
+pip install -e .        # registers the `xfer` entry point `{name}`
+xfer explain task {name}/tsv
+pytest tests            # conformance tests from xfer.testing
+```
+''',
+    "src/xfer/{name}/__init__.py": '''\
+"""xfer plugin `{name}`."""
+''',
+    "src/xfer/{name}/plugin.py": '''\
+"""Registration hooks: specs only, nothing heavy is imported here."""
+
+from __future__ import annotations
+
+from xfer.core import ComponentSpec, hookimpl
+
+
+@hookimpl
+def xfer_tasks() -> list[ComponentSpec]:
+    return [
+        ComponentSpec("task", "{name}/tsv", "xfer.{name}.task:TsvTask", "1", "xfer.{name}.task:TsvConfig",
+                      "Sentence classification from text<TAB>label files.")
+    ]
+
+
+@hookimpl
+def xfer_objectives() -> list[ComponentSpec]:
+    return [
+        ComponentSpec("objective", "{name}.weighted", "xfer.{name}.objective:WeightedObjective", "1",
+                      "xfer.{name}.objective:WeightedConfig", "Class-weighted cross-entropy sentence classification.")
+    ]
+''',
+    "src/xfer/{name}/task.py": '''\
+"""`{name}/tsv`: one `text<TAB>label` example per line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xfer.core import DataError, ExistingPath, knob
+from xfer.core.metrics import accuracy
+from xfer.core.tasks import Example, SentenceExample, Split, Task, missing_predictions
+
+
+@dataclass
+class TsvConfig:
+    labels: list[str] = knob(doc="All labels in a fixed order.")
+    train_file: ExistingPath | None = knob(None, "Training file.")
+    dev_file: ExistingPath | None = knob(None, "Development file.")
+    test_file: ExistingPath | None = knob(None, "Test file (labels optional).")
+
+
+class TsvTask(Task):
+    type = "classification"
+    main_metric = "accuracy"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.config.labels)
+
+    def examples(self, split: Split) -> list[Example]:
+        path = getattr(self.config, f"{{split}}_file")
+        if path is None:
+            raise DataError(self.name, 0, f"no {{split}}_file configured")
+        examples: list[Example] = []
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+            columns = line.split("\\t")
+            if len(columns) != 2:
+                raise DataError(path, number, f"expected 2 tab-separated columns, got {{len(columns)}}")
+            text, label = columns
+            if label not in self.config.labels:
+                raise DataError(path, number, f"unknown label {{label!r}}", key="label")
+            examples.append(SentenceExample(f"{{split}}-{{number}}", text, None, label))
+        if not examples:
+            raise DataError(path, 0, "file has no examples")
+        return examples
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        missing = missing_predictions(examples, predictions)
+        if missing:
+            raise ValueError(f"no prediction for {{missing[:3]}}")
+        return {{"accuracy": accuracy([e.label for e in examples], [predictions[e.id] for e in examples])}}
+''',
+    "src/xfer/{name}/objective.py": '''\
+"""`{name}.weighted`: `transformer.sequence` with per-class loss weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from xfer.core import knob
+from xfer.transformer.objectives import SequenceConfig, SequenceObjective
+
+
+@dataclass
+class WeightedConfig(SequenceConfig):
+    class_weights: list[float] = knob([], "One weight per label (empty: all 1).")
+
+
+class WeightedObjective(SequenceObjective):
+    task_types = ("classification",)
+
+    def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
+        weights = self.config.class_weights or [1.0] * scores.shape[-1]
+        return F.cross_entropy(scores, labels, weight=torch.tensor(weights, device=scores.device))
+''',
+    "tests/test_{name}.py": '''\
+"""Conformance tests from the xfer.testing kit, plus your own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xfer.testing import ComponentConformance
+
+RECIPE = """
+stages:
+  corpus: {{kind: toy.corpus, sentences: 200}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
+  fit:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    encoder: {{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}}
+    max_length: 32
+    tasks: [{{name: {name}/tsv, labels: [neg, pos], train_file: train.tsv, dev_file: dev.tsv}}]
+    objective: {{name: {name}.weighted, class_weights: [1.0, 2.0]}}
+    train: {{steps: 6, batch_size: 4, log_every: 1, checkpoint_every: 2, precision: fp32}}
+"""
+
+
+class Data:
+    plugin_modules = ("xfer.{name}.plugin",)
+
+    def prepare(self, directory: Path) -> None:
+        rows = [("a good film", "pos"), ("a bad film", "neg")] * 8
+        (directory / "train.tsv").write_text("".join(f"{{t}}\\t{{label}}\\n" for t, label in rows))
+        (directory / "dev.tsv").write_text("".join(f"{{t}}\\t{{label}}\\n" for t, label in rows[:4]))
+
+
+class TestTask(Data, ComponentConformance):
+    component = ("task", "{name}/tsv")
+    config_path = "stages.fit.tasks.0"
+    recipe = RECIPE
+    kill_at_step = 3
+
+
+class TestObjective(Data, ComponentConformance):
+    component = ("objective", "{name}.weighted")
+    config_path = "stages.fit.objective"
+    recipe = RECIPE
+    kill_at_step = 3
+''',
+}
+
+
+def scaffold_plugin(name: str, directory: Path | None = None) -> Path:
+    """Write `xfer-<name>/` (or `directory`) and return its path; refuses to overwrite."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
+        raise UserError(f"plugin name {name!r} must be a lower-case Python identifier (it becomes xfer.{name})")
+    target = directory or Path(f"xfer-{name}")
+    if target.exists() and any(target.iterdir()):
+        raise UserError(f"{target} already exists and is not empty")
+    for relative, template in _FILES.items():
+        path = target / relative.format(name=name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template.format(name=name), encoding="utf-8")
+    return target

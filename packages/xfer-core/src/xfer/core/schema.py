@@ -1,0 +1,400 @@
+"""Strict, typed validation of YAML nodes against config dataclasses.
+
+`Validator.value(node, type, path)` converts a located YAML node into the Python value the type
+asks for, or records a `Diagnostic` at the node's position and returns `INVALID`. It never stops
+at the first problem, so `xfer validate` can report everything at once. Supported types: bool,
+int, float, str, Path (relative to the YAML file's folder), `ExistingPath`, Literal, unions and
+Optional, list/tuple/dict, nested dataclasses, and the recipe types `Input`, `Files`, `TaskRef`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import glob
+import os
+import re
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from xfer.core.config import ComponentRef, Files, Input, MustExist
+from xfer.core.errors import Diagnostic, Location
+from xfer.core.yamlsrc import Node
+
+
+class _Invalid:
+    def __repr__(self) -> str:
+        return "INVALID"
+
+
+INVALID: Any = _Invalid()
+_REFERENCE = re.compile(r"^([A-Za-z_][\w-]*)\.([A-Za-z_]\w*)$")
+
+
+def did_you_mean(word: str, candidates: typing.Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for the closest candidate, or '' when nothing is close."""
+    match = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def type_name(tp: Any) -> str:
+    """Human description of a type for error messages ("an integer", "a list of strings")."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return type_name(args[0])
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        names = [type_name(a) for a in args if a is not type(None)]
+        return " or ".join(names) + (" or null" if type(None) in args else "")
+    if origin in (list, tuple):
+        return f"a list of {type_name(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+    if origin is dict:
+        return f"a mapping of {type_name(args[1]).removeprefix('a ').removeprefix('an ')}s" if args else "a mapping"
+    if isinstance(tp, type) and issubclass(tp, ComponentRef):
+        return f"a {tp.kind} name or a mapping with 'name'"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return {
+        bool: "true or false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        Path: "a path",
+        Input: "a stage output like 'stage.output' or a path",
+        Files: "a file pattern or a list of them",
+
+        type(None): "null",
+        Any: "any value",
+    }.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def base_dir(node: Node) -> Path:
+    """Relative paths resolve against the folder of the YAML file that wrote them (overrides: cwd)."""
+    file = node.loc.file
+    return Path.cwd() if file.startswith("<") else Path(file).resolve().parent
+
+
+def resolve_path(node: Node, text: str) -> Path:
+    path = Path(os.path.expanduser(text))
+    return Path(os.path.normpath(path if path.is_absolute() else base_dir(node) / path))
+
+
+class Validator:
+    """Collects diagnostics while converting nodes; one instance per recipe validation.
+
+    `stage_outputs` maps each stage name to its declared outputs (for `Input` references);
+    `component_config(kind, name, node, validator)` returns a component's config class, None
+    if it takes none, or INVALID after recording why it is unavailable. `refs` collects every
+    stage referenced, for the DAG.
+    """
+
+    def __init__(
+        self,
+        stage_outputs: dict[str, tuple[str, ...] | None] | None = None,
+        component_config: Callable[[str, str, Node, Validator], type | _Invalid | None] | None = None,
+    ):
+        self.diagnostics: list[Diagnostic] = []
+        self.provenance: dict[str, str] = {}
+        self.stage_outputs = stage_outputs or {}
+        self.component_config = component_config
+        self.refs: set[str] = set()
+
+    def error(self, where: Location, message: str) -> Any:
+        self.diagnostics.append(Diagnostic(where, message))
+        return INVALID
+
+    def wrong_type(self, node: Node, tp: Any, path: str) -> Any:
+        return self.error(node.loc, f"{path}: expected {type_name(tp)}, got {describe(node.value)}")
+
+    # --- entry point --------------------------------------------------------------------------
+
+    def value(self, node: Node, tp: Any, path: str) -> Any:
+        self.provenance[path] = node.origin
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if tp is Any:
+            return node.to_python()
+        if origin is typing.Annotated:
+            result = self.value(node, args[0], path)
+            if result is not INVALID and any(isinstance(a, MustExist) for a in args[1:]) and not Path(result).exists():
+                return self.error(node.loc, f"{path}: path not found: {result}")
+            return result
+        if origin is Literal:
+            if node.value in args and not node.is_map and not node.is_seq:
+                return node.value
+            choices = ", ".join(repr(a) for a in args)
+            hint = did_you_mean(str(node.value), [str(a) for a in args]) if isinstance(node.value, str) else ""
+            return self.error(node.loc, f"{path}: {describe(node.value)} is not one of {choices}{hint}")
+        if origin in (Union, types.UnionType):
+            return self._union(node, args, path)
+        if origin in (list, tuple):
+            return self._sequence(node, tp, origin, args, path)
+        if origin is dict:
+            return self._mapping(node, args, path)
+        if tp is Input:
+            return self.input(node, path)
+        if tp is Files:
+            return self.files(node, path)
+        if isinstance(tp, type) and issubclass(tp, ComponentRef):
+            return self.component(node, tp, path)
+        if dataclasses.is_dataclass(tp):
+            return self.dataclass(node, tp, path)
+        if tp in _SCALARS:
+            return _SCALARS[tp](self, node, path)
+        raise TypeError(f"config field {path}: type {tp!r} is not supported by the recipe schema")
+
+    # --- composite types -----------------------------------------------------------------------
+
+    def _union(self, node: Node, args: tuple, path: str) -> Any:
+        if node.value is None and type(None) in args:
+            return None
+        candidates = [a for a in args if a is not type(None)]
+        if len(candidates) == 1:
+            return self.value(node, candidates[0], path)
+        for candidate in candidates:
+            trial = Validator(self.stage_outputs, self.component_config)
+            result = trial.value(node, candidate, path)
+            if result is not INVALID:
+                self.refs |= trial.refs
+                self.provenance.update(trial.provenance)
+                return result
+        return self.wrong_type(node, Union[tuple(args)], path)  # noqa: UP007
+
+    def _sequence(self, node: Node, tp: Any, origin: type, args: tuple, path: str) -> Any:
+        if not node.is_seq:
+            return self.wrong_type(node, tp, path)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(node.value) != len(args):
+                return self.error(node.loc, f"{path}: expected exactly {len(args)} items, got {len(node.value)}")
+            items = [self.value(n, a, f"{path}.{i}") for i, (n, a) in enumerate(zip(node.value, args, strict=True))]
+        else:
+            item_type = args[0] if args else Any
+            items = [self.value(n, item_type, f"{path}.{i}") for i, n in enumerate(node.value)]
+        if any(item is INVALID for item in items):
+            return INVALID
+        return tuple(items) if origin is tuple else items
+
+    def _mapping(self, node: Node, args: tuple, path: str) -> Any:
+        if not node.is_map:
+            return self.wrong_type(node, dict[args] if args else dict, path)
+        value_type = args[1] if args else Any
+        result = {key: self.value(child, value_type, f"{path}.{key}") for key, child in node.value.items()}
+        return INVALID if any(v is INVALID for v in result.values()) else result
+
+    def dataclass(self, node: Node, cls: type, path: str, skip: tuple[str, ...] = (), base: Any = None) -> Any:
+        """Validate a mapping against a dataclass: unknown keys, missing keys, field types.
+
+        `base`: an instance whose values fill keys the mapping leaves out. A field whose default
+        is itself a dataclass instance (e.g. a stage's `train: TrainConfig(epochs=3)`) is
+        validated with that default as its base, so `train: {lr: 1e-3}` keeps `epochs: 3`.
+        """
+        if not node.is_map:
+            return self.wrong_type(node, cls, path)
+        hints = typing.get_type_hints(cls, include_extras=True)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        values: dict[str, Any] = {}
+        ok = True
+        for key, child in node.value.items():
+            if key in skip:
+                continue
+            child_path = f"{path}.{key}" if path else key
+            if key not in fields:
+                self.error(child.where(), f"{child_path}: unknown key {key!r}{did_you_mean(key, fields)}")
+                ok = False
+                continue
+            default = _dataclass_default(fields[key])
+            if default is not None and type(default) is hints[key]:
+                values[key] = self.dataclass(child, hints[key], child_path, base=default)
+                self.provenance[child_path] = child.origin
+            else:
+                values[key] = self.value(child, hints[key], child_path)
+            ok &= values[key] is not INVALID
+        for name, f in fields.items():
+            if name in values or name in skip:
+                continue
+            if base is not None:
+                values[name] = getattr(base, name)
+                self.provenance[f"{path}.{name}" if path else name] = "default"
+                continue
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                self.error(node.loc, f"{path or 'recipe'}: missing required key {name!r}")
+                ok = False
+            else:
+                self.provenance[f"{path}.{name}" if path else name] = "default"
+        if not ok:
+            return INVALID
+        try:
+            return cls(**values)
+        except (ValueError, TypeError) as exc:  # __post_init__ cross-field checks
+            return self.error(node.loc, f"{path}: {exc}")
+
+    # --- recipe types --------------------------------------------------------------------------
+
+    def input(self, node: Node, path: str) -> Any:
+        if not isinstance(node.value, str) or not node.value:
+            return self.wrong_type(node, Input, path)
+        text = node.value
+        match = _REFERENCE.match(text)
+        if match and match.group(1) in self.stage_outputs:
+            stage, output = match.groups()
+            declared = self.stage_outputs[stage]
+            if declared is not None and output not in declared:  # None: the stage's kind is unknown
+                listing = ", ".join(declared) or "none"
+                return self.error(
+                    node.loc,
+                    f"{path}: stage {stage!r} has no output {output!r} (outputs: {listing}){did_you_mean(output, declared)}",
+                )
+            self.refs.add(stage)
+            return Input(stage=stage, output=output)
+        resolved = resolve_path(node, text)
+        if resolved.exists():
+            return Input(path=resolved)
+        if match:
+            stage = match.group(1)
+            hint = did_you_mean(stage, self.stage_outputs)
+            return self.error(
+                node.loc, f"{path}: {text!r} is neither a stage output (no stage {stage!r}{hint}) nor an existing path"
+            )
+        return self.error(node.loc, f"{path}: path not found: {resolved}")
+
+    def files(self, node: Node, path: str) -> Any:
+        items = node.value if node.is_seq else [node]
+        patterns: list[str] = []
+        inputs: list[Input] = []
+        ok = True
+        for i, item in enumerate(items):
+            item_path = f"{path}.{i}" if node.is_seq else path
+            if not isinstance(item.value, str) or not item.value:
+                self.wrong_type(item, str, item_path)
+                ok = False
+                continue
+            match = _REFERENCE.match(item.value)
+            if match and match.group(1) in self.stage_outputs:
+                ref = self.input(item, item_path)
+                ok &= ref is not INVALID
+                if ref is not INVALID:
+                    inputs.append(ref)
+                continue
+            pattern = str(resolve_path(item, item.value))
+            if not glob.glob(pattern, recursive=True):
+                self.error(item.loc, f"{item_path}: no file matches {item.value!r} (looked for {pattern})")
+                ok = False
+            patterns.append(pattern)
+        return Files(tuple(patterns), tuple(inputs)) if ok else INVALID
+
+    def component(self, node: Node, ref_type: type[ComponentRef], path: str) -> Any:
+        """`name` or `{name: ..., <config>}` for a registered component of `ref_type.kind`."""
+        if isinstance(node.value, str):
+            name, config_node = node.value, None
+        elif node.is_map and node.get("name") is not None and isinstance(node.value["name"].value, str):
+            name, config_node = node.value["name"].value, node
+        else:
+            return self.wrong_type(node, ref_type, path)
+        if self.component_config is None:
+            return self.error(node.loc, f"{path}: components cannot be checked here")
+        config_cls = self.component_config(ref_type.kind, name, node, self)
+        if config_cls is INVALID:
+            return INVALID
+        if config_cls is None:
+            if config_node is not None and len(config_node.value) > 1:
+                extra = next(k for k in config_node.value if k != "name")
+                return self.error(config_node.value[extra].where(), f"{path}: {ref_type.kind} {name!r} takes no config (got {extra!r})")
+            return ref_type(name, None)
+        empty = Node({}, node.loc, origin=node.origin)
+        config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
+        return INVALID if config is INVALID else ref_type(name, config)
+
+
+def _dataclass_default(f: dataclasses.Field) -> Any:
+    """The field's default if it is a dataclass instance (given via knob's default_factory)."""
+    if f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+        return value if dataclasses.is_dataclass(value) and not isinstance(value, type) else None
+    return None
+
+
+def _bool(v: Validator, node: Node, path: str) -> Any:
+    return node.value if isinstance(node.value, bool) else v.wrong_type(node, bool, path)
+
+
+def _int(v: Validator, node: Node, path: str) -> Any:
+    value = node.value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):  # YAML 1.1 reads `1e4` as a string; accept integral numbers
+        try:
+            number = float(value)
+        except ValueError:
+            return v.wrong_type(node, int, path)
+        if number.is_integer():
+            return int(number)
+    return v.wrong_type(node, int, path)
+
+
+def _float(v: Validator, node: Node, path: str) -> Any:
+    value = node.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):  # YAML 1.1 reads `3e-4` as a string; every user writes it
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return v.wrong_type(node, float, path)
+
+
+def _str(v: Validator, node: Node, path: str) -> Any:
+    return node.value if isinstance(node.value, str) else v.wrong_type(node, str, path)
+
+
+def _path(v: Validator, node: Node, path: str) -> Any:
+    if isinstance(node.value, str) and node.value:
+        return resolve_path(node, node.value)
+    return v.wrong_type(node, Path, path)
+
+
+def _none(v: Validator, node: Node, path: str) -> Any:
+    return None if node.value is None else v.wrong_type(node, type(None), path)
+
+
+_SCALARS: dict[Any, Callable[[Validator, Node, str], Any]] = {
+    bool: _bool,
+    int: _int,
+    float: _float,
+    str: _str,
+    Path: _path,
+    type(None): _none,
+}
+
+
+def to_plain(value: Any) -> Any:
+    """A config value as JSON-able data (for the resolved recipe, fingerprints and `xfer show`)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if isinstance(value, ComponentRef):
+            config = to_plain(value.config) if value.config is not None else {}
+            return {"name": value.name, **config}
+        if isinstance(value, Input):
+            return str(value)
+        if isinstance(value, Files):
+            return [*value.patterns, *(str(i) for i in value.inputs)]
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

@@ -1,0 +1,96 @@
+"""Component specs: what a plugin registers, cheap to build, heavy parts imported lazily.
+
+A plugin's registration hook returns a list of `ComponentSpec`. The spec names the component
+(namespaced: the part before the first `.` or `/` is the plugin's namespace, e.g.
+`transformer.finetune`, `glue/rte`), where to import it from (`"package.module:attr"`), its
+config dataclass (a class or a lazy path to one), a version that enters run fingerprints (bump
+it when the component's behaviour changes) and a one-line summary.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("task", "model", "objective", "stage", "metric")
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*[./][a-z0-9][a-z0-9_.\-/]*$")
+
+
+def import_object(path: str) -> Any:
+    """Import `"pkg.module:attr.sub"`; errors propagate so the caller can attribute them."""
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise ValueError(f"import path {path!r} must look like 'package.module:attribute'")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def namespace_of(name: str) -> str:
+    """`glue/rte` -> `glue`; `transformer.finetune` -> `transformer`."""
+    return re.split(r"[./]", name, maxsplit=1)[0]
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A registered component. `target` and a string `config` are imported only when used."""
+
+    kind: str
+    name: str
+    target: str
+    version: str
+    config: type | str | None = None
+    summary: str = ""
+    # Stages only: the names of the directories the stage produces, which later stages can
+    # reference as `<stage>.<output>` (declared here so recipes validate without importing).
+    outputs: tuple[str, ...] = ()
+    # Filled in by the host: which distribution / plugin registered the spec.
+    provider: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"component {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"component name {self.name!r} must be namespaced and lower-case, "
+                "like 'myplugin.stage' or 'myplugin/task'"
+            )
+        if ":" not in self.target:
+            raise ValueError(f"component {self.name!r}: target {self.target!r} must be 'module:attribute'")
+        if self.outputs and self.kind != "stage":
+            raise ValueError(f"component {self.name!r}: only stages declare outputs")
+        if not self.version:
+            raise ValueError(f"component {self.name!r}: version must be a non-empty string")
+
+    @property
+    def namespace(self) -> str:
+        return namespace_of(self.name)
+
+    def load(self) -> Any:
+        """Import and return the component object (class or function)."""
+        return import_object(self.target)
+
+    def config_class(self) -> type | None:
+        """The config dataclass (imported if given as a path), or None if the component takes none."""
+        if self.config is None or isinstance(self.config, type):
+            return self.config
+        return import_object(self.config)
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A CLI sub-command contributed by a plugin.
+
+    `configure(parser)` adds arguments to an argparse sub-parser; `run(args) -> int` executes it.
+    Both are lazy import paths so `xfer --help` stays fast.
+    """
+
+    name: str
+    help: str
+    configure: str
+    run: str
+    provider: str = field(default="", compare=False)

@@ -1,0 +1,109 @@
+"""What a stage sees while it runs: its config, folders, inputs, device and logging.
+
+A stage component is a function `run(ctx: StageContext) -> None` (registered with
+`ComponentSpec(kind="stage", ..., outputs=("model",))`). It reads earlier stages' outputs through
+`ctx.resolve(input)`, writes each declared output into `ctx.output_dir(name)`, trains with
+`xfer.core.trainer.Trainer(..., workdir=ctx.dir, events=ctx.events())`, and may add Markdown to
+its report with `ctx.report(...)`. Every rank runs the stage; only rank 0 writes files
+(`ctx.is_main`).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from xfer.core import distributed as dist
+from xfer.core.config import Files, Input
+from xfer.core.plugins import PluginHost
+
+
+@dataclass
+class StageContext:
+    run_dir: Path
+    name: str
+    kind: str
+    config: Any
+    seed: int
+    dir: Path
+    device: torch.device
+    host: PluginHost
+    stage_dirs: dict[str, Path]  # every stage of the recipe -> its folder (for references)
+    resumed: bool = False
+    report_sections: list[str] = field(default_factory=list)
+
+    @property
+    def is_main(self) -> bool:
+        return dist.is_main()
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.dir / "metrics.jsonl"
+
+    def resolve(self, source: Input) -> Path:
+        """The directory an `Input` designates: an earlier stage's output or a path."""
+        if source.stage is not None:
+            return self.stage_dirs[source.stage] / "outputs" / str(source.output)
+        assert source.path is not None
+        return source.path
+
+    def resolve_files(self, files: Files, suffixes: tuple[str, ...] = (".txt",)) -> list[Path]:
+        """Every file the patterns match plus every file with `suffixes` inside referenced outputs."""
+        found = [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]
+        for source in files.inputs:
+            root = self.resolve(source)
+            found += sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in suffixes)
+        return [p for p in found if p.is_file()]
+
+    def output_dir(self, name: str) -> Path:
+        """Folder for a declared output (created on rank 0)."""
+        path = self.dir / "outputs" / name
+        if self.is_main:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def events(self, **tags: Any) -> RunLog:
+        """Trainer events that append to metrics.jsonl with `tags` (e.g. trial=2, task='glue/rte')."""
+        return RunLog(self, tags)
+
+    def report(self, markdown: str) -> None:
+        """Add a section to this stage's report.md."""
+        self.report_sections.append(markdown)
+
+
+class RunLog:
+    """Writes metrics.jsonl lines and forwards lifecycle events to plugins (rank 0 only)."""
+
+    def __init__(self, ctx: StageContext, tags: dict[str, Any]):
+        self.ctx, self.tags = ctx, tags
+
+    def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
+        if not self.ctx.is_main:
+            return
+        record = {"step": step, "split": split, **self.tags, **metrics, "time": round(time.time(), 3)}
+        with open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+        self.ctx.host.notify(
+            "xfer_metrics_logged", run_dir=self.ctx.run_dir, stage=self.ctx.name, step=step, split=split, metrics=metrics
+        )
+
+    def checkpoint_saved(self, step: int, path: Path) -> None:
+        self.ctx.host.notify("xfer_checkpoint_saved", run_dir=self.ctx.run_dir, stage=self.ctx.name, step=step, path=path)
+
+    def resumed(self, step: int) -> None:
+        """Drop log lines of this run written after the checkpoint we resume from (they are redone)."""
+        if not self.ctx.is_main or not self.ctx.metrics_file.exists():
+            return
+        kept = []
+        for line in self.ctx.metrics_file.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            same_run = all(record.get(k) == v for k, v in self.tags.items())
+            if not (same_run and record.get("step", 0) > step):
+                kept.append(line)
+        self.ctx.metrics_file.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        self.log(step, "resume", {})

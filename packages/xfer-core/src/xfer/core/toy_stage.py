@@ -1,0 +1,26 @@
+"""The `toy.corpus` stage: unlabeled toy-language text for vocabularies and pre-training."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xfer.core.config import knob
+from xfer.core.stage import StageContext
+
+
+@dataclass
+class ToyCorpusConfig:
+    sentences: int = knob(20000, "Number of sentences to generate.")
+    seed: int = knob(7, "Generator seed (independent of the recipe seed so the corpus stays fixed).")
+
+
+def run_corpus(ctx: StageContext) -> None:
+    """Write `outputs/text/toy.txt`."""
+    from xfer.core.toy import write_text
+
+    config: ToyCorpusConfig = ctx.config
+    out = ctx.output_dir("text")
+    if ctx.is_main:
+        files = write_text(out, config.sentences, config.seed)
+        lines = sum(1 for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
+        ctx.report(f"Wrote {lines} sentences to {', '.join(str(f) for f in files)}.")

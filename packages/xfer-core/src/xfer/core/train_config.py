@@ -1,0 +1,56 @@
+"""`TrainConfig`: the optimisation settings every training stage shares (`train:` in recipes).
+
+Kept free of torch imports so `xfer validate` and `xfer explain` stay fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from xfer.core.config import knob
+
+Schedule = Literal["linear", "warmup_on_decay", "constant", "constant_warmup", "inverse_sqrt_t"]
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings shared by every stage (nested as `train:` in stage configs)."""
+
+    epochs: float = knob(1.0, "Passes over the training data (converted to steps; an epoch may end mid-batch).")
+    steps: int | None = knob(None, "Total optimizer steps; when set it overrides `epochs`.")
+    batch_size: int = knob(32, "Global batch: examples per optimizer step, summed over ranks and accumulation.")
+    grad_accum: int = knob(1, "Micro-batches accumulated per optimizer step (divides batch_size).")
+    optimizer: Literal["adamw", "sgd"] = knob("adamw", "AdamW (Transformers) or SGD with momentum (CVT).")
+    lr: float = knob(1e-4, "Peak learning rate.")
+    adam_beta1: float = knob(0.9, "AdamW beta1.")
+    adam_beta2: float = knob(0.999, "AdamW beta2.")
+    adam_eps: float = knob(1e-6, "AdamW epsilon (BERT/ELECTRA use 1e-6).")
+    bias_correction: bool = knob(True, "AdamW bias correction; the original BERT/ELECTRA optimizer has none (false).")
+    momentum: float = knob(0.9, "SGD momentum.")
+    weight_decay: float = knob(0.01, "Decoupled weight decay (AdamW) / L2 (SGD).")
+    no_decay: list[str] = knob(["bias", "layernorm", "layer_norm"], "Parameter-name substrings (case-insensitive) excluded from weight decay.")
+    schedule: Schedule = knob("linear", "linear | warmup_on_decay (original ELECTRA) | constant | constant_warmup | inverse_sqrt_t (CVT).")
+    warmup_steps: int | None = knob(None, "Warmup steps; overrides warmup_fraction.")
+    warmup_fraction: float = knob(0.0, "Warmup as a fraction of total steps.")
+    layer_decay: float = knob(1.0, "Layer-wise LR decay: lr * decay**depth_from_top (1.0 = off).")
+    top_layer_lr: Literal["decay", "decay_squared"] = knob(
+        "decay",
+        "Top encoder layer gets lr*decay (thesis formula) or lr*decay**2 (original ELECTRA code, which counts the head as depth n+2).",
+    )
+    clip_norm: float | None = knob(1.0, "Clip the global gradient norm to this (null = no clipping).")
+    ema_decay: float | None = knob(None, "Keep an exponential moving average of weights with this decay and evaluate/export it.")
+    precision: Literal["auto", "fp32", "bf16"] = knob("auto", "bf16 autocast (auto: when the device supports it fast) or fp32.")
+    log_every: int = knob(50, "Log training metrics every N steps.")
+    eval_every: int | Literal["epoch"] | None = knob("epoch", "Evaluate every N steps, every epoch, or never (null).")
+    checkpoint_every: int | Literal["epoch"] = knob(500, "Write a checkpoint every N steps (and always at the end).")
+    keep_checkpoints: int = knob(1, "Recent checkpoints to keep (the best one is kept in addition).")
+    find_unused_parameters: bool = knob(False, "DDP: allow parameters that get no gradient in a step.")
+
+    def __post_init__(self) -> None:
+        if self.steps is None and self.epochs <= 0:
+            raise ValueError("epochs must be positive (or set steps)")
+        if self.batch_size <= 0 or self.grad_accum <= 0:
+            raise ValueError("batch_size and grad_accum must be positive")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of grad_accum {self.grad_accum}")

@@ -1,0 +1,390 @@
+"""The one training loop every stage uses.
+
+Stages build an *objective* (an `nn.Module` whose `forward(batch)` returns `StepOutput(loss,
+metrics)`), a `BatchStream`, optionally an evaluator, and hand them to `Trainer`. The trainer
+owns everything else: AdamW (optionally without bias correction) or SGD, the learning-rate
+schedule, layer-wise LR decay, weight-decay exclusions, gradient clipping and accumulation,
+EMA weights, bf16 autocast (CPU AMX and CUDA), periodic evaluation, best/last checkpoints,
+exact resume, early stop on NaN/inf, a progress bar, and `metrics.jsonl` logging — and data
+parallelism under `torchrun`.
+
+The hot loop does no host-device synchronisation except at logging/eval/checkpoint
+boundaries: losses and metrics are summed as tensors; a NaN anywhere poisons the sum, so
+checking the sums at each boundary catches it before a checkpoint could store bad weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol
+
+import torch
+from torch import nn
+from xfer.core import checkpoint as ckpt
+from xfer.core import distributed as dist
+from xfer.core import rng
+from xfer.core.data import BatchStream, to_device
+from xfer.core.errors import TrainingDiverged
+from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
+from xfer.core.train_config import TrainConfig
+
+
+class StepOutput(NamedTuple):
+    """What an objective returns: the loss to minimise and detached scalar metrics to log."""
+
+    loss: torch.Tensor
+    metrics: dict[str, torch.Tensor]
+
+
+class Evaluator(Protocol):
+    """Scores the model (every rank calls it; it gathers predictions itself)."""
+
+    main_metric: str
+    greater_is_better: bool
+
+    def __call__(self, model: nn.Module) -> dict[str, float]: ...
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32. `auto` picks bf16 where it is fast (AMX/AVX512-BF16 CPUs, Ampere+)."""
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    if device.type == "cpu":
+        return torch.bfloat16 if _cpu_has_fast_bf16() else None
+    return None
+
+
+def _cpu_has_fast_bf16() -> bool:
+    """Emulated bf16 is slower than fp32, so `auto` wants native instructions (Linux cpuinfo flags)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+class EMA:
+    """Exponential moving average of floating-point parameters and buffers."""
+
+    def __init__(self, module: nn.Module, decay: float):
+        self.decay = decay
+        self.names = [n for n, t in module.state_dict().items() if t.is_floating_point()]
+        state = module.state_dict()
+        self.shadow = {n: state[n].detach().clone() for n in self.names}
+        self._live = [state[n] for n in self.names]
+        self._shadow_list = [self.shadow[n] for n in self.names]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        torch._foreach_lerp_(self._shadow_list, self._live, 1.0 - self.decay)
+
+    @contextlib.contextmanager
+    def swapped_in(self, module: nn.Module) -> Iterator[None]:
+        """Temporarily load the EMA weights into `module` (for evaluation/export)."""
+        backup = [t.detach().clone() for t in self._live]
+        with torch.no_grad():
+            torch._foreach_copy_(self._live, self._shadow_list)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(self._live, backup)
+
+    def load(self, tensors: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for name in self.names:
+                self.shadow[name].copy_(tensors[name])
+
+
+@dataclass
+class TrainResult:
+    step: int
+    best_metric: float | None
+    best_checkpoint: Path | None
+    last_checkpoint: Path | None
+    last_eval: dict[str, float] = field(default_factory=dict)
+    resumed_from: int | None = None
+
+
+class TrainerEvents(Protocol):
+    """Where the trainer reports (rank 0 only). `xfer.core.stage.RunLog` is the standard one."""
+
+    def log(self, step: int, split: str, metrics: dict[str, float]) -> None: ...
+
+    def checkpoint_saved(self, step: int, path: Path) -> None: ...
+
+    def resumed(self, step: int) -> None: ...
+
+
+class Trainer:
+    """Runs `objective` on `data` for `config.steps` (or epochs) optimizer steps.
+
+    `workdir/checkpoints` holds checkpoints; if it has one, `fit()` resumes from it exactly.
+    `events` receives training/evaluation metrics, checkpoint and resume notices (rank 0 only).
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        objective: nn.Module,
+        data: BatchStream,
+        workdir: Path,
+        *,
+        device: torch.device,
+        evaluator: Evaluator | None = None,
+        events: TrainerEvents | None = None,
+        progress: bool | None = None,
+        description: str = "train",
+    ):
+        self.config, self.data, self.device = config, data, device
+        self.objective = objective.to(device)
+        self.checkpoints = workdir / "checkpoints"
+        self.evaluator = evaluator
+        self.events = events if dist.is_main() else None
+        self.amp_dtype = resolve_precision(config.precision, device)
+        self.steps_per_epoch = data.steps_per_epoch
+        self.total_steps = config.steps if config.steps is not None else max(1, math.ceil(config.epochs * self.steps_per_epoch))
+        warmup = config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
+        self.warmup_steps = warmup
+        self.eval_every = self.steps_per_epoch if config.eval_every == "epoch" else config.eval_every
+        self.checkpoint_every = self.steps_per_epoch if config.checkpoint_every == "epoch" else config.checkpoint_every
+        groups = param_groups(objective, config.lr, config.weight_decay, config.no_decay, config.layer_decay, config.top_layer_lr)
+        self.optimizer = make_optimizer(
+            groups, config.optimizer, config.lr, (config.adam_beta1, config.adam_beta2), config.adam_eps,
+            config.bias_correction, config.momentum,
+        )
+        self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.ema = EMA(self.objective, config.ema_decay) if config.ema_decay else None
+        self.model: nn.Module = self.objective
+        if dist.world_size() > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(self.objective, find_unused_parameters=config.find_unused_parameters)
+        self.step = 0
+        self.best_metric: float | None = None
+        self.last_eval: dict[str, float] = {}
+        self.description = description
+        self.progress = progress if progress is not None else sys.stderr.isatty()
+        self._sums: dict[str, torch.Tensor] = {}
+        self._sum_steps = 0
+        self._last_good_step = 0
+
+    # --- public --------------------------------------------------------------------------------
+
+    def fit(self) -> TrainResult:
+        resumed = self._resume()
+        start = self.step
+        bar = self._progress_bar(start)
+        self.objective.train()
+        timer = time.perf_counter()
+        timer_step = self.step
+        while self.step < self.total_steps:
+            self._train_step()
+            if bar is not None:
+                bar.update(1)
+            boundary_log = self.step % self.config.log_every == 0 or self.step == self.total_steps
+            boundary_eval = bool(self.eval_every) and (self.step % self.eval_every == 0 or self.step == self.total_steps)
+            boundary_ckpt = self.step % self.checkpoint_every == 0 or self.step == self.total_steps
+            if boundary_log or boundary_eval or boundary_ckpt:
+                self._check_finite()
+            if boundary_log:
+                elapsed = time.perf_counter() - timer
+                extra = {"steps_per_s": (self.step - timer_step) / elapsed} if elapsed > 0 else {}
+                logged = self._flush_metrics(extra)
+                timer, timer_step = time.perf_counter(), self.step
+                if bar is not None:
+                    bar.set_postfix({k: f"{v:.4g}" for k, v in logged.items() if k in ("loss", "lr")})
+            is_best = False
+            if boundary_eval and self.evaluator is not None:
+                is_best = self._evaluate()
+            if boundary_ckpt or is_best:
+                self._save(best=is_best)
+        if bar is not None:
+            bar.close()
+        return TrainResult(
+            step=self.step,
+            best_metric=self.best_metric,
+            best_checkpoint=ckpt.read_pointer(self.checkpoints / "best"),
+            last_checkpoint=ckpt.latest_checkpoint(self.checkpoints),
+            last_eval=self.last_eval,
+            resumed_from=start if resumed else None,
+        )
+
+    def load_weights(self, which: Literal["best", "last"] = "best") -> Path:
+        """Load the best (falls back to last) or last checkpoint's weights — EMA weights if EMA is on."""
+        path = ckpt.read_pointer(self.checkpoints / "best") if which == "best" else None
+        path = path or ckpt.latest_checkpoint(self.checkpoints)
+        if path is None:
+            raise ckpt.CheckpointError(f"{self.checkpoints}: no checkpoint to load")
+        ckpt.load_module(path, "model", self.objective)
+        if self.ema is not None:
+            self.ema.load(ckpt.load_tensors(path, "ema"))
+            with torch.no_grad():
+                torch._foreach_copy_(self.ema._live, self.ema._shadow_list)
+        return path
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The mixed-precision context the trainer trains and evaluates in (a no-op for fp32)."""
+        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
+
+    # --- one step ------------------------------------------------------------------------------
+
+    def _train_step(self) -> None:
+        scale = lr_multiplier(self.config.schedule, self.step, self.total_steps, self.warmup_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.lr * group["lr_scale"] * scale
+        micro_batches = self.data.next_step()
+        accumulation = len(micro_batches)
+        for index, batch in enumerate(micro_batches):
+            batch = to_device(batch, self.device)
+            sync = contextlib.nullcontext()
+            if accumulation > 1 and index < accumulation - 1 and self.model is not self.objective:
+                sync = self.model.no_sync()  # type: ignore[operator]
+            with sync:
+                with self.autocast():
+                    out: StepOutput = self.model(batch)
+                loss = out.loss / accumulation if accumulation > 1 else out.loss
+                loss.backward()
+            self._accumulate(out, accumulation)
+        if self.config.clip_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_norm, foreach=True)
+            self._add("grad_norm", norm.detach())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update()
+        self.step += 1
+        self._sum_steps += 1
+
+    def _add(self, name: str, value: torch.Tensor) -> None:
+        current = self._sums.get(name)
+        self._sums[name] = value.float() if current is None else current + value
+
+    def _accumulate(self, out: StepOutput, accumulation: int) -> None:
+        self._add("loss", out.loss.detach() / accumulation)
+        for name, value in out.metrics.items():
+            value = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+            self._add(name, value / accumulation)
+
+    # --- boundaries ----------------------------------------------------------------------------
+
+    def _check_finite(self) -> None:
+        bad = any(not torch.isfinite(self._sums[k]).all() for k in ("loss", "grad_norm") if k in self._sums)
+        if dist.any_rank(bad, self.device):
+            last = ckpt.latest_checkpoint(self.checkpoints)
+            kept = f"last good checkpoint: {last} (step {ckpt.load_state(last)['step']})" if last else "no checkpoint had been written yet"
+            raise TrainingDiverged(
+                f"training stopped: the loss or gradient became NaN/inf between step {self._last_good_step + 1} "
+                f"and step {self.step}; {kept}. Lower the learning rate, enable clipping, or use fp32."
+            )
+        self._last_good_step = self.step
+
+    def _flush_metrics(self, extra: dict[str, float]) -> dict[str, float]:
+        names = sorted(self._sums)
+        if names:
+            stacked = torch.stack([self._sums[n].float().reshape(()) for n in names]) / max(1, self._sum_steps)
+            values = dict(zip(names, dist.all_reduce_mean(stacked).tolist(), strict=True))
+        else:
+            values = {}
+        values["lr"] = self.optimizer.param_groups[0]["lr"] / max(self.optimizer.param_groups[0]["lr_scale"], 1e-30)
+        values["epoch"] = self.step / self.steps_per_epoch
+        values.update(extra)
+        self._sums, self._sum_steps = {}, 0
+        if self.events is not None:
+            self.events.log(self.step, "train", values)
+        return values
+
+    def _evaluate(self) -> bool:
+        """Evaluate (EMA weights if on); returns True when this is the best result so far."""
+        assert self.evaluator is not None
+        self.objective.eval()
+        devices = [self.device] if self.device.type == "cuda" else []
+        ema = self.ema.swapped_in(self.objective) if self.ema else contextlib.nullcontext()
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), ema, self.autocast():
+            results = self.evaluator(self.objective)
+        self.objective.train()
+        self.last_eval = results
+        if self.events is not None:
+            self.events.log(self.step, "dev", results)
+        value = results[self.evaluator.main_metric]
+        better = self.best_metric is None or (
+            value > self.best_metric if self.evaluator.greater_is_better else value < self.best_metric
+        )
+        if better:
+            self.best_metric = value
+        return better
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def _save(self, best: bool) -> None:
+        json_rng, tensor_rng = rng.capture()
+        all_rng = dist.gather_objects((json_rng, tensor_rng))
+        if not dist.is_main():
+            dist.barrier()
+            return
+        tensors = {"rng": {f"rank{r}.{k}": v for r, (_, t) in enumerate(all_rng) for k, v in t.items()}}
+        if self.ema is not None:
+            tensors["ema"] = self.ema.shadow
+        state = {
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "data": self.data.state_dict(),
+            "best_metric": self.best_metric,
+            "last_eval": self.last_eval,
+            "rng": [j for j, _ in all_rng],
+            "world_size": dist.world_size(),
+        }
+        payload = ckpt.CheckpointPayload(
+            step=self.step,
+            modules={"model": self.objective},
+            tensors=tensors,
+            torch_state={"optimizer": self.optimizer.state_dict()},
+            state=state,
+        )
+        path = ckpt.save_checkpoint(self.checkpoints, payload, keep=self.config.keep_checkpoints, best=best)
+        if self.events is not None:
+            self.events.checkpoint_saved(self.step, path)
+        dist.barrier()
+
+    def _resume(self) -> bool:
+        path = ckpt.latest_checkpoint(self.checkpoints)
+        if path is None:
+            return False
+        state = ckpt.load_state(path)
+        if state.get("world_size", 1) != dist.world_size():
+            raise ckpt.CheckpointError(
+                f"{path}: written with {state.get('world_size')} processes, resuming with {dist.world_size()}; "
+                "exact resume needs the same world size"
+            )
+        ckpt.load_module(path, "model", self.objective)
+        self.optimizer.load_state_dict(ckpt.load_torch_state(path, "optimizer", self.device))
+        if self.ema is not None:
+            self.ema.load(ckpt.load_tensors(path, "ema"))
+        self.data.load_state_dict(state["data"])
+        self.step = state["step"]
+        self._last_good_step = self.step
+        self.best_metric = state.get("best_metric")
+        self.last_eval = state.get("last_eval") or {}
+        tensors = ckpt.load_tensors(path, "rng")
+        prefix = f"rank{dist.rank()}."
+        rng.restore(state["rng"][dist.rank()], {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+        if self.events is not None:
+            self.events.resumed(self.step)
+        return True
+
+    def _progress_bar(self, start: int) -> Any:
+        if not self.progress or not dist.is_main():
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=self.total_steps, initial=start, desc=self.description, dynamic_ncols=True)

@@ -1,0 +1,224 @@
+"""YAML with positions: every value remembers the file, line and column it came from.
+
+Recipes must report problems as `file:line:col: message`, including problems found long after
+parsing (a wrong type three levels down, a typo in an included file, a command-line override).
+So instead of `yaml.safe_load` we compose the YAML node graph with PyYAML's *safe* loader and
+convert it into `Node`s that carry a `Location`. Only the standard YAML tags are accepted:
+`!!python/object` and every other application tag are refused with their position, so no YAML
+can ever construct Python objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from xfer.core.errors import Diagnostic, Location, RecipeError
+
+_STD_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
+    "tag:yaml.org,2002:timestamp",
+    "tag:yaml.org,2002:merge",
+}
+
+
+@dataclass
+class Node:
+    """A YAML value with the location of the value and (for mapping entries) of its key.
+
+    `value` is a `dict[str, Node]` for mappings, `list[Node]` for sequences, else a scalar.
+    `origin` says where the value came from for `xfer show` (a file position or an override).
+    """
+
+    value: Any
+    loc: Location
+    key_loc: Location | None = None
+    origin: str = ""
+    created_by_override: bool = False
+
+    @property
+    def is_map(self) -> bool:
+        return isinstance(self.value, dict)
+
+    @property
+    def is_seq(self) -> bool:
+        return isinstance(self.value, list)
+
+    def get(self, key: str) -> Node | None:
+        return self.value.get(key) if self.is_map else None
+
+    def to_python(self) -> Any:
+        """Plain Python value (dicts, lists, scalars) without locations."""
+        if self.is_map:
+            return {k: v.to_python() for k, v in self.value.items()}
+        if self.is_seq:
+            return [v.to_python() for v in self.value]
+        return self.value
+
+    def where(self) -> Location:
+        """Best location to report a problem with this value's key (falls back to the value)."""
+        return self.key_loc or self.loc
+
+
+def _loc(file: str, mark: yaml.Mark | None) -> Location:
+    if mark is None:
+        return Location(file)
+    return Location(file, mark.line + 1, mark.column + 1)
+
+
+class _Converter:
+    def __init__(self, file: str):
+        self.file = file
+        self.diagnostics: list[Diagnostic] = []
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def error(self, mark: yaml.Mark | None, message: str) -> None:
+        self.diagnostics.append(Diagnostic(_loc(self.file, mark), message))
+
+    def convert(self, node: yaml.Node) -> Node:
+        loc = _loc(self.file, node.start_mark)
+        if node.tag not in _STD_TAGS:
+            self.error(node.start_mark, f"unsupported YAML tag {node.tag!r}: recipes may only use plain YAML values")
+            return Node(None, loc, origin=str(loc))
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, loc)
+        if isinstance(node, yaml.SequenceNode):
+            return Node([self.convert(item) for item in node.value], loc, origin=str(loc))
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            self.error(node.start_mark, f"invalid value: {exc}")
+            value = None
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            value = str(value)  # e.g. timestamps: keep the text, the schema decides
+        return Node(value, loc, origin=str(loc))
+
+    def _mapping(self, node: yaml.MappingNode, loc: Location) -> Node:
+        result: dict[str, Node] = {}
+        merged: dict[str, Node] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                source = self.convert(value_node)
+                for part in source.value if source.is_seq else [source]:
+                    if part.is_map:
+                        for k, v in part.value.items():
+                            merged.setdefault(k, v)
+                    else:
+                        self.error(value_node.start_mark, "a '<<' merge needs a mapping or a list of mappings")
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.error(key_node.start_mark, "mapping keys must be plain strings")
+                continue
+            key = str(self.constructor.construct_object(key_node))
+            if key in result:
+                self.error(key_node.start_mark, f"duplicate key {key!r} (first at line {result[key].key_loc.line})")
+                continue
+            child = self.convert(value_node)
+            child.key_loc = _loc(self.file, key_node.start_mark)
+            result[key] = child
+        for k, v in merged.items():
+            result.setdefault(k, v)
+        return Node(result, loc, origin=str(loc))
+
+
+def parse_text(text: str, file: str) -> Node:
+    """Parse one YAML document; raises RecipeError with positions on any syntax or tag problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise RecipeError([Diagnostic(_loc(file, mark), f"YAML syntax error: {exc.problem or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise RecipeError([Diagnostic(Location(file), f"YAML error: {exc}")]) from None
+    if root is None:
+        return Node({}, Location(file, 1, 1), origin=f"{file}:1:1")
+    converter = _Converter(file)
+    node = converter.convert(root)
+    if converter.diagnostics:
+        raise RecipeError(converter.diagnostics)
+    return node
+
+
+def parse_file(path: Path) -> Node:
+    """Parse a YAML file; unreadable files and bad encodings are reported like syntax errors."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError([Diagnostic(Location(str(path)), "file not found")]) from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise RecipeError([Diagnostic(Location(str(path), line), "file is not valid UTF-8")]) from None
+    except OSError as exc:
+        raise RecipeError([Diagnostic(Location(str(path)), f"cannot read file: {exc.strerror}")]) from None
+    return parse_text(text, str(path))
+
+
+def deep_merge(base: Node, top: Node) -> Node:
+    """Mapping merge for `include:`: values in `top` win; nested mappings merge key by key."""
+    if not (base.is_map and top.is_map):
+        return top
+    merged = dict(base.value)
+    for key, value in top.value.items():
+        merged[key] = deep_merge(merged[key], value) if key in merged else value
+    return Node(merged, top.loc, top.key_loc, top.origin)
+
+
+def parse_override(text: str, index: int) -> tuple[list[str], Node]:
+    """`stages.x.lr=3e-4` -> (["stages", "x", "lr"], Node(3e-4)); the value is parsed as YAML."""
+    file = f"<override {index}: {text}>"
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise RecipeError([Diagnostic(Location(file, 1, 1), "an override must look like 'path.to.key=value'")])
+    path = key.strip().split(".")
+    if any(not part for part in path):
+        raise RecipeError([Diagnostic(Location(file, 1, 1), f"empty path segment in {key!r}")])
+    value = parse_text(raw if raw.strip() else "''", file)
+    shift = len(key) + 1
+
+    def relocate(node: Node) -> None:
+        node.loc = Location(file, 1, node.loc.col + shift)
+        node.origin = f"override {text!r}"
+        if node.key_loc:
+            node.key_loc = Location(file, 1, node.key_loc.col + shift)
+        for child in node.value.values() if node.is_map else node.value if node.is_seq else ():
+            relocate(child)
+
+    relocate(value)
+    return path, value
+
+
+def apply_override(root: Node, path: list[str], value: Node, text: str, index: int) -> list[Diagnostic]:
+    """Set `path` in the node tree; missing mapping keys are created (the schema then checks them)."""
+    file = f"<override {index}: {text}>"
+    node = root
+    for depth, part in enumerate(path):
+        last = depth == len(path) - 1
+        where = Location(file, 1, 1 + sum(len(p) + 1 for p in path[:depth]))
+        if node.is_seq:
+            if not part.isdigit() or int(part) >= len(node.value):
+                return [Diagnostic(where, f"{'.'.join(path[: depth + 1])!r}: no list item {part!r} (list has {len(node.value)} items)")]
+            if last:
+                value.key_loc = where
+                node.value[int(part)] = value
+                return []
+            node = node.value[int(part)]
+            continue
+        if not node.is_map:
+            return [Diagnostic(where, f"{'.'.join(path[:depth])!r} is a single value, it has no key {part!r}")]
+        if last:
+            value.key_loc = where
+            value.created_by_override = part not in node.value
+            node.value[part] = value
+            return []
+        if part not in node.value:
+            node.value[part] = Node({}, where, where, origin=f"override {text!r}", created_by_override=True)
+        node = node.value[part]
+    return []

@@ -1,0 +1,73 @@
+"""Run the `xfer` CLI with an injected fault, for crash and resume tests.
+
+    python -m xfer.testing.faults --kill-at-step 7 run recipe.yaml --run-dir D
+    python -m xfer.testing.faults --crash-in-checkpoint 2 run recipe.yaml --run-dir D
+
+`--kill-at-step N` sends SIGKILL to the process right after training step N is logged (so
+set `log_every: 1`): no handler, no cleanup, exactly like an OOM kill or a pulled plug.
+`--crash-in-checkpoint K` makes the K-th checkpoint write die half-way (model weights
+written, optimizer state not) with SIGKILL.
+Faults are plugins/patches installed in this process only; production code has no fault hooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from xfer.core.hookspecs import hookimpl
+
+
+class KillAtStep:
+    """Lifecycle-hook plugin that SIGKILLs the process at a training step."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    @hookimpl
+    def xfer_metrics_logged(self, run_dir: Path, stage: str, step: int, split: str, metrics: dict[str, float]) -> None:
+        if split == "train" and step >= self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def crash_in_checkpoint(nth: int) -> None:
+    """Patch torch.save (used for optimizer state, after the weights) to die on the nth checkpoint."""
+    import torch
+    from xfer.core import checkpoint
+
+    calls = {"n": 0}
+    original = torch.save
+
+    def dying_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            with open(f, "wb") as handle:  # leave a truncated file behind, like a real crash
+                handle.write(b"\x80\x02partial")
+            os.kill(os.getpid(), signal.SIGKILL)
+        original(obj, f, *args, **kwargs)
+
+    checkpoint.torch.save = dying_save  # type: ignore[attr-defined]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m xfer.testing.faults")
+    parser.add_argument("--kill-at-step", type=int)
+    parser.add_argument("--crash-in-checkpoint", type=int)
+    args, rest = parser.parse_known_args(argv)
+    from xfer.core import cli
+    from xfer.core.plugins import default_host
+
+    host = default_host()
+    if args.kill_at_step is not None:
+        host.add_object(KillAtStep(args.kill_at_step), "fault-kill")
+    if args.crash_in_checkpoint is not None:
+        crash_in_checkpoint(args.crash_in_checkpoint)
+    return cli.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

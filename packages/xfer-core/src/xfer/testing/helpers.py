@@ -1,0 +1,83 @@
+"""Building blocks of the test kit (see `xfer.testing`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from xfer.core.plugins import PluginHost
+from xfer.core.recipe import load_recipe
+from xfer.core.runner import RunResult, run_recipe
+
+
+def make_host(modules: Iterable[str] = (), autoload: bool = False, allow: Iterable[str] | None = None) -> PluginHost:
+    """A host with the built-ins, `modules` (import paths) and, if `autoload`, installed plugins."""
+    return PluginHost(autoload=autoload, allow=allow, modules=modules)
+
+
+def write_recipe(directory: Path, text: str, name: str = "recipe.yaml") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_recipe_file(
+    recipe: Path, run_dir: Path, host: PluginHost, overrides: Sequence[str] = (), **kwargs: object
+) -> RunResult:
+    """Validate and run a recipe in this process (quiet)."""
+    plan = load_recipe(recipe, list(overrides), host)
+    return run_recipe(plan, run_dir, host=host, log=lambda *a, **k: None, **kwargs)  # type: ignore[arg-type]
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    plugin_modules: Iterable[str] = (),
+    kill_at_step: int | None = None,
+    crash_in_checkpoint: int | None = None,
+    cwd: Path | None = None,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `xfer ARGS` in a fresh Python process, optionally with an injected fault."""
+    command = [sys.executable, "-m", "xfer.testing.faults"]
+    if kill_at_step is not None:
+        command += ["--kill-at-step", str(kill_at_step)]
+    if crash_in_checkpoint is not None:
+        command += ["--crash-in-checkpoint", str(crash_in_checkpoint)]
+    full_env = {**os.environ, **(env or {})}
+    modules = [m for m in full_env.get("XFER_PLUGIN_MODULES", "").split(",") if m] + list(plugin_modules)
+    full_env["XFER_PLUGIN_MODULES"] = ",".join(dict.fromkeys(modules))
+    return subprocess.run([*command, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def output_tensors(run_dir: Path, stage: str) -> dict[str, torch.Tensor]:
+    """Every tensor in every safetensors file under the stage's outputs, keyed 'file:tensor'."""
+    from safetensors.torch import load_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    root = run_dir / stage / "outputs"
+    for file in sorted(root.rglob("*.safetensors")):
+        for name, tensor in load_file(str(file)).items():
+            tensors[f"{file.relative_to(root)}:{name}"] = tensor
+    if not tensors:
+        raise AssertionError(f"no safetensors weights under {root}")
+    return tensors
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rtol: float = 0.0) -> None:
+    """Bitwise equality (rtol=0) or relative closeness of two weight sets, naming the first mismatch."""
+    assert a.keys() == b.keys(), f"different tensors: {sorted(a.keys() ^ b.keys())[:5]}"
+    for name in a:
+        x, y = a[name].float(), b[name].float()
+        if rtol == 0.0:
+            assert torch.equal(x, y), f"{name}: max abs difference {(x - y).abs().max().item():.3g}"
+        else:
+            scale = y.abs().max().clamp_min(1e-12)
+            diff = ((x - y).abs().max() / scale).item()
+            assert diff <= rtol, f"{name}: relative difference {diff:.3g} > {rtol}"

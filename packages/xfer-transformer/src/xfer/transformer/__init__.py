@@ -1,0 +1,1 @@
+"""xfer Transformer: BERT/ELECTRA-architecture encoder, task heads and checkpoint interop."""

@@ -1,0 +1,239 @@
+"""The `transformer.finetune` stage: fine-tune an encoder on each task, N seeds per task.
+
+For every task, `trials` runs start from the same initial weights (a pre-trained checkpoint —
+xfer or Hugging Face format — or a random init of a preset) with seeds `seed, seed+1, ...`;
+each run is kept (its metrics, prediction files, optionally its model) and the report gives
+the median, mean and standard deviation over runs — the GLUE protocol of the ELECTRA paper
+(median of several fine-tuning runs from one checkpoint). Each run is an ordinary `Trainer`
+run with its own checkpoints, so an interrupted stage resumes mid-run and skips finished runs.
+
+Outputs:
+  models/<task>/        the model of the median run (xfer model directory + tokenizer;
+                        `hf/` too with `export_hf: true`), or every run's with `save_models: all`
+  predictions/<task>/   per-run prediction files for the `predict` splits (test: submission format)
+  results/results.json  per task: every run's metrics, and median/mean/std of each metric
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from xfer.core import distributed as dist
+from xfer.core import rng
+from xfer.core.config import ObjectiveRef, TaskRef
+from xfer.core.data import BatchStream
+from xfer.core.errors import UserError
+from xfer.core.evaluation import TaskEvaluator
+from xfer.core.stage import StageContext
+from xfer.core.tasks import Task
+from xfer.core.trainer import Trainer
+from xfer.transformer.finetune_config import FinetuneConfig
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+
+
+def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[str, torch.Tensor] | None, Path | None]:
+    """(encoder config, encoder weights or None for random init, folder holding the tokenizer)."""
+    from xfer.transformer.hf import load_hf
+    from xfer.transformer.modelio import detect_format, load_model_dir
+    from xfer.transformer.presets import preset
+
+    if config.init is None:
+        return preset(config.model, **config.encoder), None, None
+    folder = ctx.resolve(config.init)
+    if detect_format(folder) == "xfer":
+        model_dir = load_model_dir(folder)
+        name = "encoder" if "encoder" in model_dir.modules else next(
+            (n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder"
+        )
+        encoder_config = model_dir.encoder_config(name)
+        state = model_dir.state_dicts[name]
+    else:
+        encoder_config, state, _ = load_hf(folder)
+    if config.encoder:
+        encoder_config = replace(encoder_config, **config.encoder)
+    return encoder_config, state, folder
+
+
+def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path | None) -> Any:
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    folder = ctx.resolve(config.tokenizer) if config.tokenizer is not None else init_folder
+    if folder is None:
+        raise UserError("transformer.finetune needs a tokenizer: set `tokenizer:` (e.g. a transformer.vocab stage's output) or `init:`")
+    return WordPieceTokenizer.from_dir(folder)
+
+
+def summarize(runs: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """median / mean / std (sample; 0 for one run) / min / max of every metric over runs."""
+    out: dict[str, dict[str, float]] = {}
+    for metric in runs[0]:
+        values = [r[metric] for r in runs if isinstance(r.get(metric), (int, float))]
+        if not values:
+            continue
+        out[metric] = {
+            "median": statistics.median(values),
+            "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values),
+            "max": max(values),
+        }
+    return out
+
+
+def run_finetune(ctx: StageContext) -> None:
+    """Stage entry point (see the module docstring)."""
+    config: FinetuneConfig = ctx.config
+    encoder_config, init_state, init_folder = load_initial(config, ctx)
+    tokenizer = load_tokenizer(config, ctx, init_folder)
+    if tokenizer.vocab_size > encoder_config.vocab_size:
+        raise UserError(f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size} embeddings")
+    if init_state is None and encoder_config.vocab_size != tokenizer.vocab_size and "vocab_size" not in config.encoder:
+        encoder_config = replace(encoder_config, vocab_size=tokenizer.vocab_size)
+    results = {ref.name: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks}
+    if ctx.is_main:
+        out = ctx.output_dir("results")
+        (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        ctx.report(_results_table(results))
+    ctx.output_dir("models")
+    ctx.output_dir("predictions")
+
+
+def _finetune_task(ctx: StageContext, config: FinetuneConfig, ref: TaskRef, encoder_config: Any,
+                   init_state: dict[str, torch.Tensor] | None, tokenizer: Any) -> dict[str, Any]:
+    """All trials of one task; returns {"main_metric", "runs", "summary"}."""
+    from xfer.transformer.encoder import Encoder
+
+    task: Task = ctx.host.load("task", ref.name)(ref.name, ref.config)
+    info = task.info()
+    objective_ref = config.objective or ObjectiveRef(_default_objective(info.type))
+    objective_cls = ctx.host.load("objective", objective_ref.name)
+    train_examples, dev_examples = task.examples("train"), task.examples("dev")
+
+    def build(seed: int) -> Any:
+        """A fresh objective whose random init depends only on `seed`."""
+        rng.seed_everything(seed)
+        encoder = Encoder(encoder_config)
+        if init_state is not None:
+            encoder.load_state_dict(init_state)
+        return objective_cls(encoder, info, tokenizer, config.max_length, objective_ref.config)
+
+    featurizer = build(ctx.seed)  # featurisation does not depend on weights: do it once per task
+    train_features = featurizer.featurize(train_examples)
+    dev_features = featurizer.featurize(dev_examples)
+    del featurizer
+    train_config = config.train
+    if ref.name in config.task_epochs:
+        train_config = replace(train_config, epochs=config.task_epochs[ref.name], steps=None)
+    runs = []
+    for trial in range(config.trials):
+        workdir = ctx.dir / "trials" / slug(ref.name) / f"trial-{trial}"
+        done = workdir / "done.json"
+        if done.exists():  # finished before an interruption
+            runs.append(json.loads(done.read_text()))
+            continue
+        seed = ctx.seed + trial
+        objective = build(seed)
+        stream = BatchStream(
+            train_features, train_config.batch_size, objective.collate, seed=seed,
+            rank=dist.rank(), world_size=dist.world_size(), accumulation=train_config.grad_accum,
+        )
+        evaluator = _evaluator(task, objective, dev_examples, dev_features, ctx, config)
+        trainer = Trainer(
+            train_config, objective, stream, workdir, device=ctx.device, evaluator=evaluator,
+            events=ctx.events(task=ref.name, trial=trial), description=f"{ref.name} #{trial}",
+        )
+        fit = trainer.fit()
+        chosen = trainer.load_weights(config.select)
+        objective.eval()
+        with torch.no_grad(), trainer.autocast():
+            metrics = evaluator(objective)
+            for split in config.predict:
+                examples = dev_examples if split == "dev" else task.examples(split)
+                features = dev_features if split == "dev" else objective.featurize(examples)
+                predictions = _evaluator(task, objective, examples, features, ctx, config).predictions(objective)
+                if ctx.is_main:
+                    folder = ctx.output_dir("predictions") / slug(ref.name) / f"trial-{trial}"
+                    task.write_predictions(folder, split, examples, predictions)
+        record = {**metrics, "trial": trial, "seed": seed, "steps": fit.step, "checkpoint": chosen.name}
+        if ctx.is_main:
+            done.write_text(json.dumps(record) + "\n")
+        runs.append(record)
+    _save_models(ctx, config, ref.name, runs, build, tokenizer, info, info.main_metric)
+    return {"main_metric": info.main_metric, "runs": runs, "summary": summarize(runs)}
+
+
+def _evaluator(task: Task, objective: Any, examples: list, features: list, ctx: StageContext, config: FinetuneConfig) -> TaskEvaluator:
+    return TaskEvaluator(
+        task, examples, features, objective.collate, lambda model, batch: model.predict(batch), ctx.device,
+        batch_size=config.eval_batch_size, postprocess=lambda outputs: objective.postprocess(examples, features, outputs),
+    )
+
+
+def _default_objective(task_type: str) -> str:
+    from xfer.transformer.objectives import DEFAULT_OBJECTIVES
+
+    return DEFAULT_OBJECTIVES[task_type]
+
+
+def _median_trial(runs: list[dict[str, Any]], metric: str) -> int:
+    ordered = sorted(runs, key=lambda r: (r[metric], r["trial"]))
+    return ordered[(len(ordered) - 1) // 2]["trial"]
+
+
+def _save_models(ctx: StageContext, config: FinetuneConfig, name: str, runs: list[dict[str, Any]], build: Any,
+                 tokenizer: Any, info: Any, metric: str) -> None:
+    from xfer.core.checkpoint import load_module, read_pointer
+    from xfer.transformer.modelio import save_model_dir
+
+    if config.save_models == "none" or not ctx.is_main:
+        return
+    trials = [r["trial"] for r in runs] if config.save_models == "all" else [_median_trial(runs, metric)]
+    for trial in trials:
+        checkpoints = ctx.dir / "trials" / slug(name) / f"trial-{trial}" / "checkpoints"
+        record = next(r for r in runs if r["trial"] == trial)
+        path = checkpoints / record["checkpoint"]
+        if not path.exists():
+            path = read_pointer(checkpoints / "latest")
+        objective = build(ctx.seed + trial)
+        load_module(path, "model", objective)
+        target = ctx.output_dir("models") / slug(name)
+        if config.save_models == "all":
+            target = target / f"trial-{trial}"
+        meta = {"task": name, "task_type": info.type, "labels": list(info.labels), "objective": type(objective).__name__,
+                "trial": trial, "metrics": {k: v for k, v in record.items() if isinstance(v, (int, float))}}
+        save_model_dir(target, {"encoder": objective.encoder, "head": objective.head}, meta)
+        tokenizer.save(target)
+        if config.export_hf:
+            _export_hf(target / "hf", objective, tokenizer, info)
+
+
+def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
+    from xfer.transformer.hf import export_hf
+
+    head = objective.head
+    if getattr(head, "pooler", None) == "none":
+        head = None  # the original ELECTRA head has no HF class: export the encoder alone
+    labels = list(info.labels)
+    extra = {"id2label": dict(enumerate(labels)), "label2id": {v: i for i, v in enumerate(labels)}} if labels and head is not None else None
+    tokenizer.save(target)
+    export_hf(target, objective.encoder, head=head, vocab_file=target / "vocab.txt", extra_config=extra)
+
+
+def _results_table(results: dict[str, Any]) -> str:
+    lines = ["## Results (dev)", "", "| task | metric | median | mean | std | runs |", "|---|---|---|---|---|---|"]
+    for task, result in results.items():
+        for metric, s in result["summary"].items():
+            if metric in ("trial", "seed", "steps"):
+                continue
+            marker = " **(main)**" if metric == result["main_metric"] else ""
+            lines.append(f"| {task} | {metric}{marker} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |")
+    return "\n".join(lines)

@@ -1,0 +1,489 @@
+"""Import and export HF `transformers` ELECTRA/BERT checkpoints without importing `transformers`.
+
+A HF checkpoint directory holds `config.json` and `model.safetensors` (or a sharded
+`model.safetensors.index.json`, or a legacy `pytorch_model.bin`). We read those files directly
+so xfer runs without `transformers` installed, and we never unpickle: `.bin` files are read
+with `torch.load(weights_only=True)`, which refuses anything but tensors and plain containers.
+
+Name mapping (HF base-model names, optionally prefixed `electra.` / `bert.`):
+
+    embeddings.word_embeddings           -> embeddings.word
+    embeddings.position_embeddings       -> embeddings.position
+    embeddings.token_type_embeddings     -> embeddings.token_type
+    embeddings.LayerNorm                 -> embeddings.norm
+    embeddings_project (ELECTRA)         -> embeddings_project
+    encoder.layer.i.attention.self.{query,key,value} -> layers.i.qkv (concatenated in that order)
+    encoder.layer.i.attention.output.dense/LayerNorm -> layers.i.attn_out / attn_norm
+    encoder.layer.i.intermediate.dense   -> layers.i.ffn_in
+    encoder.layer.i.output.dense/LayerNorm -> layers.i.ffn_out / ffn_norm
+
+Heads: see `xfer.transformer.heads` (sequence: `classifier.dense/out_proj` (ELECTRA) or
+`bert.pooler.dense` + `classifier` (BERT); token: `classifier`; QA: `qa_outputs`). Every other
+tensor (ELECTRA discriminator/generator heads, BERT MLM/NSP heads, a BertModel's pooler) is
+returned untouched, under its original name, in `HeadInfo.remaining` for the caller to map.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from xfer.core.errors import CheckpointError
+from xfer.transformer.encoder import Encoder, EncoderConfig
+from xfer.transformer.heads import SequenceHead, SpanQAHead, TokenHead, build_head
+
+SUPPORTED_MODEL_TYPES = ("electra", "bert")
+
+# HF writes these non-persistent buffers into some older checkpoints; they are `arange`/zeros
+# constants, not weights, so they are dropped rather than returned in `remaining`.
+_IGNORED = re.compile(r"^(electra\.|bert\.)?embeddings\.(position_ids|token_type_ids)$")
+
+_LAYER = {
+    "attention.output.dense": "attn_out",
+    "attention.output.LayerNorm": "attn_norm",
+    "intermediate.dense": "ffn_in",
+    "output.dense": "ffn_out",
+    "output.LayerNorm": "ffn_norm",
+}
+_EMBEDDINGS = {
+    "embeddings.word_embeddings": "embeddings.word",
+    "embeddings.position_embeddings": "embeddings.position",
+    "embeddings.token_type_embeddings": "embeddings.token_type",
+    "embeddings.LayerNorm": "embeddings.norm",
+    "embeddings_project": "embeddings_project",
+}
+
+
+@dataclass
+class HeadInfo:
+    """What besides the encoder a HF checkpoint holds.
+
+    kind: "sequence" | "token" | "span_qa" | None (no task head recognised);
+    config: keyword arguments for `heads.build_head(kind, config)`; state_dict: head weights in
+    xfer names; remaining: every unmapped tensor under its original HF name; hf_config: the raw
+    config.json (labels: `id2label`, `label2id`, `problem_type`).
+    """
+
+    architecture: str | None
+    model_type: str
+    kind: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    state_dict: dict[str, Tensor] = field(default_factory=dict)
+    remaining: dict[str, Tensor] = field(default_factory=dict)
+    hf_config: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> nn.Module | None:
+        """The head module with its weights loaded, or None if there is no recognised head."""
+        if self.kind is None:
+            return None
+        head = build_head(self.kind, self.config)
+        head.load_state_dict(self.state_dict)
+        return head
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading.
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: checkpoint directory does not exist")
+    path = directory / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing (not a HF checkpoint directory)")
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: cannot read JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return config
+
+
+def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
+    """All tensors of a HF checkpoint: model.safetensors, sharded safetensors, or weights-only .bin."""
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    single, index, legacy = (directory / n for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
+    try:
+        if single.is_file():
+            return load_file(single)
+        if index.is_file():
+            weight_map = json.loads(index.read_text())["weight_map"]
+            tensors: dict[str, Tensor] = {}
+            for shard in sorted(set(weight_map.values())):
+                tensors.update(load_file(directory / shard))
+            return tensors
+    except Exception as e:  # corrupt header, missing shard, ...
+        raise CheckpointError(f"{directory}: cannot read safetensors weights: {e}") from e
+    if legacy.is_file():
+        return _load_bin(legacy)
+    raise CheckpointError(f"{directory}: no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)")
+
+
+def _load_bin(path: Path) -> dict[str, Tensor]:
+    """Weights-only load: arbitrary pickled objects are refused, never executed."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError) as e:
+        raise CheckpointError(
+            f"{path}: refused: not loadable as weights only (it contains pickled objects other than tensors, or is "
+            f"corrupt); convert it to safetensors in a trusted environment. Details: {str(e).splitlines()[0]}"
+        ) from e
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in data.items()):
+        raise CheckpointError(f"{path}: expected a flat {{name: tensor}} state dict")
+    return data
+
+
+def _strip_prefix(tensors: dict[str, Tensor], model_type: str) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Base-model tensors without the `electra.`/`bert.` prefix, and a map back to original names."""
+    prefix = model_type + "."
+    out, original = {}, {}
+    for name, t in tensors.items():
+        if _IGNORED.match(name):
+            continue
+        bare = name[len(prefix):] if name.startswith(prefix) else name
+        # legacy TF-converted BERT names
+        bare = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", bare))
+        out[bare] = t
+        original[bare] = name
+    return out, original
+
+
+def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") -> EncoderConfig:
+    """EncoderConfig from a HF ELECTRA/BERT config dict (unsupported variants are a CheckpointError)."""
+    model_type = config.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise CheckpointError(f"{source}: unsupported model_type {model_type!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+    act = config.get("hidden_act", "gelu")
+    if act != "gelu":
+        raise CheckpointError(f"{source}: unsupported hidden_act {act!r} (the xfer encoder uses exact 'gelu')")
+    pos = config.get("position_embedding_type", "absolute")
+    if pos != "absolute":
+        raise CheckpointError(f"{source}: unsupported position_embedding_type {pos!r} (only 'absolute')")
+    try:
+        hidden = int(config["hidden_size"])
+        return EncoderConfig(
+            vocab_size=int(config["vocab_size"]),
+            embedding_size=int(config.get("embedding_size", hidden)) if model_type == "electra" else hidden,
+            hidden_size=hidden,
+            num_layers=int(config["num_hidden_layers"]),
+            num_heads=int(config["num_attention_heads"]),
+            intermediate_size=int(config["intermediate_size"]),
+            max_position_embeddings=int(config.get("max_position_embeddings", 512)),
+            type_vocab_size=int(config.get("type_vocab_size", 2)),
+            hidden_dropout=float(config.get("hidden_dropout_prob", 0.1)),
+            attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
+            layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
+            initializer_range=float(config.get("initializer_range", 0.02)),
+            pad_token_id=int(config.get("pad_token_id") or 0),
+        )
+    except KeyError as e:
+        raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from e
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{source}: invalid value: {e}") from e
+
+
+def _expected_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
+    """xfer encoder tensor names -> shapes, without building the module."""
+    e, h, f = config.embedding_size, config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word.weight": (config.vocab_size, e),
+        "embeddings.position.weight": (config.max_position_embeddings, e),
+        "embeddings.token_type.weight": (config.type_vocab_size, e),
+        "embeddings.norm.weight": (e,),
+        "embeddings.norm.bias": (e,),
+    }
+    if e != h:
+        shapes |= {"embeddings_project.weight": (h, e), "embeddings_project.bias": (h,)}
+    for i in range(config.num_layers):
+        p = f"layers.{i}."
+        shapes |= {
+            p + "qkv.weight": (3 * h, h), p + "qkv.bias": (3 * h,),
+            p + "attn_out.weight": (h, h), p + "attn_out.bias": (h,),
+            p + "attn_norm.weight": (h,), p + "attn_norm.bias": (h,),
+            p + "ffn_in.weight": (f, h), p + "ffn_in.bias": (f,),
+            p + "ffn_out.weight": (h, f), p + "ffn_out.bias": (h,),
+            p + "ffn_norm.weight": (h,), p + "ffn_norm.bias": (h,),
+        }
+    return shapes
+
+
+def _check_shape(name: str, tensor: Tensor, shape: tuple[int, ...], source: str) -> None:
+    if tuple(tensor.shape) != shape:
+        raise CheckpointError(f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}, expected {shape} from config.json")
+
+
+def hf_to_xfer(bare: dict[str, Tensor], config: EncoderConfig, source: str) -> tuple[dict[str, Tensor], set[str]]:
+    """Encoder state dict in xfer names from bare HF names; also the set of HF names consumed."""
+    state: dict[str, Tensor] = {}
+    used: set[str] = set()
+    for hf_name, xfer_name in _EMBEDDINGS.items():
+        for suffix in ("weight", "bias"):
+            if f"{hf_name}.{suffix}" in bare:
+                state[f"{xfer_name}.{suffix}"] = bare[f"{hf_name}.{suffix}"]
+                used.add(f"{hf_name}.{suffix}")
+    shapes = _expected_shapes(config)
+    for i in range(config.num_layers):
+        p = f"encoder.layer.{i}."
+        for suffix in ("weight", "bias"):
+            parts = [f"{p}attention.self.{w}.{suffix}" for w in ("query", "key", "value")]
+            if all(n in bare for n in parts):
+                part_shape = (config.hidden_size, *shapes[f"layers.{i}.qkv.{suffix}"][1:])
+                for n in parts:
+                    _check_shape(n, bare[n], part_shape, source)
+                state[f"layers.{i}.qkv.{suffix}"] = torch.cat([bare[n] for n in parts])
+                used.update(parts)
+            for hf_sub, xfer_sub in _LAYER.items():
+                n = f"{p}{hf_sub}.{suffix}"
+                if n in bare:
+                    state[f"layers.{i}.{xfer_sub}.{suffix}"] = bare[n]
+                    used.add(n)
+    missing = sorted(set(shapes) - set(state))
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" (+{len(missing) - 6} more)" if len(missing) > 6 else "")
+        raise CheckpointError(f"{source}: missing encoder tensors (xfer names): {shown}")
+    for name, t in state.items():
+        _check_shape(name, t, shapes[name], source)
+    # encoder layers beyond num_hidden_layers would otherwise be silently ignored
+    extra_layers = sorted(n for n in bare if n.startswith("encoder.layer.") and n not in used)
+    if extra_layers:
+        raise CheckpointError(f"{source}: tensors for layers beyond num_hidden_layers={config.num_layers}: {extra_layers[0]}, ...")
+    return state, used
+
+
+def _take(bare: dict[str, Tensor], used: set[str], mapping: dict[str, str], source: str) -> dict[str, Tensor] | None:
+    """Head tensors renamed HF -> xfer if all present (else None); marks them used."""
+    names = {f"{hf}.{s}": f"{x}.{s}" for hf, x in mapping.items() for s in ("weight", "bias")}
+    if not all(n in bare for n in names):
+        return None
+    used.update(names)
+    return {x: bare[hf] for hf, x in names.items()}
+
+
+def _head(arch: str | None, bare: dict[str, Tensor], used: set[str], hf: dict[str, Any], config: EncoderConfig,
+          source: str) -> tuple[str | None, dict[str, Any], dict[str, Tensor]]:
+    """Recognise the task head of `arch`: (kind, head config, head state dict in xfer names)."""
+    dropout = hf.get("classifier_dropout")
+    dropout = float(config.hidden_dropout if dropout is None else dropout)
+    h, std = config.hidden_size, config.initializer_range
+    arch = arch or ""
+    if arch.endswith("ForSequenceClassification"):
+        kind = "sequence"
+        if arch.startswith("Electra"):
+            mapping, pooler = {"classifier.dense": "dense", "classifier.out_proj": "out"}, "gelu"
+        else:
+            mapping, pooler = {"pooler.dense": "dense", "classifier": "out"}, "tanh"
+    elif arch.endswith("ForTokenClassification"):
+        kind, mapping = "token", {"classifier": "out"}
+    elif arch.endswith("ForQuestionAnswering"):
+        kind, mapping = "span_qa", {"qa_outputs": "qa_outputs"}
+    else:
+        return None, {}, {}
+    state = _take(bare, used, mapping, source)
+    if state is None:
+        raise CheckpointError(f"{source}: architecture {arch} but its head tensors ({', '.join(mapping)}) are missing")
+    for name, t in state.items():
+        if name.endswith("weight") and t.shape[-1] != h:
+            raise CheckpointError(f"{source}: head tensor {name!r} has shape {tuple(t.shape)}, expected input width {h}")
+    if kind == "sequence":
+        cfg = {"hidden": h, "num_outputs": int(state["out.weight"].shape[0]), "dropout": dropout, "pooler": pooler,
+               "initializer_range": std}
+    elif kind == "token":
+        cfg = {"hidden": h, "num_tags": int(state["out.weight"].shape[0]), "dropout": dropout, "initializer_range": std}
+    else:
+        if state["qa_outputs.weight"].shape[0] != 2:
+            raise CheckpointError(f"{source}: tensor 'qa_outputs.weight' has shape {tuple(state['qa_outputs.weight'].shape)}, "
+                                  "expected 2 outputs (start, end)")
+        cfg = {"hidden": h, "initializer_range": std, "layer_norm_eps": config.layer_norm_eps}
+    for name, t in state.items():  # biases / pooler shapes
+        want = {"dense.weight": (h, h), "dense.bias": (h,)}.get(name)
+        if want is not None:
+            _check_shape(name, t, want, source)
+    return kind, cfg, state
+
+
+def load_hf(directory: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], HeadInfo]:
+    """Read a HF ELECTRA/BERT checkpoint directory -> (config, encoder state dict in xfer names, head info).
+
+    Supports ElectraModel/ForPreTraining/ForMaskedLM/ForSequenceClassification/
+    ForTokenClassification/ForQuestionAnswering and the same Bert* classes (plus BertForMaskedLM /
+    BertForPreTraining); tensors with or without the `electra.`/`bert.` prefix.
+    """
+    directory = Path(directory)
+    hf = _read_config(directory)
+    source = str(directory)
+    config = encoder_config_from_hf(hf, str(directory / "config.json"))
+    model_type = hf["model_type"]
+    archs = hf.get("architectures") or []
+    arch = archs[0] if archs else None
+    tensors = read_hf_tensors(directory)
+    bare, original = _strip_prefix(tensors, model_type)
+    state, used = hf_to_xfer(bare, config, source)
+    kind, head_config, head_state = _head(arch, bare, used, hf, config, source)
+    remaining = {original[n]: t for n, t in bare.items() if n not in used}
+    info = HeadInfo(arch, model_type, kind, head_config, head_state, remaining, hf)
+    return config, state, info
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing.
+
+
+def xfer_to_hf(state: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """Encoder state dict in xfer names -> bare HF names (fused QKV split in query/key/value)."""
+    out: dict[str, Tensor] = {}
+    inverse_emb = {v: k for k, v in _EMBEDDINGS.items()}
+    inverse_layer = {v: k for k, v in _LAYER.items()}
+    for name, t in state.items():
+        module, _, suffix = name.rpartition(".")
+        if module in inverse_emb:
+            out[f"{inverse_emb[module]}.{suffix}"] = t
+            continue
+        m = re.fullmatch(r"layers\.(\d+)\.(\w+)", module)
+        if not m:
+            raise ValueError(f"unexpected encoder tensor {name!r}")
+        i, sub = m.groups()
+        p = f"encoder.layer.{i}."
+        if sub == "qkv":
+            for part, chunk in zip(("query", "key", "value"), t.chunk(3), strict=True):
+                out[f"{p}attention.self.{part}.{suffix}"] = chunk
+        else:
+            out[f"{p}{inverse_layer[sub]}.{suffix}"] = t
+    return out
+
+
+def _hf_config(config: EncoderConfig, model_type: str, arch: str, extra: dict[str, Any]) -> dict[str, Any]:
+    hf: dict[str, Any] = {
+        "architectures": [arch],
+        "model_type": model_type,
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": config.hidden_dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size,
+        "initializer_range": config.initializer_range,
+        "layer_norm_eps": config.layer_norm_eps,
+        "pad_token_id": config.pad_token_id,
+        "position_embedding_type": "absolute",
+        "classifier_dropout": None,
+    }
+    if model_type == "electra":
+        hf |= {"embedding_size": config.embedding_size, "summary_type": "first", "summary_use_proj": True,
+               "summary_activation": "gelu", "summary_last_dropout": 0.1}
+    hf |= extra
+    return hf
+
+
+_ARCH = {
+    ("electra", None): "ElectraModel", ("electra", "sequence"): "ElectraForSequenceClassification",
+    ("electra", "token"): "ElectraForTokenClassification", ("electra", "span_qa"): "ElectraForQuestionAnswering",
+    ("bert", None): "BertModel", ("bert", "sequence"): "BertForSequenceClassification",
+    ("bert", "token"): "BertForTokenClassification", ("bert", "span_qa"): "BertForQuestionAnswering",
+}
+
+
+def _head_to_hf(head: nn.Module, kind: str, model_type: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """Head tensors in HF names (BERT's pooler keeps the `bert.` prefix) and config fields."""
+    sd = head.state_dict()
+    if kind == "sequence":
+        assert isinstance(head, SequenceHead)
+        want = "gelu" if model_type == "electra" else "tanh"
+        if head.pooler != want:
+            raise ValueError(
+                f"a SequenceHead with pooler={head.pooler!r} has no HF {model_type} equivalent "
+                f"(HF {_ARCH[(model_type, kind)]} needs pooler={want!r}); export the encoder alone (head=None)"
+            )
+        if model_type == "electra":
+            tensors = {"classifier.dense." + k[6:] if k.startswith("dense.") else "classifier.out_proj." + k[4:]: v for k, v in sd.items()}
+        else:
+            tensors = {"bert.pooler.dense." + k[6:] if k.startswith("dense.") else "classifier." + k[4:]: v for k, v in sd.items()}
+        n = head.num_outputs
+        extra = {"classifier_dropout": head.dropout_p, **_labels(n)}
+        if n == 1:
+            extra["problem_type"] = "regression"
+        return tensors, extra
+    if kind == "token":
+        assert isinstance(head, TokenHead)
+        return {"classifier." + k[4:]: v for k, v in sd.items()}, {"classifier_dropout": head.dropout_p, **_labels(head.num_tags)}
+    if kind == "span_qa":
+        assert isinstance(head, SpanQAHead)
+        if head.joint_end or head.answerable:
+            raise ValueError("a SpanQAHead with joint_end or answerable has no HF equivalent; export without them")
+        return dict(sd), _labels(2)
+    raise ValueError(f"unknown head kind {kind!r}")
+
+
+def _labels(n: int) -> dict[str, Any]:
+    return {"id2label": {str(i): f"LABEL_{i}" for i in range(n)}, "label2id": {f"LABEL_{i}": i for i in range(n)}}
+
+
+def export_hf(directory: str | Path, encoder: Encoder, config: EncoderConfig | None = None, head: nn.Module | None = None,
+              head_kind: str | None = None, vocab_file: str | Path | None = None, model_type: str = "electra",
+              extra_tensors: dict[str, Tensor] | None = None, extra_config: dict[str, Any] | None = None) -> Path:
+    """Write a HF checkpoint (config.json + model.safetensors [+ vocab.txt]) that
+    `transformers.AutoModel` / `<Arch>.from_pretrained` loads with no missing or unexpected keys.
+
+    head_kind defaults to the head's own `kind`. extra_tensors (HF names, e.g. `HeadInfo.remaining`
+    from `load_hf`) are written as given; extra_config entries override config.json fields (e.g.
+    real `id2label`). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
+    `transformers` reports it missing (xfer has no pooler without a head).
+    """
+    config = config or encoder.config
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(f"model_type must be one of {SUPPORTED_MODEL_TYPES}, got {model_type!r}")
+    if model_type == "bert" and config.embedding_size != config.hidden_size:
+        raise ValueError("BERT has no embedding projection: embedding_size must equal hidden_size (use model_type='electra')")
+    if head is not None and head_kind is None:
+        head_kind = getattr(head, "kind", None)
+    if (head is None) != (head_kind is None):
+        raise ValueError("give both head and head_kind, or neither")
+    arch = _ARCH[(model_type, head_kind)]
+    tensors = xfer_to_hf(encoder.state_dict(), config)
+    extra_cfg: dict[str, Any] = {}
+    if head is not None:
+        prefix = model_type + "."
+        tensors = {prefix + k: v for k, v in tensors.items()}
+        head_tensors, extra_cfg = _head_to_hf(head, head_kind, model_type)
+        tensors |= head_tensors
+    tensors |= extra_tensors or {}
+    hf_config = _hf_config(config, model_type, arch, {**extra_cfg, **(extra_config or {})})
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    from safetensors.torch import save_file
+
+    # clone: safetensors refuses tensors that share storage (the q/k/v chunks do)
+    plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    _atomic_write(directory / "model.safetensors", lambda p: save_file(plain, p, metadata={"format": "pt"}))
+    _atomic_write(directory / "config.json", lambda p: Path(p).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n"))
+    if vocab_file is not None:
+        _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
+    return directory
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    """Write via a temporary file in the same directory + os.replace: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

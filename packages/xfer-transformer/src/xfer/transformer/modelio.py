@@ -1,0 +1,195 @@
+"""xfer's own model directory: `xfer_model.json` + `model.safetensors` (+ tokenizer files).
+
+Layout:
+
+    <dir>/xfer_model.json    {"format_version": 1, "modules": {name: description}, "aliases": {...}, **meta}
+    <dir>/model.safetensors  every tensor as "<module name>.<parameter name>" (xfer names)
+    <dir>/vocab.txt, ...     optional files copied alongside (tokenizer)
+
+`modules` describes each saved module so it can be rebuilt without code knowing the task:
+an `Encoder` as {"type": "encoder", "config": EncoderConfig.to_dict()}, a head as
+{"type": "head", "kind": ..., "config": head.config()}, anything else as {"type": "<class name>"}
+(the caller rebuilds those itself from `state_dicts`). `meta` is the caller's free-form JSON
+(task, labels, training info). Tensors shared between modules (ELECTRA's tied embeddings) are
+stored once; `aliases` maps the other names to the stored one and loading restores both names.
+
+Saving writes a temporary sibling directory and renames it into place, so a crash never leaves
+a half-written model directory under the final name. Loading never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor, nn
+from xfer.core.errors import CheckpointError
+from xfer.transformer.encoder import Encoder, EncoderConfig
+from xfer.transformer.heads import build_head
+
+FORMAT_VERSION = 1
+META_FILE = "xfer_model.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def describe_module(module: nn.Module) -> dict[str, Any]:
+    """How a module is recorded in xfer_model.json (enough to rebuild encoders and heads)."""
+    if isinstance(module, Encoder):
+        return {"type": "encoder", "config": module.config.to_dict()}
+    kind = getattr(module, "kind", None)
+    if kind is not None and callable(getattr(module, "config", None)):
+        return {"type": "head", "kind": kind, "config": module.config()}
+    return {"type": type(module).__name__}
+
+
+def save_model_dir(path: str | Path, modules: dict[str, nn.Module], meta: dict[str, Any] | None = None,
+                   files: list[str | Path] | tuple[str | Path, ...] = ()) -> Path:
+    """Write modules (+ JSON `meta`, + `files` copied by name) to the model directory `path`, atomically.
+
+    An existing directory at `path` is replaced as a whole.
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    meta = dict(meta or {})
+    reserved = {"format_version", "modules", "aliases"} & set(meta)
+    if reserved:
+        raise ValueError(f"meta keys {sorted(reserved)} are reserved by the model directory format")
+    for name in modules:
+        if not name or "." in name:
+            raise ValueError(f"module name {name!r} must be non-empty and contain no '.'")
+    tensors: dict[str, Tensor] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple[int, int, tuple[int, ...], tuple[int, ...], str], str] = {}
+    for module_name, module in modules.items():
+        for key, t in module.state_dict(keep_vars=False).items():
+            full = f"{module_name}.{key}"
+            identity = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+            if identity in seen:
+                aliases[full] = seen[identity]
+                continue
+            seen[identity] = full
+            tensors[full] = t.detach().to("cpu").contiguous().clone()
+    document = {"format_version": FORMAT_VERSION, "modules": {n: describe_module(m) for n, m in modules.items()},
+                "aliases": aliases, **meta}
+    text = json.dumps(document, indent=2, sort_keys=True) + "\n"  # fail on non-JSON meta before touching disk
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        save_file(tensors, tmp / WEIGHTS_FILE, metadata={"format": "pt"})
+        for f in files:
+            shutil.copyfile(f, tmp / Path(f).name)
+        (tmp / META_FILE).write_text(text)  # written last: its presence marks a complete directory
+        _swap_into_place(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _swap_into_place(tmp: Path, path: Path) -> None:
+    """rename(tmp, path); an existing directory is moved aside first and deleted after."""
+    if not path.exists():
+        os.replace(tmp, path)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+    os.replace(path, old / "d")
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old / "d", path)  # put the previous version back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclass
+class ModelDir:
+    """A loaded model directory: `meta` (caller's keys), `modules` (descriptions) and per-module state dicts."""
+
+    path: Path
+    meta: dict[str, Any]
+    modules: dict[str, dict[str, Any]]
+    state_dicts: dict[str, dict[str, Tensor]]
+
+    def encoder_config(self, name: str = "encoder") -> EncoderConfig:
+        desc = self._describe(name)
+        if desc.get("type") != "encoder":
+            raise CheckpointError(f"{self.path}: module {name!r} is not an encoder")
+        try:
+            return EncoderConfig.from_dict(desc["config"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(f"{self.path / META_FILE}: invalid encoder config for {name!r}: {e}") from e
+
+    def build(self, name: str) -> nn.Module:
+        """Rebuild an encoder or head module with its weights (other module types: use `state_dicts`)."""
+        desc = self._describe(name)
+        if desc.get("type") == "encoder":
+            module: nn.Module = Encoder(self.encoder_config(name))
+        elif desc.get("type") == "head":
+            module = build_head(desc["kind"], desc["config"])
+        else:
+            raise CheckpointError(f"{self.path}: module {name!r} of type {desc.get('type')!r} cannot be rebuilt here")
+        try:
+            module.load_state_dict(self.state_dicts.get(name, {}))
+        except RuntimeError as e:
+            raise CheckpointError(f"{self.path}: weights of module {name!r} do not match its description: {e}") from e
+        return module
+
+    def _describe(self, name: str) -> dict[str, Any]:
+        if name not in self.modules:
+            raise CheckpointError(f"{self.path}: no module {name!r} (has: {', '.join(sorted(self.modules)) or 'none'})")
+        return self.modules[name]
+
+
+def load_model_dir(path: str | Path) -> ModelDir:
+    """Read a directory written by `save_model_dir`."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise CheckpointError(f"{path}: not an xfer model directory (no {META_FILE})")
+    try:
+        document = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{meta_path}: cannot read JSON: {e}") from e
+    version = document.pop("format_version", None)
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{meta_path}: unsupported format_version {version!r} (this xfer reads {FORMAT_VERSION})")
+    modules = document.pop("modules", {})
+    aliases = document.pop("aliases", {})
+    weights = path / WEIGHTS_FILE
+    if not weights.is_file():
+        raise CheckpointError(f"{path}: missing {WEIGHTS_FILE}")
+    try:
+        tensors = load_file(weights)
+    except Exception as e:
+        raise CheckpointError(f"{weights}: cannot read safetensors: {e}") from e
+    for alias, target in aliases.items():
+        if target not in tensors:
+            raise CheckpointError(f"{meta_path}: alias {alias!r} points to missing tensor {target!r}")
+        tensors[alias] = tensors[target]
+    state_dicts: dict[str, dict[str, Tensor]] = {name: {} for name in modules}
+    for full, t in tensors.items():
+        module_name, _, key = full.partition(".")
+        state_dicts.setdefault(module_name, {})[key] = t
+    return ModelDir(path, document, modules, state_dicts)
+
+
+def detect_format(path: str | Path) -> str:
+    """"xfer" (xfer_model.json) or "hf" (config.json); CheckpointError otherwise."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: model directory does not exist")
+    if (path / META_FILE).is_file():
+        return "xfer"
+    if (path / "config.json").is_file():
+        return "hf"
+    raise CheckpointError(f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)")

@@ -1,0 +1,334 @@
+"""Fine-tuning objectives: encoder + task head + loss, and the featurisation that feeds them.
+
+A fine-tuning objective is a registered component (kind "objective") that the
+`transformer.finetune` stage instantiates per task as
+
+    objective = ObjectiveClass(encoder, task_info, tokenizer, max_length, config)
+
+and uses through this small protocol (see `FinetuneObjective`):
+
+    features = objective.featurize(examples)          # model inputs, >= 1 per example
+    batch = objective.collate(features[:32])          # tensors
+    loss, metrics = objective(batch)                  # training (StepOutput)
+    outputs = objective.predict(batch)                # one output per feature
+    predictions = objective.postprocess(examples, features, outputs)  # {example id: prediction}
+
+Built-ins: `transformer.sequence` (classification and regression from [CLS]),
+`transformer.tagging` (first sub-token of each word) and `transformer.span_qa` (start/end,
+optional joint end and answerability). Third parties subclass one of them (e.g. to change the
+loss) or `FinetuneObjective` itself, and register it with `xfer_objectives`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from xfer.core.config import knob
+from xfer.core.data import pad
+from xfer.core.errors import UserError
+from xfer.core.tasks import Example, SpanQAExample, TaggingExample, TaskInfo
+from xfer.core.trainer import StepOutput
+from xfer.transformer.encoder import Encoder
+from xfer.transformer.heads import SequenceHead, SpanQAHead, TokenHead, gather_first_subtokens, span_qa_loss
+from xfer.transformer.tokenization import WordPieceTokenizer
+
+
+class FinetuneObjective(nn.Module):
+    """Base class: holds `encoder` and `head`; subclasses implement the protocol methods."""
+
+    task_types: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: Any):
+        super().__init__()
+        if info.type not in self.task_types:
+            raise UserError(
+                f"objective {type(self).__name__} handles {', '.join(self.task_types)} tasks; {info.name} is a {info.type} task"
+            )
+        self.encoder, self.info, self.tokenizer, self.max_length, self.config = encoder, info, tokenizer, max_length, config
+        self.head: nn.Module
+
+    def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def predict(self, batch: dict[str, Tensor]) -> list[Any]:
+        raise NotImplementedError
+
+    def postprocess(self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]) -> dict[str, Any]:
+        """Default: one feature per example, in order."""
+        return {f["id"]: out for f, out in zip(features, outputs, strict=True)}
+
+    def hidden(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
+
+
+def _padded_inputs(features: list[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
+    ids = pad([f["input_ids"] for f in features], pad_id)
+    lengths = torch.tensor([len(f["input_ids"]) for f in features])
+    mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in features[0]:
+        batch["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0)
+    return batch
+
+
+# --- sentence classification and regression ----------------------------------------------------
+
+
+@dataclass
+class SequenceConfig:
+    pooler: Literal["none", "tanh", "gelu"] = knob(
+        "none", "none: original ELECTRA ([CLS] -> dropout -> linear); tanh: BERT pooler; gelu: HF ELECTRA head."
+    )
+    dropout: float = knob(0.1, "Dropout before the output layer.")
+
+
+class SequenceObjective(FinetuneObjective):
+    """[CLS] -> head; cross-entropy for classification, MSE on targets scaled to [0, 1] for regression.
+
+    Regression targets are scaled by the task's `score_range` (TaskInfo.extra, e.g. (0, 5) for
+    STS-B) as in ELECTRA, and predictions are scaled back before evaluation.
+    """
+
+    task_types = ("classification", "regression")
+
+    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: SequenceConfig | None):
+        super().__init__(encoder, info, tokenizer, max_length, config or SequenceConfig())
+        self.regression = info.type == "regression"
+        outputs = 1 if self.regression else len(info.labels)
+        self.head = SequenceHead(encoder.config.hidden_size, outputs, self.config.dropout, self.config.pooler)
+        low, high = info.extra.get("score_range", (0.0, 1.0)) if self.regression else (0.0, 1.0)
+        self.low, self.span = float(low), float(high) - float(low)
+        self.label_index = {label: i for i, label in enumerate(info.labels)}
+
+    def _target(self, label: Any) -> float | int:
+        if label is None:
+            return -1
+        if self.regression:
+            return (float(label) - self.low) / self.span
+        return self.label_index[label]
+
+    def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
+        texts_a = [e.text_a for e in examples]  # type: ignore[union-attr]
+        pairs = any(e.text_b is not None for e in examples)  # type: ignore[union-attr]
+        texts_b = [e.text_b or "" for e in examples] if pairs else None  # type: ignore[union-attr]
+        encodings = self.tokenizer.encode_pairs(texts_a, texts_b, max_length=self.max_length)
+        return [
+            {"id": e.id, "input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids, "label": self._target(e.label)}  # type: ignore[union-attr]
+            for e, enc in zip(examples, encodings, strict=True)
+        ]
+
+    def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
+        batch = _padded_inputs(features, self.tokenizer.pad_id)
+        dtype = torch.float32 if self.regression else torch.long
+        batch["labels"] = torch.tensor([f["label"] for f in features], dtype=dtype)
+        return batch
+
+    def scores(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.head(self.hidden(batch)).float()
+
+    def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
+        """Override to change the loss (see the xfer-example plugin's focal loss)."""
+        if self.regression:
+            return F.mse_loss(scores.squeeze(-1), labels)
+        return F.cross_entropy(scores, labels)
+
+    def forward(self, batch: dict[str, Tensor]) -> StepOutput:
+        scores = self.scores(batch)
+        loss = self.loss(scores, batch["labels"])
+        if self.regression:
+            return StepOutput(loss, {})
+        return StepOutput(loss, {"accuracy": (scores.argmax(-1) == batch["labels"]).float().mean()})
+
+    def predict(self, batch: dict[str, Tensor]) -> list[Any]:
+        scores = self.scores(batch)
+        if self.regression:
+            return (scores.squeeze(-1) * self.span + self.low).tolist()
+        return [self.info.labels[i] for i in scores.argmax(-1).tolist()]
+
+
+# --- tagging ----------------------------------------------------------------------------------
+
+
+@dataclass
+class TaggingConfig:
+    dropout: float = knob(0.1, "Dropout before the tag classifier.")
+
+
+class TaggingObjective(FinetuneObjective):
+    """Tags each word from its first sub-token (BERT/ELECTRA). Sentences longer than
+    `max_length` are split into windows of whole words; no word is dropped."""
+
+    task_types = ("tagging",)
+
+    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: TaggingConfig | None):
+        super().__init__(encoder, info, tokenizer, max_length, config or TaggingConfig())
+        self.head = TokenHead(encoder.config.hidden_size, len(info.labels), self.config.dropout)
+        self.tag_index = {tag: i for i, tag in enumerate(info.labels)}
+
+    def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
+        features = []
+        for position, example in enumerate(examples):
+            assert isinstance(example, TaggingExample)
+            for window in self.tokenizer.encode_words_windows(list(example.words), max_length=self.max_length):
+                words = slice(window.first_word, window.first_word + window.num_words)
+                tags = [self.tag_index.get(t, -100) for t in example.tags[words]] if example.tags else [-100] * window.num_words
+                if example.tags and -100 in tags:
+                    unknown = next(t for t in example.tags[words] if t not in self.tag_index)
+                    raise UserError(f"{self.info.name}: example {example.id}: tag {unknown!r} is not in the training tag set")
+                features.append({"id": example.id, "example": position, "input_ids": window.input_ids, "word_starts": window.word_starts, "tags": tags})
+        return features
+
+    def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
+        batch = _padded_inputs(features, self.tokenizer.pad_id)
+        batch["word_starts"] = pad([f["word_starts"] for f in features], 0)
+        batch["word_mask"] = pad([[1] * len(f["word_starts"]) for f in features], 0)
+        batch["tags"] = pad([f["tags"] for f in features], -100)
+        return batch
+
+    def scores(self, batch: dict[str, Tensor]) -> Tensor:
+        words = gather_first_subtokens(self.hidden(batch), batch["word_starts"], batch["word_mask"])
+        return self.head(words).float()
+
+    def forward(self, batch: dict[str, Tensor]) -> StepOutput:
+        scores = self.scores(batch)
+        loss = F.cross_entropy(scores.flatten(0, 1), batch["tags"].flatten(), ignore_index=-100)
+        real = batch["tags"] != -100
+        accuracy = ((scores.argmax(-1) == batch["tags"]) & real).sum() / real.sum().clamp_min(1)
+        return StepOutput(loss, {"accuracy": accuracy})
+
+    def predict(self, batch: dict[str, Tensor]) -> list[Any]:
+        best = self.scores(batch).argmax(-1).tolist()
+        counts = batch["word_mask"].sum(-1).tolist()
+        return [[self.info.labels[i] for i in row[:n]] for row, n in zip(best, counts, strict=True)]
+
+    def postprocess(self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]) -> dict[str, Any]:
+        """Windows of one sentence are consecutive features: concatenate their tags."""
+        tags: dict[str, list[str]] = defaultdict(list)
+        for feature, out in zip(features, outputs, strict=True):
+            tags[feature["id"]].extend(out)
+        return dict(tags)
+
+
+# --- extractive question answering -----------------------------------------------------------
+
+
+@dataclass
+class SpanQAConfig:
+    doc_stride: int = knob(128, "Step between the starts of context windows (tokens).")
+    max_query_length: int = knob(64, "Questions are cut to this many tokens.")
+    max_answer_length: int = knob(30, "Longest answer span in tokens.")
+    joint_end: bool = knob(False, "Predict the end conditioned on the start (original ELECTRA SQuAD head).")
+    answerable: bool = knob(False, "Answerability classifier on [CLS] for SQuAD 2.0 (else the null span score decides).")
+    answerable_weight: float = knob(0.5, "Weight of the answerability loss.")
+    null_threshold: float = knob(0.0, "Predict no answer when null score - best span score exceeds this (SQuAD 2.0).")
+
+
+class SpanQAObjective(FinetuneObjective):
+    """Start/end span prediction over context windows; answers are mapped back through offsets."""
+
+    task_types = ("span_qa",)
+
+    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: SpanQAConfig | None):
+        super().__init__(encoder, info, tokenizer, max_length, config or SpanQAConfig())
+        self.head = SpanQAHead(encoder.config.hidden_size, joint_end=self.config.joint_end, answerable=self.config.answerable)
+        self.with_null = bool(info.extra.get("unanswerable", False)) or self.config.answerable
+
+    def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
+        features = []
+        for position, example in enumerate(examples):
+            assert isinstance(example, SpanQAExample)
+            answer = None
+            if example.answers and not example.is_impossible:
+                first = example.answers[0]
+                answer = (first.start, first.start + len(first.text))
+            for f in self.tokenizer.encode_qa(
+                example.question, example.context, answer=answer, example_index=position, max_length=self.max_length,
+                doc_stride=self.config.doc_stride, max_query_length=self.config.max_query_length,
+            ):
+                allowed = [1 if (o is not None) else 0 for o in f.offsets]
+                start_ok = [1 if (o is not None and m) else 0 for o, m in zip(f.offsets, f.token_is_max_context, strict=True)]
+                if self.with_null:
+                    allowed[0] = 1
+                features.append({
+                    "id": example.id, "example": position, "input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
+                    "offsets": f.offsets, "allowed": allowed, "start_ok": start_ok,
+                    "start": f.start_position if f.start_position is not None else 0,
+                    "end": f.end_position if f.end_position is not None else 0,
+                    "impossible": int(example.is_impossible or f.start_position in (None, 0)),
+                })
+        return features
+
+    def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
+        batch = _padded_inputs(features, self.tokenizer.pad_id)
+        batch["allowed"] = pad([f["allowed"] for f in features], 0).bool()
+        batch["start_ok"] = pad([f["start_ok"] for f in features], 0).bool()
+        for key in ("start", "end", "impossible"):
+            batch[key] = torch.tensor([f[key] for f in features])
+        return batch
+
+    def forward(self, batch: dict[str, Tensor]) -> StepOutput:
+        hidden = self.hidden(batch)
+        out = self.head(hidden, batch["allowed"], batch["start"])
+        impossible = batch["impossible"] if self.config.answerable else None
+        loss = span_qa_loss(out, batch["start"], batch["end"], batch["allowed"], impossible, self.config.answerable_weight)
+        return StepOutput(loss, {})
+
+    def predict(self, batch: dict[str, Tensor]) -> list[Any]:
+        """Per window: best (start, end) among context tokens, its raw logit score (comparable
+        across windows, as in Google's run_squad) and, with null answers, the null score:
+        the answerability logit, or null-span logits minus the best span's logits."""
+        hidden = self.hidden(batch)
+        start, end, _ = self.head.decode(hidden, batch["start_ok"], self.config.max_answer_length)
+        out = self.head(hidden, batch["allowed"])
+        rows = torch.arange(start.shape[0], device=start.device)
+        span = (out.start_logits[rows, start] + out.end_logits[rows, end]).float()
+        valid = batch["start_ok"].any(-1)
+        span = span.masked_fill(~valid, float("-inf"))
+        null: Tensor | None = None
+        if out.na_logit is not None:
+            null = out.na_logit.float()
+        elif self.with_null:
+            null = (out.start_logits[:, 0] + out.end_logits[:, 0]).float() - span
+        return [
+            (int(start[i]), int(end[i]), float(span[i]), None if null is None else float(null[i]))
+            for i in range(start.shape[0])
+        ]
+
+    def postprocess(self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]) -> dict[str, Any]:
+        """Best span over an example's windows (by score); SQuAD 2.0: "" when the null score wins."""
+        best: dict[str, tuple[float, str]] = {}
+        null: dict[str, float] = {}
+        for feature, (start, end, score, null_score) in zip(features, outputs, strict=True):
+            example = examples[feature["example"]]
+            assert isinstance(example, SpanQAExample)
+            offsets = feature["offsets"]
+            if offsets[start] is not None and offsets[end] is not None and score > float("-inf"):
+                text = example.context[offsets[start][0] : offsets[end][1]]
+                if feature["id"] not in best or score > best[feature["id"]][0]:
+                    best[feature["id"]] = (score, text)
+            if null_score is not None:
+                null[feature["id"]] = min(null.get(feature["id"], float("inf")), null_score)
+        predictions = {}
+        for example in examples:
+            text = best.get(example.id, (0.0, ""))[1]
+            if example.id in null and null[example.id] > self.config.null_threshold:
+                text = ""
+            predictions[example.id] = text
+        return predictions
+
+
+DEFAULT_OBJECTIVES: Mapping[str, str] = {
+    "classification": "transformer.sequence",
+    "regression": "transformer.sequence",
+    "tagging": "transformer.tagging",
+    "span_qa": "transformer.span_qa",
+}

@@ -1,0 +1,57 @@
+"""xfer-transformer's plugin (namespace `transformer`): stages, fine-tuning objectives, encoder presets, CLI."""
+
+from __future__ import annotations
+
+from xfer.core.hookspecs import hookimpl
+from xfer.core.specs import CommandSpec, ComponentSpec
+
+_M = "xfer.transformer"
+
+
+@hookimpl
+def xfer_stages() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "stage", "transformer.finetune", f"{_M}.finetune:run_finetune", "1", f"{_M}.finetune_config:FinetuneConfig",
+            "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
+            outputs=("models", "predictions", "results"),
+        ),
+        ComponentSpec(
+            "stage", "transformer.vocab", f"{_M}.vocab_stage:run_vocab", "1", f"{_M}.vocab_stage:VocabConfig",
+            "Train a WordPiece vocabulary (vocab.txt + tokenizer.json) from text files.",
+            outputs=("tokenizer",),
+        ),
+    ]
+
+
+@hookimpl
+def xfer_objectives() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "objective", "transformer.sequence", f"{_M}.objectives:SequenceObjective", "1", f"{_M}.objectives:SequenceConfig",
+            "Sentence(-pair) classification / regression from [CLS] (cross-entropy / MSE on [0,1]-scaled targets).",
+        ),
+        ComponentSpec(
+            "objective", "transformer.tagging", f"{_M}.objectives:TaggingObjective", "1", f"{_M}.objectives:TaggingConfig",
+            "Word tagging from each word's first sub-token (POS, chunking, NER).",
+        ),
+        ComponentSpec(
+            "objective", "transformer.span_qa", f"{_M}.objectives:SpanQAObjective", "1", f"{_M}.objectives:SpanQAConfig",
+            "Extractive QA (SQuAD 1.1/2.0): start/end spans over doc-stride windows.",
+        ),
+    ]
+
+
+@hookimpl
+def xfer_models() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "model", "transformer.encoder", f"{_M}.encoder:Encoder", "1", f"{_M}.encoder:EncoderConfig",
+            "BERT/ELECTRA-architecture Transformer encoder (presets: electra-small/base/large, bert-small/base/large, tiny, mini).",
+        )
+    ]
+
+
+@hookimpl
+def xfer_commands() -> list[CommandSpec]:
+    return [CommandSpec("vocab", "train a WordPiece vocabulary: xfer vocab train FILES --size N --out DIR", f"{_M}.vocab_cli:configure", f"{_M}.vocab_cli:run")]

@@ -1,0 +1,119 @@
+"""`xfer vocab train FILES... --size N --out DIR`: train a WordPiece vocabulary for pre-training.
+
+The CLI host imports `configure` and `run` lazily (by path), so this module must stay cheap to
+import: `tokenizers` is only imported inside `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from xfer.core.errors import UserError
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add `vocab`'s sub-commands (currently only `train`) to the host's `vocab` parser."""
+    commands = parser.add_subparsers(dest="vocab_command", required=True, metavar="COMMAND")
+    train = commands.add_parser(
+        "train",
+        help="train a BERT-style WordPiece vocabulary on text files",
+        description=(
+            "Train a WordPiece vocabulary (BERT normalisation and pre-tokenisation) and write "
+            "vocab.txt and tokenizer.json into --out. Special tokens get fixed ids: "
+            "[PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4. The same files always give the same vocabulary."
+        ),
+    )
+    train.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILES",
+        help="UTF-8 text files or glob patterns (quote them; '**' recurses); each must match a file",
+    )
+    train.add_argument("--size", type=_positive_int, required=True, metavar="N", help="target vocabulary size")
+    train.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory to write into")
+    train.add_argument(
+        "--cased", action="store_true", help="keep case and accents (default: lower-case, strip accents)"
+    )
+    train.add_argument(
+        "--min-frequency",
+        type=_positive_int,
+        default=2,
+        metavar="K",
+        help="merge only pairs seen at least K times (default: 2)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute the selected `vocab` sub-command; returns the exit code."""
+    if args.vocab_command == "train":
+        return _train(args)
+    raise UserError(f"unknown vocab command {args.vocab_command!r}")
+
+
+def expand_files(patterns: Sequence[str]) -> list[Path]:
+    """Files named by paths or glob patterns, in argument order, each pattern's matches sorted.
+
+    A path that exists is taken literally (even with `[` in its name); a pattern that matches no
+    file is an error rather than silently training on less data. Duplicates are dropped so a file
+    named twice does not count twice.
+    """
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for pattern in patterns:
+        for path in _expand_one(pattern):
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+    return files
+
+
+def _expand_one(pattern: str) -> list[Path]:
+    expanded = str(Path(pattern).expanduser())
+    if Path(expanded).exists():
+        if not Path(expanded).is_file():
+            raise UserError(f"{pattern}: not a file")
+        return [Path(expanded)]
+    if not _GLOB_CHARS.intersection(expanded):
+        raise UserError(f"{pattern}: no such file")
+    matches = sorted(Path(m) for m in glob.glob(expanded, recursive=True) if Path(m).is_file())
+    if not matches:
+        raise UserError(f"{pattern}: pattern matches no file")
+    return matches
+
+
+def _train(args: argparse.Namespace) -> int:
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    files = expand_files(args.files)
+    try:
+        tokenizer = WordPieceTokenizer.train(
+            files, args.size, lowercase=not args.cased, min_frequency=args.min_frequency
+        )
+    except ValueError as error:  # settings the trainer rejects, e.g. --size too small
+        raise UserError(f"vocab train: {error}") from None
+    out = tokenizer.save(args.out)
+    print(f"{out}: vocab size {tokenizer.vocab_size} (vocab.txt, tokenizer.json) from {len(files)} file(s)")
+    if tokenizer.vocab_size != args.size:
+        print(
+            f"note: asked for {args.size} tokens; the corpus gave {tokenizer.vocab_size} "
+            "(alphabet larger than the target, or no pair left with enough occurrences)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value

@@ -1,0 +1,1 @@
+"""xfer-example: how a third party extends xfer with a task and an objective (see README.md)."""

@@ -1,0 +1,111 @@
+"""Tests of the example plugin, using the xfer.testing kit a third party would use."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from xfer.core import DataError
+from xfer.example.focal import FocalConfig, FocalObjective
+from xfer.example.jsonl_task import JsonlConfig, JsonlTask
+from xfer.testing import ComponentConformance
+
+POSITIVE = ["good", "great", "fine", "lovely", "superb"]
+NEGATIVE = ["bad", "awful", "poor", "dull", "terrible"]
+
+
+def write_sentiment(path: Path, n: int, seed: int) -> Path:
+    rng = random.Random(seed)
+    with open(path, "w") as out:
+        for _ in range(n):
+            label = rng.choice(["neg", "pos"])
+            word = rng.choice(POSITIVE if label == "pos" else NEGATIVE)
+            out.write(json.dumps({"text": f"the film was {word} .", "label": label}) + "\n")
+    return path
+
+
+RECIPE = """
+stages:
+  corpus: {kind: toy.corpus, sentences: 200}
+  vocab: {kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}
+  fit:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    model: tiny
+    encoder: {num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}
+    max_length: 32
+    tasks:
+      - {name: example/jsonl, labels: [neg, pos], train_file: train.jsonl, dev_file: dev.jsonl}
+    objective: {name: example.focal, gamma: 2.0}
+    train: {steps: 8, batch_size: 8, lr: 1e-3, log_every: 1, checkpoint_every: 3, precision: fp32}
+"""
+
+
+class Data:
+    def prepare(self, directory: Path) -> None:
+        write_sentiment(directory / "train.jsonl", 64, seed=1)
+        write_sentiment(directory / "dev.jsonl", 16, seed=2)
+
+
+class TestJsonlTaskConformance(Data, ComponentConformance):
+    component = ("task", "example/jsonl")
+    config_path = "stages.fit.tasks.0"
+    recipe = RECIPE
+
+
+class TestFocalObjectiveConformance(Data, ComponentConformance):
+    component = ("objective", "example.focal")
+    config_path = "stages.fit.objective"
+    recipe = RECIPE
+
+
+def test_focal_loss_reduces_to_cross_entropy_at_gamma_zero() -> None:
+    scores, labels = torch.randn(6, 3), torch.tensor([0, 1, 2, 2, 1, 0])
+    objective = FocalObjective.__new__(FocalObjective)
+    torch.nn.Module.__init__(objective)
+    objective.config = FocalConfig(gamma=0.0)
+    assert torch.allclose(objective.loss(scores, labels), torch.nn.functional.cross_entropy(scores, labels))
+    objective.config = FocalConfig(gamma=2.0)
+    p = torch.softmax(scores, -1)[torch.arange(6), labels]
+    expected = (-(1 - p) ** 2 * torch.log(p)).mean()
+    assert torch.allclose(objective.loss(scores, labels), expected)
+
+
+def test_reader_and_metrics(tmp_path: Path) -> None:
+    train = write_sentiment(tmp_path / "train.jsonl", 10, seed=3)
+    task = JsonlTask("example/jsonl", JsonlConfig(labels=["neg", "pos"], train_file=train))
+    examples = task.examples("train")
+    assert len(examples) == 10 and examples[0].id == "train-1"
+    gold = {e.id: e.label for e in examples}
+    assert task.evaluate(examples, gold)["accuracy"] == 100.0
+    with pytest.raises(ValueError, match="no prediction"):
+        task.evaluate(examples, {})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"text": "ok", "label": "pos"}\n{"text": "x", "label": "meh"}\n', r"train.jsonl:2: label: label 'meh' is not one of"),
+        ('{"text": "ok", "label": "pos"}\n{"text": "x", "label": "pos"\n', r"train.jsonl:2: invalid JSON"),
+        ('{"label": "pos"}\n', r"train.jsonl:1: text: missing or empty"),
+        ('{"text": "ok"}\n', r"train.jsonl:1: label: missing label"),
+        ("\n\n", r"train.jsonl: file has no examples"),
+        ('["text"]\n', r"train.jsonl:1: each line must be a JSON object"),
+    ],
+)
+def test_bad_input_names_file_and_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "train.jsonl"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        JsonlTask("example/jsonl", JsonlConfig(labels=["neg", "pos"], train_file=path)).examples("train")
+
+
+def test_bad_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(b'{"text": "ok", "label": "pos"}\n{"text": "\xff", "label": "pos"}\n')
+    with pytest.raises(DataError, match=r"train.jsonl:2: not valid UTF-8"):
+        JsonlTask("example/jsonl", JsonlConfig(labels=["neg", "pos"], train_file=path)).examples("train")

@@ -1,0 +1,169 @@
+"""Readers for one-token-per-line column files (CoNLL-2000/2003 style) and CoNLL-U.
+
+They return sentences with the line number of every token, so that later checks (tag scheme,
+label set) can still name `file:line`. Nothing is dropped silently: the only lines that do not
+become tokens are blank lines and `-DOCSTART-` lines (sentence/document separators) in column
+files, and comments, multiword-token ranges and empty nodes in CoNLL-U (which the CoNLL-U
+format defines as not being syntactic words).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xfer.core.errors import DataError
+
+DOCSTART = "-DOCSTART-"
+
+
+def read_text(path: Path) -> str:
+    """Decode a UTF-8 file (BOM removed); a decoding error names the line of the bad byte."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(path, 0, "file not found") from None
+    except OSError as err:
+        raise DataError(path, 0, f"cannot read file: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(
+            path, line, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at column {column})", key="encoding"
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if not text.strip():
+        raise DataError(path, 1, "file is empty")
+    return text
+
+
+def _lines(text: str) -> list[str]:
+    """Physical lines split on LF only (str.splitlines would also split on U+2028 and friends,
+    which are legitimate characters inside a token)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+@dataclass
+class ColumnSentence:
+    """One sentence of a column file: a row of fields per token, with its 1-based line."""
+
+    lines: list[int]
+    rows: list[list[str]]
+
+    @property
+    def line(self) -> int:
+        return self.lines[0]
+
+
+def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSentence]:
+    """Sentences of a column file; every token line must have as many columns as the first one.
+
+    Blank lines separate sentences; `-DOCSTART-` lines separate documents (and therefore
+    sentences) and are not tokens.
+    """
+    text = read_text(path)
+    sentences: list[ColumnSentence] = []
+    current = ColumnSentence([], [])
+    width = 0
+    first_line = 0
+    for number, line in enumerate(_lines(text), start=1):
+        if not line.strip():
+            if current.rows:
+                sentences.append(current)
+                current = ColumnSentence([], [])
+            continue
+        fields = line.split("\t") if separator == "tab" else line.split()
+        if fields[0] == DOCSTART:
+            if current.rows:
+                sentences.append(current)
+                current = ColumnSentence([], [])
+            continue
+        if not width:
+            width, first_line = len(fields), number
+        elif len(fields) != width:
+            raise DataError(path, number, f"expected {width} columns (as on line {first_line}), found {len(fields)}")
+        if any(not field for field in fields):
+            raise DataError(path, number, "empty column (two separators in a row?)")
+        current.lines.append(number)
+        current.rows.append(fields)
+    if current.rows:
+        sentences.append(current)
+    if not sentences:
+        raise DataError(path, 1, "no sentences in file")
+    return sentences
+
+
+@dataclass
+class ConlluSentence:
+    """The syntactic words of one CoNLL-U sentence and the chosen tag of each."""
+
+    line: int  # first line of the sentence (comment or word)
+    sent_id: str | None
+    words: list[str]
+    tags: list[str]
+    lines: list[int]
+
+
+_TAG_INDEX = {"upos": 3, "xpos": 4}
+
+
+def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]:
+    """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html).
+
+    Word lines have an integer ID (1, 2, ...); ranges `1-2` (multiword tokens) and decimal IDs
+    `1.1` (empty nodes) are skipped, as the format prescribes for word-level annotation. Every
+    non-comment line must have exactly 10 tab-separated columns and word IDs must count 1, 2, ...
+    """
+    text = read_text(path)
+    index = _TAG_INDEX[tag_column]
+    sentences: list[ConlluSentence] = []
+    start, sent_id = 0, None
+    words: list[str] = []
+    tags: list[str] = []
+    lines: list[int] = []
+
+    def close() -> None:
+        nonlocal start, sent_id, words, tags, lines
+        if start:
+            if not words:
+                raise DataError(path, start, "sentence has no words (comments without word lines)")
+            sentences.append(ConlluSentence(start, sent_id, words, tags, lines))
+        start, sent_id, words, tags, lines = 0, None, [], [], []
+
+    for number, line in enumerate(_lines(text), start=1):
+        if not line.strip():
+            close()
+            continue
+        start = start or number
+        if line.startswith("#"):
+            key, sep, value = line[1:].partition("=")
+            if sep and key.strip() == "sent_id":
+                sent_id = value.strip()
+            continue
+        fields = line.split("\t")
+        if len(fields) != 10:
+            raise DataError(path, number, f"CoNLL-U word lines have 10 tab-separated columns, found {len(fields)}")
+        ident = fields[0]
+        if "-" in ident or "." in ident:
+            low, _, high = ident.replace(".", "-").partition("-")
+            if not (low.isdigit() and high.isdigit()):
+                raise DataError(path, number, f"malformed ID {ident!r}", key="ID")
+            continue
+        if not ident.isdigit() or int(ident) != len(words) + 1:
+            raise DataError(path, number, f"word ID {ident!r} out of sequence (expected {len(words) + 1})", key="ID")
+        tag = fields[index]
+        if tag in ("", "_"):
+            raise DataError(path, number, f"no {tag_column.upper()} tag ('{tag}')", key=tag_column.upper())
+        words.append(fields[1])
+        tags.append(tag)
+        lines.append(number)
+    close()
+    if not sentences:
+        raise DataError(path, 1, "no sentences in file")
+    return sentences

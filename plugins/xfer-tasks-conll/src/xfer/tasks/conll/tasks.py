@@ -1,0 +1,329 @@
+"""Tagging task components: conll/chunking, conll/ner, conll/ud-pos and conll/columns.
+
+Examples are `TaggingExample`s (one tag per word); predictions are tag lists. Span tasks are
+scored with conlleval-compatible span F1 (seqeval via `xfer.core.metrics.span_f1`), per-token
+tasks with token accuracy; both on the [0, 100] scale.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from xfer.core import metrics
+from xfer.core.errors import DataError, UserError
+from xfer.core.tasks import Example, Split, TaggingExample, Task, TaskInfo
+from xfer.tasks.conll import schemes
+from xfer.tasks.conll.config import ChunkingConfig, ColumnsConfig, FilesConfig, SpanTaggingConfig, UdPosConfig
+from xfer.tasks.conll.readers import ColumnSentence, read_columns, read_conllu
+
+SPLITS = ("train", "dev", "test")
+
+
+class RawSentence(NamedTuple):
+    """A sentence as read from a file, before it gets its split-specific id."""
+
+    id: str | None  # the file's own id (CoNLL-U sent_id), if any
+    line: int
+    words: list[str]
+    tags: list[str]
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+def _gold_and_predicted(
+    task: str, examples: Sequence[Example], predictions: Mapping[str, Any]
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Gold and predicted tag lists in example order; shapes and types are checked."""
+    golds: list[list[str]] = []
+    preds: list[list[str]] = []
+    for example in examples:
+        assert isinstance(example, TaggingExample)
+        if example.id not in predictions:
+            raise ValueError(f"{task}: no prediction for sentence {example.id!r}")
+        if example.tags is None:
+            raise ValueError(f"{task}: sentence {example.id!r} has no gold tags (unlabelled split?)")
+        predicted = predictions[example.id]
+        if isinstance(predicted, str) or not all(isinstance(tag, str) for tag in predicted):
+            raise ValueError(f"{task}: prediction for {example.id!r} must be a list of tag strings")
+        if len(predicted) != len(example.words):
+            raise ValueError(
+                f"{task}: sentence {example.id!r} has {len(example.words)} words but {len(predicted)} predicted tags"
+            )
+        golds.append(list(example.tags))
+        preds.append(list(predicted))
+    if not golds:
+        raise ValueError(f"{task}: cannot evaluate zero sentences")
+    return golds, preds
+
+
+def span_scores(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], scheme: str) -> dict[str, float]:
+    """Exact-match span F1/precision/recall (conlleval semantics, which read BIO and BIOES alike)."""
+    scores = metrics.span_f1(golds, preds, scheme=scheme)
+    return {"f1": scores.f1, "precision": scores.precision, "recall": scores.recall}
+
+
+def token_accuracy(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]]) -> dict[str, float]:
+    flat_gold = [tag for sentence in golds for tag in sentence]
+    flat_pred = [tag for sentence in preds for tag in sentence]
+    return {"accuracy": metrics.accuracy(flat_gold, flat_pred)}
+
+
+# --- base ----------------------------------------------------------------------------------------
+
+
+class TaggingTask(Task):
+    """Shared plumbing: per-split files, caching, `max_examples`, labels from the train file."""
+
+    type = "tagging"
+    main_metric = "f1"
+    config_class: type[FilesConfig] = FilesConfig
+
+    def __init__(self, name: str, config: FilesConfig | None = None):
+        super().__init__(name, config if config is not None else self.config_class())
+        self._splits: dict[str, list[TaggingExample]] = {}
+        self._labels: tuple[str, ...] | None = None
+        self._files: dict[Path, list[RawSentence]] = {}
+
+    @abc.abstractmethod
+    def read_file(self, path: Path) -> list[RawSentence]:
+        """The sentences of `path`, tags already validated and converted to the task's scheme."""
+
+    def file_of(self, split: Split) -> Path | None:
+        value = getattr(self.config, f"{split}_file")
+        return None if value is None else Path(value)
+
+    def read_cached(self, path: Path) -> list[RawSentence]:
+        """`read_file` once per file (train is read for `labels` and, when carving, for dev)."""
+        if path not in self._files:
+            self._files[path] = self.read_file(path)
+        return self._files[path]
+
+    def _load(self, split: Split) -> list[TaggingExample]:
+        if split not in SPLITS:
+            raise UserError(f"{self.name}: unknown split {split!r} (expected one of {', '.join(SPLITS)})")
+        if split not in self._splits:
+            raw = self._raw_split(split)
+            path = self.file_of(split) or self.file_of("train")
+            examples: list[TaggingExample] = []
+            seen: dict[str, int] = {}
+            for number, (ident, line, words, tags) in enumerate(raw):
+                ident = ident or f"{split}-{number}"
+                if ident in seen:
+                    raise DataError(
+                        path, line, f"sentence id {ident!r} already used on line {seen[ident]}", key="sent_id"
+                    )
+                seen[ident] = line
+                examples.append(TaggingExample(id=ident, words=tuple(words), tags=tuple(tags)))
+            self._splits[split] = examples
+        return self._splits[split]
+
+    def _raw_split(self, split: Split) -> list[RawSentence]:
+        path = self.file_of(split)
+        if path is None:
+            # A DataError (a UserError) as the Task contract asks for missing splits; "file" = the task.
+            raise DataError(self.name, 0, f"no {split} file configured (set `{split}_file:` in the task config)")
+        return self.read_cached(path)
+
+    def examples(self, split: Split) -> list[Example]:
+        examples = self._load(split)
+        limit = self.config.max_examples
+        return list(examples if limit is None else examples[:limit])
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Sorted tag set of the whole train file (in the task's scheme): a fixed order that does
+        not depend on max_examples or on the dev carve."""
+        if self._labels is None:
+            path = self.file_of("train")
+            if path is None:
+                raise UserError(f"{self.name}: the tag set is read from train_file, which is not set")
+            self._labels = tuple(sorted({tag for sentence in self.read_cached(path) for tag in sentence.tags}))
+        return self._labels
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra["metric_scale"] = 100
+        return info
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """CoNLL-style output: `word<TAB>gold<TAB>predicted` per token (`word<TAB>predicted` when
+        the split has no gold tags), a blank line after each sentence, in example order. With
+        gold tags the file is conlleval input (`conlleval -d '\\t'`). File: `<split>.conll`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{split}.conll"
+        with open(path, "w", encoding="utf-8") as out:
+            for example in examples:
+                assert isinstance(example, TaggingExample)
+                if example.id not in predictions:
+                    raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
+                predicted = list(predictions[example.id])
+                if len(predicted) != len(example.words):
+                    raise ValueError(
+                        f"{self.name}: sentence {example.id!r}: {len(predicted)} tags for {len(example.words)} words"
+                    )
+                golds = example.tags or [None] * len(example.words)
+                for word, gold, tag in zip(example.words, golds, predicted, strict=True):
+                    out.write(f"{word}\t{tag}\n" if gold is None else f"{word}\t{gold}\t{tag}\n")
+                out.write("\n")
+        return path
+
+
+def _column_index(path: Path, sentence: ColumnSentence, column: int, key: str) -> int:
+    width = len(sentence.rows[0])
+    if not -width <= column < width:
+        raise DataError(path, sentence.line, f"column {column} does not exist: lines have {width} columns", key=key)
+    return column % width
+
+
+# --- span tasks ----------------------------------------------------------------------------------
+
+
+class SpanTaggingTask(TaggingTask):
+    """conll/ner: span tags from a column file (CoNLL-2003: `WORD POS CHUNK NER`), scored with span F1.
+
+    Files may be IOB1, IOB2 or BIOES (`input_scheme`); examples, labels and expected
+    predictions use `tag_scheme`.
+    """
+
+    main_metric = "f1"
+    config_class = SpanTaggingConfig
+
+    def __init__(self, name: str, config: SpanTaggingConfig | None = None):
+        super().__init__(name, config)
+        self.input_schemes: dict[str, str] = {}
+
+    def read_file(self, path: Path) -> list[RawSentence]:
+        cfg: SpanTaggingConfig = self.config
+        sentences = read_columns(path)
+        tag_col = _column_index(path, sentences[0], cfg.tag_column, "tag_column")
+        word_col = 0
+        input_scheme = cfg.input_scheme
+        if input_scheme == "auto":
+            bioes = any(schemes.has_bioes_tags([row[tag_col] for row in s.rows]) for s in sentences)
+            input_scheme = "BIOES" if bioes else "IOB1"  # IOB1 -> IOB2 is the identity on IOB2
+        detected = "IOB2" if input_scheme == "IOB1" else input_scheme  # until an IOB1 span start shows
+        out = []
+        for sentence in sentences:
+            words = [row[word_col] for row in sentence.rows]
+            tags = [row[tag_col] for row in sentence.rows]
+            problem = schemes.bad_tag(tags, input_scheme)
+            if problem is not None:
+                position, reason = problem
+                raise DataError(path, sentence.lines[position], reason, key="tag")
+            if input_scheme == "IOB1":
+                converted = schemes.iob1_to_iob2(tags)
+                if converted != tags:
+                    detected = "IOB1"
+                tags = converted
+            elif input_scheme == "BIOES":
+                tags = schemes.bioes_to_bio(tags)
+            if cfg.tag_scheme == "BIOES":
+                tags = schemes.bio_to_bioes(tags)
+            out.append(RawSentence(None, sentence.line, words, tags))
+        self.input_schemes[str(path)] = detected
+        return out
+
+    def info(self) -> TaskInfo:
+        """`extra` carries `tag_scheme` and, for the files read so far, `input_schemes`
+        (file -> IOB1/IOB2/BIOES as found), so a run can record how its data was converted."""
+        info = super().info()
+        info.extra["tag_scheme"] = self.config.tag_scheme
+        info.extra["input_schemes"] = dict(self.input_schemes)
+        return info
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        golds, preds = _gold_and_predicted(self.name, examples, predictions)
+        return span_scores(golds, preds, self.config.tag_scheme)
+
+
+class ChunkingTask(SpanTaggingTask):
+    """conll/chunking: CoNLL-2000 `WORD POS CHUNK`; without dev_file, dev = the last
+    `dev_from_train` sentences of train_file (deterministic, no shuffling)."""
+
+    config_class = ChunkingConfig
+
+    def _raw_split(self, split: Split) -> list[RawSentence]:
+        cfg: ChunkingConfig = self.config
+        if cfg.dev_file is not None or split == "test":
+            return super()._raw_split(split)
+        n = cfg.dev_from_train
+        if split == "dev" and n <= 0:
+            raise UserError(f"{self.name}: no dev split: set dev_file or a positive dev_from_train")
+        sentences = super()._raw_split("train")
+        if n <= 0:
+            return sentences
+        if n >= len(sentences):
+            raise UserError(f"{self.name}: dev_from_train={n} but {cfg.train_file} has only {len(sentences)} sentences")
+        return sentences[-n:] if split == "dev" else sentences[:-n]
+
+    def file_of(self, split: Split) -> Path | None:
+        cfg: ChunkingConfig = self.config
+        if split == "dev" and cfg.dev_file is None and cfg.dev_from_train > 0:
+            return super().file_of("train")
+        return super().file_of(split)
+
+
+# --- per-token tasks -----------------------------------------------------------------------------
+
+
+class UdPosTask(TaggingTask):
+    """conll/ud-pos: UPOS (or XPOS) tagging of the syntactic words of CoNLL-U files; accuracy.
+
+    Sentence ids are the files' `# sent_id` values (a repeated id is an error), else
+    `<split>-<n>`.
+    """
+
+    main_metric = "accuracy"
+    config_class = UdPosConfig
+
+    def read_file(self, path: Path) -> list[RawSentence]:
+        cfg: UdPosConfig = self.config
+        return [RawSentence(s.sent_id, s.line, s.words, s.tags) for s in read_conllu(path, tag_column=cfg.tag_column)]
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        golds, preds = _gold_and_predicted(self.name, examples, predictions)
+        return token_accuracy(golds, preds)
+
+
+class ColumnsTask(TaggingTask):
+    """conll/columns: any column file; span F1 for BIO/BIOES tags, token accuracy for scheme none.
+
+    Tags are validated (form only: `O` or `B-X`/`I-X`[/`E-X`/`S-X`]) but never converted.
+    """
+
+    config_class = ColumnsConfig
+
+    def __init__(self, name: str, config: ColumnsConfig | None = None):
+        super().__init__(name, config)
+        self.main_metric = "accuracy" if self.config.scheme == "none" else "f1"  # type: ignore[misc]
+
+    def read_file(self, path: Path) -> list[RawSentence]:
+        cfg: ColumnsConfig = self.config
+        sentences = read_columns(path, separator=cfg.separator)
+        word_col = _column_index(path, sentences[0], cfg.word_column, "word_column")
+        tag_col = _column_index(path, sentences[0], cfg.tag_column, "tag_column")
+        out = []
+        for sentence in sentences:
+            tags = [row[tag_col] for row in sentence.rows]
+            problem = schemes.bad_form(tags, cfg.scheme) if cfg.scheme != "none" else None
+            if problem is not None:
+                raise DataError(path, sentence.lines[problem[0]], problem[1], key="tag")
+            out.append(RawSentence(None, sentence.line, [row[word_col] for row in sentence.rows], tags))
+        return out
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra["tag_scheme"] = self.config.scheme
+        return info
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        golds, preds = _gold_and_predicted(self.name, examples, predictions)
+        if self.config.scheme == "none":
+            return token_accuracy(golds, preds)
+        return span_scores(golds, preds, self.config.scheme)

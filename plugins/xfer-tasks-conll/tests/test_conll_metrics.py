@@ -1,0 +1,48 @@
+"""Token accuracy, prediction checks and the prediction file format."""
+
+from __future__ import annotations
+
+import pytest
+from xfer.core.tasks import TaggingExample
+from xfer.tasks.conll.config import ColumnsConfig, UdPosConfig
+from xfer.tasks.conll.tasks import ColumnsTask, SpanTaggingTask, UdPosTask
+
+EXAMPLES = [
+    TaggingExample(id="a", words=("I", "run"), tags=("PRON", "VERB")),
+    TaggingExample(id="b", words=("Dogs", "bark", "."), tags=("NOUN", "VERB", "PUNCT")),
+]
+
+
+def test_token_accuracy_counts_tokens_not_sentences():
+    scores = UdPosTask("conll/ud-pos", UdPosConfig()).evaluate(
+        EXAMPLES, {"a": ["PRON", "NOUN"], "b": ["NOUN", "VERB", "PUNCT"]}
+    )
+    assert scores == {"accuracy": pytest.approx(80.0)}  # 4 of 5 tokens
+
+
+def test_columns_none_scheme_uses_accuracy():
+    task = ColumnsTask("conll/columns", ColumnsConfig(scheme="none"))
+    assert task.evaluate(EXAMPLES, {"a": ["PRON", "VERB"], "b": ["X", "X", "X"]}) == {"accuracy": pytest.approx(40.0)}
+
+
+def test_prediction_errors():
+    task = SpanTaggingTask("conll/ner")
+    gold = [TaggingExample(id="a", words=("x", "y"), tags=("B-PER", "E-PER"))]
+    with pytest.raises(ValueError, match="2 words but 1 predicted tags"):
+        task.evaluate(gold, {"a": ["O"]})
+    with pytest.raises(ValueError, match="no prediction for sentence 'a'"):
+        task.evaluate(gold, {})
+    with pytest.raises(ValueError, match="list of tag strings"):
+        task.evaluate(gold, {"a": "O O"})
+    with pytest.raises(ValueError, match="no gold tags"):
+        task.evaluate([TaggingExample(id="a", words=("x",))], {"a": ["O"]})
+
+
+def test_write_predictions(tmp_path):
+    task = UdPosTask("conll/ud-pos", UdPosConfig())
+    out = task.write_predictions(tmp_path, "dev", EXAMPLES, {"a": ["PRON", "NOUN"], "b": ["N", "V", "P"]})
+    assert out == tmp_path / "dev.conll"
+    assert out.read_text() == "I\tPRON\tPRON\nrun\tVERB\tNOUN\n\nDogs\tNOUN\tN\nbark\tVERB\tV\n.\tPUNCT\tP\n\n"
+    unlabelled = [TaggingExample(id="t", words=("Hi",))]
+    out = task.write_predictions(tmp_path, "test", unlabelled, {"t": ["INTJ"]})
+    assert out.read_text() == "Hi\tINTJ\n\n"

@@ -1,0 +1,136 @@
+"""Config dataclasses of the GLUE plugin's tasks.
+
+Kept free of heavy imports because the recipe validator imports them to type-check recipes.
+Cross-field checks live in `__post_init__` and raise ValueError: the recipe validator reports
+them at the task's position in the YAML file, before any stage runs.
+"""
+
+# `knob(...)` returns a `dataclasses.field`, which RUF009 cannot know.
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from xfer.core.config import ExistingPath, knob
+
+
+@dataclass
+class GlueTaskConfig:
+    """Where one GLUE task's data comes from (shared by glue/cola ... glue/wnli)."""
+
+    data_dir: ExistingPath | None = knob(
+        None,
+        "The task's folder in a GLUE-format distribution, e.g. data/glue/RTE, holding train.tsv, "
+        "dev.tsv and optionally test.tsv (MNLI: dev_matched.tsv / dev_mismatched.tsv and "
+        "test_matched.tsv / test_mismatched.tsv). Required when source is 'local'.",
+    )
+    source: Literal["local", "hub"] = knob(
+        "local",
+        "'local' reads data_dir. 'hub' downloads nyu-mll/glue with the `datasets` library "
+        "(needs network and `pip install xfer-tasks-glue[hub]`); never used unless asked for.",
+    )
+    max_examples: int | None = knob(
+        None,
+        "Keep only the FIRST N examples of each split (file order), for quick runs. "
+        "None keeps everything; nothing is ever dropped otherwise.",
+    )
+
+    def __post_init__(self) -> None:
+        if self.source not in ("local", "hub"):
+            raise ValueError(f"source must be 'local' or 'hub', not {self.source!r}")
+        check_max_examples(self.max_examples)
+
+
+@dataclass
+class TsvTaskConfig:
+    """A sentence(-pair) classification or regression task defined entirely in the recipe."""
+
+    train: ExistingPath | None = knob(None, "Training file (delimited text).")
+    dev: ExistingPath | None = knob(None, "Development file.")
+    test: ExistingPath | None = knob(None, "Test file; its label column may be absent (prediction only).")
+    text_a_column: int | str = knob(0, "Column of the first text: 0-based index, or a header name.")
+    text_b_column: int | str | None = knob(None, "Column of the second text of a pair; None for single texts.")
+    label_column: int | str | None = knob(
+        None,
+        "Column of the label; None when no file carries labels. In the test file a missing "
+        "header column means 'unlabelled'.",
+    )
+    id_column: int | str | None = knob(
+        None, "Column holding an example id; None uses the 0-based row number. Ids must be unique per file."
+    )
+    header: bool = knob(True, "Whether the first line of every file is a header row.")
+    type: Literal["classification", "regression"] = knob("classification", "Task type.")
+    labels: list[str] | None = knob(
+        None,
+        "Label strings, in a fixed order (required for classification, forbidden for regression). "
+        "A label in a file that is not listed here is an error.",
+    )
+    metrics: list[str] = knob(
+        ["accuracy"],
+        "Metrics to report: accuracy, f1, mcc (classification), pearson, spearman (regression). "
+        "f1 is the binary F1 of positive_label. All are reported x100.",
+    )
+    main_metric: str = knob("", "The metric used for model selection; empty means the first of `metrics`.")
+    positive_label: str | None = knob(
+        None, "Positive class for f1; default: the last entry of `labels` (which must then have two entries)."
+    )
+    delimiter: str = knob("\t", "Field separator (one character).")
+    quoting: bool = knob(
+        False,
+        "False: fields are taken verbatim, quote characters included (like GLUE's files). "
+        "True: CSV quoting with double quotes (fields may then contain the delimiter and newlines).",
+    )
+    max_examples: int | None = knob(None, "Keep only the FIRST N examples of each split, for quick runs.")
+
+    def __post_init__(self) -> None:
+        problems = tsv_config_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+CLASSIFICATION_METRICS = ("accuracy", "f1", "mcc", "acc_f1_avg")
+REGRESSION_METRICS = ("pearson", "spearman", "pearson_spearman_avg")
+
+
+def check_max_examples(value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"max_examples must be a positive integer or null, not {value!r}")
+
+
+def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
+    """Every inconsistency of a glue/tsv config, so that one validation run reports them all."""
+    problems: list[str] = []
+    allowed: tuple[str, ...] = ()
+    if cfg.type == "classification":
+        allowed = CLASSIFICATION_METRICS
+        if not cfg.labels:
+            problems.append("labels is required for a classification task")
+        elif len(set(cfg.labels)) != len(cfg.labels):
+            problems.append(f"labels has duplicates: {cfg.labels}")
+    elif cfg.type == "regression":
+        allowed = REGRESSION_METRICS
+        if cfg.labels:
+            problems.append("labels must not be set for a regression task")
+    else:
+        problems.append(f"type must be one of {get_args(TsvTaskConfig.__annotations__['type'])}, not {cfg.type!r}")
+    if not cfg.metrics:
+        problems.append("metrics is empty")
+    for metric in cfg.metrics:
+        if metric not in allowed:
+            problems.append(f"metric {metric!r} is not available for {cfg.type} (choose from {list(allowed)})")
+    if cfg.main_metric and cfg.main_metric not in cfg.metrics:
+        problems.append(f"main_metric {cfg.main_metric!r} is not in metrics {cfg.metrics}")
+    if {"f1", "acc_f1_avg"} & set(cfg.metrics) and cfg.labels:
+        if cfg.positive_label is None and len(cfg.labels) != 2:
+            problems.append("f1 needs positive_label when there are not exactly two labels")
+        if cfg.positive_label is not None and cfg.positive_label not in cfg.labels:
+            problems.append(f"positive_label {cfg.positive_label!r} is not in labels")
+    if len(cfg.delimiter) != 1:
+        problems.append(f"delimiter must be one character, not {cfg.delimiter!r}")
+    for key in ("text_a_column", "text_b_column", "label_column", "id_column"):
+        if isinstance(getattr(cfg, key), str) and not cfg.header:
+            problems.append(f"{key} is a column name but header is false")
+    try:
+        check_max_examples(cfg.max_examples)
+    except ValueError as err:
+        problems.append(str(err))
+    return problems

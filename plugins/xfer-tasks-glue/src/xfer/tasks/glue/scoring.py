@@ -1,0 +1,78 @@
+"""GLUE metrics on top of `xfer.core.metrics`, all on one scale: x100.
+
+`xfer.core.metrics` returns accuracy/F1 in [0, 100] but MCC and correlations in [-1, 1]. The
+GLUE leaderboard and the BERT/ELECTRA papers print every GLUE number x100 (CoLA MCC 60.5,
+STS-B Spearman 89.2), and the GLUE average is taken over those numbers, so this plugin
+multiplies MCC, Pearson and Spearman by 100. Every metric of this plugin is therefore in
+[0, 100] (or [-100, 100] for MCC/correlations).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from xfer.core import metrics as core
+
+
+def _base(name: str, positive: str | None) -> Callable[[Sequence[Any], Sequence[Any]], float]:
+    table: dict[str, Callable[[Sequence[Any], Sequence[Any]], float]] = {
+        "accuracy": core.accuracy,
+        "f1": lambda g, p: core.f1(g, p, positive=positive),
+        "mcc": lambda g, p: 100.0 * core.mcc(g, p),
+        "pearson": lambda g, p: 100.0 * core.pearson(g, p),
+        "spearman": lambda g, p: 100.0 * core.spearman(g, p),
+    }
+    return table[name]
+
+
+def compute(
+    names: Sequence[str], golds: Sequence[Any], preds: Sequence[Any], positive: str | None = None
+) -> dict[str, float]:
+    """The requested metrics; the `*_avg` ones are the means GLUE reports for MRPC/QQP/STS-B."""
+    needed = set(names)
+    if "acc_f1_avg" in needed:
+        needed |= {"accuracy", "f1"}
+    if "pearson_spearman_avg" in needed:
+        needed |= {"pearson", "spearman"}
+    values = {name: _base(name, positive)(golds, preds) for name in sorted(needed) if not name.endswith("_avg")}
+    if "acc_f1_avg" in needed:
+        values["acc_f1_avg"] = (values["accuracy"] + values["f1"]) / 2
+    if "pearson_spearman_avg" in needed:
+        values["pearson_spearman_avg"] = (values["pearson"] + values["spearman"]) / 2
+    return values
+
+
+def gather(
+    task: str,
+    examples: Sequence[Any],
+    predictions: Mapping[str, Any],
+    *,
+    labels: Sequence[str] | None,
+) -> tuple[list[Any], list[Any]]:
+    """Gold and predicted values in example order, checking every prediction's type.
+
+    `labels=None` means regression (predictions must be real numbers). Raising on a label that
+    is not a label string catches the classic mistake of passing class ids instead of labels.
+    """
+    golds: list[Any] = []
+    preds: list[Any] = []
+    for example in examples:
+        if example.id not in predictions:
+            raise ValueError(f"{task}: no prediction for example {example.id!r}")
+        if example.label is None:
+            raise ValueError(f"{task}: example {example.id!r} has no gold label (unlabelled split?)")
+        value = predictions[example.id]
+        if labels is None:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"{task}: prediction for {example.id!r} must be a finite number, not {value!r}")
+            value = float(value)
+        elif value not in labels:
+            raise ValueError(f"{task}: prediction {value!r} for {example.id!r} is not one of the labels {list(labels)}")
+        golds.append(example.label)
+        preds.append(value)
+    if not golds:
+        raise ValueError(f"{task}: cannot evaluate zero examples")
+    return golds, preds

@@ -1,0 +1,249 @@
+"""GLUE task components (glue/cola ... glue/wnli) and the recipe-defined glue/tsv task.
+
+Metric conventions (see README): every metric is x100; main metrics follow the ELECTRA paper
+(MCC for CoLA, Spearman for STS-B, accuracy for every other task, MRPC and QQP included;
+their F1 and the accuracy/F1 mean are reported next to it). STS-B examples keep the raw 0-5
+score; correlations are scale-invariant, so a consumer may train on score/5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from xfer.core.errors import DataError, UserError
+from xfer.core.tasks import Example, SentenceExample, Split, Task, TaskInfo
+from xfer.tasks.glue import scoring
+from xfer.tasks.glue.benchmark import GLUE_SPECS, GlueSpec
+from xfer.tasks.glue.config import GlueTaskConfig, TsvTaskConfig
+from xfer.tasks.glue.readers import TableLayout, read_sentence_examples
+
+SPLITS = ("train", "dev", "test")
+
+
+def _check_split(task: str, split: str) -> None:
+    if split not in SPLITS:
+        raise UserError(f"{task}: unknown split {split!r} (expected one of {', '.join(SPLITS)})")
+
+
+def _index_of(example_id: str) -> str:
+    """Ids are `<split>-<index>`; the GLUE submission wants the index part."""
+    return example_id.split("-", 1)[1]
+
+
+class GlueTask(Task):
+    """A GLUE task read from GLUE's own .tsv files (or the Hub copy when asked)."""
+
+    spec: ClassVar[GlueSpec]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each subclass only names its spec; type and main metric follow from it."""
+        super().__init_subclass__(**kwargs)
+        cls.type = cls.spec.type
+        cls.main_metric = cls.spec.main_metric
+
+    def __init__(self, name: str, config: GlueTaskConfig | None = None):
+        super().__init__(name, config if config is not None else GlueTaskConfig())
+        self._cache: dict[str, list[SentenceExample]] = {}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.spec.labels
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra.update(metric_scale=100, submission_file=self.spec.submission)
+        if self.spec.score_range is not None:
+            info.extra["score_range"] = self.spec.score_range
+        return info
+
+    def split_path(self, split: Split) -> Path:
+        """The local file of `split` (it may not exist: GLUE test files are optional)."""
+        cfg: GlueTaskConfig = self.config
+        if cfg.data_dir is None:
+            raise UserError(
+                f"{self.name}: data_dir is not set; point it at the task's GLUE folder "
+                f"(e.g. glue/{self.spec.folder}) or use source: hub"
+            )
+        return Path(cfg.data_dir) / self.spec.files[split]
+
+    def examples(self, split: Split) -> list[Example]:
+        _check_split(self.name, split)
+        if split not in self._cache:
+            self._cache[split] = self._load(split)
+        return list(self._cache[split])
+
+    def _load(self, split: Split) -> list[SentenceExample]:
+        cfg: GlueTaskConfig = self.config
+        if cfg.source == "hub":
+            from xfer.tasks.glue.hub import load_hub_split
+
+            examples = load_hub_split(self.spec, split, self.name)
+            return examples if cfg.max_examples is None else examples[: cfg.max_examples]
+        path = self.split_path(split)
+        if not path.is_file():
+            raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
+        layout = self.spec.test_layout if split == "test" else self.spec.layout
+        return read_sentence_examples(
+            path,
+            split,
+            layout,
+            labels=self.spec.labels,
+            regression=self.spec.type == "regression",
+            regression_bounds=self.spec.score_range,
+            max_examples=cfg.max_examples,
+        )
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        labels = None if self.spec.type == "regression" else self.spec.labels
+        golds, preds = scoring.gather(self.name, examples, predictions, labels=labels)
+        return scoring.compute(self.spec.metrics, golds, preds, positive="1")
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """Write GLUE's submission format: header `index<TAB>prediction`, one row per example.
+
+        The test file is `directory/<CoLA.tsv|MNLI-m.tsv|...>`, the name the GLUE server expects
+        in the submission zip; other splits go to `directory/<split>.tsv`. Classification predictions are
+        the label strings; STS-B scores are clipped to [0, 5] and written with 3 decimals.
+        The same format is used for every split (the index comes from the example id).
+        """
+        path = directory / (self.spec.submission if split == "test" else f"{split}.tsv")
+        labels = None if self.spec.type == "regression" else self.spec.labels
+        lines = ["index\tprediction"]
+        for example in examples:
+            if example.id not in predictions:
+                raise ValueError(f"{self.name}: no prediction for example {example.id!r}")
+            value = predictions[example.id]
+            if labels is None:
+                low, high = self.spec.score_range or (float("-inf"), float("inf"))
+                text = f"{min(max(float(value), low), high):.3f}"
+            elif value in labels:
+                text = value
+            else:
+                raise ValueError(f"{self.name}: prediction {value!r} for {example.id!r} is not one of {list(labels)}")
+            lines.append(f"{_index_of(example.id)}\t{text}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+
+
+class CoLATask(GlueTask):
+    """GLUE CoLA: grammatical acceptability ("1" = acceptable); main metric MCC (x100)."""
+
+    spec = GLUE_SPECS["cola"]
+
+
+class SST2Task(GlueTask):
+    """GLUE SST-2: binary sentiment ("1" = positive); accuracy."""
+
+    spec = GLUE_SPECS["sst2"]
+
+
+class MRPCTask(GlueTask):
+    """GLUE MRPC: paraphrase ("1" = equivalent); accuracy, F1 of "1" and their mean."""
+
+    spec = GLUE_SPECS["mrpc"]
+
+
+class STSBTask(GlueTask):
+    """GLUE STS-B: similarity score in [0, 5] (regression); Spearman, Pearson and their mean."""
+
+    spec = GLUE_SPECS["stsb"]
+
+
+class QQPTask(GlueTask):
+    """GLUE QQP: duplicate questions ("1" = duplicate); accuracy, F1 of "1" and their mean."""
+
+    spec = GLUE_SPECS["qqp"]
+
+
+class MNLITask(GlueTask):
+    """GLUE MNLI, matched dev/test (dev_matched.tsv, test_matched.tsv); accuracy."""
+
+    spec = GLUE_SPECS["mnli"]
+
+
+class MNLIMismatchedTask(GlueTask):
+    """GLUE MNLI-mm: MNLI's train set, mismatched dev/test (dev_mismatched.tsv, ...); accuracy."""
+
+    spec = GLUE_SPECS["mnli-mm"]
+
+
+class QNLITask(GlueTask):
+    """GLUE QNLI: does the sentence answer the question; accuracy."""
+
+    spec = GLUE_SPECS["qnli"]
+
+
+class RTETask(GlueTask):
+    """GLUE RTE: textual entailment; accuracy."""
+
+    spec = GLUE_SPECS["rte"]
+
+
+class WNLITask(GlueTask):
+    """GLUE WNLI: Winograd NLI ("1" = entailment); accuracy."""
+
+    spec = GLUE_SPECS["wnli"]
+
+
+class TsvTask(Task):
+    """glue/tsv: classification or regression over any delimited file, configured in the recipe."""
+
+    type = "classification"
+    main_metric = "accuracy"
+
+    def __init__(self, name: str, config: TsvTaskConfig | None = None):
+        super().__init__(name, config if config is not None else TsvTaskConfig())
+        cfg: TsvTaskConfig = self.config  # validated by TsvTaskConfig.__post_init__
+        self.type = cfg.type  # type: ignore[misc]  # per-instance: the recipe decides
+        self.main_metric = cfg.main_metric or cfg.metrics[0]  # type: ignore[misc]
+        self._cache: dict[str, list[SentenceExample]] = {}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        cfg: TsvTaskConfig = self.config
+        return tuple(cfg.labels or ())
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra["metric_scale"] = 100
+        return info
+
+    def examples(self, split: Split) -> list[Example]:
+        _check_split(self.name, split)
+        cfg: TsvTaskConfig = self.config
+        path = getattr(cfg, split)
+        if path is None:
+            # A DataError (a UserError) as the Task contract asks for missing splits; "file" = the task.
+            raise DataError(self.name, 0, f"no {split} file configured (set `{split}:` in the task config)")
+        if split not in self._cache:
+            layout = TableLayout(
+                text_a=cfg.text_a_column,
+                text_b=cfg.text_b_column,
+                label=cfg.label_column,
+                index=cfg.id_column,
+                header=cfg.header,
+                label_optional=split == "test",
+            )
+            self._cache[split] = read_sentence_examples(
+                Path(path),
+                split,
+                layout,
+                labels=self.labels,
+                regression=cfg.type == "regression",
+                delimiter=cfg.delimiter,
+                quoting=cfg.quoting,
+                max_examples=cfg.max_examples,
+            )
+        return list(self._cache[split])
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        cfg: TsvTaskConfig = self.config
+        labels = self.labels if cfg.type == "classification" else None
+        golds, preds = scoring.gather(self.name, examples, predictions, labels=labels)
+        positive = cfg.positive_label or (cfg.labels[-1] if cfg.labels else None)
+        return scoring.compute(cfg.metrics, golds, preds, positive=positive)

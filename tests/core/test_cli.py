@@ -1,0 +1,63 @@
+"""CLI commands: plugins, components, explain, new-plugin (scaffold works out of the box)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xfer.core import cli
+from xfer.core.plugins import set_default_host
+from xfer.testing import make_host
+
+
+@pytest.fixture(autouse=True)
+def host():
+    set_default_host(make_host(["xfer.testing.plugin"]))
+    yield
+    set_default_host(None)
+
+
+def test_plugins_lists_hooks_and_components(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "toy  (xfer-core" in out and "hooks: xfer_stages, xfer_tasks" in out
+    assert "task      toy/agreement" in out
+    assert cli.main(["plugins", "--json"]) == 0
+    data = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    assert {"core", "toy", "testing"} <= set(data)
+    assert {"kind": "stage", "name": "testing.fit", "version": "1"} in data["testing"]["components"]
+
+
+def test_components_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["components", "task"]) == 0
+    out = capsys.readouterr().out
+    assert "toy/pos" in out and "testing.fit" not in out
+    assert cli.main(["explain", "stage", "testing.fit"]) == 0
+    out = capsys.readouterr().out
+    assert "outputs: model" in out
+    assert "task: a task name or a mapping with 'name' = (required)" in out
+    assert "train.lr: a number = 0.01  # Peak learning rate." in out
+    assert "train.schedule: one of 'linear', 'warmup_on_decay'" in out
+    assert cli.main(["explain", "stage", "testing.fitt"]) == 2
+    assert "did you mean 'testing.fit'" in capsys.readouterr().err
+
+
+def test_new_plugin_scaffold_passes_its_own_conformance_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "xfer-mine"
+    assert cli.main(["new-plugin", "mine", "--dir", str(target)]) == 0
+    assert (target / "src/xfer/mine/plugin.py").exists() and not (target / "src/xfer/__init__.py").exists()
+    assert cli.main(["new-plugin", "mine", "--dir", str(target)]) == 2, "refuses to overwrite"
+    assert cli.main(["new-plugin", "Bad-Name"]) == 2
+    env = {**os.environ, "PYTHONPATH": str(target / "src")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target / "tests"),
+         "-k", "registered or round_trip or unknown_key or one_step"],
+        env=env, capture_output=True, text=True, timeout=600, cwd=target,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "8 passed" in result.stdout

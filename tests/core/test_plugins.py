@@ -1,0 +1,163 @@
+"""Plugin host: isolation of broken plugins, duplicates, misspelled hooks, allow-lists, CLI listing."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xfer.core import hookspecs
+from xfer.core.errors import PluginError
+from xfer.core.hookspecs import hookimpl
+from xfer.core.plugins import PluginHost
+from xfer.core.specs import ComponentSpec
+from xfer.testing import make_host, run_cli, write_recipe
+
+
+def fake_distribution(site: Path, dist: str, version: str, entry_name: str, module: str, source: str) -> None:
+    """Install a distribution the way pip would, as far as importlib.metadata can tell."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[xfer]\n{entry_name} = {module}\n")
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+BROKEN = """
+    import definitely_not_installed_dependency  # noqa: F401
+"""
+
+GOOD = """
+    from xfer.core import ComponentSpec, hookimpl
+
+    @hookimpl
+    def xfer_stages():
+        return [ComponentSpec("stage", "{ns}.work", "xfer.testing.bow:run_fit", "1", "xfer.testing.bow:FitConfig", "A stage.", outputs=("model",))]
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    monkeypatch.delenv("XFER_PLUGINS", raising=False)
+    monkeypatch.delenv("XFER_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    return path
+
+
+def test_plugin_that_raises_on_import_is_isolated(site: Path, tmp_path: Path) -> None:
+    fake_distribution(site, "xfer-broken", "2.0", "broken", "broken_plugin", BROKEN)
+    env = {"PYTHONPATH": str(site)}
+    listing = run_cli(["plugins"], env=env)
+    assert listing.returncode == 0, listing.stderr
+    assert "broken  (xfer-broken 2.0, broken_plugin)" in listing.stdout
+    assert "FAILED: import failed: ModuleNotFoundError: No module named 'definitely_not_installed_dependency'" in listing.stdout
+    assert "toy/agreement" in listing.stdout, "other plugins still work"
+    as_json = json.loads(run_cli(["plugins", "--json"], env=env).stdout)
+    broken = next(p for p in as_json if p["name"] == "broken")
+    assert broken["distribution"] == "xfer-broken" and "definitely_not_installed_dependency" in broken["error"]
+
+    recipe = write_recipe(tmp_path, "stages:\n  s:\n    kind: broken.work\n")
+    result = run_cli(["validate", str(recipe)], env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert (
+        f"{recipe.resolve()}:3:11: stages.s.kind: stage 'broken.work' should come from plugin 'broken' "
+        "(distribution xfer-broken 2.0), which failed to load: import failed: ModuleNotFoundError: "
+        "No module named 'definitely_not_installed_dependency'"
+    ) in result.stderr
+
+
+def test_duplicate_component_names_error_names_both_providers(site: Path) -> None:
+    fake_distribution(site, "xfer-one", "1.0", "twin", "twin_one", GOOD.format(ns="twin"))
+    fake_distribution(site, "xfer-two", "3.1", "twin", "twin_two", GOOD.format(ns="twin"))
+    host = PluginHost()
+    with pytest.raises(PluginError, match=r"stage 'twin.work' is registered twice, by twin \(xfer-one 1.0\) and twin \(xfer-two 3.1\)"):
+        host.get("stage", "twin.work")
+
+
+def test_allow_list_and_autoload_switch(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_distribution(site, "xfer-alpha", "1.0", "alpha", "alpha_plugin", GOOD.format(ns="alpha"))
+    fake_distribution(site, "xfer-beta", "1.0", "beta", "beta_plugin", GOOD.format(ns="beta"))
+    monkeypatch.setenv("XFER_PLUGINS", "alpha")
+    host = PluginHost()
+    assert host.find("stage", "alpha.work") and not host.find("stage", "beta.work")
+    assert "beta" not in host.plugins
+    monkeypatch.delenv("XFER_PLUGINS")
+    monkeypatch.setenv("XFER_DISABLE_PLUGIN_AUTOLOAD", "1")
+    host = PluginHost()
+    assert set(host.plugins) == {"core", "toy"}
+    monkeypatch.setenv("XFER_PLUGIN_MODULES", "xfer.testing.plugin")
+    assert set(PluginHost().plugins) == {"core", "toy", "testing"}
+
+
+def test_misspelled_hook_is_an_error() -> None:
+    class Typo:
+        @hookimpl
+        def xfer_task(self) -> list:  # should be xfer_tasks
+            return []
+
+    host = make_host()
+    record = host.add_object(Typo(), "typo")
+    assert record.error == "unknown hook 'xfer_task'; did you mean 'xfer_tasks'?"
+    assert not host.pm.is_registered(Typo)
+
+
+def test_component_outside_its_namespace_is_refused() -> None:
+    class Squatter:
+        @hookimpl
+        def xfer_tasks(self) -> list:
+            return [ComponentSpec("task", "glue/rte", "x:y", "1")]
+
+    record = make_host().add_object(Squatter(), "squat")
+    assert "must be in the plugin's namespace 'squat'" in (record.error or "")
+
+
+def test_registration_hook_that_raises_is_isolated() -> None:
+    class Exploding:
+        @hookimpl
+        def xfer_stages(self) -> list:
+            raise RuntimeError("boom")
+
+    host = make_host()
+    record = host.add_object(Exploding(), "exploding")
+    assert record.error and "RuntimeError: boom" in record.error
+    with pytest.raises(PluginError, match="should come from plugin 'exploding'.*RuntimeError: boom"):
+        host.get("stage", "exploding.anything")
+
+
+def test_import_error_of_a_component_names_its_distribution() -> None:
+    class Lazy:
+        @hookimpl
+        def xfer_tasks(self) -> list:
+            return [ComponentSpec("task", "lazy/t", "lazy_missing_module:Task", "1", None, "x")]
+
+    host = make_host()
+    host.add_object(Lazy(), "lazy")
+    with pytest.raises(PluginError, match=r"task 'lazy/t' from lazy \(\(object\) -\) failed to import: ModuleNotFoundError"):
+        host.load("task", "lazy/t")
+
+
+def test_lifecycle_hook_failures_do_not_stop_a_run() -> None:
+    calls = []
+
+    class Observer:
+        @hookimpl
+        def xfer_stage_start(self, stage: str) -> None:
+            calls.append(stage)
+            raise ValueError("observer bug")
+
+    host = make_host()
+    host.add_object(Observer(), "observer")
+    with pytest.warns(UserWarning, match="observer.*xfer_stage_start failed"):
+        host.notify("xfer_stage_start", run_dir=Path("."), stage="s", kind="k", config=None, resumed=False)
+    assert calls == ["s"]
+
+
+def test_every_hook_is_documented_in_code_and_docs() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    for name in hookspecs.HOOK_NAMES:
+        assert (getattr(hookspecs, name).__doc__ or "").strip(), f"{name} has no docstring"
+        assert f"### `{name}`" in docs, f"docs/plugins.md has no section for {name}"

@@ -1,0 +1,138 @@
+"""Acceptance: malformed recipes exit 2 with `file:line:col: message`, all problems at once, no traceback."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from xfer.core import cli
+from xfer.core.plugins import set_default_host
+from xfer.testing import make_host, run_cli, write_recipe
+
+GOOD = """\
+name: t
+seed: 1
+stages:
+  fit:
+    kind: testing.fit
+    task: {name: toy/agreement, train_size: 64, dev_size: 16}
+    train:
+      steps: 2
+      batch_size: 8
+      lr: 3e-4
+  second:
+    kind: testing.fit
+    init: fit.model
+    task: toy/agreement
+    train: {steps: 2, batch_size: 8}
+"""
+
+# (name, recipe text or a (text, overrides) pair, expected line, expected col, message regex)
+CASES = [
+    ("top-level typo", GOOD.replace("seed: 1", "sed: 1"), 2, 1, r"unknown top-level key 'sed'; did you mean 'seed'\?"),
+    ("stage-level typo", GOOD.replace("    init: fit.model", "    inti: fit.model"), 13, 5, r"stages\.second\.inti: unknown key 'inti'; did you mean 'init'\?"),
+    ("nested typo", GOOD.replace("      lr: 3e-4", "      lrr: 3e-4"), 10, 7, r"stages\.fit\.train\.lrr: unknown key 'lrr'; did you mean 'lr'\?"),
+    ("task config typo", GOOD.replace("train_size: 64", "train_sise: 64"), 6, 33, r"stages\.fit\.task\.train_sise: unknown key 'train_sise'; did you mean 'train_size'\?"),
+    ("wrong type int", GOOD.replace("      steps: 2", "      steps: two"), 8, 14, r"stages\.fit\.train\.steps: expected an integer, got str 'two'"),
+    ("wrong type float", GOOD.replace("lr: 3e-4", "lr: fast"), 10, 11, r"stages\.fit\.train\.lr: expected a number, got str 'fast'"),
+    ("wrong type bool", GOOD.replace("      lr: 3e-4", "      bias_correction: 'no'"), 10, 24, r"bias_correction: expected true or false, got str 'no'"),
+    ("bad literal", GOOD.replace("      lr: 3e-4", "      optimizer: adamm"), 10, 18, r"'adamm' is not one of 'adamw', 'sgd'; did you mean 'adamw'\?"),
+    ("mapping expected", GOOD.replace("    train: {steps: 2, batch_size: 8}", "    train: [1, 2]"), 15, 12, r"stages\.second\.train: expected a mapping, got a list"),
+    ("unknown kind", GOOD.replace("kind: testing.fit\n    task: {", "kind: testing.fitt\n    task: {"), 5, 11, r"unknown stage kind 'testing\.fitt'; did you mean 'testing\.fit'\?"),
+    ("unknown namespace", GOOD.replace("kind: testing.fit\n    task: {", "kind: electra.pretrain\n    task: {"), 5, 11, r"no installed plugin provides namespace 'electra'"),
+    ("unknown task", GOOD.replace("task: toy/agreement", "task: toy/agreemnt"), 14, 11, r"unknown task 'toy/agreemnt'; did you mean 'toy/agreement'\?"),
+    ("bad reference stage", GOOD.replace("init: fit.model", "init: fitt.model"), 13, 11, r"'fitt\.model' is neither a stage output \(no stage 'fitt'; did you mean 'fit'\?\)"),
+    ("bad reference output", GOOD.replace("init: fit.model", "init: fit.modle"), 13, 11, r"stage 'fit' has no output 'modle' \(outputs: model\); did you mean 'model'\?"),
+    ("missing data file", GOOD.replace("init: fit.model", "init: no/such/dir"), 13, 11, r"path not found: .*no/such/dir"),
+    ("missing required", GOOD.replace("    task: toy/agreement\n", ""), 12, 5, r"stages\.second: missing required key 'task'"),
+    ("yaml syntax error", GOOD.replace("    train: {steps: 2, batch_size: 8}", "    train: {steps: 2, batch_size: 8"), 16, 1, r"YAML syntax error"),
+    ("duplicate key", GOOD.replace("seed: 1\n", "seed: 1\nseed: 2\n"), 3, 1, r"duplicate key 'seed'"),
+    ("cross-field check", GOOD.replace("      batch_size: 8", "      batch_size: 8\n      grad_accum: 3"), 8, 7, r"batch_size 8 is not a multiple of grad_accum 3"),
+    ("bad override key", (GOOD, ["stages.fit.train.lrr=1"]), 1, 18, r"stages\.fit\.train\.lrr: unknown key 'lrr'; did you mean 'lr'\?"),
+    ("bad override type", (GOOD, ["stages.fit.train.steps=abc"]), 1, 24, r"stages\.fit\.train\.steps: expected an integer, got str 'abc'"),
+    ("override matches no stage", (GOOD, ["stages.fitt.train.lr=1"]), 1, 8, r"override matches no stage 'fitt'"),
+    ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
+]
+
+
+def _cycle_recipe() -> str:
+    return GOOD.replace("    task: {name: toy/agreement, train_size: 64, dev_size: 16}", "    init: second.model\n    task: {name: toy/agreement, train_size: 64, dev_size: 16}")
+
+
+@pytest.fixture(autouse=True)
+def host():
+    set_default_host(make_host(["xfer.testing.plugin"]))
+    yield
+    set_default_host(None)
+
+
+@pytest.mark.parametrize(("name", "source", "line", "col", "message"), CASES, ids=[c[0] for c in CASES])
+def test_malformed_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, source, line: int, col: int, message: str) -> None:
+    text, overrides = source if isinstance(source, tuple) else (source, [])
+    path = write_recipe(tmp_path, text)
+    code = cli.main(["validate", str(path), *overrides])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    where = f"<override 1: {overrides[0]}>" if overrides else str(path.resolve())
+    expected = re.compile(re.escape(f"{where}:{line}:{col}: ") + ".*" + message)
+    assert any(expected.search(row) for row in err.splitlines()), f"wanted {where}:{line}:{col}: /{message}/ in:\n{err}"
+
+
+def test_cycle_is_reported_on_each_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_recipe(tmp_path, _cycle_recipe())
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path.resolve()}:4:3: stages form a cycle: fit -> second -> fit" in err
+    assert f"{path.resolve()}:12:3: stages form a cycle: second -> fit -> second" in err
+
+
+def test_all_problems_reported_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = GOOD.replace("seed: 1", "sed: 1").replace("lr: 3e-4", "lr: fast").replace("init: fit.model", "init: fitt.model")
+    path = write_recipe(tmp_path, text)
+    assert cli.main(["validate", str(path), "stages.fit.train.lrr=1"]) == 2
+    err = capsys.readouterr().err
+    assert "4 problems found" in err
+    assert len([row for row in err.splitlines() if re.match(r".+:\d+:\d+: ", row)]) == 4
+
+
+def test_included_file_errors_point_into_the_include(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = write_recipe(tmp_path, "stages:\n  fit:\n    train: {steps: 2, batch_size: 8, lr: quick}\n", "shared.yaml")
+    main = write_recipe(tmp_path, "include: [shared.yaml]\nstages:\n  fit:\n    kind: testing.fit\n    task: toy/agreement\n")
+    assert cli.main(["validate", str(main)]) == 2
+    assert f"{shared.resolve()}:3:42: stages.fit.train.lr: expected a number" in capsys.readouterr().err
+
+
+def test_include_merges_and_show_reports_origins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_recipe(tmp_path, "seed: 9\nstages:\n  fit:\n    train: {steps: 2, batch_size: 8, lr: 0.5}\n", "shared.yaml")
+    main = write_recipe(tmp_path, "include: shared.yaml\nstages:\n  fit:\n    kind: testing.fit\n    task: toy/agreement\n    train: {lr: 0.25}\n")
+    assert cli.main(["show", str(main), "stages.fit.dim=8"]) == 0
+    out = capsys.readouterr().out
+    assert f"seed: 9  # {(tmp_path / 'shared.yaml').resolve()}:1:7" in out
+    assert f"lr: 0.25  # {main.resolve()}:6:17" in out
+    assert f"steps: 2  # {(tmp_path / 'shared.yaml').resolve()}:4:20" in out
+    assert "dim: 8  # override 'stages.fit.dim=8'" in out
+    assert "dropout: 0.1  # default" in out
+
+
+def test_cli_subprocess_exit_code_and_no_traceback(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, GOOD.replace("seed: 1", "sed: 1"))
+    result = run_cli(["run", str(path)], plugin_modules=["xfer.testing.plugin"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and ":2:1: unknown top-level key 'sed'" in result.stderr
+    assert not (tmp_path / "runs").exists(), "nothing may run when validation fails"
+
+
+def test_python_object_tag_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    marker = tmp_path / "pwned"
+    text = GOOD.replace("seed: 1", f"seed: !!python/object/apply:os.system ['touch {marker}']")
+    path = write_recipe(tmp_path, text)
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path.resolve()}:2:7: unsupported YAML tag 'tag:yaml.org,2002:python/object/apply:os.system'" in err
+    assert not marker.exists()
+    path.write_text(GOOD.replace("  fit:\n", "  fit: !!python/object:collections.OrderedDict\n", 1))
+    assert cli.main(["validate", str(path)]) == 2
+    assert "unsupported YAML tag" in capsys.readouterr().err

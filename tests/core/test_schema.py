@@ -1,0 +1,336 @@
+"""The typed recipe validator (xfer.core.schema) and located YAML (xfer.core.yamlsrc)."""
+
+# no `from __future__ import annotations`: the validator reads real type objects via get_type_hints
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from xfer.core.config import ExistingPath, knob
+from xfer.core.errors import Location, RecipeError
+from xfer.core.schema import INVALID, Validator
+from xfer.core.train_config import TrainConfig
+from xfer.core.yamlsrc import apply_override, deep_merge, parse_file, parse_override, parse_text
+
+F = "cfg.yaml"
+
+
+@dataclass
+class Inner:
+    lr: float = 1e-3
+    epochs: int = 3
+    name: str = "x"
+
+
+@dataclass
+class Ranged:
+    low: int = 0
+    high: int = 10
+
+    def __post_init__(self) -> None:
+        if self.low > self.high:
+            raise ValueError(f"low {self.low} > high {self.high}")
+
+
+@dataclass
+class Outer:
+    count: int
+    inner: Inner = knob(Inner(epochs=5), "Nested settings; its default instance is the base.")
+    ranged: Ranged = knob(Ranged(), "Cross-field check.")
+    mode: Literal["fast", "slow"] = "fast"
+    maybe: int | None = None
+    every: int | Literal["epoch"] | None = "epoch"
+    items: list[int] = knob([], "")
+    pair: tuple[int, str] = (1, "a")
+    table: dict[str, float] = knob({}, "")
+    flag: bool = False
+    where: Path | None = None
+    existing: ExistingPath | None = None
+
+
+def validate(
+    text: str, cls: type = Outer, path: str = "cfg", file: str = F
+) -> tuple[Any, list[tuple[int, int, str]], Validator]:
+    validator = Validator()
+    value = validator.dataclass(parse_text(text, file), cls, path)
+    found = sorted((d.location.line, d.location.col, d.message) for d in validator.diagnostics)
+    assert (value is INVALID) == bool(found), (value, found)
+    return value, found, validator
+
+
+# --- scalars -----------------------------------------------------------------------------------
+
+
+def test_yaml_1_1_exponents() -> None:
+    # YAML 1.1 reads 3e-4 and 1e4 as strings (no dot / no exponent sign); users write them anyway
+    assert parse_text("lr: 3e-4", F).value["lr"].value == "3e-4"
+    value, found, _ = validate("count: 1e4\ninner: {lr: 3e-4}\n")
+    assert found == []
+    assert value.count == 10000 and type(value.count) is int
+    assert value.inner.lr == 3e-4 and type(value.inner.lr) is float
+    value, _, _ = validate("count: 7\ninner: {lr: 2}\n")
+    assert value.inner.lr == 2.0 and type(value.inner.lr) is float, "an int is a fine float"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("count: true", "cfg.count: expected an integer, got bool True"),
+        ("count: 2.5", "cfg.count: expected an integer, got float 2.5"),
+        ("count: 2.5e0", "cfg.count: expected an integer, got str '2.5e0'"),
+        ("count: many", "cfg.count: expected an integer, got str 'many'"),
+        ("count: [1]", "cfg.count: expected an integer, got a list"),
+        ("count: 1\ninner: {lr: true}", "cfg.inner.lr: expected a number, got bool True"),
+        ("count: 1\ninner: {lr: fast}", "cfg.inner.lr: expected a number, got str 'fast'"),
+        ("count: 1\ninner: {name: 3}", "cfg.inner.name: expected a string, got int 3"),
+        ("count: 1\nflag: 1", "cfg.flag: expected true or false, got int 1"),
+        ("count: 1\ninner: 4", "cfg.inner: expected a mapping, got int 4"),
+    ],
+)
+def test_wrong_scalar_types(text: str, message: str) -> None:
+    _, found, _ = validate(text + "\n")
+    assert [m for _, _, m in found] == [message]
+
+
+def test_yaml_1_1_booleans() -> None:
+    value, _, _ = validate("count: 1\nflag: yes\n")
+    assert value.flag is True
+
+
+def test_literal_with_did_you_mean() -> None:
+    _, found, _ = validate("count: 1\nmode: fsat\n")
+    assert found == [(2, 7, "cfg.mode: str 'fsat' is not one of 'fast', 'slow'; did you mean 'fast'?")]
+    _, found, _ = validate("count: 1\nmode: 3\n")
+    assert found == [(2, 7, "cfg.mode: int 3 is not one of 'fast', 'slow'")]
+    value, _, _ = validate("count: 1\nmode: slow\n")
+    assert value.mode == "slow"
+
+
+def test_optional_and_unions() -> None:
+    value, _, _ = validate("count: 1\nmaybe: null\nevery: null\n")
+    assert value.maybe is None and value.every is None
+    value, _, _ = validate("count: 1\nmaybe: 4\nevery: 1e3\n")
+    assert value.maybe == 4 and value.every == 1000
+    value, _, _ = validate("count: 1\nevery: epoch\n")
+    assert value.every == "epoch"
+    _, found, _ = validate("count: 1\nmaybe: x\nevery: epochs\n")
+    assert found == [
+        (2, 8, "cfg.maybe: expected an integer, got str 'x'"),
+        (3, 8, "cfg.every: expected an integer or one of 'epoch' or null, got str 'epochs'"),
+    ]
+
+
+# --- containers ---------------------------------------------------------------------------------
+
+
+def test_list_items_have_their_own_locations() -> None:
+    value, _, _ = validate("count: 1\nitems: [1, 2e1, 3]\n")
+    assert value.items == [1, 20, 3]
+    _, found, _ = validate("count: 1\nitems: [1, x, 3, y]\n")
+    assert found == [
+        (2, 12, "cfg.items.1: expected an integer, got str 'x'"),
+        (2, 18, "cfg.items.3: expected an integer, got str 'y'"),
+    ]
+    _, found, _ = validate("count: 1\nitems: 5\n")
+    assert found == [(2, 8, "cfg.items: expected a list of integers, got int 5")]
+
+
+def test_tuple_items() -> None:
+    value, _, _ = validate("count: 1\npair: [2, b]\n")
+    assert value.pair == (2, "b")
+    _, found, _ = validate("count: 1\npair:\n  - 2\n  - 3\n")
+    assert found == [(4, 5, "cfg.pair.1: expected a string, got int 3")]
+    _, found, _ = validate("count: 1\npair: [2]\n")
+    assert found == [(2, 7, "cfg.pair: expected exactly 2 items, got 1")]
+
+
+def test_dict_values() -> None:
+    value, _, _ = validate("count: 1\ntable: {a: 1, b: 2.5}\n")
+    assert value.table == {"a": 1.0, "b": 2.5}
+    _, found, _ = validate("count: 1\ntable:\n  a: 1\n  b: no\n")  # YAML 1.1: `no` is false
+    assert found == [(4, 6, "cfg.table.b: expected a number, got bool False")]
+
+
+# --- dataclasses -------------------------------------------------------------------------------
+
+
+def test_nested_default_instance_is_the_base() -> None:
+    value, _, validator = validate("count: 1\ninner: {lr: 0.5}\n")
+    assert value.inner == Inner(lr=0.5, epochs=5, name="x"), (
+        "epochs comes from the field's default instance, not Inner()"
+    )
+    assert validator.provenance["cfg.inner.epochs"] == "default"
+    assert validator.provenance["cfg.inner.lr"] == f"{F}:2:13"
+    value, _, _ = validate("count: 1\n")
+    assert value.inner == Inner(epochs=5)
+    # the explicit `base` argument works the same way
+    validator = Validator()
+    result = validator.dataclass(parse_text("high: 50", F), Ranged, "r", base=Ranged(low=7, high=8))
+    assert result == Ranged(low=7, high=50)
+
+
+def test_real_train_config() -> None:
+    value, found, _ = validate(
+        "lr: 3e-4\nsteps: 1e4\neval_every: epoch\nclip_norm: null\nno_decay: [bias]\n", TrainConfig, "train"
+    )
+    assert found == []
+    assert value == TrainConfig(lr=3e-4, steps=10000, eval_every="epoch", clip_norm=None, no_decay=["bias"])
+
+
+def test_unknown_keys_all_reported() -> None:
+    _, found, _ = validate("count: 1\ncuont: 2\ninner:\n  lrr: 1\n  epohcs: 2\nbogus: 1\n")
+    assert found == [
+        (2, 1, "cfg.cuont: unknown key 'cuont'; did you mean 'count'?"),
+        (4, 3, "cfg.inner.lrr: unknown key 'lrr'; did you mean 'lr'?"),
+        (5, 3, "cfg.inner.epohcs: unknown key 'epohcs'; did you mean 'epochs'?"),
+        (6, 1, "cfg.bogus: unknown key 'bogus'"),
+    ]
+
+
+def test_problems_everywhere_are_collected() -> None:
+    _, found, _ = validate("mode: x\nitems: [a]\ninner: {lr: b}\n")
+    assert [m.split(":")[0] for _, _, m in found] == ["cfg", "cfg.mode", "cfg.items.0", "cfg.inner.lr"]
+
+
+def test_missing_required_key() -> None:
+    _, found, _ = validate("mode: fast\n")
+    assert found == [(1, 1, "cfg: missing required key 'count'")]
+    _, found, _ = validate("mode: fast\n", path="")
+    assert found == [(1, 1, "recipe: missing required key 'count'")]
+
+
+def test_post_init_error_reported_at_the_mapping() -> None:
+    _, found, _ = validate("count: 1\nranged:\n  low: 5\n  high: 1\n")
+    assert found == [(3, 3, "cfg.ranged: low 5 > high 1")]
+
+
+# --- paths -------------------------------------------------------------------------------------
+
+
+def test_paths_resolve_against_the_yaml_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # not the YAML file's folder
+    conf = tmp_path / "conf" / "sub"
+    conf.mkdir(parents=True)
+    (tmp_path / "conf" / "data.txt").write_text("x")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cases = {
+        "../data.txt": tmp_path / "conf" / "data.txt",
+        "d/./e.txt": conf / "d" / "e.txt",
+        "/abs/x": Path("/abs/x"),
+        "~/y": tmp_path / "home" / "y",
+    }
+    for text, expected in cases.items():
+        file = conf / "cfg.yaml"
+        file.write_text(f"count: 1\nwhere: {text}\nexisting: ../data.txt\n")
+        validator = Validator()
+        value = validator.dataclass(parse_file(file), Outer, "cfg")
+        assert validator.diagnostics == []
+        assert value.where == expected, text
+        assert value.existing == tmp_path / "conf" / "data.txt"
+    # a command-line override has no file: relative to the working directory
+    _, node = parse_override("where=out/x", 1)
+    assert Validator().value(node, Path, "where") == tmp_path / "out" / "x"
+
+
+def test_existing_path_missing(tmp_path: Path) -> None:
+    file = tmp_path / "cfg.yaml"
+    file.write_text("count: 1\nexisting: nope.txt\n")
+    validator = Validator()
+    assert validator.dataclass(parse_file(file), Outer, "cfg") is INVALID
+    (diag,) = validator.diagnostics
+    assert diag.location == Location(str(file), 2, 11)
+    assert diag.message == f"cfg.existing: path not found: {tmp_path / 'nope.txt'}"
+
+
+# --- yamlsrc ------------------------------------------------------------------------------------
+
+
+def test_locations_of_nested_values() -> None:
+    root = parse_text("a:\n  b:\n    - x\n    - {c: 5}\n", F)
+    b = root.value["a"].value["b"]
+    assert b.key_loc == Location(F, 2, 3) and b.loc == Location(F, 3, 5)
+    assert b.value[0].loc == Location(F, 3, 7)
+    c = b.value[1].value["c"]
+    assert (c.value, c.loc, c.key_loc, c.origin) == (5, Location(F, 4, 11), Location(F, 4, 8), f"{F}:4:11")
+    assert root.to_python() == {"a": {"b": ["x", {"c": 5}]}}
+    assert parse_text("", F).to_python() == {}
+
+
+def test_duplicate_keys() -> None:
+    with pytest.raises(RecipeError) as info:
+        parse_text("a: 1\nb:\n  x: 1\n  x: 2\na: 3\n", F)
+    assert [str(d) for d in info.value.diagnostics] == [
+        f"{F}:4:3: duplicate key 'x' (first at line 3)",
+        f"{F}:5:1: duplicate key 'a' (first at line 1)",
+    ]
+
+
+def test_anchors_aliases_and_merge_keys() -> None:
+    text = """\
+base: &base
+  lr: 0.1
+  epochs: 2
+extra: &extra {epochs: 9, name: e}
+alias: *base
+run:
+  <<: [*base, *extra]
+  lr: 0.5
+"""
+    root = parse_text(text, F)
+    assert root.value["alias"].to_python() == {"lr": 0.1, "epochs": 2}
+    run = root.value["run"]
+    assert run.to_python() == {"lr": 0.5, "epochs": 2, "name": "e"}, "explicit keys win, then earlier merges"
+    assert run.value["epochs"].loc == Location(F, 3, 11), "merged values keep the anchor's location"
+    with pytest.raises(RecipeError, match="a '<<' merge needs a mapping or a list of mappings"):
+        parse_text("a: &s 1\nb:\n  <<: *s\n", F)
+
+
+def test_override_creates_missing_keys_and_records_origin() -> None:
+    root = parse_text("stages:\n  fit: {lr: 1}\n", F)
+    text = "stages.fit.train.steps=5"
+    path, value = parse_override(text, 1)
+    assert path == ["stages", "fit", "train", "steps"]
+    assert apply_override(root, path, value, text, 1) == []
+    train = root.value["stages"].value["fit"].value["train"]
+    assert train.created_by_override and train.origin == f"override {text!r}"
+    steps = train.value["steps"]
+    assert steps.value == 5 and steps.created_by_override and steps.origin == f"override {text!r}"
+    assert steps.loc == Location(f"<override 1: {text}>", 1, 24), "column of the value inside the override text"
+    # an existing key is replaced, not created
+    text = "stages.fit.lr=[1, 2]"
+    path, value = parse_override(text, 2)
+    assert apply_override(root, path, value, text, 2) == []
+    lr = root.value["stages"].value["fit"].value["lr"]
+    assert lr.to_python() == [1, 2] and not lr.created_by_override and lr.value[1].origin == f"override {text!r}"
+    # list items by index; going below a scalar or past a list is reported
+    root = parse_text("a: [1, 2]\nb: 3\n", F)
+    for i, (text, expected) in enumerate(
+        [
+            ("a.1=5", None),
+            ("a.5=1", "no list item '5' (list has 2 items)"),
+            ("b.c=1", "'b' is a single value, it has no key 'c'"),
+        ]
+    ):
+        path, value = parse_override(text, i)
+        problems = apply_override(root, path, value, text, i)
+        assert [p.message.endswith(expected) for p in problems] == ([True] if expected else [])
+    assert root.to_python() == {"a": [1, 5], "b": 3}
+    assert parse_override("x=", 1)[1].value == ""
+
+
+def test_deep_merge_for_includes() -> None:
+    base = parse_text("a: {x: 1, y: [1, 2]}\nb: 1\n", "base.yaml")
+    top = parse_text("a: {y: [3], z: 2}\nc: 1\n", "top.yaml")
+    merged = deep_merge(base, top)
+    assert merged.to_python() == {"a": {"x": 1, "y": [3], "z": 2}, "b": 1, "c": 1}
+    assert merged.value["a"].value["x"].loc.file == "base.yaml"
+
+
+def test_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"a: 1\nb: caf\xc3\xa9\nc: \xff\xfe\n")
+    with pytest.raises(RecipeError) as info:
+        parse_file(bad)
+    assert [str(d) for d in info.value.diagnostics] == [f"{bad}:3: file is not valid UTF-8"]
+    with pytest.raises(RecipeError, match="file not found"):
+        parse_file(tmp_path / "missing.yaml")

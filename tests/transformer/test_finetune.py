@@ -1,0 +1,146 @@
+"""The transformer.finetune stage end to end, its objectives and model outputs."""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+
+import pytest
+import torch
+
+from xfer.core.tasks import Answer, SentenceExample, SpanQAExample, TaskInfo
+from xfer.testing import make_host, run_recipe_file, write_recipe
+from xfer.transformer.encoder import Encoder
+from xfer.transformer.finetune_config import PresetName
+from xfer.transformer.objectives import SequenceObjective, SpanQAObjective
+from xfer.transformer.presets import PRESETS, preset
+from xfer.transformer.tokenization import WordPieceTokenizer
+
+SMALL = "{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}"
+
+RECIPE = f"""
+name: ft
+seed: 4
+stages:
+  corpus: {{kind: toy.corpus, sentences: 300}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
+  finetune:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    encoder: {SMALL}
+    max_length: 48
+    trials: 2
+    tasks:
+      - {{name: toy/agreement, train_size: 64, dev_size: 32}}
+      - {{name: toy/chunk, train_size: 64, dev_size: 32}}
+    task_epochs: {{toy/chunk: 2}}
+    predict: [dev, test]
+    train: {{epochs: 1, batch_size: 16, lr: 1e-3, log_every: 2, precision: fp32}}
+"""
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ft")
+    run_recipe_file(write_recipe(root, RECIPE), root / "run", make_host(autoload=True))
+    return root / "run" / "finetune"
+
+
+def test_trials_results_and_outputs(finetuned: Path) -> None:
+    results = json.loads((finetuned / "outputs/results/results.json").read_text())
+    agreement, chunk = results["toy/agreement"], results["toy/chunk"]
+    assert agreement["main_metric"] == "accuracy" and chunk["main_metric"] == "f1"
+    assert [r["trial"] for r in agreement["runs"]] == [0, 1] and [r["seed"] for r in agreement["runs"]] == [4, 5]
+    assert agreement["runs"][0]["steps"] == 4 and chunk["runs"][0]["steps"] == 8  # 64/16 x epochs (task_epochs)
+    summary = chunk["summary"]["f1"]
+    values = [r["f1"] for r in chunk["runs"]]
+    assert summary["median"] == pytest.approx(sum(values) / 2) and summary["min"] == min(values)
+    assert agreement["runs"][0]["accuracy"] != agreement["runs"][1]["accuracy"] or agreement["runs"][0] != agreement["runs"][1]
+    report = (finetuned / "report.md").read_text()
+    assert "| toy/chunk | f1 **(main)** |" in report
+    model = finetuned / "outputs/models/toy-chunk"
+    meta = json.loads((model / "xfer_model.json").read_text())
+    assert meta["task"] == "toy/chunk" and meta["labels"][0] == "B-ADVP" and (model / "vocab.txt").exists()
+    for trial in (0, 1):
+        assert (finetuned / f"outputs/predictions/toy-agreement/trial-{trial}/dev.tsv").exists()
+    test_files = list((finetuned / "outputs/predictions/toy-chunk/trial-0").iterdir())
+    assert len(test_files) == 2, test_files  # dev.tsv + the task's test submission file
+
+
+def test_finished_trials_are_not_rerun_after_interruption(finetuned: Path, tmp_path: Path) -> None:
+    done = json.loads((finetuned / "trials/toy-agreement/trial-1/done.json").read_text())
+    assert done["trial"] == 1 and "accuracy" in done
+
+
+def test_saved_model_reloads_and_predicts_the_same(finetuned: Path) -> None:
+    from xfer.transformer.modelio import load_model_dir
+
+    model_dir = load_model_dir(finetuned / "outputs/models/toy-agreement")
+    encoder, head = model_dir.build("encoder"), model_dir.build("head")
+    assert isinstance(encoder, Encoder) and encoder.config.num_layers == 1
+    tokenizer = WordPieceTokenizer.from_dir(model_dir.path)
+    ids = torch.tensor([tokenizer.encode_pair("the dog runs .").input_ids])
+    encoder.eval(), head.eval()
+    scores = head(encoder(ids).last_hidden_state)
+    assert scores.shape == (1, 2) and torch.isfinite(scores).all()
+
+
+def test_chained_finetune_from_an_xfer_model_dir(finetuned: Path, tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, f"""
+stages:
+  again:
+    kind: transformer.finetune
+    init: {finetuned / 'outputs/models/toy-agreement'}
+    tasks: [{{name: toy/agreement, train_size: 32, dev_size: 16}}]
+    train: {{steps: 2, batch_size: 16, precision: fp32}}
+""")
+    run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+    results = json.loads((tmp_path / "run/again/outputs/results/results.json").read_text())
+    assert results["toy/agreement"]["runs"][0]["steps"] == 2
+
+
+def test_preset_literal_matches_presets() -> None:
+    assert set(typing.get_args(PresetName)) == set(PRESETS)
+
+
+def _tokenizer(tmp_path: Path) -> WordPieceTokenizer:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat . who sat where ? a cat on a mat .\n" * 20)
+    return WordPieceTokenizer.train([corpus], 120, min_frequency=1)
+
+
+def test_regression_targets_are_scaled_and_unscaled(tmp_path: Path) -> None:
+    tokenizer = _tokenizer(tmp_path)
+    info = TaskInfo("t", "regression", (), "spearman", extra={"score_range": (0.0, 5.0)})
+    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
+    objective = SequenceObjective(encoder, info, tokenizer, 32, None)
+    features = objective.featurize([SentenceExample("a", "the cat", "a mat", 5.0), SentenceExample("b", "the cat", "sat", 1.0)])
+    assert [f["label"] for f in features] == [1.0, 0.2]
+    batch = objective.collate(features)
+    objective.eval()
+    with torch.no_grad():
+        raw = objective.scores(batch).squeeze(-1)
+        assert objective.predict(batch) == pytest.approx((raw * 5.0).tolist())
+
+
+def test_span_qa_maps_answers_back_to_text(tmp_path: Path) -> None:
+    tokenizer = _tokenizer(tmp_path)
+    context = "the cat sat on the mat . " * 6
+    example = SpanQAExample("q1", "who sat ?", context, (Answer("the mat", context.index("the mat")),))
+    info = TaskInfo("squad", "span_qa", (), "f1")
+    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
+    objective = SpanQAObjective(encoder, info, tokenizer, 24, None)
+    objective.config.doc_stride = 8
+    features = objective.featurize([example])
+    assert len(features) > 1, "the context must be split into several windows"
+    answered = [f for f in features if f["start"] > 0]
+    assert answered
+    for f in answered:
+        start, end = f["offsets"][f["start"]][0], f["offsets"][f["end"]][1]
+        assert context[start:end] == "the mat"
+    # gold spans as outputs: postprocess returns the answer text
+    outputs = [(f["start"], f["end"], 10.0 if f["start"] > 0 else float("-inf"), None) for f in features]
+    assert objective.postprocess([example], features, outputs) == {"q1": "the mat"}
+    loss, _ = objective(objective.collate(features))
+    assert torch.isfinite(loss)

@@ -1,0 +1,88 @@
+"""xfer model directories: round trip, tied tensors, atomic replacement, format detection, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from xfer.core.errors import CheckpointError
+from xfer.transformer.encoder import Encoder
+from xfer.transformer.heads import SequenceHead
+from xfer.transformer.modelio import detect_format, load_model_dir, save_model_dir
+from xfer.transformer.presets import generator_config, preset
+
+
+def tiny_encoder(seed: int = 0) -> Encoder:
+    torch.manual_seed(seed)
+    return Encoder(preset("tiny", vocab_size=50, max_position_embeddings=16)).eval()
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    encoder, head = tiny_encoder(), SequenceHead(128, 3, pooler="gelu").eval()
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n")
+    out = save_model_dir(tmp_path / "model", {"encoder": encoder, "head": head},
+                         {"task": {"name": "glue/mnli", "labels": ["a", "b", "c"]}}, files=[vocab])
+    assert detect_format(out) == "xfer"
+    assert (out / "vocab.txt").read_text() == "[PAD]\n"
+    loaded = load_model_dir(out)
+    assert loaded.meta == {"task": {"name": "glue/mnli", "labels": ["a", "b", "c"]}}
+    assert loaded.encoder_config() == encoder.config
+    assert loaded.modules["head"] == {"type": "head", "kind": "sequence", "config": head.config()}
+    enc2, head2 = loaded.build("encoder").eval(), loaded.build("head").eval()
+    ids = torch.randint(1, 50, (2, 7))
+    with torch.no_grad():
+        assert torch.equal(head(encoder(ids).last_hidden_state), head2(enc2(ids).last_hidden_state))
+    with pytest.raises(CheckpointError, match="no module 'generator'"):
+        loaded.build("generator")
+
+
+def test_tied_embeddings_stored_once(tmp_path: Path) -> None:
+    disc = tiny_encoder()
+    gen = Encoder(generator_config(disc.config, 0.5), embeddings=disc.embeddings)
+    save_model_dir(tmp_path / "m", {"discriminator": disc, "generator": gen})
+    stored = load_file(tmp_path / "m" / "model.safetensors")
+    assert "discriminator.embeddings.word.weight" in stored and "generator.embeddings.word.weight" not in stored
+    loaded = load_model_dir(tmp_path / "m")
+    assert torch.equal(loaded.state_dicts["generator"]["embeddings.word.weight"], disc.embeddings.word.weight)
+    assert torch.equal(loaded.state_dicts["generator"]["embeddings_project.weight"], gen.embeddings_project.weight)
+    gen2 = loaded.build("generator")
+    assert torch.equal(gen2.embeddings.norm.weight, disc.embeddings.norm.weight)
+
+
+def test_overwrite_is_atomic(tmp_path: Path) -> None:
+    target = tmp_path / "model"
+    save_model_dir(target, {"encoder": tiny_encoder(0)}, {"version": 1})
+    with pytest.raises(TypeError):  # meta that is not JSON: nothing is written, the old model survives
+        save_model_dir(target, {"encoder": tiny_encoder(1)}, {"version": object()})
+    assert load_model_dir(target).meta == {"version": 1}
+    save_model_dir(target, {"encoder": tiny_encoder(1)}, {"version": 2})
+    loaded = load_model_dir(target)
+    assert loaded.meta == {"version": 2}
+    assert torch.equal(loaded.state_dicts["encoder"]["layers.0.qkv.weight"], tiny_encoder(1).layers[0].qkv.weight)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary directories left
+    with pytest.raises(ValueError, match="reserved"):
+        save_model_dir(target, {"encoder": tiny_encoder()}, {"modules": 1})
+
+
+def test_detect_format_and_errors(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="does not exist"):
+        detect_format(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="neither"):
+        detect_format(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    assert detect_format(tmp_path) == "hf"
+    with pytest.raises(CheckpointError, match="not an xfer model directory"):
+        load_model_dir(tmp_path)
+    model = save_model_dir(tmp_path / "m", {"encoder": tiny_encoder()})
+    meta = json.loads((model / "xfer_model.json").read_text())
+    (model / "xfer_model.json").write_text(json.dumps({**meta, "format_version": 99}))
+    with pytest.raises(CheckpointError, match="format_version 99"):
+        load_model_dir(model)
+    (model / "xfer_model.json").write_text(json.dumps(meta))
+    (model / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"missing model\.safetensors"):
+        load_model_dir(model)
