@@ -11,9 +11,15 @@ from [seq // 4, seq] (i.e. 32..128 for seq 128; mean ~80, so ~37% of the positio
 with a fixed seed (1234), token ids uniform over the vocabulary, right padding.
 
 Speed: both models live in one process and are timed alternately (xfer, HF, HF, xfer, ...), each
-timing covering `--steps` steps, after `--warmup` untimed steps each; the median over `--repeats`
-timings is reported. tokens/s counts real (non-padding) tokens; "slots/s" counts B*T positions.
-Alternating makes both models see the same machine noise (other jobs, thermal state).
+timing covering `--steps` steps (default 1: short alternation intervals are fairest when other
+jobs come and go), after `--warmup` untimed steps each; the median over `--repeats` timings is
+reported, and the ratio of the minima as a check (the least-disturbed step of each model).
+Each timing also records the Linux CPU pressure (PSI: the share of the time in which some task
+waited for a CPU); the median over "quiet" timings (< 10% stalled) is printed too, since other
+jobs on the shared machine otherwise decide the result.
+tokens/s counts real (non-padding) tokens; "slots/s" counts B*T positions. On a machine shared
+with other jobs every op waits for a free core, which compresses the speed-up towards the ratio
+of op counts; check `/proc/pressure/cpu` if the numbers look off.
 
 Peak memory: each (model, precision) runs in a fresh subprocess (so allocator caches and the
 other model do not interfere). After building the model and the inputs the process resets the
@@ -23,7 +29,7 @@ peak - baseline: the extra resident memory a training step needs (activations, g
 temporaries). RSS sees every allocation torch makes, which tracemalloc would not. If
 clear_refs is not writable, ru_maxrss is used instead (then the baseline's own peak is included).
 
-Usage: python tools/bench_encoder.py [--steps 3] [--repeats 5] [--batch 32] [--seq 128] [--eval]
+Usage: python tools/bench_encoder.py [--steps 1] [--repeats 11] [--batch 32] [--seq 128] [--eval]
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# A timing is "quiet" if other tasks waited for a CPU during less than this share of it (PSI).
+QUIET = 0.10
 
 
 def _inputs(batch: int, seq: int, vocab: int):
@@ -89,6 +98,24 @@ def _rss_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def _stall_us() -> int | None:
+    """Cumulative microseconds in which some runnable task waited for a CPU (Linux PSI), or None."""
+    try:
+        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return int(first.split("total=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cpu_pressure() -> str:
+    """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), if available."""
+    try:
+        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return first.split()[1].replace("avg10=", "") + "%"
+    except (OSError, IndexError):
+        return "n/a"
+
+
 def _memory_child(args: argparse.Namespace) -> None:
     """Subprocess: build one model, measure peak RSS growth over warm-up + timed steps."""
     import resource
@@ -123,8 +150,8 @@ def _measure_memory(args: argparse.Namespace, model: str, precision: str) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=3, help="training steps per timing")
-    parser.add_argument("--repeats", type=int, default=5, help="timings per model and precision (median reported)")
+    parser.add_argument("--steps", type=int, default=1, help="training steps per timing")
+    parser.add_argument("--repeats", type=int, default=11, help="timings per model and precision (median reported)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model and precision")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
@@ -145,9 +172,10 @@ def main() -> None:
     real = int(mask.sum())
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq}, "
           f"real tokens {real} ({real / ids.numel():.0%}), lengths uniform [{args.seq // 4}, {args.seq}], "
-          f"{'eval' if args.eval else 'train'} mode")
+          f"{'eval' if args.eval else 'train'} mode, cpu pressure {_cpu_pressure()}")
     precisions = args.precisions.split(",")
     results: dict[tuple[str, str], list[float]] = {}
+    stalls: dict[tuple[str, str], list[float]] = {}  # share of each timing in which a task waited for a CPU
     for precision in precisions:
         bf16 = precision == "bf16"
         for model in models.values():
@@ -156,10 +184,14 @@ def main() -> None:
         order = list(models)
         for r in range(args.repeats):
             for name in order if r % 2 == 0 else order[::-1]:
-                start = time.perf_counter()
+                stall0, start = _stall_us(), time.perf_counter()
                 for _ in range(args.steps):
                     _step(models[name], ids, mask, bf16)
-                results.setdefault((name, precision), []).append((time.perf_counter() - start) / args.steps)
+                elapsed, stall1 = time.perf_counter() - start, _stall_us()
+                results.setdefault((name, precision), []).append(elapsed / args.steps)
+                share = (stall1 - stall0) / 1e6 / elapsed if stall0 is not None and stall1 is not None else 0.0
+                stalls.setdefault((name, precision), []).append(share)
+    print(f"cpu pressure after timing: {_cpu_pressure()}")
     memory = {}
     if not args.no_memory:
         for precision in precisions:
@@ -172,7 +204,15 @@ def main() -> None:
             mem = memory.get((name, precision), {}).get("peak_mib", float("nan"))
             print(f"{name:6} {precision:5} {sec:8.3f} {real / sec:9.0f} {ids.numel() / sec:9.0f} {mem:9.1f}")
         speedup = statistics.median(results[("hf", precision)]) / statistics.median(results[("xfer", precision)])
-        line = f"  -> {precision}: xfer speed-up {speedup:.2f}x"
+        best = min(results[("hf", precision)]) / min(results[("xfer", precision)])
+        line = f"  -> {precision}: xfer speed-up {speedup:.2f}x (median), {best:.2f}x (min)"
+        quiet = {n: [t for t, st in zip(results[(n, precision)], stalls[(n, precision)], strict=True) if st < QUIET]
+                 for n in models}
+        if all(len(q) >= 3 for q in quiet.values()):
+            line += (f", {statistics.median(quiet['hf']) / statistics.median(quiet['xfer']):.2f}x (median of quiet "
+                     f"timings: {len(quiet['xfer'])} xfer, {len(quiet['hf'])} hf)")
+        else:
+            line += ", too few quiet timings (machine busy)"
         if memory:
             line += f", peak memory xfer/hf {memory[('xfer', precision)]['peak_mib'] / memory[('hf', precision)]['peak_mib']:.2f}"
         print(line)

@@ -44,17 +44,32 @@ the log boundaries falling inside it — and excludes construction, warm-up, and
 `fit()` always writes after its last step. Runs are interleaved per repeat in ABBA order
 (baseline, trainer, then trainer, baseline, ...) so both see the same machine noise and drift;
 one untimed run of each side precedes the repeats. Reported: median / min / max steps/s per
-side, the overhead from the medians, and min / median / max of the per-repeat (paired) overheads.
+side, the overhead from the medians (the headline), min / median / max of the per-repeat
+(paired) overheads, and as a cross-check the same from 1 / median single-step time, which
+shrugs off preemption spikes but leaves out the every-50-steps boundary (a few us per step).
+
+Machine-noise controls (both sides get them; neither changes what the loops do):
+- Threads: default `--threads 1`. With torch's default (2 here) a concurrent process on the
+  other core stalls the OpenMP pool: steps went from ~3 ms to 15-300 ms (5-100x), differently
+  for every run, so nothing could be compared. `--threads 0` keeps torch's default.
+- malloc: `--malloc stable` (default) pins glibc's mmap/trim thresholds, see `stabilise_malloc`;
+  the minor page faults per step of every run are printed so allocator effects stay visible.
+- `--control` adds an A/A control (a second, identical baseline in the rotation): its
+  "overhead" is the noise floor of the comparison on this machine at that moment.
 
 Usage: python tools/bench_trainer.py [--steps 300] [--repeats 5] [--size tiny|small|both]
-       [--warmup 30] [--threads N] [--profile]
-`--profile` additionally runs the trainer under cProfile and prints the top per-step costs.
+       [--warmup 30] [--threads 1] [--malloc stable|default] [--control] [--profile]
+`--profile` additionally runs the trainer under cProfile over the same window and prints the
+top per-step costs, and the xfer.core functions by cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
+import itertools
+import resource
 import statistics
 import sys
 import tempfile
@@ -67,7 +82,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-
 from xfer.core.data import BatchStream
 from xfer.core.trainer import StepOutput, TrainConfig, Trainer
 
@@ -130,11 +144,24 @@ def collate(items: list[tuple[list[int], int]]) -> dict[str, torch.Tensor]:
 class TimedCollate:
     """Wraps `collate`; records `perf_counter()` when each step's batch is requested."""
 
-    def __init__(self, fn: Callable[[list[Any]], Any]):
+    def __init__(
+        self,
+        fn: Callable[[list[Any]], Any],
+        window: tuple[int, int] = (-1, -1),
+        hooks: dict[int, Callable[[], None]] | None = None,
+    ):
         self.fn = fn
         self.times: list[float] = []
+        self.window = window  # step indices at which to read the minor-page-fault counter
+        self.faults: list[int] = []
+        self.hooks = hooks or {}  # step index -> callback run before that step's batch (profiling only)
 
     def __call__(self, items: list[Any]) -> Any:
+        index = len(self.times)
+        if index in self.hooks:
+            self.hooks[index]()
+        if index in self.window:
+            self.faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
         self.times.append(time.perf_counter())
         return self.fn(items)
 
@@ -144,11 +171,20 @@ class RunResult:
     seconds: float
     steps: int
     model: nn.Module
+    step_seconds: list[float] = field(default_factory=list)
+    faults_per_step: float = 0.0
     losses: list[float] = field(default_factory=list)
 
     @property
     def steps_per_s(self) -> float:
+        """Throughput over the timed window (the headline number)."""
         return self.steps / self.seconds
+
+    @property
+    def median_step_per_s(self) -> float:
+        """1 / median single-step time: robust to preemption spikes, but leaves out the amortised
+        cost of the every-50-steps log boundary (a few us per step, see `--profile`)."""
+        return 1.0 / statistics.median(self.step_seconds)
 
 
 def train_config(total_steps: int) -> TrainConfig:
@@ -163,9 +199,13 @@ def train_config(total_steps: int) -> TrainConfig:
     )
 
 
-def _window(timed: TimedCollate, warmup: int, steps: int) -> float:
-    assert len(timed.times) == warmup + steps + 1, len(timed.times)
-    return timed.times[warmup + steps] - timed.times[warmup]
+def _result(timed: TimedCollate, warmup: int, steps: int, model: nn.Module, losses: list[float] | None = None) -> RunResult:
+    times = timed.times
+    assert len(times) == warmup + steps + 1, len(times)
+    window = times[warmup : warmup + steps + 1]
+    step_seconds = [b - a for a, b in itertools.pairwise(window)]
+    faults = (timed.faults[1] - timed.faults[0]) / steps if len(timed.faults) == 2 else float("nan")
+    return RunResult(window[-1] - window[0], steps, model, step_seconds, faults, losses or [])
 
 
 def run_baseline(size: Size, dataset: Sequence[tuple[list[int], int]], steps: int, warmup: int) -> RunResult:
@@ -184,15 +224,15 @@ def run_baseline(size: Size, dataset: Sequence[tuple[list[int], int]], steps: in
         lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps, foreach=True,
     )
     params = decay + no_decay
-    timed = TimedCollate(collate)
+    timed = TimedCollate(collate, window=(warmup, warmup + steps))
     n = len(dataset)
+    if n % BATCH:  # then BatchStream's batches would span epochs; this loop does not do that
+        raise ValueError(f"dataset size {n} must be a multiple of {BATCH}")
     epoch, pos, order = 0, 0, None
     losses: list[float] = []
     for step in range(total):
-        if step < warmup_steps:
-            scale = step / warmup_steps
-        else:
-            scale = max(0.0, (total - step) / max(1, total - warmup_steps))
+        # the `linear` schedule: warmup to the peak, then linear decay to 0
+        scale = step / warmup_steps if step < warmup_steps else max(0.0, (total - step) / max(1, total - warmup_steps))
         for group in optimizer.param_groups:
             group["lr"] = config.lr * scale
         if order is None:
@@ -209,11 +249,13 @@ def run_baseline(size: Size, dataset: Sequence[tuple[list[int], int]], steps: in
         optimizer.zero_grad(set_to_none=True)
         if (step + 1) % LOG_EVERY == 0:
             losses.append(out.loss.item())
-    return RunResult(_window(timed, warmup, steps), steps, model, losses)
+    return _result(timed, warmup, steps, model, losses)
 
 
-def make_trainer(size: Size, dataset: Sequence[tuple[list[int], int]], total: int, workdir: Path) -> tuple[Trainer, TimedCollate]:
-    timed = TimedCollate(collate)
+def make_trainer(
+    size: Size, dataset: Sequence[tuple[list[int], int]], total: int, workdir: Path, timed: TimedCollate | None = None
+) -> tuple[Trainer, TimedCollate]:
+    timed = timed or TimedCollate(collate)
     stream = BatchStream(dataset, BATCH, timed, seed=SEED)
     trainer = Trainer(train_config(total), make_model(size), stream, workdir, device=torch.device("cpu"), events=None, progress=False)
     return trainer, timed
@@ -222,77 +264,142 @@ def make_trainer(size: Size, dataset: Sequence[tuple[list[int], int]], total: in
 def run_trainer(size: Size, dataset: Sequence[tuple[list[int], int]], steps: int, warmup: int) -> RunResult:
     total = warmup + steps + 1
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
-        trainer, timed = make_trainer(size, dataset, total, Path(tmp))
+        trainer, timed = make_trainer(size, dataset, total, Path(tmp), TimedCollate(collate, window=(warmup, warmup + steps)))
         trainer.fit()
-    return RunResult(_window(timed, warmup, steps), steps, trainer.objective)
+    return _result(timed, warmup, steps, trainer.objective)
 
 
 RUNNERS: dict[str, Callable[..., RunResult]] = {"baseline": run_baseline, "trainer": run_trainer}
 
 
-def measure(size_name: str, steps: int, repeats: int, warmup: int, examples: int) -> dict[str, list[float]]:
-    """Steps/s of each side per repeat, interleaved ABBA; index r of both lists is one pair."""
+def measure(
+    size_name: str, steps: int, repeats: int, warmup: int, examples: int, control: bool = False
+) -> dict[str, list[RunResult]]:
+    """One RunResult per side per repeat, interleaved ABBA; index r of every list is one pair.
+
+    With `control`, a second, identical baseline ("baseline2") joins the rotation: the A/A
+    difference it shows is the noise floor of the comparison on this machine.
+    """
+    runners = dict(RUNNERS, baseline2=run_baseline) if control else RUNNERS
     size = SIZES[size_name]
     if examples % BATCH:
         raise SystemExit(f"--examples must be a multiple of {BATCH}")
     dataset = make_dataset(size, examples)
-    for name, runner in RUNNERS.items():  # untimed: first-touch allocations, lazy imports, caches
+    for runner in RUNNERS.values():  # untimed: first-touch allocations, lazy imports, caches
         runner(size, dataset, min(steps, 50), warmup)
-    rates: dict[str, list[float]] = {name: [] for name in RUNNERS}
-    order = list(RUNNERS)
+    results: dict[str, list[RunResult]] = {name: [] for name in runners}
+    order = list(runners)
     for r in range(repeats):
         for name in order if r % 2 == 0 else order[::-1]:
             gc.collect()
-            rates[name].append(RUNNERS[name](size, dataset, steps, warmup).steps_per_s)
-    return rates
+            result = runners[name](size, dataset, steps, warmup)
+            result.model = None  # type: ignore[assignment]  # free the weights before the next run
+            results[name].append(result)
+    return results
 
 
-def _fmt_row(label: str, values: list[float]) -> str:
-    return f"{label:<10} {statistics.median(values):9.1f} {min(values):9.1f} {max(values):9.1f} {1e3 / statistics.median(values):9.3f}"
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
-def report(size_name: str, rates: dict[str, list[float]]) -> tuple[float, list[float]]:
-    base, tr = rates["baseline"], rates["trainer"]
-    overhead = 1 - statistics.median(tr) / statistics.median(base)
-    paired = [1 - t / b for t, b in zip(tr, base, strict=True)]
+def stabilise_malloc() -> str:
+    """Pin glibc's mmap threshold (32 MiB, its maximum) and never trim the heap.
+
+    By default glibc adapts the mmap threshold as blocks are freed, and returns heap memory to the
+    OS above a trim threshold; whether the multi-MB gradient / optimizer temporaries of a step get
+    re-faulted from the kernel then depends on the allocation history (measured here: 0 to ~6600
+    minor page faults per step for `small`, i.e. re-zeroing ~25 MB, +-15% step time, changing from
+    run to run regardless of side). Pinning both makes every run reuse its heap, so the comparison
+    measures the training loops and not allocator luck. `--malloc default` skips this.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1
+    except (OSError, AttributeError):
+        ok = False
+    return "pinned (mmap threshold 32 MiB, no trim)" if ok else "default (mallopt unavailable)"
+
+
+def _overheads(base: list[float], tr: list[float]) -> tuple[float, list[float]]:
+    """(1 - median(trainer) / median(baseline), per-repeat paired overheads)."""
+    return 1 - statistics.median(tr) / statistics.median(base), [1 - t / b for t, b in zip(tr, base, strict=True)]
+
+
+def report(size_name: str, results: dict[str, list[RunResult]]) -> tuple[float, list[float], float]:
+    base = [r.steps_per_s for r in results["baseline"]]
+    tr = [r.steps_per_s for r in results["trainer"]]
+    overhead, paired = _overheads(base, tr)
+    base_med = [r.median_step_per_s for r in results["baseline"]]
+    tr_med = [r.median_step_per_s for r in results["trainer"]]
+    robust, robust_paired = _overheads(base_med, tr_med)
     size = SIZES[size_name]
     params = sum(p.numel() for p in BenchObjective(size).parameters())
     print(f"\n[{size_name}] vocab {size.vocab} dim {size.dim} hidden {size.hidden} features {size.features} "
           f"batch {BATCH}, {params / 1e6:.2f}M params")
-    print(f"{'side':<10} {'median/s':>9} {'min/s':>9} {'max/s':>9} {'ms/step':>9}")
-    print(_fmt_row("baseline", base))
-    print(_fmt_row("trainer", tr))
-    print("per-repeat steps/s  baseline: " + " ".join(f"{v:.1f}" for v in base))
-    print("per-repeat steps/s  trainer:  " + " ".join(f"{v:.1f}" for v in tr))
-    print(f"overhead from medians: {overhead:+.1%}  (per-step cost {1e3 / statistics.median(tr) - 1e3 / statistics.median(base):+.3f} ms)")
-    print(f"paired overhead per repeat: min {min(paired):+.1%}  median {statistics.median(paired):+.1%}  max {max(paired):+.1%}  "
-          f"[{' '.join(f'{p:+.1%}' for p in paired)}]")
-    return overhead, paired
+    print(f"{'steps/s over the window':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   per repeat")
+    for label, values in (("baseline", base), ("trainer", tr)):
+        med = statistics.median(values)
+        print(f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
+              + " ".join(f"{v:.1f}" for v in values))
+    print(f"  overhead (medians)     {overhead:+8.1%}   per-step cost {1e3 / statistics.median(tr) - 1e3 / statistics.median(base):+.3f} ms")
+    print(f"  paired overhead        min {min(paired):+.1%}  median {statistics.median(paired):+.1%}  max {max(paired):+.1%}   "
+          + " ".join(f"{p:+.1%}" for p in paired))
+    print(f"{'1 / median step time':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   (noise-robust cross-check)")
+    for label, values in (("baseline", base_med), ("trainer", tr_med)):
+        med = statistics.median(values)
+        print(f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
+              + " ".join(f"{v:.1f}" for v in values))
+    print(f"  overhead (medians)     {robust:+8.1%}   paired min {min(robust_paired):+.1%}  "
+          f"median {statistics.median(robust_paired):+.1%}  max {max(robust_paired):+.1%}")
+    if "baseline2" in results:
+        control, control_paired = _overheads(base, [r.steps_per_s for r in results["baseline2"]])
+        print(f"A/A control (baseline2 vs baseline, window steps/s): {control:+.1%} from medians, paired min "
+              f"{min(control_paired):+.1%} median {statistics.median(control_paired):+.1%} max {max(control_paired):+.1%}"
+              "  <- noise floor")
+    print("minor page faults/step   baseline " + " ".join(f"{r.faults_per_step:.0f}" for r in results["baseline"])
+          + "   trainer " + " ".join(f"{r.faults_per_step:.0f}" for r in results["trainer"]))
+    return overhead, paired, robust
 
 
-def profile_trainer(size_name: str, steps: int, warmup: int, examples: int, top: int = 25) -> None:
-    """cProfile `Trainer.fit()` (construction and warm-up excluded from the statistics as far as possible)."""
+def profile_trainer(size_name: str, steps: int, warmup: int, examples: int, top: int = 20) -> None:
+    """cProfile `Trainer.fit()` over exactly the timed window (same window as the benchmark).
+
+    The profiler is switched on before the batch of step `warmup` and off before the batch of
+    step `warmup + steps`, so construction, warm-up and the final checkpoint are excluded (and so
+    is the own time of `fit()`'s loop, entered before the switch; `_train_step` and everything
+    it calls are attributed).
+    cProfile inflates pure-Python costs relative to torch kernels; read it for *where* the
+    trainer spends time, and the benchmark for *how much*.
+    """
     import cProfile
     import pstats
 
     size = SIZES[size_name]
     dataset = make_dataset(size, examples)
     total = warmup + steps + 1
+    profiler = cProfile.Profile()
+    timed = TimedCollate(collate, hooks={warmup: profiler.enable, warmup + steps: profiler.disable})
     with tempfile.TemporaryDirectory(prefix="bench_trainer_prof_") as tmp:
-        trainer, _ = make_trainer(size, dataset, total, Path(tmp))
-        profiler = cProfile.Profile()
-        profiler.enable()
+        trainer, _ = make_trainer(size, dataset, total, Path(tmp), timed)
         trainer.fit()
-        profiler.disable()
-    stats = pstats.Stats(profiler)
-    print(f"\n[profile {size_name}] cProfile of Trainer.fit() over {total} steps (incl. the final checkpoint); "
-          f"per-step = cumulative / {total}. Sorted by tottime:")
-    stats.sort_stats("tottime")
-    entries = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]  # type: ignore[attr-defined]
-    print(f"{'tottime us/step':>16} {'cum us/step':>12} {'calls/step':>10}  function")
-    for (filename, line, func), (_cc, calls, tottime, cumtime, _callers) in entries:
-        where = f"{Path(filename).name}:{line}({func})" if line else func
-        print(f"{tottime / total * 1e6:16.1f} {cumtime / total * 1e6:12.1f} {calls / total:10.2f}  {where}")
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+
+    def rows(entries: list[tuple[Any, Any]]) -> None:
+        print(f"  {'own us/step':>11} {'cum us/step':>11} {'calls/step':>10}  function")
+        for (filename, line, func), (_cc, calls, tottime, cumtime, _callers) in entries:
+            where = f"{filename}:{line}({func})" if line else func
+            for marker in ("site-packages/", "src/", "/work/main/"):
+                if marker in where:
+                    where = where.split(marker, 1)[1]
+            print(f"  {tottime / steps * 1e6:11.1f} {cumtime / steps * 1e6:11.1f} {calls / steps:10.2f}  {where}")
+
+    total_own = sum(v[2] for v in stats.values())
+    print(f"\n[profile {size_name}] cProfile of Trainer.fit() over {steps} steps (window only): "
+          f"{total_own / steps * 1e6:.0f} us/step profiled (fit()'s own loop is not attributed: it was entered "
+          f"before the profiler started). Top {top} by own time:")
+    rows(sorted(stats.items(), key=lambda kv: -kv[1][2])[:top])
+    print("  xfer.core functions (trainer/data/optim/distributed), by cumulative time:")
+    ours = [kv for kv in stats.items() if "/xfer/core/" in kv[0][0]]
+    rows(sorted(ours, key=lambda kv: -kv[1][3]))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -302,25 +409,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=30, help="untimed steps at the start of every run")
     parser.add_argument("--size", choices=["tiny", "small", "both"], default="both")
     parser.add_argument("--examples", type=int, default=4096, help="dataset size (multiple of 32)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads; 0 = torch's default (see docstring)")
+    parser.add_argument("--malloc", choices=["stable", "default"], default="stable", help="pin glibc malloc thresholds (see stabilise_malloc)")
     parser.add_argument("--profile", action="store_true", help="also cProfile the trainer and print the top costs")
+    parser.add_argument("--control", action="store_true", help="add an A/A control (a second baseline) to show the noise floor")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    malloc = stabilise_malloc() if args.malloc == "stable" else "default"
     sizes = ["tiny", "small"] if args.size == "both" else [args.size]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, python {sys.version.split()[0]}, "
-          f"batch {BATCH}, {args.repeats} repeats x {args.steps} steps (+{args.warmup} warm-up), ABBA interleaved")
+          f"batch {BATCH}, {args.repeats} repeats x {args.steps} steps (+{args.warmup} warm-up), ABBA interleaved, malloc {malloc}")
     summary = []
     for name in sizes:
-        rates = measure(name, args.steps, args.repeats, args.warmup, args.examples)
-        overhead, paired = report(name, rates)
-        summary.append(f"{name} {overhead:.1%} (paired median {statistics.median(paired):.1%})")
+        overhead, paired, robust = report(name, measure(name, args.steps, args.repeats, args.warmup, args.examples, args.control))
+        summary.append(f"{name} {overhead * 100:.1f}% [paired median {statistics.median(paired) * 100:.1f}%, "
+                       f"min {min(paired) * 100:.1f}%, max {max(paired) * 100:.1f}%; median-step {robust * 100:.1f}%]")
         if args.profile:
             profile_trainer(name, args.steps, args.warmup, args.examples)
-    print(f"\ntrainer overhead: {'; '.join(summary)} "
-          f"(1 - median trainer / median baseline steps/s, {args.repeats} interleaved repeats x {args.steps} steps, "
-          f"sizes {'+'.join(sizes)})")
-
+    print(f"\ntrainer overhead: {'; '.join(summary)} (1 - median trainer / median baseline steps/s, median of "
+          f"{args.repeats} interleaved repeats x {args.steps} steps, sizes {'+'.join(sizes)}, threads {torch.get_num_threads()})")
 
 if __name__ == "__main__":
     main()

@@ -61,3 +61,13 @@ def test_new_plugin_scaffold_passes_its_own_conformance_tests(tmp_path: Path, ca
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "8 passed" in result.stdout
+
+
+def test_recipe_reference_documents_every_train_setting() -> None:
+    import dataclasses
+
+    from xfer.core.train_config import TrainConfig
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "recipes.md").read_text()
+    missing = [f.name for f in dataclasses.fields(TrainConfig) if f"| `{f.name}` |" not in docs]
+    assert not missing, f"docs/recipes.md lacks TrainConfig fields {missing}"

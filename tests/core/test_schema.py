@@ -334,3 +334,14 @@ def test_file_errors(tmp_path: Path) -> None:
     assert [str(d) for d in info.value.diagnostics] == [f"{bad}:3: file is not valid UTF-8"]
     with pytest.raises(RecipeError, match="file not found"):
         parse_file(tmp_path / "missing.yaml")
+
+
+def test_paths_expand_environment_variables(tmp_path, monkeypatch) -> None:
+    from xfer.core.schema import expand_env
+
+    monkeypatch.setenv("XFER_TEST_ROOT", str(tmp_path))
+    monkeypatch.delenv("XFER_TEST_UNSET", raising=False)
+    assert expand_env("${XFER_TEST_ROOT}/glue") == f"{tmp_path}/glue"
+    assert expand_env("${XFER_TEST_UNSET:-../data}/glue") == "../data/glue"
+    with pytest.raises(ValueError, match="XFER_TEST_UNSET is not set"):
+        expand_env("${XFER_TEST_UNSET}/x")

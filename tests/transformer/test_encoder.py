@@ -124,8 +124,9 @@ def test_cpu_attention_matches_sdpa(causal) -> None:
         assert torch.allclose(a, b, atol=1e-10) and torch.allclose(ga, gb, atol=1e-10)
 
 
-def test_no_nan_with_empty_sequences_and_rtl_padding() -> None:
-    ids, mask, types = batch([6, 0, 2], 6)
+@pytest.mark.parametrize("lengths", [[6, 0, 2], [0, 0]])
+def test_no_nan_with_empty_sequences_and_rtl_padding(lengths: list[int]) -> None:
+    ids, mask, types = batch(lengths, 6)
     for unpad in (True, False):
         for causal in (None, "ltr", "rtl"):
             model = encoder(unpad=unpad).train()

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from xfer.core import DataError
 from xfer.example.focal import FocalConfig, FocalObjective
 from xfer.example.jsonl_task import JsonlConfig, JsonlTask
@@ -107,5 +106,5 @@ def test_bad_input_names_file_and_line(tmp_path: Path, content: str, message: st
 def test_bad_encoding(tmp_path: Path) -> None:
     path = tmp_path / "train.jsonl"
     path.write_bytes(b'{"text": "ok", "label": "pos"}\n{"text": "\xff", "label": "pos"}\n')
-    with pytest.raises(DataError, match=r"train.jsonl:2: not valid UTF-8"):
+    with pytest.raises(DataError, match=r"train.jsonl:2: encoding: not valid UTF-8"):
         JsonlTask("example/jsonl", JsonlConfig(labels=["neg", "pos"], train_file=path)).examples("train")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from xfer.testing import ComponentConformance
 
-WORDS = "the a dog cat runs sleeps big small red near house".split()
+WORDS = ["the", "a", "dog", "cat", "runs", "sleeps", "big", "small", "red", "near", "house"]
 
 
 def _sentence(rng: random.Random) -> str:

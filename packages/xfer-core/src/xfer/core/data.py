@@ -63,7 +63,7 @@ class BatchStream:
             if self._order is None:
                 self._order = self._permutation(self.epoch)
             chunk = self._order[self.offset : self.offset + count - len(taken)]
-            taken.extend(int(i) for i in chunk)
+            taken.extend(chunk.tolist())
             self.offset += len(chunk)
             if self.offset >= len(self._order):
                 self.epoch, self.offset, self._order = self.epoch + 1, 0, None

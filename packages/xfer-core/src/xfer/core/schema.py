@@ -88,8 +88,28 @@ def base_dir(node: Node) -> Path:
     return Path.cwd() if file.startswith("<") else Path(file).resolve().parent
 
 
+_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(text: str) -> str:
+    """`${VAR}` / `${VAR:-default}` in paths, so one recipe serves machines with data elsewhere.
+
+    An unset variable without a default is an error (a silently empty path would point elsewhere)."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = os.environ.get(name)
+        if value is None:
+            if default is None:
+                raise ValueError(f"environment variable {name} is not set (write ${{{name}:-default}} to give a default)")
+            return default
+        return value
+
+    return _ENV_VAR.sub(substitute, text)
+
+
 def resolve_path(node: Node, text: str) -> Path:
-    path = Path(os.path.expanduser(text))
+    path = Path(os.path.expanduser(expand_env(text)))
     return Path(os.path.normpath(path if path.is_absolute() else base_dir(node) / path))
 
 
@@ -259,7 +279,10 @@ class Validator:
                 )
             self.refs.add(stage)
             return Input(stage=stage, output=output)
-        resolved = resolve_path(node, text)
+        try:
+            resolved = resolve_path(node, text)
+        except ValueError as exc:
+            return self.error(node.loc, f"{path}: {exc}")
         if resolved.exists():
             return Input(path=resolved)
         if match:
@@ -288,7 +311,12 @@ class Validator:
                 if ref is not INVALID:
                     inputs.append(ref)
                 continue
-            pattern = str(resolve_path(item, item.value))
+            try:
+                pattern = str(resolve_path(item, item.value))
+            except ValueError as exc:
+                self.error(item.loc, f"{item_path}: {exc}")
+                ok = False
+                continue
             if not glob.glob(pattern, recursive=True):
                 self.error(item.loc, f"{item_path}: no file matches {item.value!r} (looked for {pattern})")
                 ok = False
@@ -334,6 +362,8 @@ def _int(v: Validator, node: Node, path: str) -> Any:
     value = node.value
     if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if isinstance(value, float) and value.is_integer():  # `1.0e+4`
+        return int(value)
     if isinstance(value, str):  # YAML 1.1 reads `1e4` as a string; accept integral numbers
         try:
             number = float(value)
@@ -362,7 +392,10 @@ def _str(v: Validator, node: Node, path: str) -> Any:
 
 def _path(v: Validator, node: Node, path: str) -> Any:
     if isinstance(node.value, str) and node.value:
-        return resolve_path(node, node.value)
+        try:
+            return resolve_path(node, node.value)
+        except ValueError as exc:
+            return v.error(node.loc, f"{path}: {exc}")
     return v.wrong_type(node, Path, path)
 
 

@@ -235,7 +235,9 @@ class Trainer:
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The mixed-precision context the trainer trains and evaluates in (a no-op for fp32)."""
-        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     # --- one step ------------------------------------------------------------------------------
 
@@ -271,15 +273,17 @@ class Trainer:
         self._sums[name] = value.float() if current is None else current + value
 
     def _accumulate(self, out: StepOutput, accumulation: int) -> None:
-        self._add("loss", out.loss.detach() / accumulation)
-        for name, value in out.metrics.items():
+        values = {"loss": out.loss, **out.metrics}
+        for name, value in values.items():
             value = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
-            self._add(name, value / accumulation)
+            self._add(name, value / accumulation if accumulation > 1 else value)
 
     # --- boundaries ----------------------------------------------------------------------------
 
     def _check_finite(self) -> None:
         bad = any(not torch.isfinite(self._sums[k]).all() for k in ("loss", "grad_norm") if k in self._sums)
+        if not bad and self.config.clip_norm is None:  # no gradient norm was tracked: look at the weights
+            bad = not bool(torch.isfinite(torch.stack(torch._foreach_norm(self.params))).all())
         if dist.any_rank(bad, self.device):
             last = ckpt.latest_checkpoint(self.checkpoints)
             kept = f"last good checkpoint: {last} (step {ckpt.load_state(last)['step']})" if last else "no checkpoint had been written yet"

@@ -5,8 +5,9 @@ the optional `embeddings_project` to the hidden size), runs the post-LayerNorm `
 returns an `EncoderOutput`. It computes the same function as HF `ElectraModel` / `BertModel`
 (`xfer.transformer.hf` maps the weights; parity is tested to 1e-5), but trains faster. On the
 2-core CPU benchmark (`tools/bench_encoder.py`: ELECTRA-Small, batch 32 x 128, lengths uniform
-in [32, 128]) a forward+backward step is ~1.8x faster than HF in fp32 and ~2.4x in bf16
-autocast, with ~40% less peak memory. Where the speed comes from:
+in [32, 128], training mode) a forward+backward step is ~1.85x faster than HF in fp32 and
+~2.4x in bf16 autocast, with about half the peak memory (on an idle machine; other jobs on the
+2 cores compress the gap, see the benchmark's docstring). Where the speed comes from:
 
 * Unpadding (`EncoderConfig.unpad`, default on). With padding in the batch, only the real
   tokens go through the embeddings, linears, GELU, dropout and LayerNorms, as a flat
@@ -597,7 +598,8 @@ class Encoder(nn.Module):
         batch, length = input_ids.shape
         position_ids, token_type_ids = self._default_ids(input_ids, position_ids, token_type_ids)
         rows: Tensor | None = None
-        if self.config.unpad and attention_mask is not None and not bool(attention_mask.bool().all()):
+        real = None if attention_mask is None else attention_mask.bool()
+        if self.config.unpad and real is not None and not bool(real.all()) and bool(real.any()):
             plan, rows = unpadded_plan(attention_mask, self.config.num_heads, causal)
             ids = [t.reshape(-1).index_select(0, rows) for t in (input_ids, position_ids, token_type_ids)]
         else:

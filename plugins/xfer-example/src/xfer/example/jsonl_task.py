@@ -16,6 +16,7 @@ from typing import Any
 from xfer.core import DataError, ExistingPath, knob
 from xfer.core.metrics import accuracy, f1
 from xfer.core.tasks import Example, SentenceExample, Split, Task, missing_predictions
+from xfer.core.textfile import read_text
 
 
 @dataclass
@@ -57,11 +58,7 @@ class JsonlTask(Task):
         config = self.config
         examples: list[Example] = []
         seen: set[str] = set()
-        try:
-            lines = path.read_bytes().decode("utf-8").splitlines()
-        except UnicodeDecodeError as exc:
-            line = path.read_bytes()[: exc.start].count(b"\n") + 1
-            raise DataError(path, line, "not valid UTF-8") from None
+        lines = read_text(path, allow_empty=True).split("\n")
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

@@ -18,25 +18,7 @@ from typing import Any
 
 from xfer.core.errors import DataError
 from xfer.core.tasks import Answer, SpanQAExample
-
-
-def read_text(path: Path) -> str:
-    """Decode a UTF-8 file (BOM removed); a decoding error names the line of the bad byte."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(path, 0, "file not found") from None
-    except OSError as err:
-        raise DataError(path, 0, f"cannot read file: {err.strerror or err}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise DataError(path, line, f"not valid UTF-8 (byte 0x{data[err.start]:02x})", key="encoding") from None
-    text = text.removeprefix("\ufeff")
-    if not text.strip():
-        raise DataError(path, 1, "file is empty")
-    return text
+from xfer.core.textfile import read_text
 
 
 class _Locator:

@@ -1,0 +1,37 @@
+"""Reading text data files with errors that name the file and line.
+
+Every reader in every plugin needs the same thing: bytes -> UTF-8 text, with a missing file, an
+unreadable file, a bad byte (reported at its line and column) or an empty file turned into a
+`DataError` rather than a traceback. A leading byte-order mark (GLUE's MRPC files have one) is
+dropped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xfer.core.errors import DataError
+
+
+def read_text(path: str | Path, *, allow_empty: bool = False) -> str:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(path, 0, "file not found") from None
+    except IsADirectoryError:
+        raise DataError(path, 0, "is a directory, expected a file") from None
+    except OSError as err:
+        raise DataError(path, 0, f"cannot read file: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(
+            path, line, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at column {column})", key="encoding"
+        ) from None
+    text = text.removeprefix("\ufeff")
+    if not allow_empty and not text.strip():
+        raise DataError(path, 1, "file is empty")
+    return text
