@@ -4,20 +4,20 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PACKAGES := packages/xfer-core packages/xfer-transformer plugins/xfer-tasks-glue plugins/xfer-tasks-conll plugins/xfer-tasks-squad plugins/xfer-example
 STAMP := $(VENV)/.installed
+PYPROJECTS := $(wildcard packages/*/pyproject.toml plugins/*/pyproject.toml)
 
 .PHONY: install demo test lint bench clean
 
 install: $(STAMP)
 
-$(STAMP): Makefile constraints.txt $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
+$(STAMP): Makefile constraints.txt requirements-dev.txt $(PYPROJECTS)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "xfer needs Python >= 3.11"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, pinned: an open range would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c constraints.txt $(foreach p,$(PACKAGES),-e $(p)) pytest transformers ruff
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
 demo: install

@@ -48,11 +48,13 @@ from pathlib import Path
 QUIET = 0.10
 
 
-def _inputs(batch: int, seq: int, vocab: int):
+def _inputs(batch: int, seq: int, vocab: int, min_length: int | None = None):
+    """Token ids and padding mask; lengths uniform in [min_length (default seq // 4), seq]."""
     import torch
 
     g = torch.Generator().manual_seed(1234)
-    lengths = torch.randint(seq // 4, seq + 1, (batch,), generator=g)
+    low = seq // 4 if min_length is None else min_length
+    lengths = torch.randint(low, seq + 1, (batch,), generator=g)
     mask = (torch.arange(seq)[None] < lengths[:, None]).long()
     ids = torch.randint(1000, vocab, (batch, seq), generator=g) * mask
     return ids, mask
@@ -62,6 +64,7 @@ def _build(args: argparse.Namespace):
     """Return {'xfer': model, 'hf': model} with identical weights."""
     import torch
     from transformers import ElectraConfig, ElectraModel
+
     from xfer.transformer.hf import load_hf
 
     torch.manual_seed(0)
@@ -125,7 +128,7 @@ def _memory_child(args: argparse.Namespace) -> None:
     models = _build(args)
     model = models[args.child_model]
     del models
-    ids, mask = _inputs(args.batch, args.seq, 30522)
+    ids, mask = _inputs(args.batch, args.seq, 30522, args.min_length)
     bf16 = args.child_precision == "bf16"
     try:
         Path("/proc/self/clear_refs").write_text("5")
@@ -142,6 +145,8 @@ def _memory_child(args: argparse.Namespace) -> None:
 def _measure_memory(args: argparse.Namespace, model: str, precision: str) -> dict:
     cmd = [sys.executable, __file__, "--child-model", model, "--child-precision", precision,
            "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if args.min_length is not None:
+        cmd += ["--min-length", str(args.min_length)]
     if args.eval:
         cmd.append("--eval")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ.copy())
@@ -155,6 +160,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model and precision")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--min-length", type=int, default=None,
+                        help="shortest sequence (default seq // 4); --min-length SEQ gives a batch without padding")
     parser.add_argument("--eval", action="store_true", help="eval mode (no dropout) instead of training mode")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
@@ -168,10 +175,10 @@ def main() -> None:
     import torch
 
     models = _build(args)
-    ids, mask = _inputs(args.batch, args.seq, 30522)
+    ids, mask = _inputs(args.batch, args.seq, 30522, args.min_length)
     real = int(mask.sum())
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq}, "
-          f"real tokens {real} ({real / ids.numel():.0%}), lengths uniform [{args.seq // 4}, {args.seq}], "
+          f"real tokens {real} ({real / ids.numel():.0%}), lengths uniform [{args.seq // 4 if args.min_length is None else args.min_length}, {args.seq}], "
           f"{'eval' if args.eval else 'train'} mode, cpu pressure {_cpu_pressure()}")
     precisions = args.precisions.split(",")
     results: dict[tuple[str, str], list[float]] = {}

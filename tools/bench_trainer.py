@@ -82,6 +82,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
 from xfer.core.data import BatchStream
 from xfer.core.trainer import StepOutput, TrainConfig, Trainer
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
+
 from xfer.core import checkpoint as ckpt
 from xfer.core import rng
 from xfer.core.errors import CheckpointError

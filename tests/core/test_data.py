@@ -6,6 +6,7 @@ from collections import Counter, namedtuple
 
 import pytest
 import torch
+
 from xfer.core.data import BatchStream, batches, pad, shard_indices, to_device
 
 N = 10  # dataset size; batch 4 does not divide it

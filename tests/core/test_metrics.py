@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from xfer.core import metrics
 
 GOLD = [1, 1, 0, 0, 1, 0, 1, 0]

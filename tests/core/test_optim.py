@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from torch import nn
+
 from xfer.core.optim import AdamW, lr_multiplier, make_optimizer, param_groups
 
 # --- schedules ---------------------------------------------------------------------------------

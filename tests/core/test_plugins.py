@@ -124,7 +124,7 @@ def test_registration_hook_that_raises_is_isolated() -> None:
     host = make_host()
     record = host.add_object(Exploding(), "exploding")
     assert record.error and "RuntimeError: boom" in record.error
-    with pytest.raises(PluginError, match="should come from plugin 'exploding'.*RuntimeError: boom"):
+    with pytest.raises(PluginError, match=r"should come from plugin 'exploding'.*RuntimeError: boom"):
         host.get("stage", "exploding.anything")
 
 

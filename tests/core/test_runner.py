@@ -117,7 +117,7 @@ def test_status_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_failed_stage_is_recorded_and_rerun(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, CHAIN.replace("task: {name: toy/agreement, train_size: 160, dev_size: 32}\n    train: {steps: 4", "task: {name: toy/pos, train_size: 16, dev_size: 8}\n    train: {steps: 4"))
-    with pytest.raises(Exception, match="testing.fit trains sentence tasks; toy/pos is a tagging task"):
+    with pytest.raises(Exception, match=r"testing\.fit trains sentence tasks; toy/pos is a tagging task"):
         run_recipe_file(recipe, tmp_path / "run", host_with())
     state = json.loads((tmp_path / "run/second/stage.json").read_text())
     assert state["status"] == "failed" and "tagging task" in state["error"]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+
 from xfer.core.config import ExistingPath, knob
 from xfer.core.errors import Location, RecipeError
 from xfer.core.schema import INVALID, Validator

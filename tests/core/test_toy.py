@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+
 from xfer.core.errors import DataError
 from xfer.core.tasks import SentenceExample, TaggingExample
 from xfer.core.toy import (

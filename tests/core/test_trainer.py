@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+
 from xfer.core import checkpoint as ckpt
 from xfer.core import trainer as trainer_module
 from xfer.core.data import BatchStream

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 import xfer.transformer.encoder as E
 from xfer.transformer.encoder import Encoder, EncoderConfig
 from xfer.transformer.presets import generator_config, preset

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+
 from xfer.core.errors import CheckpointError
 from xfer.transformer.encoder import Encoder
 from xfer.transformer.heads import SequenceHead

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from xfer.core.errors import DataError, UserError
 from xfer.transformer import vocab_cli
 from xfer.transformer.tokenization import (

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from xfer.core import DataError
 from xfer.example.focal import FocalConfig, FocalObjective
 from xfer.example.jsonl_task import JsonlConfig, JsonlTask

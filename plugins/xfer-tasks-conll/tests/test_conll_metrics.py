@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from xfer.core.tasks import TaggingExample
 from xfer.tasks.conll.config import ColumnsConfig, UdPosConfig
 from xfer.tasks.conll.tasks import ColumnsTask, SpanTaggingTask, UdPosTask

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from xfer.core.errors import DataError, UserError
 from xfer.tasks.conll.config import ChunkingConfig, ColumnsConfig, SpanTaggingConfig, UdPosConfig
 from xfer.tasks.conll.tasks import ChunkingTask, ColumnsTask, SpanTaggingTask, UdPosTask

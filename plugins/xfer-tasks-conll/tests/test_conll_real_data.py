@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from xfer.tasks.conll.config import ChunkingConfig, SpanTaggingConfig, UdPosConfig
 from xfer.tasks.conll.tasks import ChunkingTask, SpanTaggingTask, UdPosTask
 

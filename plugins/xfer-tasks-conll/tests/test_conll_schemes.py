@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from xfer.core.tasks import TaggingExample
 from xfer.tasks.conll import schemes
 from xfer.tasks.conll.config import SpanTaggingConfig

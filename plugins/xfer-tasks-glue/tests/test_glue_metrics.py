@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from xfer.core.tasks import SentenceExample
 from xfer.tasks.glue.tasks import CoLATask, MNLITask, MRPCTask, QQPTask, STSBTask
 

@@ -8,6 +8,7 @@ import sys
 import types
 
 import pytest
+
 from xfer.core.errors import UserError
 from xfer.core.tasks import Task
 from xfer.tasks.glue import plugin

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from xfer.core.errors import DataError, UserError
 from xfer.tasks.glue.config import GlueTaskConfig
 from xfer.tasks.glue.tasks import (

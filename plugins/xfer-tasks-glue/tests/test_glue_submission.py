@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from xfer.core.tasks import SentenceExample
 from xfer.tasks.glue.config import GlueTaskConfig
 from xfer.tasks.glue.tasks import CoLATask, MNLIMismatchedTask, MNLITask, STSBTask

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from xfer.core.errors import DataError, UserError
 from xfer.tasks.glue.config import TsvTaskConfig
 from xfer.tasks.glue.tasks import TsvTask

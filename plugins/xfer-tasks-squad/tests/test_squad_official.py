@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from xfer.core.tasks import Answer, SpanQAExample
 from xfer.tasks.squad import official
 from xfer.tasks.squad.tasks import SquadV1Task, SquadV2Task

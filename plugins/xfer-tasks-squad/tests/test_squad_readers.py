@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from xfer.core.errors import DataError, UserError
 from xfer.tasks.squad.config import SquadConfig
 from xfer.tasks.squad.tasks import SquadV1Task, SquadV2Task

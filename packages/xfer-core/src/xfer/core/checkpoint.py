@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
+
 from xfer.core.errors import CheckpointError
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")

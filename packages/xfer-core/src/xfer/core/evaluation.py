@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
+
 from xfer.core import distributed as dist
 from xfer.core.data import Collate, batches, shard_indices, to_device
 from xfer.core.tasks import Example, Task

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
+
 from xfer.core.specs import CommandSpec, ComponentSpec
 
 hookspec = pluggy.HookspecMarker("xfer")

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 import torch
 from torch import nn
+
 from xfer.core.train_config import Schedule
 
 

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 import pluggy
+
 from xfer.core import hookspecs
 from xfer.core.errors import PluginError
 from xfer.core.schema import did_you_mean

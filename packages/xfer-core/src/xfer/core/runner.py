@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from xfer.core import distributed as dist
 from xfer.core.config import Input
 from xfer.core.errors import RunDirError, UserError

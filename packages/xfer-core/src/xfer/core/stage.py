@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from xfer.core import distributed as dist
 from xfer.core.config import Files, Input
 from xfer.core.plugins import PluginHost

@@ -26,6 +26,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
 from torch import nn
+
 from xfer.core import checkpoint as ckpt
 from xfer.core import distributed as dist
 from xfer.core import rng

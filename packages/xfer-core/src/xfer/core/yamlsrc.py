@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from xfer.core.errors import Diagnostic, Location, RecipeError
 
 _STD_TAGS = {

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import nn
+
 from xfer.core.config import Input, TaskRef, knob
 from xfer.core.data import BatchStream, pad
 from xfer.core.errors import UserError

@@ -30,6 +30,7 @@ from typing import ClassVar
 
 import pytest
 import yaml
+
 from xfer.core.errors import RecipeError
 from xfer.core.recipe import load_recipe
 from xfer.testing.helpers import assert_same_weights, make_host, output_tensors, run_cli, run_recipe_file, write_recipe
@@ -111,12 +112,14 @@ class ComponentConformance:
         assert output_tensors(tmp_path / "run", self.stage)
 
     @pytest.fixture(scope="class")
-    def reference(self, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    @classmethod
+    def reference(cls, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         """One uninterrupted run per class: (recipe path, its output weights)."""
+        checks = cls()
         directory = tmp_path_factory.mktemp("reference")
-        path = self.recipe_file(directory)
-        run_recipe_file(path, directory / "run", self.host())
-        return path, output_tensors(directory / "run", self.stage)
+        path = checks.recipe_file(directory)
+        run_recipe_file(path, directory / "run", checks.host())
+        return path, output_tensors(directory / "run", cls.stage)
 
     def test_deterministic(self, reference: tuple[Path, dict], tmp_path: Path) -> None:
         path, expected = reference

@@ -37,6 +37,7 @@ class KillAtStep:
 def crash_in_checkpoint(nth: int) -> None:
     """Patch torch.save (used for optimizer state, after the weights) to die on the nth checkpoint."""
     import torch
+
     from xfer.core import checkpoint
 
     calls = {"n": 0}

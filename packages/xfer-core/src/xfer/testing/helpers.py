@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
+
 from xfer.core.plugins import PluginHost
 from xfer.core.recipe import load_recipe
 from xfer.core.runner import RunResult, run_recipe

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
+
 from xfer.core.plugins import PluginHost
 from xfer.core.runner import RunResult
 from xfer.testing.helpers import make_host, run_recipe_file, write_recipe

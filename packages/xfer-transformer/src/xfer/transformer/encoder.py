@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+
 from xfer.core.config import knob
 
 Causal = Literal["ltr", "rtl"] | None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.config import ObjectiveRef, TaskRef

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
 from xfer.transformer.encoder import dropout, init_weights
 
 Pooler = Literal["none", "tanh", "gelu"]

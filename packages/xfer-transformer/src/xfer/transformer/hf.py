@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
 from xfer.core.errors import CheckpointError
 from xfer.transformer.encoder import Encoder, EncoderConfig
 from xfer.transformer.heads import SequenceHead, SpanQAHead, TokenHead, build_head

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
+
 from xfer.core.errors import CheckpointError
 from xfer.transformer.encoder import Encoder, EncoderConfig
 from xfer.transformer.heads import build_head

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
 from xfer.core.config import knob
 from xfer.core.data import pad
 from xfer.core.errors import UserError

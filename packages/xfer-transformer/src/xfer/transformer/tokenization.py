@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
 from xfer.core.errors import DataError
 
 __all__ = [

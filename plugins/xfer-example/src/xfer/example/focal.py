@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
 from xfer.core import knob
 from xfer.transformer.objectives import SequenceConfig, SequenceObjective
 
