@@ -41,7 +41,8 @@ def test_baseline_and_trainer_do_the_same_work(bench) -> None:
     a, b = baseline.model.state_dict(), trainer.model.state_dict()
     assert a.keys() == b.keys()
     for name in a:
-        assert torch.equal(a[name], b[name]), name
+        # same work, so the same weights (to float noise: a bitwise check here would test MKL, not the benchmark)
+        assert torch.allclose(a[name], b[name], rtol=1e-5, atol=1e-7), name
 
 
 def test_main_runs_end_to_end(bench, capsys, monkeypatch) -> None:

@@ -246,6 +246,7 @@ def _run_stage(
     rng.seed_everything(recipe.seed + dist.rank())
     try:
         run(ctx)
+        dist.barrier()  # rank 0 writes the outputs; every rank checks them only after it is done
         missing = [o for o in plan.spec.outputs if not (stage_dir / "outputs" / o).is_dir()]
         if missing:
             raise RuntimeError(f"stage kind {plan.kind!r} did not write its declared outputs {missing} (plugin bug)")
@@ -257,7 +258,6 @@ def _run_stage(
             host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="failed", outputs={})
             _safe_report(plan, stage_dir, status, ctx)
         raise
-    dist.barrier()
     outputs = {o: stage_dir / "outputs" / o for o in plan.spec.outputs}
     report = stage_dir / "report.md"
     if dist.is_main():
