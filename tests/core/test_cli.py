@@ -71,3 +71,16 @@ def test_recipe_reference_documents_every_train_setting() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "recipes.md").read_text()
     missing = [f.name for f in dataclasses.fields(TrainConfig) if f"| `{f.name}` |" not in docs]
     assert not missing, f"docs/recipes.md lacks TrainConfig fields {missing}"
+
+
+def test_unavailable_device_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from xfer.testing import write_recipe
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    recipe = write_recipe(tmp_path, "stages:\n  c: {kind: toy.corpus, sentences: 5}\n")
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run"), "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists(), "nothing is written before the device is known to work"

@@ -244,7 +244,7 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
     """`name: type = default  # doc` lines for every field; nested config dataclasses are
     flattened (`train.lr`) with the defaults the enclosing config gives them."""
     from xfer.core.config import ComponentRef, Files, Input
-    from xfer.core.schema import type_name
+    from xfer.core.schema import to_plain, type_name
 
     hints = typing.get_type_hints(cls, include_extras=True)
     lines = []
@@ -265,15 +265,9 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
             nested = default_value if dataclasses.is_dataclass(default_value) else None
             lines += describe_fields(tp, prefix + f.name + ".", nested)
             continue
-        shown = "(required)" if default_value is dataclasses.MISSING else json.dumps(_plain(default_value), default=str)
+        shown = "(required)" if default_value is dataclasses.MISSING else json.dumps(to_plain(default_value), default=str)
         lines.append(f"{prefix}{f.name}: {type_name(tp)} = {shown}" + (f"  # {doc}" if doc else ""))
     return lines
-
-
-def _plain(value: Any) -> Any:
-    from xfer.core.schema import to_plain
-
-    return to_plain(value)
 
 
 def cmd_new_plugin(args: argparse.Namespace, host: PluginHost) -> int:

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from xfer.core.errors import UserError
+
 
 def is_distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
@@ -45,7 +47,13 @@ def select_device(name: str = "auto") -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         return torch.device("cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise UserError(f"--device {name!r}: {exc}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name!r}: CUDA is not available on this machine (use auto or cpu)")
+    return device
 
 
 def barrier() -> None:

@@ -1,7 +1,7 @@
 """report.md per stage: a summary of the final metrics plus training-curve plots.
 
-Built from the stage's metrics.jsonl after the stage ends, so a report can always be rebuilt
-(`xfer report RUN_DIR STAGE` is the same function). Plots use matplotlib's Agg backend (no
+Built from the stage's metrics.jsonl after the stage ends (also when it fails), plus the
+Markdown sections the stage added with `ctx.report(...)`. Plots use matplotlib's Agg backend (no
 display needed): one PNG per metric and split, one line per run within the stage (e.g. per
 trial or task), so curves of several seeds can be compared at a glance.
 """

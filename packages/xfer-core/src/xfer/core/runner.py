@@ -193,8 +193,8 @@ def run_recipe(
 
     host = host or default_host()
     dist.init_from_env()
-    run_dir = prepare_run_dir(recipe, (run_dir or default_run_dir(recipe)), force, fork)
     torch_device = dist.select_device(device)
+    run_dir = prepare_run_dir(recipe, (run_dir or default_run_dir(recipe)), force, fork)
     if dist.is_main():
         _write_json(run_dir / "environment.json", _environment(str(torch_device)))
     say = log if dist.is_main() else (lambda *a, **k: None)

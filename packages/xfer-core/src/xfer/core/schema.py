@@ -329,6 +329,7 @@ class Validator:
             name, config_node = node.value, None
         elif node.is_map and node.get("name") is not None and isinstance(node.value["name"].value, str):
             name, config_node = node.value["name"].value, node
+            self.provenance[f"{path}.name"] = node.value["name"].origin
         else:
             return self.wrong_type(node, ref_type, path)
         if self.component_config is None:
