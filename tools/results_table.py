@@ -15,7 +15,10 @@ from pathlib import Path
 
 
 def rows(stage_dir: Path) -> list[str]:
-    results = json.loads((stage_dir / "outputs" / "results" / "results.json").read_text())
+    path = stage_dir / "outputs" / "results" / "results.json"
+    if not path.is_file():
+        raise SystemExit(f"error: {path} does not exist: is {stage_dir} a finished finetune stage?")
+    results = json.loads(path.read_text())
     lines = []
     for task, result in results.items():
         main = result["main_metric"]

@@ -1,42 +1,105 @@
-"""The CoNLL NER task passes the xfer.testing conformance checks inside a fine-tuning recipe."""
+"""Every CoNLL task passes the xfer.testing conformance checks inside a fine-tuning recipe,
+on small generated files in each task's own format."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import ClassVar
 
 from xfer.testing import ComponentConformance
+from xfer.testing.helpers import make_host
 
 NAMES = ["bob", "mary", "paris", "london"]
 OTHER = ["the", "dog", "runs", "near", "a", "house", "."]
+UPOS = {"the": "DET", "a": "DET", "dog": "NOUN", "house": "NOUN", "runs": "VERB", "near": "ADP", ".": "PUNCT"}
+
+RECIPE = """
+stages:
+  corpus: {{kind: toy.corpus, sentences: 200}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
+  fit:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    encoder: {{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}}
+    max_length: 40
+    tasks: [{task}]
+    train: {{steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}}
+"""
 
 
-class TestNerConformance(ComponentConformance):
-    component = ("task", "conll/ner")
+def _sentences(seed: int, n: int) -> list[list[tuple[str, str, str]]]:
+    """Sentences of (word, POS-ish tag, entity tag in IOB2)."""
+    rng = random.Random(seed)
+    result = []
+    for _ in range(n):
+        sentence = []
+        for _ in range(rng.randint(3, 9)):
+            if rng.random() < 0.3:
+                word = rng.choice(NAMES)
+                sentence.append((word, "PROPN", f"B-{'PER' if word in ('bob', 'mary') else 'LOC'}"))
+            else:
+                word = rng.choice(OTHER)
+                sentence.append((word, UPOS[word], "O"))
+        result.append(sentence)
+    return result
+
+
+class _ColumnFiles(ComponentConformance):
+    """Writes train.txt/dev.txt with one `line(word, pos, tag)` per token, blank line between sentences."""
+
     config_path = "stages.fit.tasks.0"
-    recipe = """
-    stages:
-      corpus: {kind: toy.corpus, sentences: 200}
-      vocab: {kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}
-      fit:
-        kind: transformer.finetune
-        tokenizer: vocab.tokenizer
-        encoder: {num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}
-        max_length: 40
-        tasks: [{name: conll/ner, train_file: train.txt, dev_file: dev.txt}]
-        train: {steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}
-    """
+    extension: ClassVar[str] = "txt"
+
+    @staticmethod
+    def line(index: int, word: str, pos: str, tag: str) -> str:
+        return f"{word} {pos} {tag}"
 
     def prepare(self, directory: Path) -> None:
-        rng = random.Random(0)
-        for split, n in (("train", 48), ("dev", 16)):
+        for seed, (split, n) in enumerate((("train", 48), ("dev", 16))):
             lines = []
-            for _ in range(n):
-                for _ in range(rng.randint(3, 9)):
-                    if rng.random() < 0.3:
-                        word = rng.choice(NAMES)
-                        lines.append(f"{word} NNP B-NP B-{'PER' if word in ('bob', 'mary') else 'LOC'}")
-                    else:
-                        lines.append(f"{rng.choice(OTHER)} NN B-NP O")
-                lines.append("")
-            (directory / f"{split}.txt").write_text("\n".join(lines) + "\n")
+            for sentence in _sentences(seed, n):
+                lines += [self.line(i, *token) for i, token in enumerate(sentence, start=1)] + [""]
+            (directory / f"{split}.{self.extension}").write_text("\n".join(lines) + "\n")
+
+
+class TestNerConformance(_ColumnFiles):
+    component = ("task", "conll/ner")
+    recipe = RECIPE.format(task="{name: conll/ner, train_file: train.txt, dev_file: dev.txt}")
+
+    @staticmethod
+    def line(index: int, word: str, pos: str, tag: str) -> str:
+        return f"{word} {pos} B-NP {tag}"
+
+
+class TestChunkingConformance(_ColumnFiles):
+    component = ("task", "conll/chunking")
+    recipe = RECIPE.format(task="{name: conll/chunking, train_file: train.txt, dev_from_train: 10}")
+
+    @staticmethod
+    def line(index: int, word: str, pos: str, tag: str) -> str:
+        return f"{word} {pos} {'B-NP' if pos in ('PROPN', 'NOUN', 'DET') else 'O'}"
+
+
+class TestUdPosConformance(_ColumnFiles):
+    component = ("task", "conll/ud-pos")
+    recipe = RECIPE.format(task="{name: conll/ud-pos, train_file: train.conllu, dev_file: dev.conllu}")
+    extension = "conllu"
+
+    @staticmethod
+    def line(index: int, word: str, pos: str, tag: str) -> str:
+        return "\t".join([str(index), word, word, pos, "_", "_", "0", "dep", "_", "_"])
+
+
+class TestColumnsConformance(_ColumnFiles):
+    component = ("task", "conll/columns")
+    recipe = RECIPE.format(task="{name: conll/columns, train_file: train.txt, dev_file: dev.txt, scheme: BIO}")
+
+
+def test_every_registered_conll_task_has_a_conformance_class() -> None:
+    """A task added to the plugin without a conformance class fails here."""
+    host = make_host(["xfer.tasks.conll.plugin"], autoload=False)
+    registered = {name for name in host.names("task") if name.startswith("conll/")}
+    classes = [c for c in globals().values() if isinstance(c, type) and issubclass(c, ComponentConformance)]
+    tested = {c.component[1] for c in classes if hasattr(c, "component")}
+    assert registered and registered <= tested, sorted(registered - tested)

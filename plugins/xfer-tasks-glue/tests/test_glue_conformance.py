@@ -1,65 +1,103 @@
-"""The GLUE tasks pass the xfer.testing conformance checks inside a real fine-tuning recipe."""
+"""Every GLUE task (and the recipe-defined glue/tsv task) passes the xfer.testing conformance
+checks inside a real fine-tuning recipe, on tiny GLUE-format folders written from each task's
+own file layout (so a layout change is exercised here too)."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
+from xfer.tasks.glue.benchmark import GLUE_SPECS, GlueSpec
 from xfer.testing import ComponentConformance
+from xfer.testing.helpers import make_host
 
 WORDS = ["the", "a", "dog", "cat", "runs", "sleeps", "big", "small", "red", "near", "house"]
+
+RECIPE = """
+stages:
+  corpus: {{kind: toy.corpus, sentences: 200}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
+  fit:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    encoder: {{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}}
+    max_length: 40
+    tasks:
+      - {task}
+    train: {{steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}}
+"""
 
 
 def _sentence(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) + " ."
 
 
-class TestRteConformance(ComponentConformance):
-    component = ("task", "glue/rte")
-    config_path = "stages.fit.tasks.0"
-    recipe = """
-    stages:
-      corpus: {kind: toy.corpus, sentences: 200}
-      vocab: {kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}
-      fit:
-        kind: transformer.finetune
-        tokenizer: vocab.tokenizer
-        encoder: {num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}
-        max_length: 40
-        tasks: [{name: glue/rte, data_dir: RTE}]
-        train: {steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}
-    """
+def _label(spec: GlueSpec, rng: random.Random) -> str:
+    return f"{rng.uniform(*spec.score_range):.2f}" if spec.score_range else rng.choice(spec.labels)
 
+
+def write_glue_folder(spec: GlueSpec, folder: Path, seed: int) -> None:
+    """Train and dev files in the task's layout: named header columns, or CoLA's headerless rows."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    layout = spec.layout
+    for split, n in (("train", 48), ("dev", 16)):
+        if layout.header:
+            columns = [c for c in (layout.index, layout.text_a, layout.text_b, layout.label) if c is not None]
+            rows = ["\t".join(map(str, columns))]
+            for i in range(n):
+                values = {layout.index: str(i), layout.text_a: _sentence(rng), layout.label: _label(spec, rng)}
+                if layout.text_b is not None:
+                    values[layout.text_b] = _sentence(rng)
+                rows.append("\t".join(values[c] for c in columns))
+        else:
+            rows = []
+            for _ in range(n):
+                cells = ["src", "", "", ""][: layout.width]
+                cells[layout.label], cells[layout.text_a] = _label(spec, rng), _sentence(rng)
+                rows.append("\t".join(cells))
+        (folder / spec.files[split]).write_text("\n".join(rows) + "\n")
+
+
+def _conformance_class(spec: GlueSpec) -> type:
     def prepare(self, directory: Path) -> None:
-        rng = random.Random(0)
-        folder = directory / "RTE"
-        folder.mkdir(exist_ok=True)
-        for split, n in (("train", 48), ("dev", 16)):
-            rows = ["index\tsentence1\tsentence2\tlabel"]
-            rows += [f"{i}\t{_sentence(rng)}\t{_sentence(rng)}\t{rng.choice(['entailment', 'not_entailment'])}" for i in range(n)]
-            (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+        write_glue_folder(spec, directory / spec.folder, seed=len(spec.key))
+
+    task = f"{{name: glue/{spec.key}, data_dir: {spec.folder}}}"
+    attributes = {
+        "component": ("task", f"glue/{spec.key}"),
+        "config_path": "stages.fit.tasks.0",
+        "recipe": RECIPE.format(task=task),
+        "prepare": prepare,
+        "__doc__": f"Conformance of glue/{spec.key}.",
+    }
+    name = "Test" + "".join(part.capitalize() for part in spec.key.split("-")) + "Conformance"
+    return type(name, (ComponentConformance,), attributes)
+
+
+for _spec in GLUE_SPECS.values():
+    _cls = _conformance_class(_spec)
+    globals()[_cls.__name__] = _cls
 
 
 class TestTsvRegressionConformance(ComponentConformance):
     component = ("task", "glue/tsv")
     config_path = "stages.fit.tasks.0"
-    recipe = """
-    stages:
-      corpus: {kind: toy.corpus, sentences: 200}
-      vocab: {kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}
-      fit:
-        kind: transformer.finetune
-        tokenizer: vocab.tokenizer
-        encoder: {num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}
-        max_length: 40
-        tasks:
-          - {name: glue/tsv, train: train.tsv, dev: dev.tsv, type: regression, header: false,
-             text_a_column: 0, label_column: 1, metrics: [pearson, spearman], main_metric: spearman}
-        train: {steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}
-    """
+    recipe = RECIPE.format(
+        task="{name: glue/tsv, train: train.tsv, dev: dev.tsv, type: regression, header: false, "
+        "text_a_column: 0, label_column: 1, metrics: [pearson, spearman], main_metric: spearman}"
+    )
 
     def prepare(self, directory: Path) -> None:
         rng = random.Random(1)
         for split, n in (("train", 48), ("dev", 16)):
             rows = [f"{_sentence(rng)}\t{rng.uniform(0, 5):.2f}" for _ in range(n)]
             (directory / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+
+
+def test_every_registered_glue_task_has_a_conformance_class() -> None:
+    """A task added to the plugin without a conformance class fails here."""
+    registered = {n for n in make_host(["xfer.tasks.glue.plugin"], autoload=False).names("task") if n.startswith("glue/")}
+    classes = [c for c in globals().values() if isinstance(c, type) and issubclass(c, ComponentConformance)]
+    tested = {c.component[1] for c in classes if c is not ComponentConformance}
+    assert registered and registered <= tested, sorted(registered - tested)

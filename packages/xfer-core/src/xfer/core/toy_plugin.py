@@ -12,12 +12,12 @@ from xfer.core.specs import ComponentSpec
 
 @hookimpl
 def xfer_tasks() -> list[ComponentSpec]:
-    config = "xfer.core.toy:ToyTaskConfig"
+    config = "xfer.core.toy.tasks:ToyTaskConfig"
     return [
-        ComponentSpec("task", "toy/pos", "xfer.core.toy:ToyPosTask", "1", config, "Toy-language part-of-speech tagging (token accuracy)."),
-        ComponentSpec("task", "toy/chunk", "xfer.core.toy:ToyChunkTask", "1", config, "Toy-language BIO chunking (span F1)."),
+        ComponentSpec("task", "toy/pos", "xfer.core.toy.tasks:ToyPosTask", "1", config, "Toy-language part-of-speech tagging (token accuracy)."),
+        ComponentSpec("task", "toy/chunk", "xfer.core.toy.tasks:ToyChunkTask", "1", config, "Toy-language BIO chunking (span F1)."),
         ComponentSpec(
-            "task", "toy/agreement", "xfer.core.toy:ToyAgreementTask", "1", config,
+            "task", "toy/agreement", "xfer.core.toy.tasks:ToyAgreementTask", "1", config,
             "Toy-language grammaticality: is subject-verb agreement respected across clauses?",
         ),
     ]

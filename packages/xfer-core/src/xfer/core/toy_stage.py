@@ -16,7 +16,7 @@ class ToyCorpusConfig:
 
 def run_corpus(ctx: StageContext) -> None:
     """Write `outputs/text/toy.txt`."""
-    from xfer.core.toy import write_text
+    from xfer.core.toy.text import write_text
 
     config: ToyCorpusConfig = ctx.config
     out = ctx.output_dir("text")
