@@ -284,6 +284,17 @@ def test_bad_vocab_files(tmp_path: Path) -> None:
     duplicate.write_text("\n".join([*SPECIAL_TOKENS, "a", "b", "a"]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"dup\.txt:8: duplicate token 'a'"):
         WordPieceTokenizer.from_file(duplicate)
+    latin1 = tmp_path / "latin1_vocab.txt"
+    latin1.write_bytes("\n".join([*SPECIAL_TOKENS, "caf\u00e9"]).encode("latin-1") + b"\n")
+    with pytest.raises(DataError, match=r"latin1_vocab\.txt:6: encoding: not valid UTF-8 \(byte 0xe9"):
+        WordPieceTokenizer.from_file(latin1)
+    empty = tmp_path / "empty_vocab.txt"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(DataError, match=r"empty_vocab\.txt: vocabulary is empty"):
+        WordPieceTokenizer.from_file(empty)
+    bom = tmp_path / "bom_vocab.txt"  # a BOM written by an editor must not become part of [PAD]
+    bom.write_text("\ufeff" + "\n".join([*SPECIAL_TOKENS, "a"]) + "\n", encoding="utf-8")
+    assert WordPieceTokenizer.from_file(bom).pad_id == 0
     no_mask = tmp_path / "no_mask.txt"
     no_mask.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"no_mask\.txt: .*\[MASK\]"):

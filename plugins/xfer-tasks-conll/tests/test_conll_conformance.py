@@ -9,23 +9,11 @@ from typing import ClassVar
 
 from xfer.testing import ComponentConformance
 from xfer.testing.helpers import make_host
+from xfer.transformer.testing import tiny_finetune_recipe
 
 NAMES = ["bob", "mary", "paris", "london"]
 OTHER = ["the", "dog", "runs", "near", "a", "house", "."]
 UPOS = {"the": "DET", "a": "DET", "dog": "NOUN", "house": "NOUN", "runs": "VERB", "near": "ADP", ".": "PUNCT"}
-
-RECIPE = """
-stages:
-  corpus: {{kind: toy.corpus, sentences: 200}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
-  fit:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}}
-    max_length: 40
-    tasks: [{task}]
-    train: {{steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}}
-"""
 
 
 def _sentences(seed: int, n: int) -> list[list[tuple[str, str, str]]]:
@@ -65,7 +53,7 @@ class _ColumnFiles(ComponentConformance):
 
 class TestNerConformance(_ColumnFiles):
     component = ("task", "conll/ner")
-    recipe = RECIPE.format(task="{name: conll/ner, train_file: train.txt, dev_file: dev.txt}")
+    recipe = tiny_finetune_recipe("{name: conll/ner, train_file: train.txt, dev_file: dev.txt}")
 
     @staticmethod
     def line(index: int, word: str, pos: str, tag: str) -> str:
@@ -74,7 +62,7 @@ class TestNerConformance(_ColumnFiles):
 
 class TestChunkingConformance(_ColumnFiles):
     component = ("task", "conll/chunking")
-    recipe = RECIPE.format(task="{name: conll/chunking, train_file: train.txt, dev_from_train: 10}")
+    recipe = tiny_finetune_recipe("{name: conll/chunking, train_file: train.txt, dev_from_train: 10}")
 
     @staticmethod
     def line(index: int, word: str, pos: str, tag: str) -> str:
@@ -83,7 +71,7 @@ class TestChunkingConformance(_ColumnFiles):
 
 class TestUdPosConformance(_ColumnFiles):
     component = ("task", "conll/ud-pos")
-    recipe = RECIPE.format(task="{name: conll/ud-pos, train_file: train.conllu, dev_file: dev.conllu}")
+    recipe = tiny_finetune_recipe("{name: conll/ud-pos, train_file: train.conllu, dev_file: dev.conllu}")
     extension = "conllu"
 
     @staticmethod
@@ -93,7 +81,7 @@ class TestUdPosConformance(_ColumnFiles):
 
 class TestColumnsConformance(_ColumnFiles):
     component = ("task", "conll/columns")
-    recipe = RECIPE.format(task="{name: conll/columns, train_file: train.txt, dev_file: dev.txt, scheme: BIO}")
+    recipe = tiny_finetune_recipe("{name: conll/columns, train_file: train.txt, dev_file: dev.txt, scheme: BIO}")
 
 
 def test_every_registered_conll_task_has_a_conformance_class() -> None:

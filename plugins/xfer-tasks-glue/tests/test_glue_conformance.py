@@ -10,22 +10,9 @@ from pathlib import Path
 from xfer.tasks.glue.benchmark import GLUE_SPECS, GlueSpec
 from xfer.testing import ComponentConformance
 from xfer.testing.helpers import make_host
+from xfer.transformer.testing import tiny_finetune_recipe
 
 WORDS = ["the", "a", "dog", "cat", "runs", "sleeps", "big", "small", "red", "near", "house"]
-
-RECIPE = """
-stages:
-  corpus: {{kind: toy.corpus, sentences: 200}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
-  fit:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}}
-    max_length: 40
-    tasks:
-      - {task}
-    train: {{steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}}
-"""
 
 
 def _sentence(rng: random.Random) -> str:
@@ -67,7 +54,7 @@ def _conformance_class(spec: GlueSpec) -> type:
     attributes = {
         "component": ("task", f"glue/{spec.key}"),
         "config_path": "stages.fit.tasks.0",
-        "recipe": RECIPE.format(task=task),
+        "recipe": tiny_finetune_recipe(task),
         "prepare": prepare,
         "__doc__": f"Conformance of glue/{spec.key}.",
     }
@@ -83,8 +70,8 @@ for _spec in GLUE_SPECS.values():
 class TestTsvRegressionConformance(ComponentConformance):
     component = ("task", "glue/tsv")
     config_path = "stages.fit.tasks.0"
-    recipe = RECIPE.format(
-        task="{name: glue/tsv, train: train.tsv, dev: dev.tsv, type: regression, header: false, "
+    recipe = tiny_finetune_recipe(
+        "{name: glue/tsv, train: train.tsv, dev: dev.tsv, type: regression, header: false, "
         "text_a_column: 0, label_column: 1, metrics: [pearson, spearman], main_metric: spearman}"
     )
 
@@ -97,7 +84,9 @@ class TestTsvRegressionConformance(ComponentConformance):
 
 def test_every_registered_glue_task_has_a_conformance_class() -> None:
     """A task added to the plugin without a conformance class fails here."""
-    registered = {n for n in make_host(["xfer.tasks.glue.plugin"], autoload=False).names("task") if n.startswith("glue/")}
+    registered = {
+        n for n in make_host(["xfer.tasks.glue.plugin"], autoload=False).names("task") if n.startswith("glue/")
+    }
     classes = [c for c in globals().values() if isinstance(c, type) and issubclass(c, ComponentConformance)]
     tested = {c.component[1] for c in classes if c is not ComponentConformance}
     assert registered and registered <= tested, sorted(registered - tested)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from xfer.testing import ComponentConformance
+from xfer.transformer.testing import tiny_finetune_recipe
 
 ANIMALS = ["dog", "cat", "owl", "fox"]
 PLACES = ["house", "garden", "forest", "river"]
@@ -21,8 +22,11 @@ def squad_file(path: Path, n: int, seed: int, version: str = "1.1") -> None:
         animal, place = rng.choice(ANIMALS), rng.choice(PLACES)
         context = f"the {animal} sleeps near the {place} . the sun is warm ."
         answer = f"the {place}"
-        qa = {"id": f"q{i}", "question": f"where does the {animal} sleep ?",
-              "answers": [{"text": answer, "answer_start": context.index(answer)}]}
+        qa = {
+            "id": f"q{i}",
+            "question": f"where does the {animal} sleep ?",
+            "answers": [{"text": answer, "answer_start": context.index(answer)}],
+        }
         if version == "2.0":
             qa["is_impossible"] = i % 3 == 0
             if qa["is_impossible"]:
@@ -34,18 +38,7 @@ def squad_file(path: Path, n: int, seed: int, version: str = "1.1") -> None:
 class TestSquadConformance(ComponentConformance):
     component = ("task", "squad/v1")
     config_path = "stages.fit.tasks.0"
-    recipe = """
-    stages:
-      corpus: {kind: toy.corpus, sentences: 200}
-      vocab: {kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}
-      fit:
-        kind: transformer.finetune
-        tokenizer: vocab.tokenizer
-        encoder: {num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}
-        max_length: 48
-        tasks: [{name: squad/v1, train_file: train.json, dev_file: dev.json}]
-        train: {steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3, precision: fp32}
-    """
+    recipe = tiny_finetune_recipe("{name: squad/v1, train_file: train.json, dev_file: dev.json}", max_length=48)
 
     version: ClassVar[str] = "1.1"
 
@@ -56,5 +49,5 @@ class TestSquadConformance(ComponentConformance):
 
 class TestSquadV2Conformance(TestSquadConformance):
     component = ("task", "squad/v2")
-    recipe = TestSquadConformance.recipe.replace("squad/v1", "squad/v2")
+    recipe = tiny_finetune_recipe("{name: squad/v2, train_file: train.json, dev_file: dev.json}", max_length=48)
     version = "2.0"

@@ -17,6 +17,7 @@ from typing import Any
 from tokenizers import Tokenizer, normalizers
 
 from xfer.core.errors import DataError
+from xfer.core.textfile import read_text
 
 # A vocabulary is "cased" when more than this share of its ordinary tokens has upper-case letters
 # (bert-base-cased: about a quarter; uncased vocabularies: none, bar a few odd Unicode letters).
@@ -30,17 +31,7 @@ def read_vocab_txt(path: Path | str) -> dict[str, int]:
     embedding rows that no token maps to and make the vocabulary impossible to write back.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(path, 0, "file not found") from None
-    except OSError as error:
-        raise DataError(path, 0, f"cannot read: {error.strerror or error}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise DataError(path, data[: error.start].count(b"\n") + 1, "not valid UTF-8") from None
-    lines = re.split(r"\r\n|\r|\n", text)
+    lines = re.split(r"\r\n|\r|\n", read_text(path, allow_empty=True))
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
