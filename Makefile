@@ -28,6 +28,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check packages plugins tests tools
+	$(BIN)/ruff format --check packages plugins tests tools
 
 bench: install
 	$(BIN)/python tools/bench_trainer.py

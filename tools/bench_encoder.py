@@ -69,8 +69,13 @@ def _build(args: argparse.Namespace):
 
     torch.manual_seed(0)
     hf_config = ElectraConfig(
-        vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12, num_attention_heads=4,
-        intermediate_size=1024, attn_implementation="sdpa",
+        vocab_size=30522,
+        embedding_size=128,
+        hidden_size=256,
+        num_hidden_layers=12,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        attn_implementation="sdpa",
     )
     hf = ElectraModel(hf_config)
     from xfer.transformer.encoder import Encoder
@@ -143,8 +148,22 @@ def _memory_child(args: argparse.Namespace) -> None:
 
 
 def _measure_memory(args: argparse.Namespace, model: str, precision: str) -> dict:
-    cmd = [sys.executable, __file__, "--child-model", model, "--child-precision", precision,
-           "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child-model",
+        model,
+        "--child-precision",
+        precision,
+        "--batch",
+        str(args.batch),
+        "--seq",
+        str(args.seq),
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+    ]
     if args.min_length is not None:
         cmd += ["--min-length", str(args.min_length)]
     if args.eval:
@@ -160,8 +179,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model and precision")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--min-length", type=int, default=None,
-                        help="shortest sequence (default seq // 4); --min-length SEQ gives a batch without padding")
+    parser.add_argument(
+        "--min-length",
+        type=int,
+        default=None,
+        help="shortest sequence (default seq // 4); --min-length SEQ gives a batch without padding",
+    )
     parser.add_argument("--eval", action="store_true", help="eval mode (no dropout) instead of training mode")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
@@ -177,9 +200,11 @@ def main() -> None:
     models = _build(args)
     ids, mask = _inputs(args.batch, args.seq, 30522, args.min_length)
     real = int(mask.sum())
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq}, "
-          f"real tokens {real} ({real / ids.numel():.0%}), lengths uniform [{args.seq // 4 if args.min_length is None else args.min_length}, {args.seq}], "
-          f"{'eval' if args.eval else 'train'} mode, cpu pressure {_cpu_pressure()}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq}, "
+        f"real tokens {real} ({real / ids.numel():.0%}), lengths uniform [{args.seq // 4 if args.min_length is None else args.min_length}, {args.seq}], "
+        f"{'eval' if args.eval else 'train'} mode, cpu pressure {_cpu_pressure()}"
+    )
     precisions = args.precisions.split(",")
     results: dict[tuple[str, str], list[float]] = {}
     stalls: dict[tuple[str, str], list[float]] = {}  # share of each timing in which a task waited for a CPU
@@ -213,18 +238,24 @@ def main() -> None:
         speedup = statistics.median(results[("hf", precision)]) / statistics.median(results[("xfer", precision)])
         best = min(results[("hf", precision)]) / min(results[("xfer", precision)])
         line = f"  -> {precision}: xfer speed-up {speedup:.2f}x (median), {best:.2f}x (min)"
-        quiet = {n: [t for t, st in zip(results[(n, precision)], stalls[(n, precision)], strict=True) if st < QUIET]
-                 for n in models}
+        quiet = {
+            n: [t for t, st in zip(results[(n, precision)], stalls[(n, precision)], strict=True) if st < QUIET]
+            for n in models
+        }
         if all(len(q) >= 3 for q in quiet.values()):
-            line += (f", {statistics.median(quiet['hf']) / statistics.median(quiet['xfer']):.2f}x (median of quiet "
-                     f"timings: {len(quiet['xfer'])} xfer, {len(quiet['hf'])} hf)")
+            line += (
+                f", {statistics.median(quiet['hf']) / statistics.median(quiet['xfer']):.2f}x (median of quiet "
+                f"timings: {len(quiet['xfer'])} xfer, {len(quiet['hf'])} hf)"
+            )
         else:
             line += ", too few quiet timings (machine busy)"
         if memory:
             line += f", peak memory xfer/hf {memory[('xfer', precision)]['peak_mib'] / memory[('hf', precision)]['peak_mib']:.2f}"
         print(line)
     if memory:
-        print(f"memory method: {next(iter(memory.values()))['method']} (peak RSS growth during the steps, fresh process each)")
+        print(
+            f"memory method: {next(iter(memory.values()))['method']} (peak RSS growth during the steps, fresh process each)"
+        )
 
 
 if __name__ == "__main__":

@@ -200,7 +200,9 @@ def train_config(total_steps: int) -> TrainConfig:
     )
 
 
-def _result(timed: TimedCollate, warmup: int, steps: int, model: nn.Module, losses: list[float] | None = None) -> RunResult:
+def _result(
+    timed: TimedCollate, warmup: int, steps: int, model: nn.Module, losses: list[float] | None = None
+) -> RunResult:
     times = timed.times
     assert len(times) == warmup + steps + 1, len(times)
     window = times[warmup : warmup + steps + 1]
@@ -222,7 +224,10 @@ def run_baseline(size: Size, dataset: Sequence[tuple[list[int], int]], steps: in
         (no_decay if any(p in name.lower() for p in patterns) else decay).append(param)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps, foreach=True,
+        lr=config.lr,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_eps,
+        foreach=True,
     )
     params = decay + no_decay
     timed = TimedCollate(collate, window=(warmup, warmup + steps))
@@ -258,14 +263,18 @@ def make_trainer(
 ) -> tuple[Trainer, TimedCollate]:
     timed = timed or TimedCollate(collate)
     stream = BatchStream(dataset, BATCH, timed, seed=SEED)
-    trainer = Trainer(train_config(total), make_model(size), stream, workdir, device=torch.device("cpu"), events=None, progress=False)
+    trainer = Trainer(
+        train_config(total), make_model(size), stream, workdir, device=torch.device("cpu"), events=None, progress=False
+    )
     return trainer, timed
 
 
 def run_trainer(size: Size, dataset: Sequence[tuple[list[int], int]], steps: int, warmup: int) -> RunResult:
     total = warmup + steps + 1
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
-        trainer, timed = make_trainer(size, dataset, total, Path(tmp), TimedCollate(collate, window=(warmup, warmup + steps)))
+        trainer, timed = make_trainer(
+            size, dataset, total, Path(tmp), TimedCollate(collate, window=(warmup, warmup + steps))
+        )
         trainer.fit()
     return _result(timed, warmup, steps, trainer.objective)
 
@@ -334,30 +343,50 @@ def report(size_name: str, results: dict[str, list[RunResult]]) -> tuple[float, 
     robust, robust_paired = _overheads(base_med, tr_med)
     size = SIZES[size_name]
     params = sum(p.numel() for p in BenchObjective(size).parameters())
-    print(f"\n[{size_name}] vocab {size.vocab} dim {size.dim} hidden {size.hidden} features {size.features} "
-          f"batch {BATCH}, {params / 1e6:.2f}M params")
+    print(
+        f"\n[{size_name}] vocab {size.vocab} dim {size.dim} hidden {size.hidden} features {size.features} "
+        f"batch {BATCH}, {params / 1e6:.2f}M params"
+    )
     print(f"{'steps/s over the window':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   per repeat")
     for label, values in (("baseline", base), ("trainer", tr)):
         med = statistics.median(values)
-        print(f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
-              + " ".join(f"{v:.1f}" for v in values))
-    print(f"  overhead (medians)     {overhead:+8.1%}   per-step cost {1e3 / statistics.median(tr) - 1e3 / statistics.median(base):+.3f} ms")
-    print(f"  paired overhead        min {min(paired):+.1%}  median {statistics.median(paired):+.1%}  max {max(paired):+.1%}   "
-          + " ".join(f"{p:+.1%}" for p in paired))
-    print(f"{'1 / median step time':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   (noise-robust cross-check)")
+        print(
+            f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
+            + " ".join(f"{v:.1f}" for v in values)
+        )
+    print(
+        f"  overhead (medians)     {overhead:+8.1%}   per-step cost {1e3 / statistics.median(tr) - 1e3 / statistics.median(base):+.3f} ms"
+    )
+    print(
+        f"  paired overhead        min {min(paired):+.1%}  median {statistics.median(paired):+.1%}  max {max(paired):+.1%}   "
+        + " ".join(f"{p:+.1%}" for p in paired)
+    )
+    print(
+        f"{'1 / median step time':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   (noise-robust cross-check)"
+    )
     for label, values in (("baseline", base_med), ("trainer", tr_med)):
         med = statistics.median(values)
-        print(f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
-              + " ".join(f"{v:.1f}" for v in values))
-    print(f"  overhead (medians)     {robust:+8.1%}   paired min {min(robust_paired):+.1%}  "
-          f"median {statistics.median(robust_paired):+.1%}  max {max(robust_paired):+.1%}")
+        print(
+            f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
+            + " ".join(f"{v:.1f}" for v in values)
+        )
+    print(
+        f"  overhead (medians)     {robust:+8.1%}   paired min {min(robust_paired):+.1%}  "
+        f"median {statistics.median(robust_paired):+.1%}  max {max(robust_paired):+.1%}"
+    )
     if "baseline2" in results:
         control, control_paired = _overheads(base, [r.steps_per_s for r in results["baseline2"]])
-        print(f"A/A control (baseline2 vs baseline, window steps/s): {control:+.1%} from medians, paired min "
-              f"{min(control_paired):+.1%} median {statistics.median(control_paired):+.1%} max {max(control_paired):+.1%}"
-              "  <- noise floor")
-    print("minor page faults/step   baseline " + " ".join(f"{r.faults_per_step:.0f}" for r in results["baseline"])
-          + "   trainer " + " ".join(f"{r.faults_per_step:.0f}" for r in results["trainer"]))
+        print(
+            f"A/A control (baseline2 vs baseline, window steps/s): {control:+.1%} from medians, paired min "
+            f"{min(control_paired):+.1%} median {statistics.median(control_paired):+.1%} max {max(control_paired):+.1%}"
+            "  <- noise floor"
+        )
+    print(
+        "minor page faults/step   baseline "
+        + " ".join(f"{r.faults_per_step:.0f}" for r in results["baseline"])
+        + "   trainer "
+        + " ".join(f"{r.faults_per_step:.0f}" for r in results["trainer"])
+    )
     return overhead, paired, robust
 
 
@@ -394,9 +423,11 @@ def profile_trainer(size_name: str, steps: int, warmup: int, examples: int, top:
             print(f"  {tottime / steps * 1e6:11.1f} {cumtime / steps * 1e6:11.1f} {calls / steps:10.2f}  {where}")
 
     total_own = sum(v[2] for v in stats.values())
-    print(f"\n[profile {size_name}] cProfile of Trainer.fit() over {steps} steps (window only): "
-          f"{total_own / steps * 1e6:.0f} us/step profiled (fit()'s own loop is not attributed: it was entered "
-          f"before the profiler started). Top {top} by own time:")
+    print(
+        f"\n[profile {size_name}] cProfile of Trainer.fit() over {steps} steps (window only): "
+        f"{total_own / steps * 1e6:.0f} us/step profiled (fit()'s own loop is not attributed: it was entered "
+        f"before the profiler started). Top {top} by own time:"
+    )
     rows(sorted(stats.items(), key=lambda kv: -kv[1][2])[:top])
     print("  xfer.core functions (trainer/data/optim/distributed), by cumulative time:")
     ours = [kv for kv in stats.items() if "/xfer/core/" in kv[0][0]]
@@ -410,26 +441,44 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=30, help="untimed steps at the start of every run")
     parser.add_argument("--size", choices=["tiny", "small", "both"], default="both")
     parser.add_argument("--examples", type=int, default=4096, help="dataset size (multiple of 32)")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads; 0 = torch's default (see docstring)")
-    parser.add_argument("--malloc", choices=["stable", "default"], default="stable", help="pin glibc malloc thresholds (see stabilise_malloc)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch.set_num_threads; 0 = torch's default (see docstring)"
+    )
+    parser.add_argument(
+        "--malloc",
+        choices=["stable", "default"],
+        default="stable",
+        help="pin glibc malloc thresholds (see stabilise_malloc)",
+    )
     parser.add_argument("--profile", action="store_true", help="also cProfile the trainer and print the top costs")
-    parser.add_argument("--control", action="store_true", help="add an A/A control (a second baseline) to show the noise floor")
+    parser.add_argument(
+        "--control", action="store_true", help="add an A/A control (a second baseline) to show the noise floor"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     malloc = stabilise_malloc() if args.malloc == "stable" else "default"
     sizes = ["tiny", "small"] if args.size == "both" else [args.size]
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, python {sys.version.split()[0]}, "
-          f"batch {BATCH}, {args.repeats} repeats x {args.steps} steps (+{args.warmup} warm-up), ABBA interleaved, malloc {malloc}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, python {sys.version.split()[0]}, "
+        f"batch {BATCH}, {args.repeats} repeats x {args.steps} steps (+{args.warmup} warm-up), ABBA interleaved, malloc {malloc}"
+    )
     summary = []
     for name in sizes:
-        overhead, paired, robust = report(name, measure(name, args.steps, args.repeats, args.warmup, args.examples, args.control))
-        summary.append(f"{name} {overhead * 100:.1f}% [paired median {statistics.median(paired) * 100:.1f}%, "
-                       f"min {min(paired) * 100:.1f}%, max {max(paired) * 100:.1f}%; median-step {robust * 100:.1f}%]")
+        overhead, paired, robust = report(
+            name, measure(name, args.steps, args.repeats, args.warmup, args.examples, args.control)
+        )
+        summary.append(
+            f"{name} {overhead * 100:.1f}% [paired median {statistics.median(paired) * 100:.1f}%, "
+            f"min {min(paired) * 100:.1f}%, max {max(paired) * 100:.1f}%; median-step {robust * 100:.1f}%]"
+        )
         if args.profile:
             profile_trainer(name, args.steps, args.warmup, args.examples)
-    print(f"\ntrainer overhead: {'; '.join(summary)} (1 - median trainer / median baseline steps/s, median of "
-          f"{args.repeats} interleaved repeats x {args.steps} steps, sizes {'+'.join(sizes)}, threads {torch.get_num_threads()})")
+    print(
+        f"\ntrainer overhead: {'; '.join(summary)} (1 - median trainer / median baseline steps/s, median of "
+        f"{args.repeats} interleaved repeats x {args.steps} steps, sizes {'+'.join(sizes)}, threads {torch.get_num_threads()})"
+    )
+
 
 if __name__ == "__main__":
     main()

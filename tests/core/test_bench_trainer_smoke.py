@@ -48,8 +48,26 @@ def test_baseline_and_trainer_do_the_same_work(bench) -> None:
 def test_main_runs_end_to_end(bench, capsys, monkeypatch) -> None:
     monkeypatch.setattr(bench, "gc", SimpleNamespace(collect=lambda: 0))  # full collections are slow under pytest
     # --threads 0 / --malloc default: leave this (shared) test process's settings alone
-    bench.main(["--size", "tiny", "--steps", "3", "--repeats", "2", "--warmup", "1", "--examples", "256",
-                "--threads", "0", "--malloc", "default", "--control", "--profile"])
+    bench.main(
+        [
+            "--size",
+            "tiny",
+            "--steps",
+            "3",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+            "--examples",
+            "256",
+            "--threads",
+            "0",
+            "--malloc",
+            "default",
+            "--control",
+            "--profile",
+        ]
+    )
     out = capsys.readouterr().out
     assert "A/A control" in out and "[profile tiny]" in out and "xfer/core/trainer.py" in out
     assert out.strip().splitlines()[-1].startswith("trainer overhead: tiny ")

@@ -47,7 +47,9 @@ def test_components_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert "did you mean 'testing.fit'" in capsys.readouterr().err
 
 
-def test_new_plugin_scaffold_passes_its_own_conformance_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_new_plugin_scaffold_passes_its_own_conformance_tests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "xfer-mine"
     assert cli.main(["new-plugin", "mine", "--dir", str(target)]) == 0
     assert (target / "src/xfer/mine/plugin.py").exists() and not (target / "src/xfer/__init__.py").exists()
@@ -55,9 +57,22 @@ def test_new_plugin_scaffold_passes_its_own_conformance_tests(tmp_path: Path, ca
     assert cli.main(["new-plugin", "Bad-Name"]) == 2
     env = {**os.environ, "PYTHONPATH": str(target / "src")}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target / "tests"),
-         "-k", "registered or round_trip or unknown_key or one_step"],
-        env=env, capture_output=True, text=True, timeout=600, cwd=target,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(target / "tests"),
+            "-k",
+            "registered or round_trip or unknown_key or one_step",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=target,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "8 passed" in result.stdout
@@ -84,3 +99,19 @@ def test_unavailable_device_is_a_clear_error(tmp_path: Path, capsys: pytest.Capt
     assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run"), "--device", "cuda"]) == 2
     assert "CUDA is not available" in capsys.readouterr().err
     assert not (tmp_path / "run").exists(), "nothing is written before the device is known to work"
+
+
+def test_overrides_may_come_before_or_after_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xfer.testing import write_recipe
+
+    recipe = write_recipe(tmp_path, "stages:\n  c: {kind: toy.corpus, sentences: 5}\n")
+    args = [str(recipe), "stages.c.sentences=7", "--run-dir", str(tmp_path / "run"), "stages.c.seed=3"]
+    assert cli.main(["show", *args[:2], *args[4:]]) == 0
+    shown = capsys.readouterr().out
+    assert "sentences: 7" in shown and "seed: 3" in shown
+    assert cli.main(["run", *args]) == 0
+    resolved = (tmp_path / "run" / "recipe.resolved.yaml").read_text()
+    assert "sentences: 7" in resolved and "seed: 3" in resolved
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["run", *args, "--bogus"])
+    assert caught.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err

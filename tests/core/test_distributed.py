@@ -26,7 +26,10 @@ stages:
 """
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun not installed")
+@pytest.mark.skipif(
+    shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
+    reason="torchrun not installed",
+)
 def test_two_process_ddp_matches_single_process(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, RECIPE)
     run_recipe_file(recipe, tmp_path / "single", make_host(["xfer.testing.plugin"]))
@@ -39,7 +42,17 @@ def test_two_process_ddp_matches_single_process(tmp_path: Path) -> None:
         "OMP_NUM_THREADS": "1",
     }
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    command = [torchrun, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(recipe), "--run-dir", str(tmp_path / "ddp")]
+    command = [
+        torchrun,
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "xfer.core.cli",
+        "run",
+        str(recipe),
+        "--run-dir",
+        str(tmp_path / "ddp"),
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_weights(output_tensors(tmp_path / "single", "fit"), output_tensors(tmp_path / "ddp", "fit"), rtol=1e-4)

@@ -54,7 +54,10 @@ def test_plugin_that_raises_on_import_is_isolated(site: Path, tmp_path: Path) ->
     listing = run_cli(["plugins"], env=env)
     assert listing.returncode == 0, listing.stderr
     assert "broken  (xfer-broken 2.0, broken_plugin)" in listing.stdout
-    assert "FAILED: import failed: ModuleNotFoundError: No module named 'definitely_not_installed_dependency'" in listing.stdout
+    assert (
+        "FAILED: import failed: ModuleNotFoundError: No module named 'definitely_not_installed_dependency'"
+        in listing.stdout
+    )
     assert "toy/agreement" in listing.stdout, "other plugins still work"
     as_json = json.loads(run_cli(["plugins", "--json"], env=env).stdout)
     broken = next(p for p in as_json if p["name"] == "broken")
@@ -74,7 +77,9 @@ def test_duplicate_component_names_error_names_both_providers(site: Path) -> Non
     fake_distribution(site, "xfer-one", "1.0", "twin", "twin_one", GOOD.format(ns="twin"))
     fake_distribution(site, "xfer-two", "3.1", "twin", "twin_two", GOOD.format(ns="twin"))
     host = PluginHost()
-    with pytest.raises(PluginError, match=r"stage 'twin.work' is registered twice, by twin \(xfer-one 1.0\) and twin \(xfer-two 3.1\)"):
+    with pytest.raises(
+        PluginError, match=r"stage 'twin.work' is registered twice, by twin \(xfer-one 1.0\) and twin \(xfer-two 3.1\)"
+    ):
         host.get("stage", "twin.work")
 
 
@@ -136,7 +141,9 @@ def test_import_error_of_a_component_names_its_distribution() -> None:
 
     host = make_host()
     host.add_object(Lazy(), "lazy")
-    with pytest.raises(PluginError, match=r"task 'lazy/t' from lazy \(\(object\) -\) failed to import: ModuleNotFoundError"):
+    with pytest.raises(
+        PluginError, match=r"task 'lazy/t' from lazy \(\(object\) -\) failed to import: ModuleNotFoundError"
+    ):
         host.load("task", "lazy/t")
 
 

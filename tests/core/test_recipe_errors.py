@@ -32,33 +32,150 @@ stages:
 # (name, recipe text or a (text, overrides) pair, expected line, expected col, message regex)
 CASES = [
     ("top-level typo", GOOD.replace("seed: 1", "sed: 1"), 2, 1, r"unknown top-level key 'sed'; did you mean 'seed'\?"),
-    ("stage-level typo", GOOD.replace("    init: fit.model", "    inti: fit.model"), 13, 5, r"stages\.second\.inti: unknown key 'inti'; did you mean 'init'\?"),
-    ("nested typo", GOOD.replace("      lr: 3e-4", "      lrr: 3e-4"), 10, 7, r"stages\.fit\.train\.lrr: unknown key 'lrr'; did you mean 'lr'\?"),
-    ("task config typo", GOOD.replace("train_size: 64", "train_sise: 64"), 6, 33, r"stages\.fit\.task\.train_sise: unknown key 'train_sise'; did you mean 'train_size'\?"),
-    ("wrong type int", GOOD.replace("      steps: 2", "      steps: two"), 8, 14, r"stages\.fit\.train\.steps: expected an integer, got str 'two'"),
-    ("wrong type float", GOOD.replace("lr: 3e-4", "lr: fast"), 10, 11, r"stages\.fit\.train\.lr: expected a number, got str 'fast'"),
-    ("wrong type bool", GOOD.replace("      lr: 3e-4", "      bias_correction: 'no'"), 10, 24, r"bias_correction: expected true or false, got str 'no'"),
-    ("bad literal", GOOD.replace("      lr: 3e-4", "      optimizer: adamm"), 10, 18, r"'adamm' is not one of 'adamw', 'sgd'; did you mean 'adamw'\?"),
-    ("mapping expected", GOOD.replace("    train: {steps: 2, batch_size: 8}", "    train: [1, 2]"), 15, 12, r"stages\.second\.train: expected a mapping, got a list"),
-    ("unknown kind", GOOD.replace("kind: testing.fit\n    task: {", "kind: testing.fitt\n    task: {"), 5, 11, r"unknown stage kind 'testing\.fitt'; did you mean 'testing\.fit'\?"),
-    ("unknown namespace", GOOD.replace("kind: testing.fit\n    task: {", "kind: electra.pretrain\n    task: {"), 5, 11, r"no installed plugin provides namespace 'electra'"),
-    ("unknown task", GOOD.replace("task: toy/agreement", "task: toy/agreemnt"), 14, 11, r"unknown task 'toy/agreemnt'; did you mean 'toy/agreement'\?"),
-    ("bad reference stage", GOOD.replace("init: fit.model", "init: fitt.model"), 13, 11, r"'fitt\.model' is neither a stage output \(no stage 'fitt'; did you mean 'fit'\?\)"),
-    ("bad reference output", GOOD.replace("init: fit.model", "init: fit.modle"), 13, 11, r"stage 'fit' has no output 'modle' \(outputs: model\); did you mean 'model'\?"),
-    ("missing data file", GOOD.replace("init: fit.model", "init: no/such/dir"), 13, 11, r"path not found: .*no/such/dir"),
-    ("missing required", GOOD.replace("    task: toy/agreement\n", ""), 12, 5, r"stages\.second: missing required key 'task'"),
-    ("yaml syntax error", GOOD.replace("    train: {steps: 2, batch_size: 8}", "    train: {steps: 2, batch_size: 8"), 16, 1, r"YAML syntax error"),
+    (
+        "stage-level typo",
+        GOOD.replace("    init: fit.model", "    inti: fit.model"),
+        13,
+        5,
+        r"stages\.second\.inti: unknown key 'inti'; did you mean 'init'\?",
+    ),
+    (
+        "nested typo",
+        GOOD.replace("      lr: 3e-4", "      lrr: 3e-4"),
+        10,
+        7,
+        r"stages\.fit\.train\.lrr: unknown key 'lrr'; did you mean 'lr'\?",
+    ),
+    (
+        "task config typo",
+        GOOD.replace("train_size: 64", "train_sise: 64"),
+        6,
+        33,
+        r"stages\.fit\.task\.train_sise: unknown key 'train_sise'; did you mean 'train_size'\?",
+    ),
+    (
+        "wrong type int",
+        GOOD.replace("      steps: 2", "      steps: two"),
+        8,
+        14,
+        r"stages\.fit\.train\.steps: expected an integer, got str 'two'",
+    ),
+    (
+        "wrong type float",
+        GOOD.replace("lr: 3e-4", "lr: fast"),
+        10,
+        11,
+        r"stages\.fit\.train\.lr: expected a number, got str 'fast'",
+    ),
+    (
+        "wrong type bool",
+        GOOD.replace("      lr: 3e-4", "      bias_correction: 'no'"),
+        10,
+        24,
+        r"bias_correction: expected true or false, got str 'no'",
+    ),
+    (
+        "bad literal",
+        GOOD.replace("      lr: 3e-4", "      optimizer: adamm"),
+        10,
+        18,
+        r"'adamm' is not one of 'adamw', 'sgd'; did you mean 'adamw'\?",
+    ),
+    (
+        "mapping expected",
+        GOOD.replace("    train: {steps: 2, batch_size: 8}", "    train: [1, 2]"),
+        15,
+        12,
+        r"stages\.second\.train: expected a mapping, got a list",
+    ),
+    (
+        "unknown kind",
+        GOOD.replace("kind: testing.fit\n    task: {", "kind: testing.fitt\n    task: {"),
+        5,
+        11,
+        r"unknown stage kind 'testing\.fitt'; did you mean 'testing\.fit'\?",
+    ),
+    (
+        "unknown namespace",
+        GOOD.replace("kind: testing.fit\n    task: {", "kind: electra.pretrain\n    task: {"),
+        5,
+        11,
+        r"no installed plugin provides namespace 'electra'",
+    ),
+    (
+        "unknown task",
+        GOOD.replace("task: toy/agreement", "task: toy/agreemnt"),
+        14,
+        11,
+        r"unknown task 'toy/agreemnt'; did you mean 'toy/agreement'\?",
+    ),
+    (
+        "bad reference stage",
+        GOOD.replace("init: fit.model", "init: fitt.model"),
+        13,
+        11,
+        r"'fitt\.model' is neither a stage output \(no stage 'fitt'; did you mean 'fit'\?\)",
+    ),
+    (
+        "bad reference output",
+        GOOD.replace("init: fit.model", "init: fit.modle"),
+        13,
+        11,
+        r"stage 'fit' has no output 'modle' \(outputs: model\); did you mean 'model'\?",
+    ),
+    (
+        "missing data file",
+        GOOD.replace("init: fit.model", "init: no/such/dir"),
+        13,
+        11,
+        r"path not found: .*no/such/dir",
+    ),
+    (
+        "missing required",
+        GOOD.replace("    task: toy/agreement\n", ""),
+        12,
+        5,
+        r"stages\.second: missing required key 'task'",
+    ),
+    (
+        "yaml syntax error",
+        GOOD.replace("    train: {steps: 2, batch_size: 8}", "    train: {steps: 2, batch_size: 8"),
+        16,
+        1,
+        r"YAML syntax error",
+    ),
     ("duplicate key", GOOD.replace("seed: 1\n", "seed: 1\nseed: 2\n"), 3, 1, r"duplicate key 'seed'"),
-    ("cross-field check", GOOD.replace("      batch_size: 8", "      batch_size: 8\n      grad_accum: 3"), 8, 7, r"batch_size 8 is not a multiple of grad_accum 3"),
-    ("bad override key", (GOOD, ["stages.fit.train.lrr=1"]), 1, 18, r"stages\.fit\.train\.lrr: unknown key 'lrr'; did you mean 'lr'\?"),
-    ("bad override type", (GOOD, ["stages.fit.train.steps=abc"]), 1, 24, r"stages\.fit\.train\.steps: expected an integer, got str 'abc'"),
+    (
+        "cross-field check",
+        GOOD.replace("      batch_size: 8", "      batch_size: 8\n      grad_accum: 3"),
+        8,
+        7,
+        r"batch_size 8 is not a multiple of grad_accum 3",
+    ),
+    (
+        "bad override key",
+        (GOOD, ["stages.fit.train.lrr=1"]),
+        1,
+        18,
+        r"stages\.fit\.train\.lrr: unknown key 'lrr'; did you mean 'lr'\?",
+    ),
+    (
+        "bad override type",
+        (GOOD, ["stages.fit.train.steps=abc"]),
+        1,
+        24,
+        r"stages\.fit\.train\.steps: expected an integer, got str 'abc'",
+    ),
     ("override matches no stage", (GOOD, ["stages.fitt.train.lr=1"]), 1, 8, r"override matches no stage 'fitt'"),
     ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
 ]
 
 
 def _cycle_recipe() -> str:
-    return GOOD.replace("    task: {name: toy/agreement, train_size: 64, dev_size: 16}", "    init: second.model\n    task: {name: toy/agreement, train_size: 64, dev_size: 16}")
+    return GOOD.replace(
+        "    task: {name: toy/agreement, train_size: 64, dev_size: 16}",
+        "    init: second.model\n    task: {name: toy/agreement, train_size: 64, dev_size: 16}",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +186,9 @@ def host():
 
 
 @pytest.mark.parametrize(("name", "source", "line", "col", "message"), CASES, ids=[c[0] for c in CASES])
-def test_malformed_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, source, line: int, col: int, message: str) -> None:
+def test_malformed_recipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, source, line: int, col: int, message: str
+) -> None:
     text, overrides = source if isinstance(source, tuple) else (source, [])
     path = write_recipe(tmp_path, text)
     code = cli.main(["validate", str(path), *overrides])
@@ -90,7 +209,9 @@ def test_cycle_is_reported_on_each_stage(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_all_problems_reported_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = GOOD.replace("seed: 1", "sed: 1").replace("lr: 3e-4", "lr: fast").replace("init: fit.model", "init: fitt.model")
+    text = (
+        GOOD.replace("seed: 1", "sed: 1").replace("lr: 3e-4", "lr: fast").replace("init: fit.model", "init: fitt.model")
+    )
     path = write_recipe(tmp_path, text)
     assert cli.main(["validate", str(path), "stages.fit.train.lrr=1"]) == 2
     err = capsys.readouterr().err
@@ -100,14 +221,19 @@ def test_all_problems_reported_at_once(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_included_file_errors_point_into_the_include(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shared = write_recipe(tmp_path, "stages:\n  fit:\n    train: {steps: 2, batch_size: 8, lr: quick}\n", "shared.yaml")
-    main = write_recipe(tmp_path, "include: [shared.yaml]\nstages:\n  fit:\n    kind: testing.fit\n    task: toy/agreement\n")
+    main = write_recipe(
+        tmp_path, "include: [shared.yaml]\nstages:\n  fit:\n    kind: testing.fit\n    task: toy/agreement\n"
+    )
     assert cli.main(["validate", str(main)]) == 2
     assert f"{shared.resolve()}:3:42: stages.fit.train.lr: expected a number" in capsys.readouterr().err
 
 
 def test_include_merges_and_show_reports_origins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_recipe(tmp_path, "seed: 9\nstages:\n  fit:\n    train: {steps: 2, batch_size: 8, lr: 0.5}\n", "shared.yaml")
-    main = write_recipe(tmp_path, "include: shared.yaml\nstages:\n  fit:\n    kind: testing.fit\n    task: toy/agreement\n    train: {lr: 0.25}\n")
+    main = write_recipe(
+        tmp_path,
+        "include: shared.yaml\nstages:\n  fit:\n    kind: testing.fit\n    task: toy/agreement\n    train: {lr: 0.25}\n",
+    )
     assert cli.main(["show", str(main), "stages.fit.dim=8"]) == 0
     out = capsys.readouterr().out
     assert f"seed: 9  # {(tmp_path / 'shared.yaml').resolve()}:1:7" in out

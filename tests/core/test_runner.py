@@ -58,12 +58,25 @@ def test_lifecycle_hooks_and_run_layout(tmp_path: Path) -> None:
     result = run_recipe_file(recipe, tmp_path / "run", host_with(recorder))
     assert [(s.name, s.action) for s in result.stages] == [("corpus", "ran"), ("first", "ran"), ("second", "ran")]
     starts = [e for e in recorder.events if e[0] == "start"]
-    assert starts == [("start", "corpus", "toy.corpus", False), ("start", "first", "testing.fit", False), ("start", "second", "testing.fit", False)]
+    assert starts == [
+        ("start", "corpus", "toy.corpus", False),
+        ("start", "first", "testing.fit", False),
+        ("start", "second", "testing.fit", False),
+    ]
     assert ("finish", "second", "completed", ["model"]) in recorder.events
-    assert [e for e in recorder.events if e[:2] == ("checkpoint", "first")] == [("checkpoint", "first", 3), ("checkpoint", "first", 6)]
+    assert [e for e in recorder.events if e[:2] == ("checkpoint", "first")] == [
+        ("checkpoint", "first", 3),
+        ("checkpoint", "first", 6),
+    ]
     assert ("metrics", "first", 2, "train") in recorder.events and ("metrics", "first", 6, "dev") in recorder.events
     run = tmp_path / "run"
-    for name in ("recipe.resolved.yaml", "environment.json", "first/stage.json", "first/metrics.jsonl", "first/report.md"):
+    for name in (
+        "recipe.resolved.yaml",
+        "environment.json",
+        "first/stage.json",
+        "first/metrics.jsonl",
+        "first/report.md",
+    ):
         assert (run / name).exists(), name
     assert (run / "first/plots/train-loss.png").stat().st_size > 1000
     assert "![train loss](plots/train-loss.png)" in (run / "first/report.md").read_text()
@@ -95,7 +108,11 @@ def test_rerun_skips_and_changes_propagate(tmp_path: Path) -> None:
 
     # --force changes in place: only the changed stage and what depends on it run again
     forced = run_recipe_file(recipe, run, host, ["stages.second.train.lr=0.02"], force=True)
-    assert [(s.name, s.action) for s in forced.stages] == [("corpus", "skipped"), ("first", "skipped"), ("second", "ran")]
+    assert [(s.name, s.action) for s in forced.stages] == [
+        ("corpus", "skipped"),
+        ("first", "skipped"),
+        ("second", "ran"),
+    ]
 
 
 def test_status_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,7 +133,13 @@ def test_status_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_failed_stage_is_recorded_and_rerun(tmp_path: Path) -> None:
-    recipe = write_recipe(tmp_path, CHAIN.replace("task: {name: toy/agreement, train_size: 160, dev_size: 32}\n    train: {steps: 4", "task: {name: toy/pos, train_size: 16, dev_size: 8}\n    train: {steps: 4"))
+    recipe = write_recipe(
+        tmp_path,
+        CHAIN.replace(
+            "task: {name: toy/agreement, train_size: 160, dev_size: 32}\n    train: {steps: 4",
+            "task: {name: toy/pos, train_size: 16, dev_size: 8}\n    train: {steps: 4",
+        ),
+    )
     with pytest.raises(Exception, match=r"testing\.fit trains sentence tasks; toy/pos is a tagging task"):
         run_recipe_file(recipe, tmp_path / "run", host_with())
     state = json.loads((tmp_path / "run/second/stage.json").read_text())

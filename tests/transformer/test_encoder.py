@@ -11,8 +11,15 @@ from xfer.transformer.presets import generator_config, preset
 
 
 def tiny(**overrides) -> EncoderConfig:
-    values = {"vocab_size": 100, "embedding_size": 16, "hidden_size": 32, "num_layers": 2, "num_heads": 4,
-              "intermediate_size": 64, "max_position_embeddings": 64}
+    values = {
+        "vocab_size": 100,
+        "embedding_size": 16,
+        "hidden_size": 32,
+        "num_layers": 2,
+        "num_heads": 4,
+        "intermediate_size": 64,
+        "max_position_embeddings": 64,
+    }
     return EncoderConfig(**{**values, **overrides})
 
 
@@ -76,8 +83,9 @@ def test_padding_invariance_and_unpad_agreement(causal) -> None:
         model = encoder(unpad=unpad)
         with torch.no_grad():
             short = model(ids, mask, types, causal=causal).last_hidden_state
-            long = model(torch.cat([ids, pad], 1), torch.cat([mask, pad], 1), torch.cat([types, pad], 1),
-                         causal=causal).last_hidden_state
+            long = model(
+                torch.cat([ids, pad], 1), torch.cat([mask, pad], 1), torch.cat([types, pad], 1), causal=causal
+            ).last_hidden_state
         assert real_max_diff(short, long[:, :12], mask) < 1e-5
         outputs.append(short)
     assert real_max_diff(outputs[0], outputs[1], mask) < 1e-5
@@ -114,8 +122,10 @@ def test_cpu_attention_gradcheck_with_dropout_and_buckets(monkeypatch) -> None:
 @pytest.mark.parametrize("causal", [None, "ltr", "rtl"])
 def test_cpu_attention_matches_sdpa(causal) -> None:
     mask = torch.arange(9)[None] < torch.tensor([9, 4, 6])[:, None]
-    for plan, n in ((E.unpadded_plan(mask, 2, causal)[0], int(mask.sum())),
-                    (E.dense_plan(mask, 3, 9, 2, causal, torch.device("cpu")), 27)):
+    for plan, n in (
+        (E.unpadded_plan(mask, 2, causal)[0], int(mask.sum())),
+        (E.dense_plan(mask, 3, 9, 2, causal, torch.device("cpu")), 27),
+    ):
         qkv = torch.randn(n, 24, dtype=torch.float64, requires_grad=True)
         a = E._CpuAttention.apply(qkv, plan, 0.0)
         b = E.sdpa_attention(qkv, plan, 0.0)
@@ -273,7 +283,12 @@ def test_config_roundtrip_and_validation() -> None:
 def test_presets() -> None:
     small = preset("electra-small")
     assert (small.hidden_size, small.num_layers, small.num_heads, small.intermediate_size, small.embedding_size) == (
-        256, 12, 4, 1024, 128)
+        256,
+        12,
+        4,
+        1024,
+        128,
+    )
     assert preset("bert-small").hidden_size == 512 and preset("tiny", vocab_size=7).vocab_size == 7
     assert generator_config(preset("electra-base"), 1 / 3).hidden_size == 256
     with pytest.raises(ValueError, match="did you mean 'electra-small'"):

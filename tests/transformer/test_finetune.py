@@ -56,7 +56,10 @@ def test_trials_results_and_outputs(finetuned: Path) -> None:
     summary = chunk["summary"]["f1"]
     values = [r["f1"] for r in chunk["runs"]]
     assert summary["median"] == pytest.approx(sum(values) / 2) and summary["min"] == min(values)
-    assert agreement["runs"][0]["accuracy"] != agreement["runs"][1]["accuracy"] or agreement["runs"][0] != agreement["runs"][1]
+    assert (
+        agreement["runs"][0]["accuracy"] != agreement["runs"][1]["accuracy"]
+        or agreement["runs"][0] != agreement["runs"][1]
+    )
     report = (finetuned / "report.md").read_text()
     assert "| toy/chunk | f1 **(main)** |" in report
     model = finetuned / "outputs/models/toy-chunk"
@@ -87,14 +90,17 @@ def test_saved_model_reloads_and_predicts_the_same(finetuned: Path) -> None:
 
 
 def test_chained_finetune_from_an_xfer_model_dir(finetuned: Path, tmp_path: Path) -> None:
-    recipe = write_recipe(tmp_path, f"""
+    recipe = write_recipe(
+        tmp_path,
+        f"""
 stages:
   again:
     kind: transformer.finetune
-    init: {finetuned / 'outputs/models/toy-agreement'}
+    init: {finetuned / "outputs/models/toy-agreement"}
     tasks: [{{name: toy/agreement, train_size: 32, dev_size: 16}}]
     train: {{steps: 2, batch_size: 16, precision: fp32}}
-""")
+""",
+    )
     run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
     results = json.loads((tmp_path / "run/again/outputs/results/results.json").read_text())
     assert results["toy/agreement"]["runs"][0]["steps"] == 2
@@ -115,7 +121,9 @@ def test_regression_targets_are_scaled_and_unscaled(tmp_path: Path) -> None:
     info = TaskInfo("t", "regression", (), "spearman", extra={"score_range": (0.0, 5.0)})
     encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
     objective = SequenceObjective(encoder, info, tokenizer, 32, None)
-    features = objective.featurize([SentenceExample("a", "the cat", "a mat", 5.0), SentenceExample("b", "the cat", "sat", 1.0)])
+    features = objective.featurize(
+        [SentenceExample("a", "the cat", "a mat", 5.0), SentenceExample("b", "the cat", "sat", 1.0)]
+    )
     assert [f["label"] for f in features] == [1.0, 0.2]
     batch = objective.collate(features)
     objective.eval()

@@ -85,8 +85,12 @@ def test_best_span_matches_brute_force() -> None:
     allowed[1, 9:] = False  # padding
     s, e, score = best_span(start, end, allowed, max_answer_length=4)
     for b in range(4):
-        candidates = [(start[b, i] + end[b, j], i, j) for i in range(12) for j in range(i, min(i + 4, 12))
-                      if allowed[b, i] and allowed[b, j]]
+        candidates = [
+            (start[b, i] + end[b, j], i, j)
+            for i in range(12)
+            for j in range(i, min(i + 4, 12))
+            if allowed[b, i] and allowed[b, j]
+        ]
         best = max(candidates)
         assert (s[b].item(), e[b].item()) == (best[1], best[2])
         assert torch.isclose(score[b], best[0])
@@ -139,8 +143,10 @@ def test_joint_end_answerable_head_train_and_decode() -> None:
             for i in range(1, 9):
                 if not allowed[b, i]:
                     continue
-                end_lp = masked_log_softmax(head(x[b:b + 1], allowed[b:b + 1], start_positions=torch.tensor([i])).end_logits,
-                                            allowed[b:b + 1])[0]
+                end_lp = masked_log_softmax(
+                    head(x[b : b + 1], allowed[b : b + 1], start_positions=torch.tensor([i])).end_logits,
+                    allowed[b : b + 1],
+                )[0]
                 for j in range(i, min(i + 3, 9)):
                     if allowed[b, j] and (best is None or start_lp[b, i] + end_lp[j] > best[0]):
                         best = (start_lp[b, i] + end_lp[j], i, j)

@@ -16,10 +16,23 @@ from xfer.transformer.hf import export_hf, load_hf, xfer_to_hf
 
 transformers = pytest.importorskip("transformers", reason="HF parity tests need `transformers`")
 
-ELECTRA = {"vocab_size": 120, "embedding_size": 24, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "intermediate_size": 96, "max_position_embeddings": 40}
-BERT = {"vocab_size": 120, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "intermediate_size": 64, "max_position_embeddings": 40}
+ELECTRA = {
+    "vocab_size": 120,
+    "embedding_size": 24,
+    "hidden_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 96,
+    "max_position_embeddings": 40,
+}
+BERT = {
+    "vocab_size": 120,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 40,
+}
 TOL = 1e-5
 
 
@@ -55,8 +68,17 @@ def masked_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
     return (a - b)[mask.bool()].abs().max().item()
 
 
-@pytest.mark.parametrize("cls_name", ["ElectraModel", "BertModel", "ElectraForPreTraining", "ElectraForMaskedLM",
-                                      "BertForMaskedLM", "BertForPreTraining"])
+@pytest.mark.parametrize(
+    "cls_name",
+    [
+        "ElectraModel",
+        "BertModel",
+        "ElectraForPreTraining",
+        "ElectraForMaskedLM",
+        "BertForMaskedLM",
+        "BertForPreTraining",
+    ],
+)
 def test_import_base_models(tmp_path: Path, cls_name: str) -> None:
     hf = hf_model(cls_name)
     hf.save_pretrained(tmp_path)
@@ -71,18 +93,27 @@ def test_import_base_models(tmp_path: Path, cls_name: str) -> None:
             out = encoder(ids, mask, types).last_hidden_state
             assert masked_diff(out, ref, mask) <= TOL
     expected_remaining = {
-        "ElectraModel": set(), "ElectraForPreTraining": {"discriminator_predictions."},
+        "ElectraModel": set(),
+        "ElectraForPreTraining": {"discriminator_predictions."},
         "ElectraForMaskedLM": {"generator_predictions.", "generator_lm_head."},
-        "BertModel": {"pooler."}, "BertForMaskedLM": {"cls."}, "BertForPreTraining": {"bert.pooler.", "cls."},
+        "BertModel": {"pooler."},
+        "BertForMaskedLM": {"cls."},
+        "BertForPreTraining": {"bert.pooler.", "cls."},
     }[cls_name]
     assert {next(p for p in expected_remaining if k.startswith(p)) for k in info.remaining} == expected_remaining
 
 
-@pytest.mark.parametrize("cls_name, kind", [
-    ("ElectraForSequenceClassification", "sequence"), ("ElectraForTokenClassification", "token"),
-    ("ElectraForQuestionAnswering", "span_qa"), ("BertForSequenceClassification", "sequence"),
-    ("BertForTokenClassification", "token"), ("BertForQuestionAnswering", "span_qa"),
-])
+@pytest.mark.parametrize(
+    "cls_name, kind",
+    [
+        ("ElectraForSequenceClassification", "sequence"),
+        ("ElectraForTokenClassification", "token"),
+        ("ElectraForQuestionAnswering", "span_qa"),
+        ("BertForSequenceClassification", "sequence"),
+        ("BertForTokenClassification", "token"),
+        ("BertForQuestionAnswering", "span_qa"),
+    ],
+)
 def test_import_and_export_task_models(tmp_path: Path, cls_name: str, kind: str) -> None:
     hf = hf_model(cls_name, num_labels=2 if kind == "span_qa" else 3)
     hf.save_pretrained(tmp_path / "hf")
@@ -127,8 +158,12 @@ def test_export_random_xfer_models_load_in_transformers(tmp_path: Path) -> None:
     ids, mask, types = inputs(vocab=200)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n")
-    cases = [(None, "ElectraModel"), (SequenceHead(64, 1, pooler="gelu"), "ElectraForSequenceClassification"),
-             (TokenHead(64, 5), "ElectraForTokenClassification"), (SpanQAHead(64), "ElectraForQuestionAnswering")]
+    cases = [
+        (None, "ElectraModel"),
+        (SequenceHead(64, 1, pooler="gelu"), "ElectraForSequenceClassification"),
+        (TokenHead(64, 5), "ElectraForTokenClassification"),
+        (SpanQAHead(64), "ElectraForQuestionAnswering"),
+    ]
     with torch.no_grad():
         hidden = encoder(ids, mask, types).last_hidden_state
     for head, arch in cases:
@@ -222,8 +257,10 @@ def test_pytorch_bin_weights_only(tmp_path: Path) -> None:
     assert info.kind == "sequence"
     ids, mask, types = inputs()
     with torch.no_grad():
-        assert (head(encoder(ids, mask, types).last_hidden_state)
-                - hf(input_ids=ids, attention_mask=mask, token_type_ids=types).logits).abs().max() <= TOL
+        assert (
+            head(encoder(ids, mask, types).last_hidden_state)
+            - hf(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
+        ).abs().max() <= TOL
 
 
 class _Payload:
@@ -239,8 +276,10 @@ class _Payload:
 def test_pickle_payload_is_refused(tmp_path: Path) -> None:
     hf_model("BertModel").config.save_pretrained(tmp_path)
     marker = tmp_path / "executed"
-    torch.save({"embeddings.word_embeddings.weight": torch.zeros(2), "evil": _Payload(str(marker))},
-               tmp_path / "pytorch_model.bin")
+    torch.save(
+        {"embeddings.word_embeddings.weight": torch.zeros(2), "evil": _Payload(str(marker))},
+        tmp_path / "pytorch_model.bin",
+    )
     with pytest.raises(CheckpointError, match="refused"):
         load_hf(tmp_path)
     assert not marker.exists()

@@ -25,8 +25,12 @@ def test_round_trip(tmp_path: Path) -> None:
     encoder, head = tiny_encoder(), SequenceHead(128, 3, pooler="gelu").eval()
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n")
-    out = save_model_dir(tmp_path / "model", {"encoder": encoder, "head": head},
-                         {"task": {"name": "glue/mnli", "labels": ["a", "b", "c"]}}, files=[vocab])
+    out = save_model_dir(
+        tmp_path / "model",
+        {"encoder": encoder, "head": head},
+        {"task": {"name": "glue/mnli", "labels": ["a", "b", "c"]}},
+        files=[vocab],
+    )
     assert detect_format(out) == "xfer"
     assert (out / "vocab.txt").read_text() == "[PAD]\n"
     loaded = load_model_dir(out)

@@ -71,7 +71,7 @@ def test_focal_loss_reduces_to_cross_entropy_at_gamma_zero() -> None:
     assert torch.allclose(objective.loss(scores, labels), torch.nn.functional.cross_entropy(scores, labels))
     objective.config = FocalConfig(gamma=2.0)
     p = torch.softmax(scores, -1)[torch.arange(6), labels]
-    expected = (-(1 - p) ** 2 * torch.log(p)).mean()
+    expected = (-((1 - p) ** 2) * torch.log(p)).mean()
     assert torch.allclose(objective.loss(scores, labels), expected)
 
 
@@ -89,7 +89,10 @@ def test_reader_and_metrics(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"text": "ok", "label": "pos"}\n{"text": "x", "label": "meh"}\n', r"train.jsonl:2: label: label 'meh' is not one of"),
+        (
+            '{"text": "ok", "label": "pos"}\n{"text": "x", "label": "meh"}\n',
+            r"train.jsonl:2: label: label 'meh' is not one of",
+        ),
         ('{"text": "ok", "label": "pos"}\n{"text": "x", "label": "pos"\n', r"train.jsonl:2: invalid JSON"),
         ('{"label": "pos"}\n', r"train.jsonl:1: text: missing or empty"),
         ('{"text": "ok"}\n', r"train.jsonl:1: label: missing label"),

@@ -30,18 +30,24 @@ from xfer.core.specs import KINDS, import_object
 
 def _recipe_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recipe", type=Path, help="recipe YAML file")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. stages.finetune.train.lr=3e-4")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="overrides, e.g. stages.finetune.train.lr=3e-4"
+    )
 
 
 def build_parser(host: PluginHost) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="xfer", description="Efficient transfer learning for NLP, run from YAML recipes.")
+    parser = argparse.ArgumentParser(
+        prog="xfer", description="Efficient transfer learning for NLP, run from YAML recipes."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a recipe (skips completed stages, resumes interrupted ones)")
     _recipe_args(run)
     run.add_argument("--run-dir", type=Path, help="run directory (default: runs/<recipe name>)")
     group = run.add_mutually_exclusive_group()
-    group.add_argument("--fork", type=Path, metavar="NEW_DIR", help="copy the run directory and run the changed recipe there")
+    group.add_argument(
+        "--fork", type=Path, metavar="NEW_DIR", help="copy the run directory and run the changed recipe there"
+    )
     group.add_argument("--force", action="store_true", help="accept a changed recipe: re-run changed stages in place")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
 
@@ -76,10 +82,26 @@ def build_parser(host: PluginHost) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, letting `key=value` overrides also come after options (`xfer run r.yaml --run-dir D a.b=1`).
+
+    argparse stops filling a `nargs="*"` positional at the first option, so overrides written
+    after one would otherwise be rejected as unrecognized arguments.
+    """
+    args, extra = parser.parse_known_args(argv)
+    trailing = [a for a in extra if "=" in a and not a.startswith("-")]
+    if trailing and hasattr(args, "overrides"):
+        args.overrides = [*args.overrides, *trailing]
+        extra = [a for a in extra if a not in trailing]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     host = default_host()
     parser = build_parser(host)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     try:
         if getattr(args, "_plugin_run", None):
             return int(import_object(args._plugin_run)(args) or 0)
@@ -169,7 +191,9 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     print(f"{'stage':<16} {'kind':<26} {'status':<10} {'fingerprint':<13} {'duration':>9}  checkpoint")
     for r in rows:
         duration = f"{r['duration_s']}s" if r["duration_s"] is not None else "-"
-        print(f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9}  {r['checkpoint'] or '-'}")
+        print(
+            f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9}  {r['checkpoint'] or '-'}"
+        )
         if r["error"]:
             print(f"{'':<16} error: {r['error']}")
     return 0
@@ -209,7 +233,15 @@ def cmd_components(args: argparse.Namespace, host: PluginHost) -> int:
     specs = sorted(host.components.values(), key=lambda s: (s.kind, s.name))
     specs = [s for s in specs if args.kind in (None, s.kind)]
     if args.json:
-        print(json.dumps([{"kind": s.kind, "name": s.name, "version": s.version, "summary": s.summary, "provider": s.provider} for s in specs], indent=1))
+        print(
+            json.dumps(
+                [
+                    {"kind": s.kind, "name": s.name, "version": s.version, "summary": s.summary, "provider": s.provider}
+                    for s in specs
+                ],
+                indent=1,
+            )
+        )
         return 0
     for s in specs:
         print(f"{s.kind:<9} {s.name:<28} {s.summary}")
@@ -265,7 +297,9 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
             nested = default_value if dataclasses.is_dataclass(default_value) else None
             lines += describe_fields(tp, prefix + f.name + ".", nested)
             continue
-        shown = "(required)" if default_value is dataclasses.MISSING else json.dumps(to_plain(default_value), default=str)
+        shown = (
+            "(required)" if default_value is dataclasses.MISSING else json.dumps(to_plain(default_value), default=str)
+        )
         lines.append(f"{prefix}{f.name}: {type_name(tp)} = {shown}" + (f"  # {doc}" if doc else ""))
     return lines
 

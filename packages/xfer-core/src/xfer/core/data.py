@@ -74,7 +74,8 @@ class BatchStream:
         indices = self._take(self.global_batch)[self.rank :: self.world_size]
         size = len(indices) // self.accumulation
         return [
-            self.collate([self.dataset[i] for i in indices[k * size : (k + 1) * size]]) for k in range(self.accumulation)
+            self.collate([self.dataset[i] for i in indices[k * size : (k + 1) * size]])
+            for k in range(self.accumulation)
         ]
 
     def state_dict(self) -> dict[str, int]:

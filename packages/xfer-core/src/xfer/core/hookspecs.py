@@ -90,9 +90,7 @@ def xfer_checkpoint_saved(run_dir: Path, stage: str, step: int, path: Path) -> N
     updated; `path` is the checkpoint directory."""
 
 
-HOOK_NAMES = tuple(
-    name for name, value in dict(globals()).items() if name.startswith("xfer_") and callable(value)
-)
+HOOK_NAMES = tuple(name for name, value in dict(globals()).items() if name.startswith("xfer_") and callable(value))
 REGISTRATION_HOOKS = {
     "xfer_tasks": "task",
     "xfer_models": "model",

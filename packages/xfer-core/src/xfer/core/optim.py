@@ -111,7 +111,14 @@ class AdamW(torch.optim.Optimizer):
     Use `make_optimizer(..., bias_correction=True)` to get torch's own AdamW instead.
     """
 
-    def __init__(self, params: Iterable, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+    ):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
     @torch.no_grad()

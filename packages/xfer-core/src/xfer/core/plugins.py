@@ -132,7 +132,8 @@ class PluginHost:
             record.error = f"import failed: {_short_error(exc)}"
             return record
         unknown = [
-            n for n in dir(plugin)
+            n
+            for n in dir(plugin)
             if n.startswith("xfer_") and callable(getattr(plugin, n)) and n not in hookspecs.HOOK_NAMES
         ]
         if unknown:
@@ -210,9 +211,7 @@ class PluginHost:
         namespace = namespace_of(name)
         for record in self.plugins.values():
             if record.error and record.name == namespace:
-                return (
-                    f"{kind} {name!r} should come from {record.label}, which failed to load: {record.error}"
-                )
+                return f"{kind} {name!r} should come from {record.label}, which failed to load: {record.error}"
         known = self.names(kind)
         hint = did_you_mean(name, known)
         if hint:
@@ -235,7 +234,9 @@ class PluginHost:
         try:
             return spec.config_class()
         except Exception as exc:
-            raise PluginError(f"config of {kind} {name!r} from {spec.provider} failed to import: {_short_error(exc)}") from exc
+            raise PluginError(
+                f"config of {kind} {name!r} from {spec.provider} failed to import: {_short_error(exc)}"
+            ) from exc
 
     def commands(self) -> list[CommandSpec]:
         found: list[CommandSpec] = []

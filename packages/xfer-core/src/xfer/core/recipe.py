@@ -77,7 +77,9 @@ def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> Node:
     path = path.resolve() if path.exists() else path
     root = parse_file(path)
     if not root.is_map:
-        raise RecipeError([Diagnostic(root.loc, f"a recipe must be a mapping with 'stages', got {type(root.value).__name__}")])
+        raise RecipeError(
+            [Diagnostic(root.loc, f"a recipe must be a mapping with 'stages', got {type(root.value).__name__}")]
+        )
     include = root.value.pop("include", None)
     if include is None:
         return root
@@ -125,7 +127,7 @@ def _toposort(plans: dict[str, tuple[Location, tuple[str, ...]]]) -> tuple[list[
         while True:
             nxt = next(d for d in remaining[current][1] if d in remaining)
             if nxt in path:
-                cycle = [*path[path.index(nxt):], nxt]
+                cycle = [*path[path.index(nxt) :], nxt]
                 break
             path.append(nxt)
             current = nxt
@@ -136,7 +138,9 @@ def _toposort(plans: dict[str, tuple[Location, tuple[str, ...]]]) -> tuple[list[
     return order, diagnostics
 
 
-def load_recipe(path: str | Path, overrides: tuple[str, ...] | list[str] = (), host: PluginHost | None = None) -> Recipe:
+def load_recipe(
+    path: str | Path, overrides: tuple[str, ...] | list[str] = (), host: PluginHost | None = None
+) -> Recipe:
     """Parse, merge includes, apply overrides and validate. Raises RecipeError listing every problem."""
     host = host or default_host()
     path = Path(path)
@@ -180,7 +184,10 @@ def load_recipe(path: str | Path, overrides: tuple[str, ...] | list[str] = (), h
         if config_cls is None:
             extra = [k for k in node.value if k != "kind"]
             for key in extra:
-                validator.error(node.value[key].where(), f"stages.{stage_name}: stage kind {spec.name!r} takes no config (got {key!r})")
+                validator.error(
+                    node.value[key].where(),
+                    f"stages.{stage_name}: stage kind {spec.name!r} takes no config (got {key!r})",
+                )
             config = None
         else:
             config = validator.dataclass(node, config_cls, f"stages.{stage_name}", skip=("kind",))
@@ -215,11 +222,15 @@ def _stage_spec(host: PluginHost, stage_name: str, node: Node, validator: Valida
         validator.error(where, f"stage name {stage_name!r} must be letters, digits, '_' or '-' (no dots)")
         return None
     if not node.is_map:
-        validator.error(node.loc, f"stages.{stage_name}: expected a mapping with 'kind', got {type(node.value).__name__}")
+        validator.error(
+            node.loc, f"stages.{stage_name}: expected a mapping with 'kind', got {type(node.value).__name__}"
+        )
         return None
     kind_node = node.get("kind")
     if kind_node is None or not isinstance(kind_node.value, str):
-        validator.error(where if kind_node is None else kind_node.loc, f"stages.{stage_name}: missing 'kind' (a stage kind name)")
+        validator.error(
+            where if kind_node is None else kind_node.loc, f"stages.{stage_name}: missing 'kind' (a stage kind name)"
+        )
         return None
     validator.provenance[f"stages.{stage_name}.kind"] = kind_node.origin
     try:
@@ -227,7 +238,7 @@ def _stage_spec(host: PluginHost, stage_name: str, node: Node, validator: Valida
     except PluginError as exc:
         message = str(exc)
         if message.startswith("unknown stage"):
-            message = "unknown stage kind" + message[len("unknown stage"):]
+            message = "unknown stage kind" + message[len("unknown stage") :]
         validator.error(kind_node.loc, f"stages.{stage_name}.kind: {message}")
         return None
 
@@ -238,7 +249,9 @@ def _config_class(host: PluginHost, spec: ComponentSpec, node: Node, validator: 
     except PluginError as exc:
         return validator.error(node.loc, str(exc))
     if cls is not None and not dataclasses.is_dataclass(cls):
-        return validator.error(node.loc, f"{spec.kind} {spec.name!r}: its config {cls!r} is not a dataclass (plugin bug)")
+        return validator.error(
+            node.loc, f"{spec.kind} {spec.name!r}: its config {cls!r} is not a dataclass (plugin bug)"
+        )
     return cls
 
 

@@ -102,7 +102,11 @@ def _stat_signature(path: Path, limit: int = 2000) -> list[Any]:
 
 
 def fingerprint(plan: StagePlan, seed: int, upstream: dict[str, str]) -> str:
-    external = {str(i.path): _stat_signature(i.path) for i in _walk_inputs(plan.config) if i.path is not None and i.path.exists()}
+    external = {
+        str(i.path): _stat_signature(i.path)
+        for i in _walk_inputs(plan.config)
+        if i.path is not None and i.path.exists()
+    }
     payload = {
         "kind": plan.kind,
         "version": plan.spec.version,
@@ -122,7 +126,14 @@ def _environment(device: str) -> dict[str, Any]:
     versions = {}
     for dist_ in importlib.metadata.distributions():
         name = dist_.metadata["Name"] or ""
-        if name.startswith("xfer") or name in ("torch", "tokenizers", "datasets", "transformers", "safetensors", "pluggy"):
+        if name.startswith("xfer") or name in (
+            "torch",
+            "tokenizers",
+            "datasets",
+            "transformers",
+            "safetensors",
+            "pluggy",
+        ):
             versions[name] = dist_.version
     return {
         "python": sys.version.split()[0],
@@ -237,11 +248,21 @@ def _run_stage(
     from xfer.core import rng
 
     started = time.time()
-    status = {"status": "running", "kind": plan.kind, "version": plan.spec.version, "fingerprint": fp, "started": started}
-    ctx = StageContext(run_dir, plan.name, plan.kind, plan.config, recipe.seed, stage_dir, device, host, stage_dirs, resumed)
+    status = {
+        "status": "running",
+        "kind": plan.kind,
+        "version": plan.spec.version,
+        "fingerprint": fp,
+        "started": started,
+    }
+    ctx = StageContext(
+        run_dir, plan.name, plan.kind, plan.config, recipe.seed, stage_dir, device, host, stage_dirs, resumed
+    )
     if dist.is_main():
         _write_json(stage_dir / "stage.json", status)
-        host.notify("xfer_stage_start", run_dir=run_dir, stage=plan.name, kind=plan.kind, config=plan.config, resumed=resumed)
+        host.notify(
+            "xfer_stage_start", run_dir=run_dir, stage=plan.name, kind=plan.kind, config=plan.config, resumed=resumed
+        )
     run = host.load("stage", plan.kind)
     rng.seed_everything(recipe.seed + dist.rank())
     try:
@@ -255,7 +276,9 @@ def _run_stage(
             message = str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception_only(exc)).strip()
             status.update(status="failed", finished=time.time(), error=message or type(exc).__name__)
             _write_json(stage_dir / "stage.json", status)
-            host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="failed", outputs={})
+            host.notify(
+                "xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="failed", outputs={}
+            )
             _safe_report(plan, stage_dir, status, ctx)
         raise
     outputs = {o: stage_dir / "outputs" / o for o in plan.spec.outputs}
@@ -264,7 +287,9 @@ def _run_stage(
         status.update(status="completed", finished=time.time(), outputs={k: str(v) for k, v in outputs.items()})
         report = _safe_report(plan, stage_dir, status, ctx)
         _write_json(stage_dir / "stage.json", status)
-        host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="completed", outputs=outputs)
+        host.notify(
+            "xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="completed", outputs=outputs
+        )
     dist.barrier()
     return report
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from xfer.core.errors import UserError
 
 _FILES: dict[str, str] = {
-    "pyproject.toml": '''\
+    "pyproject.toml": """\
 [build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -32,8 +32,8 @@ dependencies = ["xfer-core>=0.1.0", "xfer-transformer>=0.1.0"]
 [tool.setuptools.packages.find]
 where = ["src"]
 namespaces = true
-''',
-    "README.md": '''\
+""",
+    "README.md": """\
 # xfer-{name}
 
 An xfer plugin providing
@@ -46,7 +46,7 @@ pip install -e .        # registers the `xfer` entry point `{name}`
 xfer explain task {name}/tsv
 pytest tests            # conformance tests from xfer.testing
 ```
-''',
+""",
     "src/xfer/{name}/__init__.py": '''\
 """xfer plugin `{name}`."""
 ''',

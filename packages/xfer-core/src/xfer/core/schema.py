@@ -66,7 +66,6 @@ def type_name(tp: Any) -> str:
         Path: "a path",
         Input: "a stage output like 'stage.output' or a path",
         Files: "a file pattern or a list of them",
-
         type(None): "null",
         Any: "any value",
     }.get(tp, getattr(tp, "__name__", str(tp)))
@@ -101,7 +100,9 @@ def expand_env(text: str) -> str:
         value = os.environ.get(name)
         if value is None:
             if default is None:
-                raise ValueError(f"environment variable {name} is not set (write ${{{name}:-default}} to give a default)")
+                raise ValueError(
+                    f"environment variable {name} is not set (write ${{{name}:-default}} to give a default)"
+                )
             return default
         return value
 
@@ -340,7 +341,10 @@ class Validator:
         if config_cls is None:
             if config_node is not None and len(config_node.value) > 1:
                 extra = next(k for k in config_node.value if k != "name")
-                return self.error(config_node.value[extra].where(), f"{path}: {ref_type.kind} {name!r} takes no config (got {extra!r})")
+                return self.error(
+                    config_node.value[extra].where(),
+                    f"{path}: {ref_type.kind} {name!r} takes no config (got {extra!r})",
+                )
             return ref_type(name, None)
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))

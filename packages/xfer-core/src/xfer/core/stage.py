@@ -90,11 +90,18 @@ class RunLog:
         with open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
         self.ctx.host.notify(
-            "xfer_metrics_logged", run_dir=self.ctx.run_dir, stage=self.ctx.name, step=step, split=split, metrics=metrics
+            "xfer_metrics_logged",
+            run_dir=self.ctx.run_dir,
+            stage=self.ctx.name,
+            step=step,
+            split=split,
+            metrics=metrics,
         )
 
     def checkpoint_saved(self, step: int, path: Path) -> None:
-        self.ctx.host.notify("xfer_checkpoint_saved", run_dir=self.ctx.run_dir, stage=self.ctx.name, step=step, path=path)
+        self.ctx.host.notify(
+            "xfer_checkpoint_saved", run_dir=self.ctx.run_dir, stage=self.ctx.name, step=step, path=path
+        )
 
     def resumed(self, step: int) -> None:
         """Drop log lines of this run written after the checkpoint we resume from (they are redone)."""

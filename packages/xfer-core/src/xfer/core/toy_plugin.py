@@ -14,10 +14,23 @@ from xfer.core.specs import ComponentSpec
 def xfer_tasks() -> list[ComponentSpec]:
     config = "xfer.core.toy.tasks:ToyTaskConfig"
     return [
-        ComponentSpec("task", "toy/pos", "xfer.core.toy.tasks:ToyPosTask", "1", config, "Toy-language part-of-speech tagging (token accuracy)."),
-        ComponentSpec("task", "toy/chunk", "xfer.core.toy.tasks:ToyChunkTask", "1", config, "Toy-language BIO chunking (span F1)."),
         ComponentSpec(
-            "task", "toy/agreement", "xfer.core.toy.tasks:ToyAgreementTask", "1", config,
+            "task",
+            "toy/pos",
+            "xfer.core.toy.tasks:ToyPosTask",
+            "1",
+            config,
+            "Toy-language part-of-speech tagging (token accuracy).",
+        ),
+        ComponentSpec(
+            "task", "toy/chunk", "xfer.core.toy.tasks:ToyChunkTask", "1", config, "Toy-language BIO chunking (span F1)."
+        ),
+        ComponentSpec(
+            "task",
+            "toy/agreement",
+            "xfer.core.toy.tasks:ToyAgreementTask",
+            "1",
+            config,
             "Toy-language grammaticality: is subject-verb agreement respected across clauses?",
         ),
     ]
@@ -27,7 +40,11 @@ def xfer_tasks() -> list[ComponentSpec]:
 def xfer_stages() -> list[ComponentSpec]:
     return [
         ComponentSpec(
-            "stage", "toy.corpus", "xfer.core.toy_stage:run_corpus", "1", "xfer.core.toy_stage:ToyCorpusConfig",
+            "stage",
+            "toy.corpus",
+            "xfer.core.toy_stage:run_corpus",
+            "1",
+            "xfer.core.toy_stage:ToyCorpusConfig",
             "Write unlabeled toy-language text (one sentence per line, blank line between documents).",
             outputs=("text",),
         )

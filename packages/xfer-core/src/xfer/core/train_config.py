@@ -29,8 +29,12 @@ class TrainConfig:
     bias_correction: bool = knob(True, "AdamW bias correction; the original BERT/ELECTRA optimizer has none (false).")
     momentum: float = knob(0.9, "SGD momentum.")
     weight_decay: float = knob(0.01, "Decoupled weight decay (AdamW) / L2 (SGD).")
-    no_decay: list[str] = knob(["bias", "layernorm", "layer_norm"], "Parameter-name substrings (case-insensitive) excluded from weight decay.")
-    schedule: Schedule = knob("linear", "linear | warmup_on_decay (original ELECTRA) | constant | constant_warmup | inverse_sqrt_t (CVT).")
+    no_decay: list[str] = knob(
+        ["bias", "layernorm", "layer_norm"], "Parameter-name substrings (case-insensitive) excluded from weight decay."
+    )
+    schedule: Schedule = knob(
+        "linear", "linear | warmup_on_decay (original ELECTRA) | constant | constant_warmup | inverse_sqrt_t (CVT)."
+    )
     warmup_steps: int | None = knob(None, "Warmup steps; overrides warmup_fraction.")
     warmup_fraction: float = knob(0.0, "Warmup as a fraction of total steps.")
     layer_decay: float = knob(1.0, "Layer-wise LR decay: lr * decay**depth_from_top (1.0 = off).")
@@ -39,8 +43,12 @@ class TrainConfig:
         "Top encoder layer gets lr*decay (thesis formula) or lr*decay**2 (original ELECTRA code, which counts the head as depth n+2).",
     )
     clip_norm: float | None = knob(1.0, "Clip the global gradient norm to this (null = no clipping).")
-    ema_decay: float | None = knob(None, "Keep an exponential moving average of weights with this decay and evaluate/export it.")
-    precision: Literal["auto", "fp32", "bf16"] = knob("auto", "bf16 autocast (auto: when the device supports it fast) or fp32.")
+    ema_decay: float | None = knob(
+        None, "Keep an exponential moving average of weights with this decay and evaluate/export it."
+    )
+    precision: Literal["auto", "fp32", "bf16"] = knob(
+        "auto", "bf16 autocast (auto: when the device supports it fast) or fp32."
+    )
     log_every: int = knob(50, "Log training metrics every N steps.")
     eval_every: int | Literal["epoch"] | None = knob("epoch", "Evaluate every N steps, every epoch, or never (null).")
     checkpoint_every: int | Literal["epoch"] = knob(500, "Write a checkpoint every N steps (and always at the end).")

@@ -154,15 +154,26 @@ class Trainer:
         self.events = events if dist.is_main() else None
         self.amp_dtype = resolve_precision(config.precision, device)
         self.steps_per_epoch = data.steps_per_epoch
-        self.total_steps = config.steps if config.steps is not None else max(1, math.ceil(config.epochs * self.steps_per_epoch))
-        warmup = config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
+        self.total_steps = (
+            config.steps if config.steps is not None else max(1, math.ceil(config.epochs * self.steps_per_epoch))
+        )
+        warmup = (
+            config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
+        )
         self.warmup_steps = warmup
         self.eval_every = self.steps_per_epoch if config.eval_every == "epoch" else config.eval_every
         self.checkpoint_every = self.steps_per_epoch if config.checkpoint_every == "epoch" else config.checkpoint_every
-        groups = param_groups(objective, config.lr, config.weight_decay, config.no_decay, config.layer_decay, config.top_layer_lr)
+        groups = param_groups(
+            objective, config.lr, config.weight_decay, config.no_decay, config.layer_decay, config.top_layer_lr
+        )
         self.optimizer = make_optimizer(
-            groups, config.optimizer, config.lr, (config.adam_beta1, config.adam_beta2), config.adam_eps,
-            config.bias_correction, config.momentum,
+            groups,
+            config.optimizer,
+            config.lr,
+            (config.adam_beta1, config.adam_beta2),
+            config.adam_eps,
+            config.bias_correction,
+            config.momentum,
         )
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.ema = EMA(self.objective, config.ema_decay) if config.ema_decay else None
@@ -194,7 +205,9 @@ class Trainer:
             if bar is not None:
                 bar.update(1)
             boundary_log = self.step % self.config.log_every == 0 or self.step == self.total_steps
-            boundary_eval = bool(self.eval_every) and (self.step % self.eval_every == 0 or self.step == self.total_steps)
+            boundary_eval = bool(self.eval_every) and (
+                self.step % self.eval_every == 0 or self.step == self.total_steps
+            )
             boundary_ckpt = self.step % self.checkpoint_every == 0 or self.step == self.total_steps
             if boundary_log or boundary_eval or boundary_ckpt:
                 self._check_finite()
@@ -287,7 +300,11 @@ class Trainer:
             bad = not bool(torch.isfinite(torch.stack(torch._foreach_norm(self.params))).all())
         if dist.any_rank(bad, self.device):
             last = ckpt.latest_checkpoint(self.checkpoints)
-            kept = f"last good checkpoint: {last} (step {ckpt.load_state(last)['step']})" if last else "no checkpoint had been written yet"
+            kept = (
+                f"last good checkpoint: {last} (step {ckpt.load_state(last)['step']})"
+                if last
+                else "no checkpoint had been written yet"
+            )
             raise TrainingDiverged(
                 f"training stopped: the loss or gradient became NaN/inf between step {self._last_good_step + 1} "
                 f"and step {self.step}; {kept}. Lower the learning rate, enable clipping, or use fp32."
@@ -382,7 +399,9 @@ class Trainer:
         self.last_eval = state.get("last_eval") or {}
         tensors = ckpt.load_tensors(path, "rng")
         prefix = f"rank{dist.rank()}."
-        rng.restore(state["rng"][dist.rank()], {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+        rng.restore(
+            state["rng"][dist.rank()], {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+        )
         if self.events is not None:
             self.events.resumed(self.step)
         return True

@@ -205,7 +205,12 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
         where = Location(file, 1, 1 + sum(len(p) + 1 for p in path[:depth]))
         if node.is_seq:
             if not part.isdigit() or int(part) >= len(node.value):
-                return [Diagnostic(where, f"{'.'.join(path[: depth + 1])!r}: no list item {part!r} (list has {len(node.value)} items)")]
+                return [
+                    Diagnostic(
+                        where,
+                        f"{'.'.join(path[: depth + 1])!r}: no list item {part!r} (list has {len(node.value)} items)",
+                    )
+                ]
             if last:
                 value.key_loc = where
                 node.value[int(part)] = value

@@ -30,7 +30,9 @@ from xfer.core.trainer import StepOutput, TrainConfig, Trainer
 class FitConfig:
     task: TaskRef = knob(doc="A sentence classification or regression task, e.g. toy/agreement.")
     train: TrainConfig = knob(
-        TrainConfig(epochs=2, batch_size=16, lr=1e-2, log_every=10, checkpoint_every=20, precision="fp32", warmup_fraction=0.1),
+        TrainConfig(
+            epochs=2, batch_size=16, lr=1e-2, log_every=10, checkpoint_every=20, precision="fp32", warmup_fraction=0.1
+        ),
         "Optimisation settings.",
     )
     buckets: int = knob(4096, "Hash buckets for words and word bigrams (bucket 0 is padding).")
@@ -108,11 +110,27 @@ def run_fit(ctx: StageContext) -> None:
     from xfer.core import distributed as dist
 
     stream = BatchStream(
-        train, config.train.batch_size, collate, seed=ctx.seed, rank=dist.rank(), world_size=dist.world_size(),
+        train,
+        config.train.batch_size,
+        collate,
+        seed=ctx.seed,
+        rank=dist.rank(),
+        world_size=dist.world_size(),
         accumulation=config.train.grad_accum,
     )
-    evaluator = TaskEvaluator(task, dev_examples, dev, collate, predict, ctx.device, feature_ids=[e.id for e in dev_examples])
-    trainer = Trainer(config.train, model, stream, ctx.dir, device=ctx.device, evaluator=evaluator, events=ctx.events(), description=ctx.name)
+    evaluator = TaskEvaluator(
+        task, dev_examples, dev, collate, predict, ctx.device, feature_ids=[e.id for e in dev_examples]
+    )
+    trainer = Trainer(
+        config.train,
+        model,
+        stream,
+        ctx.dir,
+        device=ctx.device,
+        evaluator=evaluator,
+        events=ctx.events(),
+        description=ctx.name,
+    )
     result = trainer.fit()
     trainer.load_weights("last")
     out = ctx.output_dir("model")
@@ -121,4 +139,6 @@ def run_fit(ctx: StageContext) -> None:
 
         save_model(model, str(out / "model.safetensors"))
         (out / "meta.json").write_text(json.dumps({"task": task.name, "labels": labels, "step": result.step}) + "\n")
-        ctx.report(f"Final dev metrics ({task.name}): " + ", ".join(f"{k} {v:.4g}" for k, v in result.last_eval.items()))
+        ctx.report(
+            f"Final dev metrics ({task.name}): " + ", ".join(f"{k} {v:.4g}" for k, v in result.last_eval.items())
+        )

@@ -16,7 +16,11 @@ XFER_NAMESPACE = "testing"
 def xfer_stages() -> list[ComponentSpec]:
     return [
         ComponentSpec(
-            "stage", "testing.fit", "xfer.testing.bow:run_fit", "1", "xfer.testing.bow:FitConfig",
+            "stage",
+            "testing.fit",
+            "xfer.testing.bow:run_fit",
+            "1",
+            "xfer.testing.bow:FitConfig",
             "Train a hashed bag-of-words classifier/regressor on any sentence task with the shared trainer.",
             outputs=("model",),
         )

@@ -25,7 +25,9 @@ def xfer_run(tmp_path: Path) -> Callable[..., RunResult]:
 
     The run directory is `tmp_path / "run"` unless `run_dir` is given."""
 
-    def run(text: str, host: PluginHost, overrides: Iterable[str] = (), run_dir: Path | None = None, **kwargs: object) -> RunResult:
+    def run(
+        text: str, host: PluginHost, overrides: Iterable[str] = (), run_dir: Path | None = None, **kwargs: object
+    ) -> RunResult:
         path = write_recipe(tmp_path, textwrap.dedent(text).strip() + "\n")
         return run_recipe_file(path, run_dir or tmp_path / "run", host, list(overrides), **kwargs)
 

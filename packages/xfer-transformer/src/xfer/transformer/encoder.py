@@ -75,8 +75,16 @@ class EncoderConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"EncoderConfig.{name} must be positive, got {getattr(self, name)!r}")
         if self.hidden_size % self.num_heads:
@@ -209,7 +217,9 @@ class Bucket:
         if self.mask is None:
             return None
         if dtype not in self._bias:
-            m = self.mask.expand(self.n, num_heads, *self.mask.shape[2:]).reshape(self.n * num_heads, *self.mask.shape[2:])
+            m = self.mask.expand(self.n, num_heads, *self.mask.shape[2:]).reshape(
+                self.n * num_heads, *self.mask.shape[2:]
+            )
             self._bias[dtype] = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, float("-inf"))
         return self._bias[dtype]
 
@@ -271,8 +281,17 @@ def _block_mask(real: Tensor | None, length: int, causal: Causal, device: torch.
     return (mask & real[:, None, None, :]) | ~real[:, None, :, None]
 
 
-def _make_plan(num_heads: int, buckets: list[tuple[int, list[int]]], seq_lengths: list[int], real: Tensor | None,
-               row_seq: Tensor, row_pos: Tensor, causal: Causal, batch: int, device: torch.device) -> AttentionPlan:
+def _make_plan(
+    num_heads: int,
+    buckets: list[tuple[int, list[int]]],
+    seq_lengths: list[int],
+    real: Tensor | None,
+    row_seq: Tensor,
+    row_pos: Tensor,
+    causal: Causal,
+    batch: int,
+    device: torch.device,
+) -> AttentionPlan:
     """Plan for buckets `(padded_length, [sequence, ...])`; row i belongs to sequence row_seq[i] at
     position row_pos[i] within its bucket block. `real` [B, T] is the padding mask in dense mode
     (pads are rows then), None when only real tokens are rows (then `seq_lengths` decide)."""
@@ -311,13 +330,23 @@ def _make_plan(num_heads: int, buckets: list[tuple[int, list[int]]], seq_lengths
     return AttentionPlan(h, plan_buckets, scatter.reshape(-1), gather.reshape(-1), in_base, needs_zeros)
 
 
-def dense_plan(attention_mask: Tensor | None, batch: int, length: int, num_heads: int, causal: Causal,
-               device: torch.device) -> AttentionPlan:
+def dense_plan(
+    attention_mask: Tensor | None, batch: int, length: int, num_heads: int, causal: Causal, device: torch.device
+) -> AttentionPlan:
     """Rows are the padded [B*T] layout: one bucket covering the batch."""
     real = None if attention_mask is None else attention_mask.bool()
     flat = torch.arange(batch * length, device=device)
-    return _make_plan(num_heads, [(length, list(range(batch)))], [length] * batch, real, flat // length, flat % length,
-                      causal, batch, device)
+    return _make_plan(
+        num_heads,
+        [(length, list(range(batch)))],
+        [length] * batch,
+        real,
+        flat // length,
+        flat % length,
+        causal,
+        batch,
+        device,
+    )
 
 
 # Cost model for grouping sequences into attention buckets, in units of "one padded slot of one
@@ -378,8 +407,9 @@ def unpadded_plan(attention_mask: Tensor, num_heads: int, causal: Causal) -> tup
     rows = real.reshape(-1).nonzero().squeeze(1)
     lengths = real.sum(1).tolist()
     rank_in_seq = (real.cumsum(1) - 1).reshape(-1).index_select(0, rows)
-    plan = _make_plan(num_heads, _length_buckets(lengths), lengths, None, rows // length, rank_in_seq, causal, batch,
-                      real.device)
+    plan = _make_plan(
+        num_heads, _length_buckets(lengths), lengths, None, rows // length, rank_in_seq, causal, batch, real.device
+    )
     return plan, rows
 
 
@@ -404,11 +434,15 @@ class _CpuAttention(torch.autograd.Function):
             buffer = new(plan.buffer_rows, d).index_copy_(0, plan.scatter, qkv.reshape(rows * 3 * h, d))
             out = qkv.new_empty(plan.output_rows, d)
             saved, scales = [], []
-            for b, block, out_block in zip(plan.buckets, buffer.split(plan.block_rows), out.split(plan.out_rows), strict=True):
+            for b, block, out_block in zip(
+                plan.buckets, buffer.split(plan.block_rows), out.split(plan.out_rows), strict=True
+            ):
                 q, k, v = block.view(3, b.n * h, b.length, d).unbind(0)
                 bias = b.bias(h, qkv.dtype)
                 if bias is None:
-                    scores = q.new_empty(b.n * h, b.length, b.length).baddbmm_(q, k.transpose(1, 2), beta=0, alpha=alpha)
+                    scores = q.new_empty(b.n * h, b.length, b.length).baddbmm_(
+                        q, k.transpose(1, 2), beta=0, alpha=alpha
+                    )
                 else:
                     scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=alpha)
                 probs = torch.softmax(scores, -1)
@@ -432,8 +466,14 @@ class _CpuAttention(torch.autograd.Function):
         new = grad.new_zeros if plan.needs_zeros else grad.new_empty
         grad_out = new(plan.output_rows, d).index_copy_(0, plan.gather, grad.reshape(-1, d))
         grad_buffer = torch.empty_like(buffer)  # every slot is written below
-        blocks = zip(plan.buckets, buffer.split(plan.block_rows), grad_buffer.split(plan.block_rows),
-                     grad_out.split(plan.out_rows), ctx.scales, strict=True)
+        blocks = zip(
+            plan.buckets,
+            buffer.split(plan.block_rows),
+            grad_buffer.split(plan.block_rows),
+            grad_out.split(plan.out_rows),
+            ctx.scales,
+            strict=True,
+        )
         for i, (b, block, grad_block, grad_out_block, scale) in enumerate(blocks):
             nh, length = b.n * h, b.length
             q, k, v = block.view(3, nh, length, d).unbind(0)
@@ -536,10 +576,14 @@ class Encoder(nn.Module):
         if embeddings is not None:
             want = (config.vocab_size, config.embedding_size)
             if tuple(embeddings.word.weight.shape) != want:
-                raise ValueError(f"shared embeddings have shape {tuple(embeddings.word.weight.shape)}, config wants {want}")
+                raise ValueError(
+                    f"shared embeddings have shape {tuple(embeddings.word.weight.shape)}, config wants {want}"
+                )
         self.embeddings = embeddings if embeddings is not None else Embeddings(config)
         self.embeddings_project = (
-            nn.Linear(config.embedding_size, config.hidden_size) if config.embedding_size != config.hidden_size else None
+            nn.Linear(config.embedding_size, config.hidden_size)
+            if config.embedding_size != config.hidden_size
+            else None
         )
         self.layers = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
         shared = set(self.embeddings.modules()) if embeddings is not None else set()
@@ -562,7 +606,9 @@ class Encoder(nn.Module):
             return int(name.split(".", 2)[1]) + 1
         return None
 
-    def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
+    def embed(
+        self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
+    ) -> Tensor:
         """Embedding block + projection for a padded [B, T] batch: [B, T, hidden_size]."""
         position_ids, token_type_ids = self._default_ids(input_ids, position_ids, token_type_ids)
         return self._project(self.embeddings(input_ids, position_ids, token_type_ids))
@@ -570,10 +616,14 @@ class Encoder(nn.Module):
     def _project(self, x: Tensor) -> Tensor:
         return x if self.embeddings_project is None else self.embeddings_project(x)
 
-    def _default_ids(self, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _default_ids(
+        self, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
         batch, length = input_ids.shape
         if length > self.config.max_position_embeddings:
-            raise ValueError(f"sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}")
+            raise ValueError(
+                f"sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}"
+            )
         if position_ids is None:
             position_ids = torch.arange(length, device=input_ids.device)
         if token_type_ids is None:

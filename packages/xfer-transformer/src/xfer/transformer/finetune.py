@@ -52,8 +52,10 @@ def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[s
     folder = ctx.resolve(config.init)
     if detect_format(folder) == "xfer":
         model_dir = load_model_dir(folder)
-        name = "encoder" if "encoder" in model_dir.modules else next(
-            (n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder"
+        name = (
+            "encoder"
+            if "encoder" in model_dir.modules
+            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
         )
         encoder_config = model_dir.encoder_config(name)
         state = model_dir.state_dicts[name]
@@ -69,7 +71,9 @@ def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path 
 
     folder = ctx.resolve(config.tokenizer) if config.tokenizer is not None else init_folder
     if folder is None:
-        raise UserError("transformer.finetune needs a tokenizer: set `tokenizer:` (e.g. a transformer.vocab stage's output) or `init:`")
+        raise UserError(
+            "transformer.finetune needs a tokenizer: set `tokenizer:` (e.g. a transformer.vocab stage's output) or `init:`"
+        )
     return WordPieceTokenizer.from_dir(folder)
 
 
@@ -96,10 +100,14 @@ def run_finetune(ctx: StageContext) -> None:
     encoder_config, init_state, init_folder = load_initial(config, ctx)
     tokenizer = load_tokenizer(config, ctx, init_folder)
     if tokenizer.vocab_size > encoder_config.vocab_size:
-        raise UserError(f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size} embeddings")
+        raise UserError(
+            f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size} embeddings"
+        )
     if init_state is None and encoder_config.vocab_size != tokenizer.vocab_size and "vocab_size" not in config.encoder:
         encoder_config = replace(encoder_config, vocab_size=tokenizer.vocab_size)
-    results = {ref.name: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks}
+    results = {
+        ref.name: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks
+    }
     if ctx.is_main:
         out = ctx.output_dir("results")
         (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -108,8 +116,14 @@ def run_finetune(ctx: StageContext) -> None:
     ctx.output_dir("predictions")
 
 
-def _finetune_task(ctx: StageContext, config: FinetuneConfig, ref: TaskRef, encoder_config: Any,
-                   init_state: dict[str, torch.Tensor] | None, tokenizer: Any) -> dict[str, Any]:
+def _finetune_task(
+    ctx: StageContext,
+    config: FinetuneConfig,
+    ref: TaskRef,
+    encoder_config: Any,
+    init_state: dict[str, torch.Tensor] | None,
+    tokenizer: Any,
+) -> dict[str, Any]:
     """All trials of one task; returns {"main_metric", "runs", "summary"}."""
     from xfer.transformer.encoder import Encoder
 
@@ -144,13 +158,24 @@ def _finetune_task(ctx: StageContext, config: FinetuneConfig, ref: TaskRef, enco
         seed = ctx.seed + trial
         objective = build(seed)
         stream = BatchStream(
-            train_features, train_config.batch_size, objective.collate, seed=seed,
-            rank=dist.rank(), world_size=dist.world_size(), accumulation=train_config.grad_accum,
+            train_features,
+            train_config.batch_size,
+            objective.collate,
+            seed=seed,
+            rank=dist.rank(),
+            world_size=dist.world_size(),
+            accumulation=train_config.grad_accum,
         )
         evaluator = _evaluator(task, objective, dev_examples, dev_features, ctx, config)
         trainer = Trainer(
-            train_config, objective, stream, workdir, device=ctx.device, evaluator=evaluator,
-            events=ctx.events(task=ref.name, trial=trial), description=f"{ref.name} #{trial}",
+            train_config,
+            objective,
+            stream,
+            workdir,
+            device=ctx.device,
+            evaluator=evaluator,
+            events=ctx.events(task=ref.name, trial=trial),
+            description=f"{ref.name} #{trial}",
         )
         fit = trainer.fit()
         chosen = trainer.load_weights(config.select)
@@ -172,10 +197,18 @@ def _finetune_task(ctx: StageContext, config: FinetuneConfig, ref: TaskRef, enco
     return {"main_metric": info.main_metric, "runs": runs, "summary": summarize(runs)}
 
 
-def _evaluator(task: Task, objective: Any, examples: list, features: list, ctx: StageContext, config: FinetuneConfig) -> TaskEvaluator:
+def _evaluator(
+    task: Task, objective: Any, examples: list, features: list, ctx: StageContext, config: FinetuneConfig
+) -> TaskEvaluator:
     return TaskEvaluator(
-        task, examples, features, objective.collate, lambda model, batch: model.predict(batch), ctx.device,
-        batch_size=config.eval_batch_size, postprocess=lambda outputs: objective.postprocess(examples, features, outputs),
+        task,
+        examples,
+        features,
+        objective.collate,
+        lambda model, batch: model.predict(batch),
+        ctx.device,
+        batch_size=config.eval_batch_size,
+        postprocess=lambda outputs: objective.postprocess(examples, features, outputs),
     )
 
 
@@ -190,8 +223,16 @@ def _median_trial(runs: list[dict[str, Any]], metric: str) -> int:
     return ordered[(len(ordered) - 1) // 2]["trial"]
 
 
-def _save_models(ctx: StageContext, config: FinetuneConfig, name: str, runs: list[dict[str, Any]], build: Any,
-                 tokenizer: Any, info: Any, metric: str) -> None:
+def _save_models(
+    ctx: StageContext,
+    config: FinetuneConfig,
+    name: str,
+    runs: list[dict[str, Any]],
+    build: Any,
+    tokenizer: Any,
+    info: Any,
+    metric: str,
+) -> None:
     from xfer.core.checkpoint import load_module, read_pointer
     from xfer.transformer.modelio import save_model_dir
 
@@ -209,8 +250,14 @@ def _save_models(ctx: StageContext, config: FinetuneConfig, name: str, runs: lis
         target = ctx.output_dir("models") / slug(name)
         if config.save_models == "all":
             target = target / f"trial-{trial}"
-        meta = {"task": name, "task_type": info.type, "labels": list(info.labels), "objective": type(objective).__name__,
-                "trial": trial, "metrics": {k: v for k, v in record.items() if isinstance(v, (int, float))}}
+        meta = {
+            "task": name,
+            "task_type": info.type,
+            "labels": list(info.labels),
+            "objective": type(objective).__name__,
+            "trial": trial,
+            "metrics": {k: v for k, v in record.items() if isinstance(v, (int, float))},
+        }
         save_model_dir(target, {"encoder": objective.encoder, "head": objective.head}, meta)
         tokenizer.save(target)
         if config.export_hf:
@@ -224,7 +271,11 @@ def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
     if getattr(head, "pooler", None) == "none":
         head = None  # the original ELECTRA head has no HF class: export the encoder alone
     labels = list(info.labels)
-    extra = {"id2label": dict(enumerate(labels)), "label2id": {v: i for i, v in enumerate(labels)}} if labels and head is not None else None
+    extra = (
+        {"id2label": dict(enumerate(labels)), "label2id": {v: i for i, v in enumerate(labels)}}
+        if labels and head is not None
+        else None
+    )
     tokenizer.save(target)
     export_hf(target, objective.encoder, head=head, vocab_file=target / "vocab.txt", extra_config=extra)
 
@@ -236,5 +287,7 @@ def _results_table(results: dict[str, Any]) -> str:
             if metric in ("trial", "seed", "steps"):
                 continue
             marker = " **(main)**" if metric == result["main_metric"] else ""
-            lines.append(f"| {task} | {metric}{marker} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |")
+            lines.append(
+                f"| {task} | {metric}{marker} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |"
+            )
     return "\n".join(lines)

@@ -51,8 +51,14 @@ class SequenceHead(_Head):
 
     kind = "sequence"
 
-    def __init__(self, hidden: int, num_outputs: int, dropout: float = 0.1, pooler: Pooler = "none",
-                 initializer_range: float = 0.02):
+    def __init__(
+        self,
+        hidden: int,
+        num_outputs: int,
+        dropout: float = 0.1,
+        pooler: Pooler = "none",
+        initializer_range: float = 0.02,
+    ):
         super().__init__()
         if pooler not in ("none", "tanh", "gelu"):
             raise ValueError(f"pooler must be 'none', 'tanh' or 'gelu', got {pooler!r}")
@@ -63,8 +69,13 @@ class SequenceHead(_Head):
         self._init(initializer_range)
 
     def config(self) -> dict[str, Any]:
-        return {"hidden": self.hidden, "num_outputs": self.num_outputs, "dropout": self.dropout_p,
-                "pooler": self.pooler, "initializer_range": self.initializer_range}
+        return {
+            "hidden": self.hidden,
+            "num_outputs": self.num_outputs,
+            "dropout": self.dropout_p,
+            "pooler": self.pooler,
+            "initializer_range": self.initializer_range,
+        }
 
     def forward(self, hidden: Tensor) -> Tensor:
         x = hidden[:, 0]
@@ -89,13 +100,22 @@ class TokenHead(_Head):
 
     def __init__(self, hidden: int, num_tags: int, dropout: float = 0.1, initializer_range: float = 0.02):
         super().__init__()
-        self.hidden, self.num_tags, self.dropout_p, self.initializer_range = hidden, num_tags, dropout, initializer_range
+        self.hidden, self.num_tags, self.dropout_p, self.initializer_range = (
+            hidden,
+            num_tags,
+            dropout,
+            initializer_range,
+        )
         self.out = nn.Linear(hidden, num_tags)
         self._init(initializer_range)
 
     def config(self) -> dict[str, Any]:
-        return {"hidden": self.hidden, "num_tags": self.num_tags, "dropout": self.dropout_p,
-                "initializer_range": self.initializer_range}
+        return {
+            "hidden": self.hidden,
+            "num_tags": self.num_tags,
+            "dropout": self.dropout_p,
+            "initializer_range": self.initializer_range,
+        }
 
     def forward(self, hidden: Tensor) -> Tensor:
         return self.out(dropout(hidden, self.dropout_p, self.training))
@@ -140,12 +160,24 @@ class SpanQAHead(_Head):
 
     kind = "span_qa"
 
-    def __init__(self, hidden: int, joint_end: bool = False, answerable: bool = False,
-                 answerable_uses_start: bool = True, joint_hidden: int = 512, joint_layer_norm: bool = False,
-                 layer_norm_eps: float = 1e-12, initializer_range: float = 0.02):
+    def __init__(
+        self,
+        hidden: int,
+        joint_end: bool = False,
+        answerable: bool = False,
+        answerable_uses_start: bool = True,
+        joint_hidden: int = 512,
+        joint_layer_norm: bool = False,
+        layer_norm_eps: float = 1e-12,
+        initializer_range: float = 0.02,
+    ):
         super().__init__()
         self.hidden, self.joint_end, self.answerable = hidden, joint_end, answerable
-        self.answerable_uses_start, self.joint_hidden, self.joint_layer_norm = answerable_uses_start, joint_hidden, joint_layer_norm
+        self.answerable_uses_start, self.joint_hidden, self.joint_layer_norm = (
+            answerable_uses_start,
+            joint_hidden,
+            joint_layer_norm,
+        )
         self.layer_norm_eps, self.initializer_range = layer_norm_eps, initializer_range
         self.qa_outputs = nn.Linear(hidden, 2)
         if joint_end:
@@ -158,10 +190,16 @@ class SpanQAHead(_Head):
         self._init(initializer_range)
 
     def config(self) -> dict[str, Any]:
-        return {"hidden": self.hidden, "joint_end": self.joint_end, "answerable": self.answerable,
-                "answerable_uses_start": self.answerable_uses_start, "joint_hidden": self.joint_hidden,
-                "joint_layer_norm": self.joint_layer_norm, "layer_norm_eps": self.layer_norm_eps,
-                "initializer_range": self.initializer_range}
+        return {
+            "hidden": self.hidden,
+            "joint_end": self.joint_end,
+            "answerable": self.answerable,
+            "answerable_uses_start": self.answerable_uses_start,
+            "joint_hidden": self.joint_hidden,
+            "joint_layer_norm": self.joint_layer_norm,
+            "layer_norm_eps": self.layer_norm_eps,
+            "initializer_range": self.initializer_range,
+        }
 
     def _end_given_start(self, hidden: Tensor, start_vectors: Tensor) -> Tensor:
         """hidden [B, T, H], start_vectors [B, K, H] -> end logits [B, K, T]."""
@@ -173,7 +211,9 @@ class SpanQAHead(_Head):
             x = self.end_norm(x)
         return self.end_out(x).squeeze(-1)
 
-    def forward(self, hidden: Tensor, allowed: Tensor | None = None, start_positions: Tensor | None = None) -> SpanQAOutput:
+    def forward(
+        self, hidden: Tensor, allowed: Tensor | None = None, start_positions: Tensor | None = None
+    ) -> SpanQAOutput:
         """`start_positions` [B] (gold starts) conditions the joint end logits in training; without
         it the end logits are conditioned on the argmax start (use `decode` for beam search)."""
         logits = self.qa_outputs(hidden)
@@ -199,8 +239,13 @@ class SpanQAHead(_Head):
         return self.na_out(x).squeeze(-1)
 
     @torch.no_grad()
-    def decode(self, hidden: Tensor, allowed: Tensor, max_answer_length: int = 30, beam_size: int = 20,
-               ) -> tuple[Tensor, Tensor, Tensor]:
+    def decode(
+        self,
+        hidden: Tensor,
+        allowed: Tensor,
+        max_answer_length: int = 30,
+        beam_size: int = 20,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Best span per example: (start [B], end [B], score [B] = log p(start) + log p(end | start)).
 
         Spans must satisfy start <= end < start + max_answer_length and both ends `allowed`
@@ -248,20 +293,34 @@ def span_loss(logits: Tensor, positions: Tensor, allowed: Tensor | None = None) 
     return -masked_log_softmax(logits, allowed).gather(-1, positions[:, None]).mean()
 
 
-def span_qa_loss(out: SpanQAOutput, start_positions: Tensor, end_positions: Tensor, allowed: Tensor | None = None,
-                 is_impossible: Tensor | None = None, answerable_weight: float = 0.5) -> Tensor:
+def span_qa_loss(
+    out: SpanQAOutput,
+    start_positions: Tensor,
+    end_positions: Tensor,
+    allowed: Tensor | None = None,
+    is_impossible: Tensor | None = None,
+    answerable_weight: float = 0.5,
+) -> Tensor:
     """ELECTRA's QA loss: (start NLL + end NLL) / 2 [+ answerable_weight * BCE(na_logit, is_impossible)].
 
     Unanswerable examples point start and end at 0 ([CLS]).
     """
-    loss = (span_loss(out.start_logits, start_positions, allowed) + span_loss(out.end_logits, end_positions, allowed)) / 2
+    loss = (
+        span_loss(out.start_logits, start_positions, allowed) + span_loss(out.end_logits, end_positions, allowed)
+    ) / 2
     if out.na_logit is not None and is_impossible is not None:
-        loss = loss + answerable_weight * F.binary_cross_entropy_with_logits(out.na_logit.float(), is_impossible.float())
+        loss = loss + answerable_weight * F.binary_cross_entropy_with_logits(
+            out.na_logit.float(), is_impossible.float()
+        )
     return loss
 
 
-def best_span(start_scores: Tensor, end_scores: Tensor, allowed: Tensor, max_answer_length: int = 30,
-              ) -> tuple[Tensor, Tensor, Tensor]:
+def best_span(
+    start_scores: Tensor,
+    end_scores: Tensor,
+    allowed: Tensor,
+    max_answer_length: int = 30,
+) -> tuple[Tensor, Tensor, Tensor]:
     """argmax over start <= end < start + max_answer_length of start_scores[s] + end_scores[e],
     both positions `allowed`; returns (start [B], end [B], score [B]). Exhaustive: O(B * T^2)."""
     t = start_scores.shape[-1]

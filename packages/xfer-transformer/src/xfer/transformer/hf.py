@@ -115,7 +115,9 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
     from safetensors.torch import load_file
 
     directory = Path(directory)
-    single, index, legacy = (directory / n for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
+    single, index, legacy = (
+        directory / n for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+    )
     try:
         if single.is_file():
             return load_file(single)
@@ -129,7 +131,9 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
         raise CheckpointError(f"{directory}: cannot read safetensors weights: {e}") from e
     if legacy.is_file():
         return _load_bin(legacy)
-    raise CheckpointError(f"{directory}: no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)")
+    raise CheckpointError(
+        f"{directory}: no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"
+    )
 
 
 def _load_bin(path: Path) -> dict[str, Tensor]:
@@ -153,7 +157,7 @@ def _strip_prefix(tensors: dict[str, Tensor], model_type: str) -> tuple[dict[str
     for name, t in tensors.items():
         if _IGNORED.match(name):
             continue
-        bare = name[len(prefix):] if name.startswith(prefix) else name
+        bare = name[len(prefix) :] if name.startswith(prefix) else name
         # legacy TF-converted BERT names
         bare = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", bare))
         out[bare] = t
@@ -165,7 +169,9 @@ def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") 
     """EncoderConfig from a HF ELECTRA/BERT config dict (unsupported variants are a CheckpointError)."""
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise CheckpointError(f"{source}: unsupported model_type {model_type!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+        raise CheckpointError(
+            f"{source}: unsupported model_type {model_type!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
         raise CheckpointError(f"{source}: unsupported hidden_act {act!r} (the xfer encoder uses exact 'gelu')")
@@ -210,19 +216,27 @@ def _expected_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
     for i in range(config.num_layers):
         p = f"layers.{i}."
         shapes |= {
-            p + "qkv.weight": (3 * h, h), p + "qkv.bias": (3 * h,),
-            p + "attn_out.weight": (h, h), p + "attn_out.bias": (h,),
-            p + "attn_norm.weight": (h,), p + "attn_norm.bias": (h,),
-            p + "ffn_in.weight": (f, h), p + "ffn_in.bias": (f,),
-            p + "ffn_out.weight": (h, f), p + "ffn_out.bias": (h,),
-            p + "ffn_norm.weight": (h,), p + "ffn_norm.bias": (h,),
+            p + "qkv.weight": (3 * h, h),
+            p + "qkv.bias": (3 * h,),
+            p + "attn_out.weight": (h, h),
+            p + "attn_out.bias": (h,),
+            p + "attn_norm.weight": (h,),
+            p + "attn_norm.bias": (h,),
+            p + "ffn_in.weight": (f, h),
+            p + "ffn_in.bias": (f,),
+            p + "ffn_out.weight": (h, f),
+            p + "ffn_out.bias": (h,),
+            p + "ffn_norm.weight": (h,),
+            p + "ffn_norm.bias": (h,),
         }
     return shapes
 
 
 def _check_shape(name: str, tensor: Tensor, shape: tuple[int, ...], source: str) -> None:
     if tuple(tensor.shape) != shape:
-        raise CheckpointError(f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}, expected {shape} from config.json")
+        raise CheckpointError(
+            f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}, expected {shape} from config.json"
+        )
 
 
 def hf_to_xfer(bare: dict[str, Tensor], config: EncoderConfig, source: str) -> tuple[dict[str, Tensor], set[str]]:
@@ -259,7 +273,9 @@ def hf_to_xfer(bare: dict[str, Tensor], config: EncoderConfig, source: str) -> t
     # encoder layers beyond num_hidden_layers would otherwise be silently ignored
     extra_layers = sorted(n for n in bare if n.startswith("encoder.layer.") and n not in used)
     if extra_layers:
-        raise CheckpointError(f"{source}: tensors for layers beyond num_hidden_layers={config.num_layers}: {extra_layers[0]}, ...")
+        raise CheckpointError(
+            f"{source}: tensors for layers beyond num_hidden_layers={config.num_layers}: {extra_layers[0]}, ..."
+        )
     return state, used
 
 
@@ -272,8 +288,9 @@ def _take(bare: dict[str, Tensor], used: set[str], mapping: dict[str, str], sour
     return {x: bare[hf] for hf, x in names.items()}
 
 
-def _head(arch: str | None, bare: dict[str, Tensor], used: set[str], hf: dict[str, Any], config: EncoderConfig,
-          source: str) -> tuple[str | None, dict[str, Any], dict[str, Tensor]]:
+def _head(
+    arch: str | None, bare: dict[str, Tensor], used: set[str], hf: dict[str, Any], config: EncoderConfig, source: str
+) -> tuple[str | None, dict[str, Any], dict[str, Tensor]]:
     """Recognise the task head of `arch`: (kind, head config, head state dict in xfer names)."""
     dropout = hf.get("classifier_dropout")
     dropout = float(config.hidden_dropout if dropout is None else dropout)
@@ -296,16 +313,25 @@ def _head(arch: str | None, bare: dict[str, Tensor], used: set[str], hf: dict[st
         raise CheckpointError(f"{source}: architecture {arch} but its head tensors ({', '.join(mapping)}) are missing")
     for name, t in state.items():
         if name.endswith("weight") and t.shape[-1] != h:
-            raise CheckpointError(f"{source}: head tensor {name!r} has shape {tuple(t.shape)}, expected input width {h}")
+            raise CheckpointError(
+                f"{source}: head tensor {name!r} has shape {tuple(t.shape)}, expected input width {h}"
+            )
     if kind == "sequence":
-        cfg = {"hidden": h, "num_outputs": int(state["out.weight"].shape[0]), "dropout": dropout, "pooler": pooler,
-               "initializer_range": std}
+        cfg = {
+            "hidden": h,
+            "num_outputs": int(state["out.weight"].shape[0]),
+            "dropout": dropout,
+            "pooler": pooler,
+            "initializer_range": std,
+        }
     elif kind == "token":
         cfg = {"hidden": h, "num_tags": int(state["out.weight"].shape[0]), "dropout": dropout, "initializer_range": std}
     else:
         if state["qa_outputs.weight"].shape[0] != 2:
-            raise CheckpointError(f"{source}: tensor 'qa_outputs.weight' has shape {tuple(state['qa_outputs.weight'].shape)}, "
-                                  "expected 2 outputs (start, end)")
+            raise CheckpointError(
+                f"{source}: tensor 'qa_outputs.weight' has shape {tuple(state['qa_outputs.weight'].shape)}, "
+                "expected 2 outputs (start, end)"
+            )
         cfg = {"hidden": h, "initializer_range": std, "layer_norm_eps": config.layer_norm_eps}
     for name, t in state.items():  # biases / pooler shapes
         want = {"dense.weight": (h, h), "dense.bias": (h,)}.get(name)
@@ -385,17 +411,26 @@ def _hf_config(config: EncoderConfig, model_type: str, arch: str, extra: dict[st
         "classifier_dropout": None,
     }
     if model_type == "electra":
-        hf |= {"embedding_size": config.embedding_size, "summary_type": "first", "summary_use_proj": True,
-               "summary_activation": "gelu", "summary_last_dropout": 0.1}
+        hf |= {
+            "embedding_size": config.embedding_size,
+            "summary_type": "first",
+            "summary_use_proj": True,
+            "summary_activation": "gelu",
+            "summary_last_dropout": 0.1,
+        }
     hf |= extra
     return hf
 
 
 _ARCH = {
-    ("electra", None): "ElectraModel", ("electra", "sequence"): "ElectraForSequenceClassification",
-    ("electra", "token"): "ElectraForTokenClassification", ("electra", "span_qa"): "ElectraForQuestionAnswering",
-    ("bert", None): "BertModel", ("bert", "sequence"): "BertForSequenceClassification",
-    ("bert", "token"): "BertForTokenClassification", ("bert", "span_qa"): "BertForQuestionAnswering",
+    ("electra", None): "ElectraModel",
+    ("electra", "sequence"): "ElectraForSequenceClassification",
+    ("electra", "token"): "ElectraForTokenClassification",
+    ("electra", "span_qa"): "ElectraForQuestionAnswering",
+    ("bert", None): "BertModel",
+    ("bert", "sequence"): "BertForSequenceClassification",
+    ("bert", "token"): "BertForTokenClassification",
+    ("bert", "span_qa"): "BertForQuestionAnswering",
 }
 
 
@@ -411,9 +446,15 @@ def _head_to_hf(head: nn.Module, kind: str, model_type: str) -> tuple[dict[str, 
                 f"(HF {_ARCH[(model_type, kind)]} needs pooler={want!r}); export the encoder alone (head=None)"
             )
         if model_type == "electra":
-            tensors = {"classifier.dense." + k[6:] if k.startswith("dense.") else "classifier.out_proj." + k[4:]: v for k, v in sd.items()}
+            tensors = {
+                "classifier.dense." + k[6:] if k.startswith("dense.") else "classifier.out_proj." + k[4:]: v
+                for k, v in sd.items()
+            }
         else:
-            tensors = {"bert.pooler.dense." + k[6:] if k.startswith("dense.") else "classifier." + k[4:]: v for k, v in sd.items()}
+            tensors = {
+                "bert.pooler.dense." + k[6:] if k.startswith("dense.") else "classifier." + k[4:]: v
+                for k, v in sd.items()
+            }
         n = head.num_outputs
         extra = {"classifier_dropout": head.dropout_p, **_labels(n)}
         if n == 1:
@@ -421,7 +462,10 @@ def _head_to_hf(head: nn.Module, kind: str, model_type: str) -> tuple[dict[str, 
         return tensors, extra
     if kind == "token":
         assert isinstance(head, TokenHead)
-        return {"classifier." + k[4:]: v for k, v in sd.items()}, {"classifier_dropout": head.dropout_p, **_labels(head.num_tags)}
+        return {"classifier." + k[4:]: v for k, v in sd.items()}, {
+            "classifier_dropout": head.dropout_p,
+            **_labels(head.num_tags),
+        }
     if kind == "span_qa":
         assert isinstance(head, SpanQAHead)
         if head.joint_end or head.answerable:
@@ -434,9 +478,17 @@ def _labels(n: int) -> dict[str, Any]:
     return {"id2label": {str(i): f"LABEL_{i}" for i in range(n)}, "label2id": {f"LABEL_{i}": i for i in range(n)}}
 
 
-def export_hf(directory: str | Path, encoder: Encoder, config: EncoderConfig | None = None, head: nn.Module | None = None,
-              head_kind: str | None = None, vocab_file: str | Path | None = None, model_type: str = "electra",
-              extra_tensors: dict[str, Tensor] | None = None, extra_config: dict[str, Any] | None = None) -> Path:
+def export_hf(
+    directory: str | Path,
+    encoder: Encoder,
+    config: EncoderConfig | None = None,
+    head: nn.Module | None = None,
+    head_kind: str | None = None,
+    vocab_file: str | Path | None = None,
+    model_type: str = "electra",
+    extra_tensors: dict[str, Tensor] | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> Path:
     """Write a HF checkpoint (config.json + model.safetensors [+ vocab.txt]) that
     `transformers.AutoModel` / `<Arch>.from_pretrained` loads with no missing or unexpected keys.
 
@@ -449,7 +501,9 @@ def export_hf(directory: str | Path, encoder: Encoder, config: EncoderConfig | N
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(f"model_type must be one of {SUPPORTED_MODEL_TYPES}, got {model_type!r}")
     if model_type == "bert" and config.embedding_size != config.hidden_size:
-        raise ValueError("BERT has no embedding projection: embedding_size must equal hidden_size (use model_type='electra')")
+        raise ValueError(
+            "BERT has no embedding projection: embedding_size must equal hidden_size (use model_type='electra')"
+        )
     if head is not None and head_kind is None:
         head_kind = getattr(head, "kind", None)
     if (head is None) != (head_kind is None):
@@ -472,7 +526,9 @@ def export_hf(directory: str | Path, encoder: Encoder, config: EncoderConfig | N
     # clone: safetensors refuses tensors that share storage (the q/k/v chunks do)
     plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
     _atomic_write(directory / "model.safetensors", lambda p: save_file(plain, p, metadata={"format": "pt"}))
-    _atomic_write(directory / "config.json", lambda p: Path(p).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n"))
+    _atomic_write(
+        directory / "config.json", lambda p: Path(p).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+    )
     if vocab_file is not None:
         _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
     return directory

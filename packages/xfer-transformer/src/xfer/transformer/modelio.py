@@ -48,8 +48,12 @@ def describe_module(module: nn.Module) -> dict[str, Any]:
     return {"type": type(module).__name__}
 
 
-def save_model_dir(path: str | Path, modules: dict[str, nn.Module], meta: dict[str, Any] | None = None,
-                   files: list[str | Path] | tuple[str | Path, ...] = ()) -> Path:
+def save_model_dir(
+    path: str | Path,
+    modules: dict[str, nn.Module],
+    meta: dict[str, Any] | None = None,
+    files: list[str | Path] | tuple[str | Path, ...] = (),
+) -> Path:
     """Write modules (+ JSON `meta`, + `files` copied by name) to the model directory `path`, atomically.
 
     An existing directory at `path` is replaced as a whole.
@@ -70,14 +74,24 @@ def save_model_dir(path: str | Path, modules: dict[str, nn.Module], meta: dict[s
     for module_name, module in modules.items():
         for key, t in module.state_dict(keep_vars=False).items():
             full = f"{module_name}.{key}"
-            identity = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+            identity = (
+                t.untyped_storage().data_ptr(),
+                t.storage_offset(),
+                tuple(t.shape),
+                tuple(t.stride()),
+                str(t.dtype),
+            )
             if identity in seen:
                 aliases[full] = seen[identity]
                 continue
             seen[identity] = full
             tensors[full] = t.detach().to("cpu").contiguous().clone()
-    document = {"format_version": FORMAT_VERSION, "modules": {n: describe_module(m) for n, m in modules.items()},
-                "aliases": aliases, **meta}
+    document = {
+        "format_version": FORMAT_VERSION,
+        "modules": {n: describe_module(m) for n, m in modules.items()},
+        "aliases": aliases,
+        **meta,
+    }
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"  # fail on non-JSON meta before touching disk
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,7 +199,7 @@ def load_model_dir(path: str | Path) -> ModelDir:
 
 
 def detect_format(path: str | Path) -> str:
-    """"xfer" (xfer_model.json) or "hf" (config.json); CheckpointError otherwise."""
+    """ "xfer" (xfer_model.json) or "hf" (config.json); CheckpointError otherwise."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"{path}: model directory does not exist")

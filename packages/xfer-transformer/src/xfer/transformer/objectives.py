@@ -51,7 +51,13 @@ class FinetuneObjective(nn.Module):
             raise UserError(
                 f"objective {type(self).__name__} handles {', '.join(self.task_types)} tasks; {info.name} is a {info.type} task"
             )
-        self.encoder, self.info, self.tokenizer, self.max_length, self.config = encoder, info, tokenizer, max_length, config
+        self.encoder, self.info, self.tokenizer, self.max_length, self.config = (
+            encoder,
+            info,
+            tokenizer,
+            max_length,
+            config,
+        )
         self.head: nn.Module
 
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
@@ -63,7 +69,9 @@ class FinetuneObjective(nn.Module):
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:
         raise NotImplementedError
 
-    def postprocess(self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]) -> dict[str, Any]:
+    def postprocess(
+        self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]
+    ) -> dict[str, Any]:
         """Default: one feature per example, in order."""
         return {f["id"]: out for f, out in zip(features, outputs, strict=True)}
 
@@ -101,7 +109,14 @@ class SequenceObjective(FinetuneObjective):
 
     task_types = ("classification", "regression")
 
-    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: SequenceConfig | None):
+    def __init__(
+        self,
+        encoder: Encoder,
+        info: TaskInfo,
+        tokenizer: WordPieceTokenizer,
+        max_length: int,
+        config: SequenceConfig | None,
+    ):
         super().__init__(encoder, info, tokenizer, max_length, config or SequenceConfig())
         self.regression = info.type == "regression"
         outputs = 1 if self.regression else len(info.labels)
@@ -123,7 +138,12 @@ class SequenceObjective(FinetuneObjective):
         texts_b = [e.text_b or "" for e in examples] if pairs else None  # type: ignore[union-attr]
         encodings = self.tokenizer.encode_pairs(texts_a, texts_b, max_length=self.max_length)
         return [
-            {"id": e.id, "input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids, "label": self._target(e.label)}  # type: ignore[union-attr]
+            {
+                "id": e.id,
+                "input_ids": enc.input_ids,
+                "token_type_ids": enc.token_type_ids,
+                "label": self._target(e.label),
+            }  # type: ignore[union-attr]
             for e, enc in zip(examples, encodings, strict=True)
         ]
 
@@ -170,7 +190,14 @@ class TaggingObjective(FinetuneObjective):
 
     task_types = ("tagging",)
 
-    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: TaggingConfig | None):
+    def __init__(
+        self,
+        encoder: Encoder,
+        info: TaskInfo,
+        tokenizer: WordPieceTokenizer,
+        max_length: int,
+        config: TaggingConfig | None,
+    ):
         super().__init__(encoder, info, tokenizer, max_length, config or TaggingConfig())
         self.head = TokenHead(encoder.config.hidden_size, len(info.labels), self.config.dropout)
         self.tag_index = {tag: i for i, tag in enumerate(info.labels)}
@@ -181,11 +208,25 @@ class TaggingObjective(FinetuneObjective):
             assert isinstance(example, TaggingExample)
             for window in self.tokenizer.encode_words_windows(list(example.words), max_length=self.max_length):
                 words = slice(window.first_word, window.first_word + window.num_words)
-                tags = [self.tag_index.get(t, -100) for t in example.tags[words]] if example.tags else [-100] * window.num_words
+                tags = (
+                    [self.tag_index.get(t, -100) for t in example.tags[words]]
+                    if example.tags
+                    else [-100] * window.num_words
+                )
                 if example.tags and -100 in tags:
                     unknown = next(t for t in example.tags[words] if t not in self.tag_index)
-                    raise UserError(f"{self.info.name}: example {example.id}: tag {unknown!r} is not in the training tag set")
-                features.append({"id": example.id, "example": position, "input_ids": window.input_ids, "word_starts": window.word_starts, "tags": tags})
+                    raise UserError(
+                        f"{self.info.name}: example {example.id}: tag {unknown!r} is not in the training tag set"
+                    )
+                features.append(
+                    {
+                        "id": example.id,
+                        "example": position,
+                        "input_ids": window.input_ids,
+                        "word_starts": window.word_starts,
+                        "tags": tags,
+                    }
+                )
         return features
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
@@ -211,7 +252,9 @@ class TaggingObjective(FinetuneObjective):
         counts = batch["word_mask"].sum(-1).tolist()
         return [[self.info.labels[i] for i in row[:n]] for row, n in zip(best, counts, strict=True)]
 
-    def postprocess(self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]) -> dict[str, Any]:
+    def postprocess(
+        self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]
+    ) -> dict[str, Any]:
         """Windows of one sentence are consecutive features: concatenate their tags."""
         tags: dict[str, list[str]] = defaultdict(list)
         for feature, out in zip(features, outputs, strict=True):
@@ -228,7 +271,9 @@ class SpanQAConfig:
     max_query_length: int = knob(64, "Questions are cut to this many tokens.")
     max_answer_length: int = knob(30, "Longest answer span in tokens.")
     joint_end: bool = knob(False, "Predict the end conditioned on the start (original ELECTRA SQuAD head).")
-    answerable: bool = knob(False, "Answerability classifier on [CLS] for SQuAD 2.0 (else the null span score decides).")
+    answerable: bool = knob(
+        False, "Answerability classifier on [CLS] for SQuAD 2.0 (else the null span score decides)."
+    )
     answerable_weight: float = knob(0.5, "Weight of the answerability loss.")
     null_threshold: float = knob(0.0, "Predict no answer when null score - best span score exceeds this (SQuAD 2.0).")
 
@@ -238,9 +283,18 @@ class SpanQAObjective(FinetuneObjective):
 
     task_types = ("span_qa",)
 
-    def __init__(self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: SpanQAConfig | None):
+    def __init__(
+        self,
+        encoder: Encoder,
+        info: TaskInfo,
+        tokenizer: WordPieceTokenizer,
+        max_length: int,
+        config: SpanQAConfig | None,
+    ):
         super().__init__(encoder, info, tokenizer, max_length, config or SpanQAConfig())
-        self.head = SpanQAHead(encoder.config.hidden_size, joint_end=self.config.joint_end, answerable=self.config.answerable)
+        self.head = SpanQAHead(
+            encoder.config.hidden_size, joint_end=self.config.joint_end, answerable=self.config.answerable
+        )
         self.with_null = bool(info.extra.get("unanswerable", False)) or self.config.answerable
 
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
@@ -252,20 +306,34 @@ class SpanQAObjective(FinetuneObjective):
                 first = example.answers[0]
                 answer = (first.start, first.start + len(first.text))
             for f in self.tokenizer.encode_qa(
-                example.question, example.context, answer=answer, example_index=position, max_length=self.max_length,
-                doc_stride=self.config.doc_stride, max_query_length=self.config.max_query_length,
+                example.question,
+                example.context,
+                answer=answer,
+                example_index=position,
+                max_length=self.max_length,
+                doc_stride=self.config.doc_stride,
+                max_query_length=self.config.max_query_length,
             ):
                 allowed = [1 if (o is not None) else 0 for o in f.offsets]
-                start_ok = [1 if (o is not None and m) else 0 for o, m in zip(f.offsets, f.token_is_max_context, strict=True)]
+                start_ok = [
+                    1 if (o is not None and m) else 0 for o, m in zip(f.offsets, f.token_is_max_context, strict=True)
+                ]
                 if self.with_null:
                     allowed[0] = 1
-                features.append({
-                    "id": example.id, "example": position, "input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
-                    "offsets": f.offsets, "allowed": allowed, "start_ok": start_ok,
-                    "start": f.start_position if f.start_position is not None else 0,
-                    "end": f.end_position if f.end_position is not None else 0,
-                    "impossible": int(example.is_impossible or f.start_position in (None, 0)),
-                })
+                features.append(
+                    {
+                        "id": example.id,
+                        "example": position,
+                        "input_ids": f.input_ids,
+                        "token_type_ids": f.token_type_ids,
+                        "offsets": f.offsets,
+                        "allowed": allowed,
+                        "start_ok": start_ok,
+                        "start": f.start_position if f.start_position is not None else 0,
+                        "end": f.end_position if f.end_position is not None else 0,
+                        "impossible": int(example.is_impossible or f.start_position in (None, 0)),
+                    }
+                )
         return features
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
@@ -280,7 +348,9 @@ class SpanQAObjective(FinetuneObjective):
         hidden = self.hidden(batch)
         out = self.head(hidden, batch["allowed"], batch["start"])
         impossible = batch["impossible"] if self.config.answerable else None
-        loss = span_qa_loss(out, batch["start"], batch["end"], batch["allowed"], impossible, self.config.answerable_weight)
+        loss = span_qa_loss(
+            out, batch["start"], batch["end"], batch["allowed"], impossible, self.config.answerable_weight
+        )
         return StepOutput(loss, {})
 
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:
@@ -304,7 +374,9 @@ class SpanQAObjective(FinetuneObjective):
             for i in range(start.shape[0])
         ]
 
-    def postprocess(self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]) -> dict[str, Any]:
+    def postprocess(
+        self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]
+    ) -> dict[str, Any]:
         """Best span over an example's windows (by score); SQuAD 2.0: "" when the null score wins."""
         best: dict[str, tuple[float, str]] = {}
         null: dict[str, float] = {}

@@ -12,12 +12,20 @@ _M = "xfer.transformer"
 def xfer_stages() -> list[ComponentSpec]:
     return [
         ComponentSpec(
-            "stage", "transformer.finetune", f"{_M}.finetune:run_finetune", "1", f"{_M}.finetune_config:FinetuneConfig",
+            "stage",
+            "transformer.finetune",
+            f"{_M}.finetune:run_finetune",
+            "1",
+            f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
             outputs=("models", "predictions", "results"),
         ),
         ComponentSpec(
-            "stage", "transformer.vocab", f"{_M}.vocab_stage:run_vocab", "1", f"{_M}.vocab_stage:VocabConfig",
+            "stage",
+            "transformer.vocab",
+            f"{_M}.vocab_stage:run_vocab",
+            "1",
+            f"{_M}.vocab_stage:VocabConfig",
             "Train a WordPiece vocabulary (vocab.txt + tokenizer.json) from text files.",
             outputs=("tokenizer",),
         ),
@@ -28,15 +36,27 @@ def xfer_stages() -> list[ComponentSpec]:
 def xfer_objectives() -> list[ComponentSpec]:
     return [
         ComponentSpec(
-            "objective", "transformer.sequence", f"{_M}.objectives:SequenceObjective", "1", f"{_M}.objectives:SequenceConfig",
+            "objective",
+            "transformer.sequence",
+            f"{_M}.objectives:SequenceObjective",
+            "1",
+            f"{_M}.objectives:SequenceConfig",
             "Sentence(-pair) classification / regression from [CLS] (cross-entropy / MSE on [0,1]-scaled targets).",
         ),
         ComponentSpec(
-            "objective", "transformer.tagging", f"{_M}.objectives:TaggingObjective", "1", f"{_M}.objectives:TaggingConfig",
+            "objective",
+            "transformer.tagging",
+            f"{_M}.objectives:TaggingObjective",
+            "1",
+            f"{_M}.objectives:TaggingConfig",
             "Word tagging from each word's first sub-token (POS, chunking, NER).",
         ),
         ComponentSpec(
-            "objective", "transformer.span_qa", f"{_M}.objectives:SpanQAObjective", "1", f"{_M}.objectives:SpanQAConfig",
+            "objective",
+            "transformer.span_qa",
+            f"{_M}.objectives:SpanQAObjective",
+            "1",
+            f"{_M}.objectives:SpanQAConfig",
             "Extractive QA (SQuAD 1.1/2.0): start/end spans over doc-stride windows.",
         ),
     ]
@@ -46,7 +66,11 @@ def xfer_objectives() -> list[ComponentSpec]:
 def xfer_models() -> list[ComponentSpec]:
     return [
         ComponentSpec(
-            "model", "transformer.encoder", f"{_M}.encoder:Encoder", "1", f"{_M}.encoder:EncoderConfig",
+            "model",
+            "transformer.encoder",
+            f"{_M}.encoder:Encoder",
+            "1",
+            f"{_M}.encoder:EncoderConfig",
             "BERT/ELECTRA-architecture Transformer encoder (presets: electra-small/base/large, bert-small/base/large, tiny, mini).",
         )
     ]
@@ -54,4 +78,11 @@ def xfer_models() -> list[ComponentSpec]:
 
 @hookimpl
 def xfer_commands() -> list[CommandSpec]:
-    return [CommandSpec("vocab", "train a WordPiece vocabulary: xfer vocab train FILES --size N --out DIR", f"{_M}.vocab_cli:configure", f"{_M}.vocab_cli:run")]
+    return [
+        CommandSpec(
+            "vocab",
+            "train a WordPiece vocabulary: xfer vocab train FILES --size N --out DIR",
+            f"{_M}.vocab_cli:configure",
+            f"{_M}.vocab_cli:run",
+        )
+    ]

@@ -17,12 +17,48 @@ from xfer.transformer.encoder import EncoderConfig
 _BASE: dict[str, Any] = {"vocab_size": 30522}
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "electra-small": {"embedding_size": 128, "hidden_size": 256, "num_layers": 12, "num_heads": 4, "intermediate_size": 1024},
-    "electra-base": {"embedding_size": 768, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
-    "electra-large": {"embedding_size": 1024, "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096},
-    "bert-small": {"embedding_size": 512, "hidden_size": 512, "num_layers": 4, "num_heads": 8, "intermediate_size": 2048},
-    "bert-base": {"embedding_size": 768, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
-    "bert-large": {"embedding_size": 1024, "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096},
+    "electra-small": {
+        "embedding_size": 128,
+        "hidden_size": 256,
+        "num_layers": 12,
+        "num_heads": 4,
+        "intermediate_size": 1024,
+    },
+    "electra-base": {
+        "embedding_size": 768,
+        "hidden_size": 768,
+        "num_layers": 12,
+        "num_heads": 12,
+        "intermediate_size": 3072,
+    },
+    "electra-large": {
+        "embedding_size": 1024,
+        "hidden_size": 1024,
+        "num_layers": 24,
+        "num_heads": 16,
+        "intermediate_size": 4096,
+    },
+    "bert-small": {
+        "embedding_size": 512,
+        "hidden_size": 512,
+        "num_layers": 4,
+        "num_heads": 8,
+        "intermediate_size": 2048,
+    },
+    "bert-base": {
+        "embedding_size": 768,
+        "hidden_size": 768,
+        "num_layers": 12,
+        "num_heads": 12,
+        "intermediate_size": 3072,
+    },
+    "bert-large": {
+        "embedding_size": 1024,
+        "hidden_size": 1024,
+        "num_layers": 24,
+        "num_heads": 16,
+        "intermediate_size": 4096,
+    },
     "tiny": {"embedding_size": 128, "hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 512},
     "mini": {"embedding_size": 128, "hidden_size": 256, "num_layers": 4, "num_heads": 4, "intermediate_size": 1024},
 }

@@ -11,7 +11,9 @@ from xfer.core.stage import StageContext
 
 @dataclass
 class VocabConfig:
-    files: Files = knob(doc="Text files (paths, globs, or stage outputs such as corpus.text), one sentence or paragraph per line.")
+    files: Files = knob(
+        doc="Text files (paths, globs, or stage outputs such as corpus.text), one sentence or paragraph per line."
+    )
     size: int = knob(30522, "Target vocabulary size (special tokens and the alphabet included).")
     lowercase: bool = knob(True, "Lower-case and strip accents (uncased model).")
     min_frequency: int = knob(2, "Minimum count of a merge to enter the vocabulary.")
@@ -29,7 +31,11 @@ def run_vocab(ctx: StageContext) -> None:
     out = ctx.output_dir("tokenizer")
     if ctx.is_main:
         tokenizer = WordPieceTokenizer.train(
-            files, config.size, lowercase=config.lowercase, min_frequency=config.min_frequency, limit_alphabet=config.limit_alphabet
+            files,
+            config.size,
+            lowercase=config.lowercase,
+            min_frequency=config.min_frequency,
+            limit_alphabet=config.limit_alphabet,
         )
         tokenizer.save(out)
         ctx.report(f"Trained a WordPiece vocabulary of {tokenizer.vocab_size} tokens on {len(files)} file(s).")

@@ -75,7 +75,9 @@ class JsonlTask(Task):
                 raise DataError(path, number, "missing label", key=config.label_field)
             if label is not None and str(label) not in config.labels:
                 raise DataError(path, number, f"label {label!r} is not one of {config.labels}", key=config.label_field)
-            example_id = str(self._field(record, config.id_field, path, number)) if config.id_field else f"{split}-{number}"
+            example_id = (
+                str(self._field(record, config.id_field, path, number)) if config.id_field else f"{split}-{number}"
+            )
             if example_id in seen:
                 raise DataError(path, number, f"duplicate id {example_id!r}", key=config.id_field)
             seen.add(example_id)
