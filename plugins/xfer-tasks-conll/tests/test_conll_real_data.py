@@ -10,13 +10,13 @@ import pytest
 from xfer.tasks.conll.config import ChunkingConfig, SpanTaggingConfig, UdPosConfig
 from xfer.tasks.conll.tasks import ChunkingTask, SpanTaggingTask, UdPosTask
 
-SHARED = Path(os.environ.get("XFER_SHARED_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"))
+SHARED = Path(os.environ.get("XFER_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"))
 
 
 def need(folder: str) -> Path:
     path = SHARED / folder
     if not path.is_dir():
-        pytest.skip(f"shared data folder not found: {path} (set XFER_SHARED_DATA)")
+        pytest.skip(f"shared data folder not found: {path} (set XFER_DATA)")
     return path
 
 

@@ -22,7 +22,7 @@ from xfer.tasks.glue.tasks import (
     WNLITask,
 )
 
-SHARED = Path(os.environ.get("XFER_SHARED_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"))
+SHARED = Path(os.environ.get("XFER_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"))
 
 
 def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
