@@ -3,6 +3,7 @@ bitwise the same weights as an uninterrupted run (CPU)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -40,6 +41,19 @@ def test_sigkill_then_resume_is_bitwise_identical(reference: tuple[Path, dict], 
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "[fit] resuming" in resumed.stdout
     assert_same_weights(expected, output_tensors(tmp_path / "run", "fit"))
+    # the killed attempt is kept in the stage's history and counted in its duration
+    state = json.loads((tmp_path / "run" / "fit" / "stage.json").read_text())
+    (earlier,) = state["earlier_attempts"]
+    assert earlier["status"] == "interrupted" and earlier["started"] < earlier["finished"] <= state["started"]
+    assert "over 2 attempts (earlier: interrupted)" in (tmp_path / "run" / "fit" / "report.md").read_text()
+    row = next(
+        r for r in json.loads(run_cli(["status", str(tmp_path / "run"), "--json"]).stdout) if r["stage"] == "fit"
+    )
+    assert row["attempts"] == 2
+    assert (
+        row["duration_s"]
+        >= round(state["finished"] - state["started"] + earlier["finished"] - earlier["started"], 1) - 0.1
+    )
     # metrics.jsonl has each training step once: lines written after the checkpoint were redone
     lines = (tmp_path / "run" / "fit" / "metrics.jsonl").read_text().splitlines()
     steps = [int(line.split('"step": ')[1].split(",")[0]) for line in lines if '"split": "train"' in line]

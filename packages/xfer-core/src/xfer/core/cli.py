@@ -188,11 +188,12 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'stage':<16} {'kind':<26} {'status':<10} {'fingerprint':<13} {'duration':>9}  checkpoint")
+    print(f"{'stage':<16} {'kind':<26} {'status':<10} {'fingerprint':<13} {'duration':>9} {'attempts':>8}  checkpoint")
     for r in rows:
         duration = f"{r['duration_s']}s" if r["duration_s"] is not None else "-"
         print(
-            f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9}  {r['checkpoint'] or '-'}"
+            f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9} "
+            f"{r['attempts'] or '-':>8}  {r['checkpoint'] or '-'}"
         )
         if r["error"]:
             print(f"{'':<16} error: {r['error']}")

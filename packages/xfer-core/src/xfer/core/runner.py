@@ -254,6 +254,7 @@ def _run_stage(
         "version": plan.spec.version,
         "fingerprint": fp,
         "started": started,
+        "earlier_attempts": _earlier_attempts(stage_dir) if resumed else [],
     }
     ctx = StageContext(
         run_dir, plan.name, plan.kind, plan.config, recipe.seed, stage_dir, device, host, stage_dirs, resumed
@@ -294,12 +295,55 @@ def _run_stage(
     return report
 
 
+def _earlier_attempts(stage_dir: Path) -> list[dict[str, Any]]:
+    """The attempts before this one (a resumed stage), so durations count every attempt.
+
+    A killed attempt never wrote `finished`; its end is estimated as the last write to the
+    stage's `metrics.jsonl` (the trainer appends to it every `log_every` steps), else its start.
+    """
+    previous = _read_json(stage_dir / "stage.json") or {}
+    if "started" not in previous:
+        return []
+    attempts = list(previous.get("earlier_attempts", []))
+    finished = previous.get("finished")
+    if finished is None:
+        metrics = stage_dir / "metrics.jsonl"
+        finished = max(previous["started"], metrics.stat().st_mtime if metrics.exists() else 0.0)
+    status = previous.get("status", "running")
+    attempts.append(
+        {
+            "started": previous["started"],
+            "finished": finished,
+            "status": "interrupted" if status == "running" else status,
+        }
+    )
+    return attempts
+
+
+def stage_duration(status: dict[str, Any]) -> tuple[float | None, int]:
+    """(seconds over all attempts, number of attempts); seconds is None while the stage runs."""
+    attempts = status.get("earlier_attempts", [])
+    if "finished" not in status:
+        return None, len(attempts) + 1
+    total = sum(a["finished"] - a["started"] for a in attempts) + status["finished"] - status["started"]
+    return total, len(attempts) + 1
+
+
+def _describe_duration(status: dict[str, Any]) -> str:
+    seconds, attempts = stage_duration({"finished": time.time(), **status})
+    text = f"{seconds:.1f} s"
+    if attempts > 1:
+        earlier = ", ".join(a["status"] for a in status["earlier_attempts"])
+        text += f" over {attempts} attempts (earlier: {earlier}); this attempt {status.get('finished', time.time()) - status['started']:.1f} s"
+    return text
+
+
 def _safe_report(plan: StagePlan, stage_dir: Path, status: dict[str, Any], ctx: StageContext) -> Path:
     header = {
         "kind": f"{plan.kind} (version {plan.spec.version}, from {plan.spec.provider})",
         "status": status["status"],
         "fingerprint": status["fingerprint"][:16],
-        "duration": f"{status.get('finished', time.time()) - status['started']:.1f} s",
+        "duration": _describe_duration(status),
     }
     if status.get("error"):
         header["error"] = status["error"]
@@ -315,6 +359,7 @@ def read_status(run_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for name, config in (resolved.get("stages") or {}).items():
         state = _read_json(run_dir / name / "stage.json") or {}
+        duration, attempts = stage_duration(state) if state else (None, 0)
         latest = run_dir / name / "checkpoints" / "latest"
         rows.append(
             {
@@ -322,7 +367,8 @@ def read_status(run_dir: Path) -> list[dict[str, Any]]:
                 "kind": config.get("kind"),
                 "status": state.get("status", "pending"),
                 "fingerprint": (state.get("fingerprint") or "")[:12],
-                "duration_s": round(state["finished"] - state["started"], 1) if "finished" in state else None,
+                "duration_s": None if duration is None else round(duration, 1),
+                "attempts": attempts,
                 "checkpoint": latest.read_text().strip() if latest.exists() else None,
                 "error": state.get("error"),
             }
