@@ -315,3 +315,37 @@ def test_checkpoint_errors(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="no weights file"):
         load_hf(tmp_path)
+
+
+@pytest.mark.parametrize("cls_name", ["ElectraForPreTraining", "BertModel"])
+def test_finetune_stage_starts_from_an_hf_checkpoint_dir(tmp_path: Path, cls_name: str) -> None:
+    """`init:` a folder written by `save_pretrained` (+ its vocab.txt) fine-tunes from those weights."""
+    from xfer.testing import make_host, run_recipe_file, write_recipe
+    from xfer.transformer.modelio import load_model_dir
+    from xfer.transformer.tokenization import SPECIAL_TOKENS
+
+    words = ["the", "dog", "dogs", "cat", "cats", "runs", "run", "sleeps", "sleep", "that", "sees", "see", "."]
+    vocab = [*SPECIAL_TOKENS, *words]
+    hf = hf_model(cls_name, vocab_size=len(vocab), max_position_embeddings=64)
+    checkpoint = tmp_path / "hf"
+    hf.save_pretrained(checkpoint)
+    (checkpoint / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    recipe = write_recipe(
+        tmp_path,
+        f"""
+stages:
+  finetune:
+    kind: transformer.finetune
+    init: {checkpoint}
+    max_length: 48
+    tasks: [{{name: toy/agreement, train_size: 32, dev_size: 16}}]
+    train: {{steps: 1, batch_size: 8, lr: 1e-9, warmup_fraction: 0.0, precision: fp32}}
+""",
+    )
+    run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+    model_dir = load_model_dir(tmp_path / "run/finetune/outputs/models/toy-agreement")
+    tuned = model_dir.state_dicts["encoder"]
+    base = hf.electra if cls_name.startswith("Electra") else hf
+    expected = base.embeddings.word_embeddings.weight.detach()
+    assert tuned["embeddings.word.weight"].shape == expected.shape
+    torch.testing.assert_close(tuned["embeddings.word.weight"], expected, rtol=0, atol=1e-6)
