@@ -13,16 +13,23 @@ from pathlib import Path
 from xfer.core.errors import DataError
 
 
+def read_error(path: Path, error: OSError) -> DataError:
+    """The `DataError` for a file that cannot be opened or read (for readers that stream)."""
+    if isinstance(error, FileNotFoundError):
+        return DataError(path, 0, "file not found")
+    if isinstance(error, IsADirectoryError):
+        return DataError(path, 0, "is a directory, expected a file")
+    if isinstance(error, PermissionError):
+        return DataError(path, 0, "permission denied")
+    return DataError(path, 0, f"cannot read file: {error.strerror or error}")
+
+
 def read_text(path: str | Path, *, allow_empty: bool = False) -> str:
     path = Path(path)
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(path, 0, "file not found") from None
-    except IsADirectoryError:
-        raise DataError(path, 0, "is a directory, expected a file") from None
-    except OSError as err:
-        raise DataError(path, 0, f"cannot read file: {err.strerror or err}") from None
+    except OSError as error:
+        raise read_error(path, error) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -15,6 +15,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from xfer.core.errors import DataError
+from xfer.core.textfile import read_error
 from xfer.transformer.tokenization.encodings import CLS, CONTINUATION_PREFIX, SEP, SPECIAL_TOKENS, UNK
 
 # Input files are read in blocks of about this many bytes (cut at a line end) to count characters.
@@ -179,14 +180,8 @@ def _read_text_blocks(path: Path) -> Iterator[str]:
                     line += data.count(b"\n")
         if pending:
             yield _decode(pending, path, line)
-    except IsADirectoryError:
-        raise DataError(path, 0, "is a directory, not a text file") from None
-    except FileNotFoundError:
-        raise DataError(path, 0, "file not found") from None
-    except PermissionError:
-        raise DataError(path, 0, "permission denied") from None
     except OSError as error:
-        raise DataError(path, 0, f"cannot read: {error.strerror or error}") from None
+        raise read_error(path, error) from None
 
 
 def _utf8_boundary(data: bytes) -> int:
