@@ -334,6 +334,17 @@ def _overheads(base: list[float], tr: list[float]) -> tuple[float, list[float]]:
     return 1 - statistics.median(tr) / statistics.median(base), [1 - t / b for t, b in zip(tr, base, strict=True)]
 
 
+def _print_rates(title: str, note: str, baseline: list[float], trainer: list[float]) -> None:
+    """One table block: median/min/max steps/s and ms/step of each side, then every repeat."""
+    print(f"{title:<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   {note}")
+    for label, values in (("baseline", baseline), ("trainer", trainer)):
+        med = statistics.median(values)
+        print(
+            f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
+            + " ".join(f"{v:.1f}" for v in values)
+        )
+
+
 def report(size_name: str, results: dict[str, list[RunResult]]) -> tuple[float, list[float], float]:
     base = [r.steps_per_s for r in results["baseline"]]
     tr = [r.steps_per_s for r in results["trainer"]]
@@ -347,13 +358,7 @@ def report(size_name: str, results: dict[str, list[RunResult]]) -> tuple[float, 
         f"\n[{size_name}] vocab {size.vocab} dim {size.dim} hidden {size.hidden} features {size.features} "
         f"batch {BATCH}, {params / 1e6:.2f}M params"
     )
-    print(f"{'steps/s over the window':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   per repeat")
-    for label, values in (("baseline", base), ("trainer", tr)):
-        med = statistics.median(values)
-        print(
-            f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
-            + " ".join(f"{v:.1f}" for v in values)
-        )
+    _print_rates("steps/s over the window", "per repeat", base, tr)
     print(
         f"  overhead (medians)     {overhead:+8.1%}   per-step cost {1e3 / statistics.median(tr) - 1e3 / statistics.median(base):+.3f} ms"
     )
@@ -361,15 +366,7 @@ def report(size_name: str, results: dict[str, list[RunResult]]) -> tuple[float, 
         f"  paired overhead        min {min(paired):+.1%}  median {statistics.median(paired):+.1%}  max {max(paired):+.1%}   "
         + " ".join(f"{p:+.1%}" for p in paired)
     )
-    print(
-        f"{'1 / median step time':<24} {'median':>8} {'min':>8} {'max':>8} {'ms/step':>8}   (noise-robust cross-check)"
-    )
-    for label, values in (("baseline", base_med), ("trainer", tr_med)):
-        med = statistics.median(values)
-        print(
-            f"  {label:<22} {med:8.1f} {min(values):8.1f} {max(values):8.1f} {1e3 / med:8.3f}   "
-            + " ".join(f"{v:.1f}" for v in values)
-        )
+    _print_rates("1 / median step time", "(noise-robust cross-check)", base_med, tr_med)
     print(
         f"  overhead (medians)     {robust:+8.1%}   paired min {min(robust_paired):+.1%}  "
         f"median {statistics.median(robust_paired):+.1%}  max {max(robust_paired):+.1%}"
