@@ -197,6 +197,9 @@ def train_config(total_steps: int) -> TrainConfig:
         checkpoint_every=total_steps + 1,
         log_every=LOG_EVERY,
         warmup_fraction=WARMUP_FRACTION,
+        # Steps are timed at collate calls, so batches must be collated in step order on the
+        # training thread: background prefetch would move that work (and the clock) elsewhere.
+        prefetch=0,
     )
 
 

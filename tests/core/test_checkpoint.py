@@ -65,6 +65,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert path == tmp_path / "ck" / "step-0000012"
     assert sorted(p.name for p in path.iterdir()) == [
         "ema.safetensors",
+        "manifest.json",
         "model.safetensors",
         "optimizer.pt",
         "state.json",
@@ -105,7 +106,7 @@ def test_latest_pointer_is_written_after_the_complete_checkpoint(
 
     monkeypatch.setattr(ckpt, "write_pointer", spy)
     ckpt.save_checkpoint(directory, payload(1), best=True)
-    complete = ["model.safetensors", "optimizer.pt", "state.json"]
+    complete = ["manifest.json", "model.safetensors", "optimizer.pt", "state.json"]
     assert calls == [("latest", complete), ("best", complete)]
 
 
@@ -198,6 +199,7 @@ def test_pickled_objects_are_refused(tmp_path: Path, kind: str) -> None:
     marker = tmp_path / "exploited"
     evil = {"reduce": Exploit(marker), "instance": PlainObject(), "dict-subclass": SneakyDict(a=torch.ones(1))}[kind]
     torch.save({"state": {}, "param_groups": [], "extra": evil}, path / "optimizer.pt")
+    (path / "manifest.json").unlink()  # a crafted checkpoint brings a matching manifest, or none: no defence
     with pytest.raises(CheckpointError, match="weights-only") as info:
         ckpt.load_torch_state(path, "optimizer")
     assert str(path / "optimizer.pt") in str(info.value)
@@ -210,6 +212,7 @@ def test_pickled_objects_are_refused(tmp_path: Path, kind: str) -> None:
 def test_plain_containers_and_tensors_load(tmp_path: Path) -> None:
     path = ckpt.save_checkpoint(tmp_path / "ck", payload(1))
     torch.save(collections.OrderedDict(a=torch.ones(2), b=[1, 2.5, "x", None], c={"d": (True,)}), path / "optimizer.pt")
+    (path / "manifest.json").unlink()
     loaded = ckpt.load_torch_state(path, "optimizer")
     assert (
         torch.equal(loaded["a"], torch.ones(2)) and loaded["b"] == [1, 2.5, "x", None] and loaded["c"] == {"d": (True,)}
@@ -261,3 +264,137 @@ def test_rng_capture_restore_through_stored_formats(tmp_path: Path) -> None:
     got = draw()
     assert got[:4] == expected[:4]
     assert torch.equal(got[4], expected[4]) and torch.equal(got[5], expected[5])
+
+
+# --- damaged checkpoints: detection, moving aside, falling back ----------------------------------
+
+
+def damage(file: Path, how: str) -> None:
+    data = file.read_bytes()
+    if how == "truncate":
+        file.write_bytes(data[: len(data) // 2])
+    elif how == "flip":  # one byte inside the tensor data, same size: only the hash can tell
+        file.write_bytes(data[:-3] + bytes([data[-3] ^ 0xFF]) + data[-2:])
+    else:
+        file.write_text(how)
+
+
+def test_manifest_records_every_file(tmp_path: Path) -> None:
+    path = ckpt.save_checkpoint(tmp_path / "ck", payload(1))
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == ["model.safetensors", "optimizer.pt", "state.json"]
+    entry = manifest["files"]["model.safetensors"]
+    assert entry["size"] == (path / "model.safetensors").stat().st_size and len(entry["sha256"]) == 64
+    ckpt.verify_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("file", "how", "message"),
+    [
+        ("model.safetensors", "truncate", "truncated or altered"),
+        ("model.safetensors", "flip", "corrupted"),
+        ("optimizer.pt", "truncate", "truncated or altered"),
+        ("state.json", "{not json", "truncated or altered"),
+        ("manifest.json", "{not json", "unreadable checkpoint manifest"),
+    ],
+)
+def test_damage_is_detected_naming_the_file(tmp_path: Path, file: str, how: str, message: str) -> None:
+    path = ckpt.save_checkpoint(tmp_path / "ck", payload(1, nn.Linear(8, 8)))
+    damage(path / file, how)
+    with pytest.raises(CheckpointError, match=message) as info:
+        ckpt.verify_checkpoint(path)
+    assert str(path / file) in str(info.value)
+
+
+def test_missing_file_is_detected(tmp_path: Path) -> None:
+    path = ckpt.save_checkpoint(tmp_path / "ck", payload(1))
+    (path / "optimizer.pt").unlink()
+    with pytest.raises(CheckpointError, match=r"optimizer\.pt: missing from checkpoint"):
+        ckpt.verify_checkpoint(path)
+
+
+@pytest.mark.parametrize(("file", "how"), [("model.safetensors", "truncate"), ("optimizer.pt", "truncate")])
+def test_checkpoints_without_manifest_are_checked_structurally(tmp_path: Path, file: str, how: str) -> None:
+    path = ckpt.save_checkpoint(tmp_path / "ck", payload(1, nn.Linear(8, 8)))
+    (path / "manifest.json").unlink()  # as written before manifests existed
+    ckpt.verify_checkpoint(path)
+    damage(path / file, how)
+    with pytest.raises(CheckpointError, match="truncated") as info:
+        ckpt.verify_checkpoint(path)
+    assert str(path / file) in str(info.value)
+
+
+def test_loading_a_truncated_file_names_it_instead_of_a_safetensors_traceback(tmp_path: Path) -> None:
+    path = ckpt.save_checkpoint(
+        tmp_path / "ck", ckpt.CheckpointPayload(1, {"model": nn.Linear(8, 8)}, {"rng": {"a": torch.ones(64)}}, {}, {})
+    )
+    damage(path / "model.safetensors", "truncate")
+    damage(path / "rng.safetensors", "truncate")
+    # the manifest catches it first when present ...
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: truncated or altered"):
+        ckpt.load_module(path, "model", nn.Linear(8, 8))
+    with pytest.raises(CheckpointError, match=r"rng\.safetensors: truncated or altered"):
+        ckpt.load_tensors(path, "rng")
+    # ... and the loaders name the file without one
+    (path / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: truncated or corrupted"):
+        ckpt.load_module(path, "model", nn.Linear(8, 8))
+    with pytest.raises(CheckpointError, match=r"rng\.safetensors: truncated or corrupted"):
+        ckpt.load_tensors(path, "rng")
+
+
+def test_every_load_checks_the_file_against_the_manifest(tmp_path: Path) -> None:
+    model = nn.Linear(8, 8)
+    path = ckpt.save_checkpoint(tmp_path / "ck", payload(1, model))
+    ckpt.load_module(path, "model", nn.Linear(8, 8))
+    damage(path / "model.safetensors", "flip")  # still a valid safetensors file, other weights
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: corrupted \(sha256"):
+        ckpt.load_module(path, "model", nn.Linear(8, 8))
+
+
+def test_damaged_latest_is_moved_aside_and_the_previous_one_is_used(tmp_path: Path) -> None:
+    directory = tmp_path / "ck"
+    for step in (5, 10):
+        ckpt.save_checkpoint(directory, payload(step, nn.Linear(8, 8)), keep=2)
+    damage(directory / "step-0000010" / "model.safetensors", "truncate")
+    warnings: list[str] = []
+    assert ckpt.load_latest_intact(directory, warnings.append) == directory / "step-0000005"
+    (moved,) = directory.glob("corrupt-step-0000010-*")
+    (message,) = warnings
+    assert message.startswith("checkpoint step 10 is damaged (")
+    assert "model.safetensors: truncated or altered" in message
+    assert f"moved to {moved}" in message and message.endswith(f"resuming from step 5 ({directory / 'step-0000005'})")
+    assert ckpt.latest_checkpoint(directory) == directory / "step-0000005"
+    assert (directory / "latest").read_text().strip() == "step-0000005", "the pointer names the fallback"
+    assert steps(directory) == ["step-0000005"]
+    # an intact latest: no warning, nothing moved
+    assert ckpt.load_latest_intact(directory, warnings.append) == directory / "step-0000005"
+    assert len(warnings) == 1
+    # the next save and prune leave the damaged copy alone for inspection
+    ckpt.save_checkpoint(directory, payload(15, nn.Linear(8, 8)), keep=1)
+    assert steps(directory) == ["step-0000015"] and moved.exists()
+
+
+def test_no_intact_checkpoint_left_starts_fresh(tmp_path: Path) -> None:
+    directory = tmp_path / "ck"
+    ckpt.save_checkpoint(directory, payload(5), keep=1)
+    damage(directory / "step-0000005" / "state.json", "")
+    warnings: list[str] = []
+    assert ckpt.load_latest_intact(directory, warnings.append) is None
+    assert len(warnings) == 1 and "starting this run from step 0" in warnings[0]
+    assert not (directory / "latest").exists() and steps(directory) == []
+    assert ckpt.load_latest_intact(tmp_path / "never-written") is None
+
+
+def test_damaged_best_is_moved_aside_too(tmp_path: Path) -> None:
+    directory = tmp_path / "ck"
+    ckpt.save_checkpoint(directory, payload(5), keep=1, best=True)
+    ckpt.save_checkpoint(directory, payload(10), keep=2)
+    ckpt.save_checkpoint(directory, payload(15), keep=2)
+    assert steps(directory) == ["step-0000005", "step-0000010", "step-0000015"]
+    damage(directory / "step-0000015" / "optimizer.pt", "truncate")
+    damage(directory / "step-0000005" / "model.safetensors", "flip")
+    warnings: list[str] = []
+    assert ckpt.load_latest_intact(directory, warnings.append) == directory / "step-0000010"
+    assert [w.split(" is damaged")[0] for w in warnings] == ["checkpoint step 15", "checkpoint step 5"]
+    assert steps(directory) == ["step-0000010"]

@@ -166,7 +166,62 @@ CASES = [
         24,
         r"stages\.fit\.train\.steps: expected an integer, got str 'abc'",
     ),
-    ("override matches no stage", (GOOD, ["stages.fitt.train.lr=1"]), 1, 8, r"override matches no stage 'fitt'"),
+    (
+        "override matches no stage",
+        (GOOD, ["stages.fitt.train.lr=1"]),
+        1,
+        8,
+        r"override matches no stage 'fitt'; did you mean 'fit'\?",
+    ),
+    (
+        "override matches no stage, nothing close",
+        (GOOD, ["stages.zzz.train.lr=1"]),
+        1,
+        8,
+        r"override matches no stage 'zzz' \(stages: fit, second\)",
+    ),
+    (
+        "quoted integer",
+        GOOD.replace("      steps: 2", '      steps: "600"'),
+        8,
+        14,
+        r"stages\.fit\.train\.steps: expected an integer, got the quoted string '600' \(remove the quotes\)",
+    ),
+    (
+        "quoted override",
+        (GOOD, ["stages.fit.train.steps='600'"]),
+        1,
+        24,
+        r"expected an integer, got the quoted string '600'",
+    ),
+    (
+        "log_every zero",
+        GOOD.replace("      steps: 2", "      steps: 2\n      log_every: 0"),
+        9,
+        18,
+        r"stages\.fit\.train\.log_every: must be at least 1, got 0",
+    ),
+    (
+        "eval_every negative in flow mapping",
+        GOOD.replace("train: {steps: 2, batch_size: 8}", "train: {steps: 2, batch_size: 8, eval_every: -5}"),
+        15,
+        50,
+        r"stages\.second\.train\.eval_every: must be at least 1, got -5",
+    ),
+    (
+        "zero epochs blamed on the key",
+        GOOD.replace("train: {steps: 2, batch_size: 8}", "train: {epochs: 0, batch_size: 8}"),
+        15,
+        13,
+        r"stages\.second\.train\.epochs: must be positive \(or set steps\), got 0\.0",
+    ),
+    (
+        "unknown namespace names the distribution",
+        GOOD.replace("kind: testing.fit\n    task: {", "kind: electra.pretrain\n    task: {"),
+        5,
+        11,
+        r"no installed plugin provides namespace 'electra' .*pip install xfer-electra",
+    ),
     ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
 ]
 
@@ -262,3 +317,30 @@ def test_python_object_tag_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(GOOD.replace("  fit:\n", "  fit: !!python/object:collections.OrderedDict\n", 1))
     assert cli.main(["validate", str(path)]) == 2
     assert "unsupported YAML tag" in capsys.readouterr().err
+
+
+def test_include_problems_point_at_the_include_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_recipe(tmp_path, "include: [main.yaml]\nseed: 2\n", "loop.yaml")
+    main = write_recipe(
+        tmp_path, "seed: 1\ninclude:\n  - loop.yaml\n  - nowhere.yaml\n" + GOOD.split("seed: 1\n")[1], "main.yaml"
+    )
+    assert cli.main(["validate", str(main)]) == 2
+    err = capsys.readouterr().err
+    assert f"{(tmp_path / 'loop.yaml').resolve()}:1:11: include cycle: {main.resolve()} includes itself" in err
+    assert f"{main.resolve()}:4:5: include: file not found: {(tmp_path / 'nowhere.yaml').resolve()}" in err
+
+
+def test_plugin_import_error_is_named_when_its_namespace_is_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "brokenns_plugin.py"
+    broken.write_text("import no_such_module_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    host = make_host(["xfer.testing.plugin"])
+    host.add_module("brokenns_plugin", name="brokenns")
+    set_default_host(host)
+    path = write_recipe(tmp_path, GOOD.replace("kind: testing.fit\n    task: {", "kind: brokenns.stage\n    task: {"))
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path.resolve()}:5:11: stages.fit.kind: stage 'brokenns.stage' should come from plugin 'brokenns'" in err
+    assert "ModuleNotFoundError: No module named 'no_such_module_xyz'" in err

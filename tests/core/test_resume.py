@@ -36,7 +36,7 @@ def test_sigkill_then_resume_is_bitwise_identical(reference: tuple[Path, dict], 
     checkpoint = latest_checkpoint(tmp_path / "run" / "fit" / "checkpoints")
     assert checkpoint is not None and load_state(checkpoint)["step"] == kill_step - kill_step % 5
     status = run_cli(["status", str(tmp_path / "run")])
-    assert "running" in status.stdout
+    assert "interrupted" in status.stdout, "stage.json says running, but its owner is dead"
     resumed = run_cli(args, plugin_modules=PLUGINS)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "[fit] resuming" in resumed.stdout

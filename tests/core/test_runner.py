@@ -4,17 +4,20 @@ changed recipe unless --fork/--force, lifecycle hooks, reports and `xfer status`
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from xfer.core import cli
-from xfer.core.errors import RunDirError
+from xfer.core import cli, runlock
+from xfer.core.errors import PluginError, RunDirError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.plugins import set_default_host
-from xfer.testing import make_host, output_tensors, run_recipe_file, write_recipe
+from xfer.core.runlock import RunLock
+from xfer.core.specs import ComponentSpec
+from xfer.testing import assert_same_weights, make_host, output_tensors, run_recipe_file, write_recipe
 
-from .recipes import CHAIN
+from .recipes import CHAIN, FIT
 
 
 class Recorder:
@@ -145,3 +148,130 @@ def test_failed_stage_is_recorded_and_rerun(tmp_path: Path) -> None:
     state = json.loads((tmp_path / "run/second/stage.json").read_text())
     assert state["status"] == "failed" and "tagging task" in state["error"]
     assert "error" in (tmp_path / "run/second/report.md").read_text()
+
+
+# --- runs you can trust: damaged checkpoints, the run lock, interrupted stages, import failures ---
+
+FIT_KEEP_2 = FIT.replace("checkpoint_every: 5}", "checkpoint_every: 5, keep_checkpoints: 2}")
+
+
+def test_truncated_newest_checkpoint_resumes_from_the_previous_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = write_recipe(tmp_path, FIT_KEEP_2)
+    run_recipe_file(recipe, tmp_path / "reference", host_with())
+    expected = output_tensors(tmp_path / "reference", "fit")
+
+    run = tmp_path / "run"
+    run_recipe_file(recipe, run, host_with())
+    # as if killed right after the last checkpoint, whose weights file was then cut short
+    state = json.loads((run / "fit/stage.json").read_text())
+    state.update(status="running")
+    del state["finished"]
+    (run / "fit/stage.json").write_text(json.dumps(state))
+    checkpoints = run / "fit/checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-0000020", "step-0000024"]
+    weights = checkpoints / "step-0000024/model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with open(run / "fit/metrics.jsonl", "a") as log:
+        log.write('{"step": 25, "split": "tr')  # the kill also tore the log's last line
+    capsys.readouterr()
+
+    resumed = run_recipe_file(recipe, run, host_with())
+    assert [s.action for s in resumed.stages] == ["resumed"]
+    err = capsys.readouterr().err
+    assert "checkpoint step 24 is damaged" in err and str(weights) in err
+    assert f"resuming from step 20 ({checkpoints / 'step-0000020'})" in err
+    (moved,) = checkpoints.glob("corrupt-step-0000024-*")
+    assert f"moved to {moved}" in err
+    assert_same_weights(expected, output_tensors(run, "fit"))
+    resume_lines = [json.loads(line) for line in (run / "fit/metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in resume_lines if r["split"] == "resume"] == [20]
+    assert [r["step"] for r in resume_lines if r["split"] == "train"] == list(range(1, 25))
+
+
+def test_unreadable_stage_json_starts_the_stage_afresh(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, FIT)
+    run = tmp_path / "run"
+    run_recipe_file(recipe, run, host_with())
+    (run / "fit/stage.json").write_text('{"status": "runn')  # torn by a crash of an older version
+    again = run_recipe_file(recipe, run, host_with())
+    assert [s.action for s in again.stages] == ["ran"]
+    lines = (run / "fit/metrics.jsonl").read_text().splitlines()
+    assert not any('"resume"' in line for line in lines), "the runner said fresh: the trainer did not resume"
+    assert json.loads((run / "fit/stage.json").read_text())["status"] == "completed"
+
+
+def test_second_run_on_a_locked_run_dir_is_refused(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    with RunLock(run):  # another `xfer run` (flock conflicts between open files, even in one process)
+        with pytest.raises(RunDirError, match=rf"run directory {run} is in use by pid {os.getpid()} on .* \(started "):
+            run_recipe_file(recipe, run, host_with())
+        assert not (run / "recipe.resolved.yaml").exists(), "refused before touching anything"
+    result = run_recipe_file(recipe, run, host_with())
+    assert [s.action for s in result.stages] == ["ran"] * 3
+    assert runlock.holder(run) is None, "released when the run ends"
+
+
+def fake_run(run: Path, status: str) -> None:
+    (run / "fine").mkdir(parents=True)
+    (run / "recipe.resolved.yaml").write_text("name: x\nstages:\n  fine: {kind: transformer.finetune}\n")
+    (run / "fine/stage.json").write_text(json.dumps({"status": status, "fingerprint": "ab" * 32, "started": 1.0}))
+    for task, trial, step in (("glue-rte", 0, 400), ("glue-rte", 1, 200)):
+        checkpoints = run / "fine/trials" / task / f"trial-{trial}" / "checkpoints"
+        checkpoints.mkdir(parents=True)
+        (checkpoints / "latest").write_text(f"step-{step:07d}\n")
+
+
+def test_status_shows_interrupted_for_a_dead_owner_and_trial_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    fake_run(run, "running")
+    set_default_host(host_with())
+    try:
+        assert cli.main(["status", str(run), "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["status"] == "interrupted", "stage.json says running but nobody holds the lock"
+        assert row["trial_checkpoints"] == [
+            {"run": "trials/glue-rte/trial-0", "checkpoint": "step-0000400"},
+            {"run": "trials/glue-rte/trial-1", "checkpoint": "step-0000200"},
+        ]
+        with RunLock(run):
+            assert cli.main(["status", str(run)]) == 0
+            out = capsys.readouterr().out
+        assert " running " in out and "interrupted" not in out
+        assert "checkpoint: trials/glue-rte/trial-0: step-0000400" in out
+        assert "checkpoint: trials/glue-rte/trial-1: step-0000200" in out
+        (run / "recipe.resolved.yaml").write_text("stages: [unclosed\n")
+        assert cli.main(["status", str(run)]) == 2
+        assert "recipe.resolved.yaml: unreadable" in capsys.readouterr().err
+    finally:
+        set_default_host(None)
+
+
+class BrokenStage:
+    """A plugin whose stage's module cannot be imported (its config class can)."""
+
+    @hookimpl
+    def xfer_stages(self) -> list[ComponentSpec]:
+        return [
+            ComponentSpec(
+                "stage", "broken.fit", "xfer_no_such_module_anywhere:run", "1", "xfer.testing.bow:FitConfig", "x"
+            )
+        ]
+
+
+def test_stage_import_failure_marks_the_stage_failed_and_fires_the_finish_hook(tmp_path: Path) -> None:
+    recorder = Recorder()
+    host = host_with(recorder)
+    host.add_object(BrokenStage(), "broken")
+    recipe = write_recipe(tmp_path, FIT.replace("kind: testing.fit", "kind: broken.fit"))
+    with pytest.raises(PluginError, match="xfer_no_such_module_anywhere"):
+        run_recipe_file(recipe, tmp_path / "run", host)
+    state = json.loads((tmp_path / "run/fit/stage.json").read_text())
+    assert state["status"] == "failed" and "failed to import" in state["error"]
+    assert ("start", "fit", "broken.fit", False) in recorder.events
+    assert ("finish", "fit", "failed", []) in recorder.events
+    assert "failed to import" in (tmp_path / "run/fit/report.md").read_text()

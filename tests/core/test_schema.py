@@ -3,11 +3,11 @@
 # no `from __future__ import annotations`: the validator reads real type objects via get_type_hints
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 
-from xfer.core.config import ExistingPath, knob
+from xfer.core.config import ExistingPath, FieldError, KeysOf, knob
 from xfer.core.errors import Location, RecipeError
 from xfer.core.schema import INVALID, Validator
 from xfer.core.train_config import TrainConfig
@@ -346,3 +346,120 @@ def test_paths_expand_environment_variables(tmp_path, monkeypatch) -> None:
     assert expand_env("${XFER_TEST_UNSET:-../data}/glue") == "../data/glue"
     with pytest.raises(ValueError, match="XFER_TEST_UNSET is not set"):
         expand_env("${XFER_TEST_UNSET}/x")
+
+
+# --- strict scalars, bounds, required keys, blamed keys, typed override mappings -----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('count: "600"', "cfg.count: expected an integer, got the quoted string '600' (remove the quotes)"),
+        ("count: '1e4'", "cfg.count: expected an integer, got the quoted string '1e4' (remove the quotes)"),
+        (
+            "count: 1\ninner: {lr: '3e-4'}",
+            "cfg.inner.lr: expected a number, got the quoted string '3e-4' (remove the quotes)",
+        ),
+        ("count: 1\nevery: '5'", "cfg.every: expected an integer or one of 'epoch' or null, got str '5'"),
+    ],
+)
+def test_quoted_numbers_are_strings(text: str, message: str) -> None:
+    _, found, _ = validate(text + "\n")
+    assert [m for _, _, m in found] == [message]
+
+
+def test_plain_yaml_1_1_numbers_still_accepted() -> None:
+    value, found, _ = validate("count: 1e4\ninner: {lr: 3e-4, epochs: 2}\nevery: 5\n")
+    assert found == [] and (value.count, value.inner.lr, value.every) == (10000, 3e-4, 5)
+    _, node = parse_override("count=600", 1)  # overrides are plain YAML too
+    assert Validator().value(node, int, "count") == 600
+    _, node = parse_override("count='600'", 1)
+    assert Validator().value(node, int, "count") is INVALID
+
+
+@dataclass
+class Bounded:
+    every: int = knob(50, "Log every N steps.", ge=1)
+    interval: int | Literal["epoch"] | None = knob("epoch", "Steps, epoch or never.", ge=1)
+    rate: float = knob(0.5, "A probability.", gt=0, lt=1)
+    path: ExistingPath | None = knob(None, "The data. Read once.", required=True)
+
+
+def test_knob_bounds_are_reported_at_the_value(tmp_path: Path) -> None:
+    (tmp_path / "x").write_text("")
+    text = f"path: {tmp_path / 'x'}\nevery: 0\ninterval: -3\nrate: 1.0\n"
+    _, found, _ = validate(text, Bounded)
+    assert found == [
+        (2, 8, "cfg.every: must be at least 1, got 0"),
+        (3, 11, "cfg.interval: must be at least 1, got -3"),
+        (4, 7, "cfg.rate: must be less than 1, got 1.0"),
+    ]
+    value, found, _ = validate(f"path: {tmp_path / 'x'}\ninterval: epoch\n", Bounded)
+    assert found == [] and value.interval == "epoch", "non-numeric alternatives are not bounded"
+    assert validate(f"path: {tmp_path / 'x'}\ninterval: null\n", Bounded)[0].interval is None
+
+
+def test_required_knob_in_recipes_but_not_in_python() -> None:
+    assert Bounded().path is None, "Python callers may leave it out"
+    _, found, _ = validate("every: 2\n", Bounded)
+    assert found == [(1, 1, "cfg: missing required key 'path': The data")]
+    _, found, _ = validate("path: null\n", Bounded)
+    assert found == [(1, 7, "cfg.path: required, got null: The data")]
+
+
+def test_real_train_config_intervals() -> None:
+    _, found, _ = validate("log_every: 0\neval_every: 0\ncheckpoint_every: -1\nsteps: 0\nbatch_size: 0\n", TrainConfig)
+    assert [m for _, _, m in found] == [
+        "cfg.log_every: must be at least 1, got 0",
+        "cfg.eval_every: must be at least 1, got 0",
+        "cfg.checkpoint_every: must be at least 1, got -1",
+        "cfg.steps: must be at least 1, got 0",
+        "cfg.batch_size: must be at least 1, got 0",
+    ]
+    _, found, _ = validate("lr: 1e-3\nepochs: 0\n", TrainConfig)
+    assert found == [(2, 1, "cfg.epochs: must be positive (or set steps), got 0.0")]
+
+
+@dataclass
+class Blames:
+    table: dict[str, int] = knob({}, "")
+    names: list[str] = knob([], "")
+
+    def __post_init__(self) -> None:
+        for key, value in self.table.items():
+            if value not in range(len(self.names)):
+                raise FieldError(("table", key), f"{value} is not an index of names")
+
+    def check_recipe(self) -> None:
+        if not self.names:
+            raise FieldError("names", "give at least one name in a recipe")
+
+
+def test_field_error_is_reported_at_the_blamed_key() -> None:
+    _, found, _ = validate("names: [a]\ntable:\n  ok: 0\n  bad: 3\n", Blames)
+    assert found == [(4, 3, "cfg.table.bad: 3 is not an index of names")]
+    _, found, _ = validate("table: {}\n", Blames)
+    assert found == [(1, 1, "cfg.names: give at least one name in a recipe")], "check_recipe runs; key absent"
+    assert Blames().names == [], "check_recipe is for recipes only"
+
+
+@dataclass
+class WithOverrides:
+    encoder: Annotated[
+        dict[str, Any], KeysOf.of({"num_layers": int, "dropout": float, "unpad": bool}, "encoder field")
+    ] = knob({}, "")
+
+
+def test_keys_of_mapping_checks_names_and_types() -> None:
+    value, found, _ = validate("encoder: {num_layers: 2, dropout: 0}\n", WithOverrides)
+    assert found == [] and value.encoder == {"num_layers": 2, "dropout": 0.0}
+    _, found, _ = validate("encoder:\n  num_layer: 2\n  unpad: 'no'\n  dropout: x\n", WithOverrides)
+    assert found == [
+        (
+            2,
+            3,
+            "cfg.encoder.num_layer: unknown encoder field 'num_layer'; did you mean 'num_layers'? (valid: dropout, num_layers, unpad)",
+        ),
+        (3, 10, "cfg.encoder.unpad: expected true or false, got str 'no'"),
+        (4, 12, "cfg.encoder.dropout: expected a number, got str 'x'"),
+    ]

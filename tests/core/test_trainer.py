@@ -18,7 +18,7 @@ from torch import nn
 from xfer.core import checkpoint as ckpt
 from xfer.core import trainer as trainer_module
 from xfer.core.data import BatchStream
-from xfer.core.errors import TrainingDiverged
+from xfer.core.errors import TrainingDiverged, UserError
 from xfer.core.optim import lr_multiplier
 from xfer.core.trainer import StepOutput, TrainConfig, Trainer, resolve_precision
 
@@ -157,7 +157,7 @@ def test_total_steps_and_warmup(tmp_path: Path) -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(ValueError, match="epochs must be positive"):
+    with pytest.raises(ValueError, match="epochs: must be positive"):
         TrainConfig(epochs=0)
     TrainConfig(epochs=0, steps=3)
     with pytest.raises(ValueError, match="batch_size 10 is not a multiple of grad_accum 4"):
@@ -477,3 +477,121 @@ def test_logged_metrics(tmp_path: Path) -> None:
     assert [(s, p.name) for s, p in events.saved] == [(3, "step-0000003"), (6, "step-0000006")]
     assert events.resumes == []
     assert [s for s, split, _ in events.logs] == [2, 3, 4, 6, 6], "train before dev at a shared step"
+
+
+# --- seams: batch sources, progress, prefetch, exported == evaluated -------------------------------
+
+
+def test_prefetch_on_and_off_give_identical_weights(tmp_path: Path) -> None:
+    results = {}
+    for depth in (0, 3):
+        torch.manual_seed(0)
+        t = make(tmp_path / f"p{depth}", Regression(dropout=0.2), steps=9, prefetch=depth, ema_decay=0.9)
+        torch.manual_seed(1)
+        t.fit()
+        state = ckpt.load_state(ckpt.latest_checkpoint(tmp_path / f"p{depth}" / "checkpoints"))
+        results[depth] = (weights(t.objective), t.ema.shadow, state["data"])
+    assert_bitwise(results[0][0], results[3][0])
+    assert_bitwise(results[0][1], results[3][1])
+    assert results[0][2] == results[3][2], "the checkpoint must hold the consumed cursor, not the prefetcher's"
+
+
+def test_resume_with_prefetch_equals_uninterrupted(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    straight = make(tmp_path / "a", Regression(dropout=0.2), steps=8, prefetch=0, schedule="constant")
+    straight.fit()
+    torch.manual_seed(0)
+    make(tmp_path / "b", Regression(dropout=0.2), steps=4, prefetch=4, checkpoint_every=2, schedule="constant").fit()
+    resumed = make(tmp_path / "b", Regression(dropout=0.2), steps=8, prefetch=4, schedule="constant")
+    resumed.fit()
+    assert resumed.objective.calls == 4
+    assert_bitwise(weights(resumed.objective), weights(straight.objective))
+
+
+class FailingObjective(Regression):
+    def forward(self, batch: Any) -> StepOutput:
+        if self.calls >= 2:
+            raise KeyboardInterrupt
+        return super().forward(batch)
+
+
+def test_prefetch_thread_stops_on_interrupt(tmp_path: Path) -> None:
+    import threading
+
+    with pytest.raises(KeyboardInterrupt):
+        make(tmp_path, FailingObjective(), steps=10, prefetch=2).fit()
+    assert not [t for t in threading.enumerate() if t.name == "xfer-prefetch"]
+
+
+class ProgressReader(Regression):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[int, int, float]] = []
+
+    def set_progress(self, progress: trainer_module.TrainingProgress) -> None:
+        self.seen.append((progress.step, progress.total_steps, progress.fraction))
+
+
+def test_objective_reads_training_progress(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = ProgressReader()
+    make(tmp_path, model, steps=4).fit()
+    assert model.seen == [(0, 4, 0.0), (1, 4, 0.25), (2, 4, 0.5), (3, 4, 0.75)]
+    assert len(model.seen) == model.calls  # called before every forward
+    torch.manual_seed(0)
+    make(tmp_path / "r", ProgressReader(), steps=2, checkpoint_every=2).fit()
+    resumed = ProgressReader()
+    make(tmp_path / "r", resumed, steps=4).fit()
+    assert resumed.seen == model.seen[2:], "resume restores progress from the step count"
+
+
+class EndlessStream:
+    """A minimal BatchSource without epochs."""
+
+    steps_per_epoch = None
+
+    def __init__(self) -> None:
+        self.position = 0
+
+    def next_step(self) -> list[Any]:
+        self.position += 1
+        return [collate(dataset(8))]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = state["position"]
+
+
+def test_any_batch_source_plugs_in(tmp_path: Path) -> None:
+    cfg = TrainConfig(steps=3, batch_size=8, precision="fp32", eval_every=None, checkpoint_every=2)
+    t = Trainer(cfg, Regression(), EndlessStream(), tmp_path, device=CPU, progress=False)
+    assert t.fit().step == 3
+    assert ckpt.load_state(ckpt.latest_checkpoint(tmp_path / "checkpoints"))["data"] == {"position": 3}
+    with pytest.raises(UserError, match=r"EndlessStream has no epochs.*train\.steps must be set"):
+        Trainer(TrainConfig(eval_every=None), Regression(), EndlessStream(), tmp_path, device=CPU)
+    with pytest.raises(UserError, match="checkpoint_every cannot be 'epoch'"):
+        Trainer(
+            TrainConfig(steps=2, eval_every=None, checkpoint_every="epoch"),
+            Regression(),
+            EndlessStream(),
+            tmp_path,
+            device=CPU,
+        )
+    with pytest.raises(TypeError, match="list is not a BatchSource: missing next_step, state_dict"):
+        Trainer(cfg, Regression(), [], tmp_path, device=CPU)  # type: ignore[arg-type]
+
+
+def test_exported_weights_are_the_evaluated_ones(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    evaluator = ScriptedEvaluator([1.0, 3.0, 2.0])
+    t = make(tmp_path, Regression(), evaluator=evaluator, steps=6, ema_decay=0.8, eval_every=2, checkpoint_every=2)
+    t.fit()
+    best = ckpt.read_pointer(tmp_path / "checkpoints" / "best")
+    assert ckpt.load_state(best)["step"] == 4
+    exported = Regression()
+    trainer_module.load_evaluated_weights(best, exported)  # what finetune's model export uses
+    assert torch.equal(exported.linear.weight, evaluator.weights[1]), "export differs from the evaluated model"
+    t.load_weights("best")
+    assert torch.equal(t.objective.linear.weight, evaluator.weights[1])

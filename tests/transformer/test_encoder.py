@@ -1,4 +1,5 @@
-"""Behaviour of the xfer encoder: masks, unpadding, autocast, init, sharing, the CPU attention/dropout kernels."""
+"""Behaviour of the xfer encoder (masks, unpadding, autocast, init, sharing) and of its CPU
+attention/dropout kernels (`xfer.transformer.kernels`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 import xfer.transformer.encoder as E
+import xfer.transformer.kernels as K
 from xfer.transformer.encoder import Encoder, EncoderConfig
 from xfer.transformer.presets import generator_config, preset
 
@@ -105,16 +107,16 @@ def test_unpad_and_dense_gradients_agree() -> None:
 
 
 def test_cpu_attention_gradcheck_with_dropout_and_buckets(monkeypatch) -> None:
-    monkeypatch.setattr(E, "_BUCKET_COST", 0)  # force one bucket per distinct length
+    monkeypatch.setattr(K, "_BUCKET_COST", 0)  # force one bucket per distinct length
     mask = torch.arange(7)[None] < torch.tensor([7, 3, 5, 1, 0])[:, None]
     for causal in (None, "ltr", "rtl"):
-        plan, rows = E.unpadded_plan(mask, 2, causal)
+        plan, rows = K.unpadded_plan(mask, 2, causal)
         assert len(plan.buckets) == 4
         qkv = torch.randn(rows.numel(), 3 * 2 * 3, dtype=torch.float64, requires_grad=True)
 
-        def f(x: torch.Tensor, plan: E.AttentionPlan = plan) -> torch.Tensor:
+        def f(x: torch.Tensor, plan: K.AttentionPlan = plan) -> torch.Tensor:
             torch.manual_seed(123)  # same dropout mask at every evaluation
-            return E._CpuAttention.apply(x, plan, 0.3)
+            return K._CpuAttention.apply(x, plan, 0.3)
 
         assert torch.autograd.gradcheck(f, (qkv,), eps=1e-6, atol=1e-6, fast_mode=True)
 
@@ -123,12 +125,12 @@ def test_cpu_attention_gradcheck_with_dropout_and_buckets(monkeypatch) -> None:
 def test_cpu_attention_matches_sdpa(causal) -> None:
     mask = torch.arange(9)[None] < torch.tensor([9, 4, 6])[:, None]
     for plan, n in (
-        (E.unpadded_plan(mask, 2, causal)[0], int(mask.sum())),
-        (E.dense_plan(mask, 3, 9, 2, causal, torch.device("cpu")), 27),
+        (K.unpadded_plan(mask, 2, causal)[0], int(mask.sum())),
+        (K.dense_plan(mask, 3, 9, 2, causal, torch.device("cpu")), 27),
     ):
         qkv = torch.randn(n, 24, dtype=torch.float64, requires_grad=True)
-        a = E._CpuAttention.apply(qkv, plan, 0.0)
-        b = E.sdpa_attention(qkv, plan, 0.0)
+        a = K._CpuAttention.apply(qkv, plan, 0.0)
+        b = K.sdpa_attention(qkv, plan, 0.0)
         weights = torch.randn_like(a)
         ga = torch.autograd.grad((a * weights).sum(), qkv)[0]
         gb = torch.autograd.grad((b * weights).sum(), qkv)[0]
@@ -197,7 +199,7 @@ def test_dropout_is_active_in_training_and_reproducible() -> None:
 def test_cpu_dropout_statistics(p: float) -> None:
     x = torch.ones(400_000, requires_grad=True)
     torch.manual_seed(0)
-    y = E.dropout(x, p, True)
+    y = K.dropout(x, p, True)
     dropped = (y == 0).float().mean().item()
     assert abs(dropped - p) < 0.005
     assert abs(y.mean().item() - 1.0) < 0.01  # inverted dropout keeps the expectation
@@ -206,10 +208,10 @@ def test_cpu_dropout_statistics(p: float) -> None:
     x2 = torch.randn(1000, requires_grad=True)
     r = torch.randn(1000, requires_grad=True)
     torch.manual_seed(1)
-    out = E.residual_dropout(r, x2, p, True)
+    out = K.residual_dropout(r, x2, p, True)
     kept = out.detach() != r.detach()
     assert torch.allclose(out[kept], (r + x2 / (1 - p))[kept], atol=1e-4)
-    assert torch.equal(E.dropout(x2, p, False), x2)
+    assert torch.equal(K.dropout(x2, p, False), x2)
 
 
 def test_parameter_depth() -> None:
@@ -259,12 +261,12 @@ def test_shared_embeddings_between_generator_and_discriminator() -> None:
 
 def test_length_buckets_cover_every_sequence_once() -> None:
     lengths = [5, 0, 17, 128, 64, 64, 3, 100, 128, 33] * 4
-    buckets = E._length_buckets(lengths)
+    buckets = K._length_buckets(lengths)
     seen = sorted(s for _, seqs in buckets for s in seqs)
     assert seen == sorted(i for i, n in enumerate(lengths) if n > 0)
     assert all(lengths[s] <= cap for cap, seqs in buckets for s in seqs)
     assert 1 < len(buckets) < 8
-    assert E._length_buckets([0, 0]) == []
+    assert K._length_buckets([0, 0]) == []
 
 
 def test_config_roundtrip_and_validation() -> None:
@@ -304,3 +306,16 @@ def test_position_ids_and_no_mask() -> None:
         c = model(ids, position_ids=torch.arange(6).flip(0)).last_hidden_state
     assert torch.allclose(a, b, atol=1e-6)
     assert (a - c).abs().max() > 1e-3
+
+
+def test_encoder_module_is_the_network_and_kernels_live_beside_it() -> None:
+    """encoder.py holds the modules only; every autograd kernel is in kernels.py, and the names
+    other modules import from encoder.py (dropout for heads, ...) are the kernels' own objects."""
+    import inspect
+
+    own = [obj for _, obj in inspect.getmembers(E, inspect.isclass) if obj.__module__ == E.__name__]
+    assert {c.__name__ for c in own} == {"EncoderConfig", "EncoderOutput", "Embeddings", "Layer", "Encoder"}
+    assert not any(issubclass(c, torch.autograd.Function) for c in own)
+    kernels = [c for _, c in inspect.getmembers(K, inspect.isclass) if issubclass(c, torch.autograd.Function)]
+    assert {c.__name__ for c in kernels} == {"_CpuDropout", "_CpuResidualDropout", "_CpuAttention"}
+    assert E.dropout is K.dropout and E.residual_dropout is K.residual_dropout and E.attention is K.attention

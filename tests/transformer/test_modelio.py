@@ -91,3 +91,16 @@ def test_detect_format_and_errors(tmp_path: Path) -> None:
     (model / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match=r"missing model\.safetensors"):
         load_model_dir(model)
+
+
+def test_head_of_unknown_kind_or_bad_config_is_a_checkpoint_error(tmp_path: Path) -> None:
+    model = save_model_dir(tmp_path / "m", {"head": SequenceHead(8, 2)})
+    meta = json.loads((model / "xfer_model.json").read_text())
+    meta["modules"]["head"]["kind"] = "nope.head"
+    (model / "xfer_model.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"module 'head': unknown head kind 'nope.head'"):
+        load_model_dir(model).build("head")
+    meta["modules"]["head"] |= {"kind": "sequence", "config": {"hidden": 8, "num_outputs": 2, "pooler": "max"}}
+    (model / "xfer_model.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"module 'head'.*pooler"):
+        load_model_dir(model).build("head")

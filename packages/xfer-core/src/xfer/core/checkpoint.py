@@ -8,6 +8,8 @@ Layout of `checkpoints/`:
       optimizer.pt        optimizer state, read back with torch.load(weights_only=True)
       rng.safetensors     torch CPU/CUDA generator states
       state.json          step, data cursor, Python/NumPy RNG, best metric, ...
+      manifest.json       size and sha256 of every file above, written last
+    corrupt-step-000400-20261124T120000/   a damaged checkpoint moved aside on resume
     latest                text file naming the newest complete checkpoint
     best                  text file naming the best checkpoint (by the evaluator's metric)
 
@@ -15,48 +17,51 @@ A checkpoint is written into `.tmp-step-000400-<pid>/`, every file fsynced, then
 place; only after that is `latest` replaced (atomically). A crash at any moment leaves the
 previous checkpoint and pointer intact. Nothing is ever unpickled: a pickled object inside
 `optimizer.pt` makes loading fail with a CheckpointError.
+
+Damage after the fact (a truncated copy, a flipped byte, a filesystem that lied about fsync)
+is caught by `manifest.json`: `verify_checkpoint` re-hashes every file before a resume.
+`load_latest_intact` (what the trainer resumes through) moves a damaged checkpoint aside to
+`corrupt-step-...`, says so naming the file and the step it falls back to, and resumes from the
+newest intact one, or starts fresh. How far back it can fall depends on `keep_checkpoints`
+(the default 1 keeps only the latest plus the best): the previous checkpoint is pruned as soon
+as the new one is complete, so keeping a spare costs disk and is the user's choice. Checkpoints
+written before manifests existed are checked structurally (safetensors headers against file
+sizes, the optimizer zip's CRCs, state.json parsing).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
 import re
 import shutil
+import struct
+import sys
+import time
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
+from xfer.core import distributed as dist
+from xfer.core.atomic import atomic_write_text, fsync_dir, fsync_file
 from xfer.core.errors import CheckpointError
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+MANIFEST = "manifest.json"
 
 
 def write_pointer(path: Path, target: str) -> None:
     """Atomically point `path` (e.g. checkpoints/latest) at `target`."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(target + "\n", encoding="utf-8")
-    _fsync_file(tmp)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    atomic_write_text(path, target + "\n")
 
 
 def read_pointer(path: Path) -> Path | None:
@@ -96,13 +101,17 @@ def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, 
     for key, obj in payload.torch_state.items():
         torch.save(obj, tmp / f"{key}.pt")
     (tmp / "state.json").write_text(json.dumps(payload.state, indent=1, sort_keys=True), encoding="utf-8")
-    for file in tmp.iterdir():
-        _fsync_file(file)
+    files = sorted(tmp.iterdir())
+    for file in files:
+        fsync_file(file)
+    manifest = {"format": 1, "files": {f.name: _describe(f) for f in files}}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    fsync_file(tmp / MANIFEST)
     final = directory / name
     if final.exists():  # a leftover from a run that died after renaming but before `latest`
         shutil.rmtree(final)
     os.rename(tmp, final)
-    _fsync_dir(directory)
+    fsync_dir(directory)
     write_pointer(directory / "latest", name)
     if best:
         write_pointer(directory / "best", name)
@@ -133,19 +142,186 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return complete[-1] if complete else None
 
 
+def _describe(file: Path) -> dict[str, Any]:
+    """Size and sha256 of `file`, read in 1 MiB blocks (the manifest entry)."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return {"size": file.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def verify_checkpoint(path: Path) -> None:
+    """Raise CheckpointError naming the first damaged file of the checkpoint at `path`.
+
+    With a manifest every listed file must exist with its recorded size and sha256; without
+    one (older checkpoints) each file is checked for internal consistency.
+    """
+    entries = _manifest(path)
+    if entries is None:
+        _verify_structure(path)
+        return
+    for name in sorted(entries):
+        _verify_file(path, name, entries)
+    load_state(path)  # also a JSON object the trainer can use
+
+
+def _manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest's file entries, or None for a checkpoint written before manifests."""
+    manifest_file = path / MANIFEST
+    if not manifest_file.exists():
+        return None
+    try:
+        entries = dict(json.loads(manifest_file.read_text(encoding="utf-8"))["files"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{manifest_file}: unreadable checkpoint manifest: {exc}") from None
+    return entries
+
+
+_verified: set[tuple[str, int, int]] = set()  # (file, size, mtime) already hashed: resume hashes once
+
+
+def _verify_file(path: Path, name: str, entries: dict[str, Any] | None = None) -> None:
+    """Check one file against the manifest (if the checkpoint has one) before it is loaded."""
+    entries = _manifest(path) if entries is None else entries
+    if entries is None or name not in entries:
+        return
+    file, expected = path / name, entries[name]
+    if not file.is_file():
+        raise CheckpointError(f"{file}: missing from checkpoint")
+    stat = file.stat()
+    key = (str(file), stat.st_size, stat.st_mtime_ns)
+    if key in _verified:
+        return
+    if stat.st_size != expected.get("size"):
+        raise CheckpointError(f"{file}: truncated or altered ({stat.st_size} bytes, {expected.get('size')} written)")
+    if _describe(file)["sha256"] != expected.get("sha256"):
+        raise CheckpointError(f"{file}: corrupted (sha256 differs from the one recorded at save time)")
+    _verified.add(key)
+
+
+def _verify_structure(path: Path) -> None:
+    """Best-effort checks for a checkpoint without a manifest: every file must parse and be complete."""
+    load_state(path)
+    for file in sorted(path.glob("*.safetensors")):
+        _check_safetensors(file)
+    for file in sorted(path.glob("*.pt")):
+        try:
+            with zipfile.ZipFile(file) as archive:
+                bad = archive.testzip()
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise CheckpointError(f"{file}: truncated or corrupted ({exc})") from None
+        if bad is not None:
+            raise CheckpointError(f"{file}: corrupted (member {bad} fails its CRC check)")
+
+
+def _check_safetensors(file: Path) -> None:
+    """A safetensors file is 8 bytes of header length, a JSON header, then exactly the data it lists."""
+    size = file.stat().st_size
+    try:
+        with open(file, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > size - 8:
+                raise ValueError(f"header of {length} bytes in a {size}-byte file")
+            header = json.loads(handle.read(length))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    except (OSError, struct.error, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CheckpointError(f"{file}: truncated or corrupted ({exc})") from None
+    if 8 + length + end != size:
+        raise CheckpointError(f"{file}: truncated or altered ({size} bytes, header describes {8 + length + end})")
+
+
+def _step_of(path: Path) -> int:
+    match = _STEP_DIR.match(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged checkpoint to `corrupt-<name>-<time>` (kept for inspection, ignored by resume)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"corrupt-{path.name}-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"corrupt-{path.name}-{stamp}-{n}")
+    os.rename(path, target)
+    fsync_dir(path.parent)
+    return target
+
+
+def _select_intact(directory: Path, warn: Callable[[str], None]) -> Path | None:
+    """Newest checkpoint that verifies; damaged ones on the way are moved aside. Rank 0 only."""
+    damaged: list[tuple[Path, Path, str]] = []
+
+    def intact(path: Path) -> bool:
+        try:
+            verify_checkpoint(path)
+        except CheckpointError as exc:
+            damaged.append((path, move_aside(path), str(exc)))
+            return False
+        return True
+
+    chosen = None
+    while (candidate := latest_checkpoint(directory)) is not None:
+        if intact(candidate):
+            chosen = candidate
+            break
+    if not damaged:
+        return chosen
+    best = read_pointer(directory / "best")  # damage rarely comes alone: check the other survivor too
+    if best is not None and best != chosen:
+        intact(best)
+    if chosen is not None:
+        write_pointer(directory / "latest", chosen.name)
+    else:
+        (directory / "latest").unlink(missing_ok=True)
+    fallback = (
+        f"resuming from step {_step_of(chosen)} ({chosen})"
+        if chosen
+        else "no intact checkpoint is left: starting this run from step 0"
+    )
+    for original, moved, reason in damaged:
+        warn(f"checkpoint step {_step_of(original)} is damaged ({reason}); moved to {moved}; {fallback}")
+    return chosen
+
+
+def load_latest_intact(directory: Path, warn: Callable[[str], None] = _warn) -> Path | None:
+    """The newest intact checkpoint to resume from, or None to start fresh.
+
+    Rank 0 verifies candidates newest first (manifest sizes and hashes), moves damaged ones aside
+    with a warning that names the file and the step resumed from, and repoints `latest`; every
+    rank then gets the same answer. Every process of a distributed run must call it.
+    """
+    chosen = None
+    if dist.is_main() and directory.exists():
+        chosen = _select_intact(directory, warn)
+    name = dist.broadcast_object(None if chosen is None else chosen.name)
+    return None if name is None else directory / name
+
+
 def load_state(path: Path) -> dict[str, Any]:
     try:
-        return json.loads((path / "state.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CheckpointError(f"{path / 'state.json'}: unreadable checkpoint state: {exc}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path / 'state.json'}: unreadable checkpoint state: not a JSON object")
+    return state
 
 
 def load_module(path: Path, key: str, module: nn.Module) -> None:
     file = path / f"{key}.safetensors"
     if not file.exists():
         raise CheckpointError(f"{file}: missing from checkpoint")
+    _verify_file(path, file.name)
     try:
         missing, unexpected = load_model(module, str(file), strict=False)
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"{file}: truncated or corrupted ({exc})") from None
     except RuntimeError as exc:  # load_state_dict: size mismatch (raised even with strict=False)
         details = "; ".join(line.strip() for line in str(exc).splitlines()[1:4]) or str(exc)
         raise CheckpointError(f"{file}: does not match the model ({details})") from None
@@ -159,7 +335,11 @@ def load_tensors(path: Path, key: str) -> dict[str, torch.Tensor]:
     file = path / f"{key}.safetensors"
     if not file.exists():
         raise CheckpointError(f"{file}: missing from checkpoint")
-    return load_file(str(file))
+    _verify_file(path, file.name)
+    try:
+        return load_file(str(file))
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"{file}: truncated or corrupted ({exc})") from None
 
 
 def load_torch_state(path: Path, key: str, map_location: str | torch.device = "cpu") -> Any:
@@ -167,6 +347,9 @@ def load_torch_state(path: Path, key: str, map_location: str | torch.device = "c
     file = path / f"{key}.pt"
     if not file.exists():
         raise CheckpointError(f"{file}: missing from checkpoint")
+    _verify_file(path, file.name)
+    if not zipfile.is_zipfile(file):
+        raise CheckpointError(f"{file}: truncated or corrupted (not a complete torch zip archive)")
     try:
         return torch.load(file, map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError) as exc:

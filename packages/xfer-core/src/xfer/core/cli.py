@@ -2,6 +2,7 @@
 
     xfer run RECIPE [key=value ...] [--run-dir DIR] [--fork NEW | --force] [--device auto]
     xfer validate RECIPE [key=value ...]      check everything, run nothing
+    xfer validate RECIPE --data               ... and read every task's data files (the run's pre-flight)
     xfer show RECIPE [key=value ...]          resolved recipe, with where each value came from
     xfer status RUN_DIR                       stages, their status and checkpoints
     xfer plugins [--json]                     distributions, versions, hooks, components, failures
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import sys
 import typing
@@ -53,6 +55,9 @@ def build_parser(host: PluginHost) -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="validate a recipe without running it")
     _recipe_args(validate)
+    validate.add_argument(
+        "--data", action="store_true", help="also read every task's data files and report every malformed line"
+    )
     show = sub.add_parser("show", help="print the resolved recipe and where each value came from")
     _recipe_args(show)
 
@@ -130,6 +135,9 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.runner import run_recipe
 
     recipe = load_recipe(args.recipe, args.overrides, host)
+    from xfer.core.preflight import check_data
+
+    check_data(recipe, host)  # every stage's data read before the first stage trains
     result = run_recipe(recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host)
     if dist.is_main():
         print(f"run directory: {result.run_dir.resolve()}")
@@ -143,6 +151,10 @@ def cmd_validate(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides, host)
+    if args.data:
+        from xfer.core.preflight import check_data
+
+        check_data(recipe, host)
     order = " -> ".join(recipe.stages)
     print(f"{args.recipe}: ok ({len(recipe.stages)} stage{'s' if len(recipe.stages) != 1 else ''}: {order})")
     return 0
@@ -195,6 +207,8 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
             f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9} "
             f"{r['attempts'] or '-':>8}  {r['checkpoint'] or '-'}"
         )
+        for trial in r.get("trial_checkpoints", []):
+            print(f"{'':<16} checkpoint: {trial['run']}: {trial['checkpoint'] or '-'}")
         if r["error"]:
             print(f"{'':<16} error: {r['error']}")
     return 0
@@ -256,7 +270,7 @@ def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
         print(f"  {spec.summary}")
     target_doc = None
     try:
-        target_doc = (spec.load().__doc__ or "").strip()
+        target_doc = inspect.cleandoc(spec.load().__doc__ or "")
     except Exception as exc:  # documentation must not need every heavy import to work
         print(f"  (could not import {spec.target}: {type(exc).__name__}: {exc})")
     if target_doc:
@@ -299,7 +313,9 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
             lines += describe_fields(tp, prefix + f.name + ".", nested)
             continue
         shown = (
-            "(required)" if default_value is dataclasses.MISSING else json.dumps(to_plain(default_value), default=str)
+            "(required)"
+            if default_value is dataclasses.MISSING or f.metadata.get("required")
+            else json.dumps(to_plain(default_value), default=str)
         )
         lines.append(f"{prefix}{f.name}: {type_name(tp)} = {shown}" + (f"  # {doc}" if doc else ""))
     return lines

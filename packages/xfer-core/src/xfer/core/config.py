@@ -15,10 +15,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
+REQUIRED_IN_RECIPES = "required"
+"""Metadata key: the recipe must set the field (to a non-null value), although Python code may
+construct the config without it (e.g. a task used only to score predictions)."""
 
-def knob(default: Any = dataclasses.MISSING, doc: str = "", **metadata: Any) -> Any:
-    """A documented config field. Mutable defaults are copied per instance automatically."""
+
+def knob(
+    default: Any = dataclasses.MISSING,
+    doc: str = "",
+    *,
+    required: bool = False,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    **metadata: Any,
+) -> Any:
+    """A documented config field. Mutable defaults are copied per instance automatically.
+
+    `required=True`: recipes must give the field a non-null value (checked at validation with
+    the position of the mapping that lacks it), while Python code may still rely on `default`.
+    `ge`/`gt`/`le`/`lt`: bounds on a numeric value (`knob(50, "...", ge=1)`), checked by the
+    recipe validator at the value's `file:line:col`; non-numeric alternatives of a union
+    (`"epoch"`, null) are not bounded.
+    """
     meta = {"doc": doc, **metadata}
+    if required:
+        meta[REQUIRED_IN_RECIPES] = True
+    for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)):
+        if bound is not None:
+            meta[name] = bound
     if default is dataclasses.MISSING:
         return field(metadata=meta)
     if isinstance(default, (list, dict, set)) or dataclasses.is_dataclass(default):
@@ -94,3 +120,36 @@ class ObjectiveRef(ComponentRef):
     """An objective, e.g. `transformer.sequence` or `{name: example.focal, gamma: 2.0}`."""
 
     kind: ClassVar[str] = "objective"
+
+
+# A config class may also define `check_recipe(self) -> None`, raising FieldError / ValueError:
+# the recipe validator calls it after construction, for requirements that Python callers need
+# not meet (e.g. "data_dir is required when source is 'local'").
+
+
+class FieldError(ValueError):
+    """Raised by a config's `__post_init__` to blame one key: `FieldError(("task_epochs", "glue/rtee"), "...")`.
+
+    The recipe validator reports it at that key's `file:line:col` (the mapping's position when the
+    key was not written); elsewhere it is an ordinary ValueError naming the key.
+    """
+
+    def __init__(self, key: str | tuple[str, ...], message: str):
+        self.key = (key,) if isinstance(key, str) else tuple(key)
+        self.message = message
+        super().__init__(f"{'.'.join(self.key)}: {message}")
+
+
+@dataclass(frozen=True)
+class KeysOf:
+    """Marker for `Annotated[dict[str, Any], KeysOf({...})]`: a mapping whose keys must be among
+    the given names and whose values are checked against each name's type (did-you-mean for
+    unknown keys). The value stays a plain dict of the keys given, e.g. overrides of a preset.
+    """
+
+    fields: tuple[tuple[str, Any], ...]
+    what: str = "field"
+
+    @classmethod
+    def of(cls, fields: dict[str, Any], what: str = "field") -> KeysOf:
+        return cls(tuple(fields.items()), what)

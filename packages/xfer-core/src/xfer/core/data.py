@@ -11,9 +11,12 @@ split into micro-batches.
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -21,7 +24,56 @@ import torch
 Collate = Callable[[list[Any]], Any]
 
 
-class BatchStream:
+@runtime_checkable
+class BatchSource(Protocol):
+    """What `Trainer` trains on: any object with these members (duck-typed; `BatchStream` is one).
+
+    - `next_step()` returns this rank's collated micro-batches for ONE optimizer step (a list,
+      one item per accumulation micro-batch). Sources are endless; `Trainer` decides when to stop.
+    - `steps_per_epoch` is an int, or None for sources without epochs (streams, mixtures);
+      then `train.steps` must be set and `eval_every`/`checkpoint_every` cannot be "epoch".
+    - `state_dict()` returns a JSON-serialisable cursor taken *between* steps, and
+      `load_state_dict(state)` restores it so the following `next_step()` calls reproduce the
+      interrupted run's batches exactly (exact resume).
+    - Iterating a source (`for micro_batches in source`) yields `next_step()` forever.
+
+    Under prefetch, `next_step()` and `state_dict()` run in a background thread, so a source must
+    not touch the global torch/numpy RNG (draw from its own seeded generator instead).
+    """
+
+    @property
+    def steps_per_epoch(self) -> int | None: ...
+
+    def next_step(self) -> list[Any]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def check_batch_source(source: Any) -> None:
+    """Fail early, naming what is missing, when `source` does not follow the `BatchSource` protocol."""
+    missing = [m for m in ("next_step", "state_dict", "load_state_dict") if not callable(getattr(source, m, None))]
+    if not hasattr(source, "steps_per_epoch"):
+        missing.append("steps_per_epoch")
+    if missing:
+        raise TypeError(
+            f"{type(source).__name__} is not a BatchSource: missing {', '.join(missing)} "
+            "(see xfer.core.data.BatchSource)"
+        )
+
+
+class _Iterable:
+    """Mixin: iterating a source yields one step's micro-batches at a time, forever."""
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return self
+
+    def __next__(self) -> list[Any]:
+        return self.next_step()  # type: ignore[attr-defined]
+
+
+class BatchStream(_Iterable):
     """Global batches over `dataset`, sliced for this rank and split for accumulation."""
 
     def __init__(
@@ -88,6 +140,193 @@ class BatchStream:
                 f"seed {state.get('seed')} -> {self.seed}); cannot resume exactly"
             )
         self.epoch, self.offset, self._order = state["epoch"], state["offset"], None
+
+
+class TaggedBatch(NamedTuple):
+    """A micro-batch labelled with the child source it came from (mixtures and alternation)."""
+
+    source: str
+    batch: Any
+
+
+def _load_children(owner: str, sources: Mapping[str, BatchSource], state: dict[str, Any]) -> None:
+    children = state.get("sources", {})
+    if set(children) != set(sources):
+        raise ValueError(
+            f"{owner}: checkpoint has sources {sorted(children)}, this run has {sorted(sources)}; cannot resume exactly"
+        )
+    for name, source in sources.items():
+        source.load_state_dict(children[name])
+
+
+class MultiTaskSource(_Iterable):
+    """Each step draws one task (by weight) and takes that task's next step: multi-task training.
+
+    The draw for step `i` comes from `numpy.random.default_rng([seed, i])`, so it depends only on
+    the seed and the step count: every DDP rank picks the same task, and the state is just the step
+    count plus each child's cursor. `weights` is a mapping of relative weights (default: equal) or
+    a function of the step index returning one (for annealed sampling). Micro-batches come back as
+    `TaggedBatch(task, batch)` so the objective can route them.
+    """
+
+    def __init__(
+        self,
+        sources: Mapping[str, BatchSource],
+        weights: Mapping[str, float] | Callable[[int], Mapping[str, float]] | None = None,
+        seed: int = 0,
+    ):
+        if not sources:
+            raise ValueError("MultiTaskSource needs at least one source")
+        for source in sources.values():
+            check_batch_source(source)
+        self.sources, self.names, self.seed, self.step = dict(sources), list(sources), seed, 0
+        self.weights = weights
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        return None
+
+    def _probabilities(self) -> np.ndarray:
+        weights = self.weights(self.step) if callable(self.weights) else self.weights
+        raw = np.array([float((weights or {}).get(n, 1.0 if weights is None else 0.0)) for n in self.names])
+        if (raw < 0).any() or not np.isfinite(raw).all() or raw.sum() <= 0:
+            raise ValueError(
+                f"MultiTaskSource: invalid sampling weights {dict(zip(self.names, raw.tolist(), strict=True))}"
+            )
+        return raw / raw.sum()
+
+    def next_step(self) -> list[Any]:
+        index = np.random.default_rng([self.seed, self.step]).choice(len(self.names), p=self._probabilities())
+        name = self.names[int(index)]
+        self.step += 1
+        return [TaggedBatch(name, b) for b in self.sources[name].next_step()]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "seed": self.seed, "sources": {n: s.state_dict() for n, s in self.sources.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("seed") != self.seed:
+            raise ValueError(f"MultiTaskSource: seed changed ({state.get('seed')} -> {self.seed}); cannot resume")
+        _load_children("MultiTaskSource", self.sources, state)
+        self.step = state["step"]
+
+
+class AlternatingSource(_Iterable):
+    """Steps follow a fixed cyclic `pattern` of source names, e.g. labeled/unlabeled alternation.
+
+    `pattern=["labeled", "unlabeled", "unlabeled"]` gives one labeled step then two unlabeled ones,
+    repeated. Deterministic, so the state is the step count plus each child's cursor. Micro-batches
+    come back as `TaggedBatch(name, batch)`.
+    """
+
+    def __init__(self, sources: Mapping[str, BatchSource], pattern: Sequence[str]):
+        unknown = sorted(set(pattern) - set(sources))
+        if not pattern or unknown:
+            raise ValueError(f"AlternatingSource: pattern {list(pattern)} names unknown sources {unknown}")
+        for source in sources.values():
+            check_batch_source(source)
+        self.sources, self.pattern, self.step = dict(sources), list(pattern), 0
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        return None
+
+    def next_step(self) -> list[Any]:
+        name = self.pattern[self.step % len(self.pattern)]
+        self.step += 1
+        return [TaggedBatch(name, b) for b in self.sources[name].next_step()]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "pattern": self.pattern,
+            "sources": {n: s.state_dict() for n, s in self.sources.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if list(state.get("pattern", [])) != self.pattern:
+            raise ValueError(f"AlternatingSource: pattern changed ({state.get('pattern')} -> {self.pattern})")
+        _load_children("AlternatingSource", self.sources, state)
+        self.step = state["step"]
+
+
+class Prefetcher:
+    """Prepares the next `depth` steps of `source` in a background thread.
+
+    Each item carries the source's cursor *after* producing it — the cursor of the next batch the
+    trainer has not consumed — so a checkpoint stores the consumer's position, never the
+    prefetcher's: resume is exact whatever is still queued. `depth=0` runs inline (no thread).
+    Errors in the producer are re-raised in the consumer; `close()` stops the thread promptly.
+    """
+
+    def __init__(self, source: BatchSource, depth: int, pin_memory: bool = False):
+        self.source, self.depth, self.pin_memory = source, depth, pin_memory
+        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if depth > 0:
+            self._thread = threading.Thread(target=self._produce, name="xfer-prefetch", daemon=True)
+            self._thread.start()
+
+    def _make(self) -> tuple[list[Any], Any]:
+        batches = self.source.next_step()
+        if self.pin_memory:
+            batches = [_pin(b) for b in batches]
+        return batches, copy.deepcopy(self.source.state_dict())
+
+    def _produce(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item: tuple[str, Any, Any] = ("ok", *self._make())
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                item = ("error", exc, None)
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if item[0] == "error":
+                return
+
+    def next(self) -> tuple[list[Any], Any]:
+        """One step's micro-batches and the source cursor to save once they are consumed."""
+        if self._thread is None:
+            return self._make()
+        while True:
+            try:
+                kind, value, state = self._queue.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    raise RuntimeError("the batch prefetch thread stopped unexpectedly") from None
+        if kind == "error":
+            raise value
+        return value, state
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def __enter__(self) -> Prefetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _pin(batch: Any) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.pin_memory()
+    if isinstance(batch, dict):
+        return {k: _pin(v) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_pin(v) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_pin(v) for v in batch)
+    return batch
 
 
 def shard_indices(n: int, rank: int, world_size: int) -> range:

@@ -63,6 +63,22 @@ def _short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+# First-party distributions whose name is not `xfer-<namespace>`.
+KNOWN_DISTRIBUTIONS = {"glue": "xfer-tasks-glue", "conll": "xfer-tasks-conll", "squad": "xfer-tasks-squad"}
+
+
+def install_hint(namespace: str) -> str:
+    """What to do about a namespace no loaded plugin provides: enable it if its distribution is
+    installed but was not loaded (XFER_PLUGINS / XFER_DISABLE_PLUGIN_AUTOLOAD), else install it
+    (by convention namespace `x` comes from distribution `xfer-x`)."""
+    for ep in importlib.metadata.entry_points(group="xfer"):
+        if ep.name == namespace:
+            dist = ep.dist.name if ep.dist else "its distribution"
+            return f"{dist} is installed but was not loaded: check XFER_PLUGINS and XFER_DISABLE_PLUGIN_AUTOLOAD"
+    dist = KNOWN_DISTRIBUTIONS.get(namespace, f"xfer-{namespace}")
+    return f"install the distribution that provides it (pip install {dist})"
+
+
 class PluginHost:
     """Holds the pluggy manager, the plugin records and the component registry."""
 
@@ -214,11 +230,14 @@ class PluginHost:
                 return f"{kind} {name!r} should come from {record.label}, which failed to load: {record.error}"
         known = self.names(kind)
         hint = did_you_mean(name, known)
-        if hint:
-            return f"unknown {kind} {name!r}{hint}"
         if not any(r.name == namespace for r in self.plugins.values()):
             installed = ", ".join(sorted(r.name for r in self.plugins.values() if not r.error))
-            return f"unknown {kind} {name!r}: no installed plugin provides namespace {namespace!r} (installed: {installed})"
+            return (
+                f"unknown {kind} {name!r}: no installed plugin provides namespace {namespace!r} "
+                f"(installed: {installed}); {install_hint(namespace)}{hint}"
+            )
+        if hint:
+            return f"unknown {kind} {name!r}{hint}"
         return f"unknown {kind} {name!r}; plugin {namespace!r} provides: {', '.join(n for n in known if namespace_of(n) == namespace) or 'no ' + kind + 's'}"
 
     def load(self, kind: str, name: str) -> Any:

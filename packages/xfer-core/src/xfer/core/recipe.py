@@ -169,8 +169,9 @@ def load_recipe(
     elif not stages_node.is_map or not stages_node.value:
         validator.error(stages_node.loc, "'stages' must be a non-empty mapping of stage name -> stage config")
     else:
+        written = [n for n, node in stages_node.value.items() if not node.created_by_override]
         for stage_name, node in stages_node.value.items():
-            kinds[stage_name] = (node, _stage_spec(host, stage_name, node, validator))
+            kinds[stage_name] = (node, _stage_spec(host, stage_name, node, validator, written))
     validator.stage_outputs = {n: (spec.outputs if spec else None) for n, (_, spec) in kinds.items()}
 
     configs: dict[str, tuple[Any, tuple[str, ...]]] = {}
@@ -213,10 +214,13 @@ def _top(root: Node, key: str, tp: type, default: Any, validator: Validator) -> 
     return default if value is INVALID else value
 
 
-def _stage_spec(host: PluginHost, stage_name: str, node: Node, validator: Validator) -> ComponentSpec | None:
+def _stage_spec(
+    host: PluginHost, stage_name: str, node: Node, validator: Validator, stages: list[str]
+) -> ComponentSpec | None:
     where = node.key_loc or node.loc
     if node.created_by_override:
-        validator.error(where, f"override matches no stage {stage_name!r}")
+        hint = did_you_mean(stage_name, stages) or f" (stages: {', '.join(stages)})"
+        validator.error(where, f"override matches no stage {stage_name!r}{hint}")
         return None
     if not _STAGE_NAME.match(stage_name):
         validator.error(where, f"stage name {stage_name!r} must be letters, digits, '_' or '-' (no dots)")

@@ -15,13 +15,29 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from xfer.core.atomic import atomic_write_text
+
 _SKIP = {"step", "split", "time", "epoch"}
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The records of a metrics.jsonl; a line torn by a kill in mid-append is skipped."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [record for _, record in metric_lines(path.read_text(encoding="utf-8", errors="replace"))]
+
+
+def metric_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """(line, record) for every complete JSON object line of a metrics.jsonl text."""
+    found = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            found.append((line, record))
+    return found
 
 
 def _series_key(record: dict[str, Any]) -> str:
@@ -86,5 +102,5 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
     if not records:
         lines.append("_No metrics were logged._")
     path = stage_dir / "report.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path

@@ -3,6 +3,7 @@
     runs/<recipe name>/
       recipe.resolved.yaml  the resolved recipe (defaults filled in, paths absolute)
       environment.json   Python, torch, package versions, host, device
+      .lock              flock-ed by the `xfer run` using the directory (see xfer.core.runlock)
       <stage>/
         stage.json       status (running | completed | failed), fingerprint, times, outputs, error
         metrics.jsonl    one JSON object per log line
@@ -14,7 +15,8 @@ A stage's fingerprint hashes its kind, component version, resolved config, the r
 and the fingerprints of the stages it reads from (paths it reads get a cheap stat
 signature). On a re-run: a completed stage with the same fingerprint is skipped; a running or
 failed one with the same fingerprint resumes from its last checkpoint; a different
-fingerprint starts the stage afresh, and the change propagates to every stage downstream.
+fingerprint (or an unreadable stage.json) starts the stage afresh, and the change propagates
+to every stage downstream. Rank 0 alone reads and decides; the other ranks receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
 """
@@ -36,6 +38,8 @@ from typing import Any
 import yaml
 
 from xfer.core import distributed as dist
+from xfer.core import runlock
+from xfer.core.atomic import atomic_write_text, read_json, write_json
 from xfer.core.config import Input
 from xfer.core.errors import RunDirError, UserError
 from xfer.core.plugins import PluginHost, default_host
@@ -150,25 +154,43 @@ def _environment(device: str) -> dict[str, Any]:
     }
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+_read_json = read_json  # a missing or damaged stage.json reads as "no state": the stage starts afresh
+_write_json = write_json  # durable and atomic: see xfer.core.atomic
 
 
 def prepare_run_dir(recipe: Recipe, run_dir: Path, force: bool, fork: Path | None) -> Path:
-    """Check the run dir belongs to this recipe (or fork/force), then write the resolved recipe."""
+    """Check the run dir belongs to this recipe (or fork/force), then write the resolved recipe.
+
+    Rank 0 alone checks and writes; the other ranks get its verdict, so none of them reads a
+    directory that rank 0 is still preparing.
+    """
+    _on_main_refusing_alike(lambda: _prepare_on_main(recipe, run_dir, force, fork))
+    dist.barrier()
+    return fork if fork is not None else run_dir
+
+
+def _on_main_refusing_alike(action: Any) -> Any:
+    """`action()` on rank 0 (its result there, None elsewhere); a RunDirError is raised on every rank."""
+    result, error = None, None
+    if dist.is_main():
+        try:
+            result = action()
+        except RunDirError as exc:
+            error = str(exc)
+    error = dist.broadcast_object(error)
+    if error is not None:
+        raise RunDirError(error)
+    return result
+
+
+def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | None) -> None:
     resolved = recipe.resolved()
     recipe_file = run_dir / "recipe.resolved.yaml"
     if recipe_file.exists():
-        previous = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
+        try:
+            previous = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise RunDirError(f"{recipe_file}: unreadable ({exc}); use --fork NEW_DIR or --force") from None
         changes = diff(previous, resolved)
         if changes and fork is None and not force:
             listing = "\n".join(f"  {c}" for c in changes)
@@ -178,16 +200,24 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path, force: bool, fork: Path | Non
                 f"or --force to re-run the changed stages here."
             )
     if fork is not None:
-        if fork.exists():
+        # the fork target may already hold our lock file (taken before preparing), nothing else
+        if fork.exists() and any(p.name != runlock.LOCK_FILE for p in fork.iterdir()):
             raise RunDirError(f"--fork target {fork} already exists")
-        if run_dir.exists() and dist.is_main():
-            shutil.copytree(run_dir, fork, symlinks=True)
+        if run_dir.exists():
+            shutil.copytree(run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=_no_lock_file)
         run_dir = fork
-    if dist.is_main():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
-    dist.barrier()
-    return run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _no_lock_file(directory: str, names: list[str]) -> list[str]:
+    """copytree filter: the source's lock file belongs to the source."""
+    return [runlock.LOCK_FILE] if runlock.LOCK_FILE in names else []
+
+
+def _lock_run_dir(run_dir: Path) -> runlock.RunLock | None:
+    """Rank 0 takes the run directory's lock; a refusal is raised on every rank alike."""
+    return _on_main_refusing_alike(runlock.RunLock(run_dir).acquire)
 
 
 def run_recipe(
@@ -200,10 +230,33 @@ def run_recipe(
     host: PluginHost | None = None,
     log: Any = print,
 ) -> RunResult:
-    """Run every stage of `recipe` in order; see the module docstring for skip/resume rules."""
+    """Run every stage of `recipe` in order; see the module docstring for skip/resume rules.
 
-    host = host or default_host()
+    The run directory (the fork target with `fork`) is locked for the duration: a second
+    `xfer run` on it is refused, and `xfer status` can tell a dead owner from a live one.
+    """
     dist.init_from_env()
+    dist.select_device(device)  # a bad --device is refused before anything is created
+    lock = _lock_run_dir(fork if fork is not None else (run_dir or default_run_dir(recipe)))
+    try:
+        return _run_recipe(recipe, run_dir, force=force, fork=fork, device=device, host=host, log=log)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_recipe(
+    recipe: Recipe,
+    run_dir: Path | None,
+    *,
+    force: bool,
+    fork: Path | None,
+    device: str,
+    host: PluginHost | None,
+    log: Any,
+) -> RunResult:
+    """The body of `run_recipe`, run while rank 0 holds the run directory's lock."""
+    host = host or default_host()
     torch_device = dist.select_device(device)
     run_dir = prepare_run_dir(recipe, (run_dir or default_run_dir(recipe)), force, fork)
     if dist.is_main():
@@ -216,14 +269,16 @@ def run_recipe(
         fp = fingerprint(plan, recipe.seed, fingerprints)
         fingerprints[name] = fp
         stage_dir = stage_dirs[name]
-        state = _read_json(stage_dir / "stage.json") or {}
+        state = dist.broadcast_object(_read_json(stage_dir / "stage.json") if dist.is_main() else None) or {}
         if state.get("fingerprint") == fp and state.get("status") == "completed":
             say(f"[{name}] up to date, skipped")
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
             continue
         resumed = state.get("fingerprint") == fp  # interrupted or failed: the trainer resumes from its checkpoints
-        if state and state.get("fingerprint") != fp and dist.is_main():
-            shutil.rmtree(stage_dir)  # changed config or inputs: start this stage afresh
+        if not resumed and stage_dir.exists() and dist.is_main():
+            # changed config or inputs, or no readable stage.json: start afresh, so the trainer
+            # cannot resume from checkpoints the runner did not vouch for
+            shutil.rmtree(stage_dir)
         if dist.is_main():
             stage_dir.mkdir(parents=True, exist_ok=True)
         dist.barrier()
@@ -254,7 +309,7 @@ def _run_stage(
         "version": plan.spec.version,
         "fingerprint": fp,
         "started": started,
-        "earlier_attempts": _earlier_attempts(stage_dir) if resumed else [],
+        "earlier_attempts": _earlier_attempts(stage_dir) if resumed and dist.is_main() else [],
     }
     ctx = StageContext(
         run_dir, plan.name, plan.kind, plan.config, recipe.seed, stage_dir, device, host, stage_dirs, resumed
@@ -264,9 +319,9 @@ def _run_stage(
         host.notify(
             "xfer_stage_start", run_dir=run_dir, stage=plan.name, kind=plan.kind, config=plan.config, resumed=resumed
         )
-    run = host.load("stage", plan.kind)
-    rng.seed_everything(recipe.seed + dist.rank())
     try:
+        run = host.load("stage", plan.kind)  # an import failure is this stage's failure, reported as such
+        rng.seed_everything(recipe.seed + dist.rank())
         run(ctx)
         dist.barrier()  # rank 0 writes the outputs; every rank checks them only after it is done
         missing = [o for o in plan.spec.outputs if not (stage_dir / "outputs" / o).is_dir()]
@@ -351,26 +406,57 @@ def _safe_report(plan: StagePlan, stage_dir: Path, status: dict[str, Any], ctx: 
 
 
 def read_status(run_dir: Path) -> list[dict[str, Any]]:
-    """Status of each stage folder of a run (for `xfer status`), in the recipe's order."""
+    """Status of each stage folder of a run (for `xfer status`), in the recipe's order.
+
+    A stage whose stage.json says `running` while nobody holds the run directory's lock was
+    cut short (killed, crashed machine): it is shown as `interrupted`.
+    """
     recipe_file = run_dir / "recipe.resolved.yaml"
     if not recipe_file.exists():
         raise UserError(f"{run_dir}: not a run directory (no recipe.resolved.yaml)")
-    resolved = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
+    try:
+        resolved = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"{recipe_file}: unreadable: {exc}") from None
+    stages = resolved.get("stages") if isinstance(resolved, dict) else None
+    owner_alive = runlock.holder(run_dir) is not None
     rows = []
-    for name, config in (resolved.get("stages") or {}).items():
-        state = _read_json(run_dir / name / "stage.json") or {}
+    for name, config in (stages if isinstance(stages, dict) else {}).items():
+        stage_dir = run_dir / name
+        state = _read_json(stage_dir / "stage.json") or {}
         duration, attempts = stage_duration(state) if state else (None, 0)
-        latest = run_dir / name / "checkpoints" / "latest"
+        status = state.get("status", "pending")
+        if status == "running" and not owner_alive:
+            status = "interrupted"
         rows.append(
             {
                 "stage": name,
-                "kind": config.get("kind"),
-                "status": state.get("status", "pending"),
+                "kind": config.get("kind") if isinstance(config, dict) else None,
+                "status": status,
                 "fingerprint": (state.get("fingerprint") or "")[:12],
                 "duration_s": None if duration is None else round(duration, 1),
                 "attempts": attempts,
-                "checkpoint": latest.read_text().strip() if latest.exists() else None,
+                "checkpoint": _pointer_name(stage_dir / "checkpoints" / "latest"),
+                "trial_checkpoints": _nested_checkpoints(stage_dir),
                 "error": state.get("error"),
             }
         )
     return rows
+
+
+def _pointer_name(pointer: Path) -> str | None:
+    try:
+        return pointer.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _nested_checkpoints(stage_dir: Path) -> list[dict[str, str | None]]:
+    """Checkpoints of runs inside a stage (fine-tuning trials: `trials/<task>/trial-N/checkpoints`)."""
+    found = []
+    if stage_dir.is_dir():
+        for pointer in sorted(stage_dir.glob("*/**/checkpoints/latest")):
+            owner = pointer.parent.parent.relative_to(stage_dir)
+            if owner.parts[0] != "outputs":
+                found.append({"run": str(owner), "checkpoint": _pointer_name(pointer)})
+    return found

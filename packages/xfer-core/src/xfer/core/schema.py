@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from xfer.core.config import ComponentRef, Files, Input, MustExist
+from xfer.core.config import REQUIRED_IN_RECIPES, ComponentRef, FieldError, Files, Input, KeysOf, MustExist
 from xfer.core.errors import Diagnostic, Location
 from xfer.core.yamlsrc import Node
 
@@ -51,14 +51,14 @@ def type_name(tp: Any) -> str:
         names = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(names) + (" or null" if type(None) in args else "")
     if origin in (list, tuple):
-        return f"a list of {type_name(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+        return f"a list of {plural(type_name(args[0]))}" if args else "a list"
     if origin is dict:
-        return f"a mapping of {type_name(args[1]).removeprefix('a ').removeprefix('an ')}s" if args else "a mapping"
+        return f"a mapping to {plural(type_name(args[1]))}" if args else "a mapping"
     if isinstance(tp, type) and issubclass(tp, ComponentRef):
-        return f"a {tp.kind} name or a mapping with 'name'"
-    if dataclasses.is_dataclass(tp):
+        return f"{_article(tp.kind)} {tp.kind} name or a mapping with 'name'"
+    if dataclasses.is_dataclass(tp) and tp not in _SIMPLE_NAMES:
         return "a mapping"
-    return {
+    return _SIMPLE_NAMES.get(tp) or {
         bool: "true or false",
         int: "an integer",
         float: "a number",
@@ -69,6 +69,33 @@ def type_name(tp: Any) -> str:
         type(None): "null",
         Any: "any value",
     }.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+_SIMPLE_NAMES: dict[Any, str] = {
+    Input: "a stage output like 'stage.output' or a path",
+    Files: "a file pattern or a list of them",
+}
+_PLURALS = {"null": "nulls", "any value": "values"}
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def plural(description: str) -> str:
+    """'an integer or a string' -> 'integers or strings': type names read as English in lists."""
+    parts: list[str] = []
+    for part in description.replace("true or false", "boolean").split(" or "):
+        part = _PLURALS.get(part.strip(), part.strip())
+        words = part.split(" ")
+        if words[0] in ("a", "an"):
+            words = words[1:]
+        # The head noun: "task name" -> "task names", "stage output like ..." -> "stage outputs like ...".
+        head = 1 if len(words) > 1 and words[1] in ("name", "output", "pattern") else 0
+        if not words[head].endswith("s"):
+            words[head] += "s"
+        parts.append(" ".join(words))
+    return " or ".join(parts)
 
 
 def describe(value: Any) -> str:
@@ -149,6 +176,9 @@ class Validator:
         if tp is Any:
             return node.to_python()
         if origin is typing.Annotated:
+            keys_of = next((a for a in args[1:] if isinstance(a, KeysOf)), None)
+            if keys_of is not None:
+                return self.keys_of(node, keys_of, path)
             result = self.value(node, args[0], path)
             if result is not INVALID and any(isinstance(a, MustExist) for a in args[1:]) and not Path(result).exists():
                 return self.error(node.loc, f"{path}: path not found: {result}")
@@ -242,9 +272,15 @@ class Validator:
                 self.provenance[child_path] = child.origin
             else:
                 values[key] = self.value(child, hints[key], child_path)
+                if values[key] is not INVALID:
+                    values[key] = self._check_field(child, fields[key], values[key], child_path)
             ok &= values[key] is not INVALID
         for name, f in fields.items():
             if name in values or name in skip:
+                continue
+            if f.metadata.get(REQUIRED_IN_RECIPES) and (base is None or getattr(base, name) is None):
+                self.error(node.loc, f"{path or 'recipe'}: missing required key {name!r}: {_doc_of(f)}")
+                ok = False
                 continue
             if base is not None:
                 values[name] = getattr(base, name)
@@ -258,9 +294,61 @@ class Validator:
         if not ok:
             return INVALID
         try:
-            return cls(**values)
+            instance = cls(**values)
+            # Checks that only recipes must pass (Python callers may build partial configs).
+            if callable(getattr(instance, "check_recipe", None)):
+                instance.check_recipe()
+            return instance
+        except FieldError as exc:  # __post_init__ blames one key: report it there
+            target, where = node, node.loc
+            for part in exc.key:
+                if target.is_seq:
+                    target = target.value[int(part)] if part.isdigit() and int(part) < len(target.value) else None
+                else:
+                    target = target.get(part)
+                if target is None:
+                    break
+                where = target.where()
+            return self.error(where, f"{'.'.join([path, *exc.key]) if path else '.'.join(exc.key)}: {exc.message}")
         except (ValueError, TypeError) as exc:  # __post_init__ cross-field checks
             return self.error(node.loc, f"{path}: {exc}")
+
+    def _check_field(self, node: Node, f: dataclasses.Field, value: Any, path: str) -> Any:
+        """The field's recipe-level constraints (knob `required`, bounds) on a converted value."""
+        if value is None and f.metadata.get(REQUIRED_IN_RECIPES):
+            return self.error(node.loc, f"{path}: required, got null: {_doc_of(f)}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            for name, ok, words in (
+                ("ge", lambda v, b: v >= b, "at least"),
+                ("gt", lambda v, b: v > b, "greater than"),
+                ("le", lambda v, b: v <= b, "at most"),
+                ("lt", lambda v, b: v < b, "less than"),
+            ):
+                bound = f.metadata.get(name)
+                if bound is not None and not ok(value, bound):
+                    return self.error(node.loc, f"{path}: must be {words} {bound:g}, got {value!r}")
+        return value
+
+    def keys_of(self, node: Node, marker: KeysOf, path: str) -> Any:
+        """A mapping checked key by key against `marker.fields` (see `config.KeysOf`)."""
+        if not node.is_map:
+            return self.wrong_type(node, dict, path)
+        known = dict(marker.fields)
+        result: dict[str, Any] = {}
+        ok = True
+        for key, child in node.value.items():
+            child_path = f"{path}.{key}"
+            if key not in known:
+                listing = ", ".join(sorted(known))
+                self.error(
+                    child.where(),
+                    f"{child_path}: unknown {marker.what} {key!r}{did_you_mean(key, known)} (valid: {listing})",
+                )
+                ok = False
+                continue
+            result[key] = self.value(child, known[key], child_path)
+            ok &= result[key] is not INVALID
+        return result if ok else INVALID
 
     # --- recipe types --------------------------------------------------------------------------
 
@@ -351,6 +439,12 @@ class Validator:
         return INVALID if config is INVALID else ref_type(name, config)
 
 
+def _doc_of(f: dataclasses.Field) -> str:
+    """The knob's documentation, first sentence, as a hint in 'missing' messages."""
+    doc = str(f.metadata.get("doc", "")).strip()
+    return doc.split(". ")[0].rstrip(".") if doc else "no default"
+
+
 def _dataclass_default(f: dataclasses.Field) -> Any:
     """The field's default if it is a dataclass instance (given via knob's default_factory)."""
     if f.default_factory is not dataclasses.MISSING:
@@ -363,13 +457,30 @@ def _bool(v: Validator, node: Node, path: str) -> Any:
     return node.value if isinstance(node.value, bool) else v.wrong_type(node, bool, path)
 
 
+def _quoted_number(v: Validator, node: Node, tp: type, path: str) -> Any:
+    """`"600"` in quotes is a string; say so rather than silently reading a number."""
+    return v.error(
+        node.loc, f"{path}: expected {type_name(tp)}, got the quoted string {node.value!r} (remove the quotes)"
+    )
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _int(v: Validator, node: Node, path: str) -> Any:
     value = node.value
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():  # `1.0e+4`
         return int(value)
-    if isinstance(value, str):  # YAML 1.1 reads `1e4` as a string; accept integral numbers
+    if isinstance(value, str) and node.quoted:
+        return _quoted_number(v, node, int, path) if _looks_numeric(value) else v.wrong_type(node, int, path)
+    if isinstance(value, str):  # YAML 1.1 reads a plain `1e4` as a string; accept integral numbers
         try:
             number = float(value)
         except ValueError:
@@ -383,7 +494,9 @@ def _float(v: Validator, node: Node, path: str) -> Any:
     value = node.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str):  # YAML 1.1 reads `3e-4` as a string; every user writes it
+    if isinstance(value, str) and node.quoted:
+        return _quoted_number(v, node, float, path) if _looks_numeric(value) else v.wrong_type(node, float, path)
+    if isinstance(value, str):  # YAML 1.1 reads a plain `3e-4` as a string; every user writes it
         try:
             return float(value)
         except ValueError:

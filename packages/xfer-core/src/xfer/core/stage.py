@@ -20,8 +20,10 @@ from typing import Any
 import torch
 
 from xfer.core import distributed as dist
+from xfer.core.atomic import atomic_write_text
 from xfer.core.config import Files, Input
 from xfer.core.plugins import PluginHost
+from xfer.core.report import metric_lines
 
 
 @dataclass
@@ -107,11 +109,10 @@ class RunLog:
         """Drop log lines of this run written after the checkpoint we resume from (they are redone)."""
         if not self.ctx.is_main or not self.ctx.metrics_file.exists():
             return
-        kept = []
-        for line in self.ctx.metrics_file.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
+        kept = []  # a line torn by the kill that ended the previous attempt is dropped as well
+        for line, record in metric_lines(self.ctx.metrics_file.read_text(encoding="utf-8", errors="replace")):
             same_run = all(record.get(k) == v for k, v in self.tags.items())
             if not (same_run and record.get("step", 0) > step):
                 kept.append(line)
-        self.ctx.metrics_file.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        atomic_write_text(self.ctx.metrics_file, "".join(k + "\n" for k in kept))
         self.log(step, "resume", {})

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from xfer.core.errors import UserError
+
 TaskType = Literal["classification", "regression", "tagging", "span_qa"]
 Split = Literal["train", "dev", "test"]
 
@@ -102,6 +104,30 @@ class Task(abc.ABC):
         Raise `xfer.core.errors.DataError` (file, line, key) on malformed input; never skip
         a bad line silently. Raise `KeyError`-free `DataError` too when the split is missing.
         """
+
+    def check_data(self, splits: Sequence[Split]) -> list[UserError]:
+        """Read and parse the raw data of `splits` (no tokenisation, no model) and return every
+        problem found instead of raising: the pre-flight of `xfer run` / `xfer validate --data`
+        calls this for every task of every stage, so that a bad file of a late stage is reported
+        before an early stage trains. A reader stops at a file's first error, so expect at most
+        one problem per split.
+
+        Default: `examples(split)` for each split (also `labels`, which tagging tasks read from
+        the train file). Override to skip data that is not local (e.g. a hub download).
+        """
+        problems: list[UserError] = []
+        for split in splits:
+            try:
+                self.examples(split)
+            except UserError as exc:
+                if not any(str(exc) == str(p) for p in problems):
+                    problems.append(exc)
+        if not problems:
+            try:
+                _ = self.labels  # tagging tasks read the tag set from the train file
+            except UserError as exc:
+                problems.append(exc)
+        return problems
 
     @property
     def labels(self) -> tuple[str, ...]:

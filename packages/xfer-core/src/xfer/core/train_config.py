@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from xfer.core.config import knob
+from xfer.core.config import FieldError, knob
 
 Schedule = Literal["linear", "warmup_on_decay", "constant", "constant_warmup", "inverse_sqrt_t"]
 
@@ -18,9 +18,9 @@ class TrainConfig:
     """Optimisation settings shared by every stage (nested as `train:` in stage configs)."""
 
     epochs: float = knob(1.0, "Passes over the training data (converted to steps; an epoch may end mid-batch).")
-    steps: int | None = knob(None, "Total optimizer steps; when set it overrides `epochs`.")
-    batch_size: int = knob(32, "Global batch: examples per optimizer step, summed over ranks and accumulation.")
-    grad_accum: int = knob(1, "Micro-batches accumulated per optimizer step (divides batch_size).")
+    steps: int | None = knob(None, "Total optimizer steps; when set it overrides `epochs`.", ge=1)
+    batch_size: int = knob(32, "Global batch: examples per optimizer step, summed over ranks and accumulation.", ge=1)
+    grad_accum: int = knob(1, "Micro-batches accumulated per optimizer step (divides batch_size).", ge=1)
     optimizer: Literal["adamw", "sgd"] = knob("adamw", "AdamW (Transformers) or SGD with momentum (CVT).")
     lr: float = knob(1e-4, "Peak learning rate.")
     adam_beta1: float = knob(0.9, "AdamW beta1.")
@@ -49,15 +49,22 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16"] = knob(
         "auto", "bf16 autocast (auto: when the device supports it fast) or fp32."
     )
-    log_every: int = knob(50, "Log training metrics every N steps.")
-    eval_every: int | Literal["epoch"] | None = knob("epoch", "Evaluate every N steps, every epoch, or never (null).")
-    checkpoint_every: int | Literal["epoch"] = knob(500, "Write a checkpoint every N steps (and always at the end).")
+    log_every: int = knob(50, "Log training metrics every N steps.", ge=1)
+    eval_every: int | Literal["epoch"] | None = knob(
+        "epoch", "Evaluate every N steps, every epoch, or never (null).", ge=1
+    )
+    checkpoint_every: int | Literal["epoch"] = knob(
+        500, "Write a checkpoint every N steps (and always at the end).", ge=1
+    )
     keep_checkpoints: int = knob(1, "Recent checkpoints to keep (the best one is kept in addition).")
+    prefetch: int = knob(
+        2, "Optimizer steps of batches collated ahead in a background thread (0 = off); resume stays exact.", ge=0
+    )
     find_unused_parameters: bool = knob(False, "DDP: allow parameters that get no gradient in a step.")
 
     def __post_init__(self) -> None:
         if self.steps is None and self.epochs <= 0:
-            raise ValueError("epochs must be positive (or set steps)")
+            raise FieldError("epochs", f"must be positive (or set steps), got {self.epochs!r}")
         if self.batch_size <= 0 or self.grad_accum <= 0:
             raise ValueError("batch_size and grad_accum must be positive")
         if self.batch_size % self.grad_accum:

@@ -30,8 +30,8 @@ from torch import nn
 from xfer.core import checkpoint as ckpt
 from xfer.core import distributed as dist
 from xfer.core import rng
-from xfer.core.data import BatchStream, to_device
-from xfer.core.errors import TrainingDiverged
+from xfer.core.data import BatchSource, Prefetcher, check_batch_source, to_device
+from xfer.core.errors import TrainingDiverged, UserError
 from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
 from xfer.core.train_config import TrainConfig
 
@@ -107,6 +107,19 @@ class EMA:
                 self.shadow[name].copy_(tensors[name])
 
 
+def load_evaluated_weights(path: Path, module: nn.Module) -> None:
+    """Load the weights a checkpoint was *evaluated* with into `module`: its EMA weights when the run
+    kept an EMA (the trainer evaluates, and picks the best checkpoint, with those), else the live ones.
+    Exports must use this, or the exported model differs from the one whose dev score was reported."""
+    ckpt.load_module(path, "model", module)
+    if (path / "ema.safetensors").exists():
+        shadow = ckpt.load_tensors(path, "ema")
+        state = module.state_dict()
+        with torch.no_grad():
+            for name, tensor in shadow.items():
+                state[name].copy_(tensor)
+
+
 @dataclass
 class TrainResult:
     step: int
@@ -115,6 +128,23 @@ class TrainResult:
     last_checkpoint: Path | None
     last_eval: dict[str, float] = field(default_factory=dict)
     resumed_from: int | None = None
+
+
+@dataclass(frozen=True)
+class TrainingProgress:
+    """Where training is, for objectives that anneal something (e.g. BAM's teacher-annealing λ).
+
+    `step` counts optimizer steps completed before the current one, so `fraction` is 0.0 at the
+    first step and approaches 1.0 at the last. Derived from the step count, so exact resume
+    restores it; plain ints, so reading it never syncs a device.
+    """
+
+    step: int
+    total_steps: int
+
+    @property
+    def fraction(self) -> float:
+        return self.step / max(1, self.total_steps)
 
 
 class TrainerEvents(Protocol):
@@ -132,13 +162,22 @@ class Trainer:
 
     `workdir/checkpoints` holds checkpoints; if it has one, `fit()` resumes from it exactly.
     `events` receives training/evaluation metrics, checkpoint and resume notices (rank 0 only).
+
+    Seams for method packages:
+    - `data` is any `xfer.core.data.BatchSource` (`BatchStream`, `MultiTaskSource`,
+      `AlternatingSource`, or your own following the protocol).
+    - If the objective has a `set_progress(progress: TrainingProgress)` method, it is called
+      before every optimizer step (annealing schedules read `progress.fraction`).
+    - `config.prefetch` steps are collated ahead in a background thread; checkpoints store the
+      cursor of the next batch the loop has not consumed, so resume stays exact.
+    - With EMA on, evaluation, the best checkpoint and `load_weights` all use the EMA weights.
     """
 
     def __init__(
         self,
         config: TrainConfig,
         objective: nn.Module,
-        data: BatchStream,
+        data: BatchSource,
         workdir: Path,
         *,
         device: torch.device,
@@ -147,13 +186,18 @@ class Trainer:
         progress: bool | None = None,
         description: str = "train",
     ):
+        check_batch_source(data)
         self.config, self.data, self.device = config, data, device
         self.objective = objective.to(device)
         self.checkpoints = workdir / "checkpoints"
         self.evaluator = evaluator
         self.events = events if dist.is_main() else None
         self.amp_dtype = resolve_precision(config.precision, device)
-        self.steps_per_epoch = data.steps_per_epoch
+        self.steps_per_epoch: int | None = data.steps_per_epoch
+        epoch_knobs = [k for k in ("eval_every", "checkpoint_every") if getattr(config, k) == "epoch"]
+        if self.steps_per_epoch is None and (config.steps is None or epoch_knobs):
+            what = "train.steps must be set" if config.steps is None else f"train.{epoch_knobs[0]} cannot be 'epoch'"
+            raise UserError(f"{type(data).__name__} has no epochs (steps_per_epoch is None): {what}")
         self.total_steps = (
             config.steps if config.steps is not None else max(1, math.ceil(config.epochs * self.steps_per_epoch))
         )
@@ -176,12 +220,15 @@ class Trainer:
             config.momentum,
         )
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        self.ema = EMA(self.objective, config.ema_decay) if config.ema_decay else None
         self.model: nn.Module = self.objective
         if dist.world_size() > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             self.model = DistributedDataParallel(self.objective, find_unused_parameters=config.find_unused_parameters)
+        # after the DDP wrap: DDP broadcasts rank 0's weights, and the shadow must start from those
+        self.ema = EMA(self.objective, config.ema_decay) if config.ema_decay else None
+        self._data_state: dict[str, Any] = data.state_dict()
+        self._batches: Prefetcher | None = None
         self.step = 0
         self.best_metric: float | None = None
         self.last_eval: dict[str, float] = {}
@@ -198,6 +245,25 @@ class Trainer:
         start = self.step
         bar = self._progress_bar(start)
         self.objective.train()
+        self._data_state = self.data.state_dict()
+        self._batches = Prefetcher(self.data, self.config.prefetch, pin_memory=self.device.type == "cuda")
+        try:
+            self._loop(bar)
+        finally:
+            self._batches.close()
+            self._batches = None
+        if bar is not None:
+            bar.close()
+        return TrainResult(
+            step=self.step,
+            best_metric=self.best_metric,
+            best_checkpoint=ckpt.read_pointer(self.checkpoints / "best"),
+            last_checkpoint=ckpt.latest_checkpoint(self.checkpoints),
+            last_eval=self.last_eval,
+            resumed_from=start if resumed else None,
+        )
+
+    def _loop(self, bar: Any) -> None:
         timer = time.perf_counter()
         timer_step = self.step
         while self.step < self.total_steps:
@@ -223,16 +289,6 @@ class Trainer:
                 is_best = self._evaluate()
             if boundary_ckpt or is_best:
                 self._save(best=is_best)
-        if bar is not None:
-            bar.close()
-        return TrainResult(
-            step=self.step,
-            best_metric=self.best_metric,
-            best_checkpoint=ckpt.read_pointer(self.checkpoints / "best"),
-            last_checkpoint=ckpt.latest_checkpoint(self.checkpoints),
-            last_eval=self.last_eval,
-            resumed_from=start if resumed else None,
-        )
 
     def load_weights(self, which: Literal["best", "last"] = "best") -> Path:
         """Load the best (falls back to last) or last checkpoint's weights — EMA weights if EMA is on."""
@@ -259,7 +315,11 @@ class Trainer:
         scale = lr_multiplier(self.config.schedule, self.step, self.total_steps, self.warmup_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr * group["lr_scale"] * scale
-        micro_batches = self.data.next_step()
+        set_progress = getattr(self.objective, "set_progress", None)
+        if callable(set_progress):
+            set_progress(TrainingProgress(self.step, self.total_steps))
+        assert self._batches is not None, "_train_step runs inside fit()"
+        micro_batches, self._data_state = self._batches.next()
         accumulation = len(micro_batches)
         for index, batch in enumerate(micro_batches):
             batch = to_device(batch, self.device)
@@ -319,7 +379,8 @@ class Trainer:
         else:
             values = {}
         values["lr"] = self.optimizer.param_groups[0]["lr"] / max(self.optimizer.param_groups[0]["lr_scale"], 1e-30)
-        values["epoch"] = self.step / self.steps_per_epoch
+        if self.steps_per_epoch:
+            values["epoch"] = self.step / self.steps_per_epoch
         values.update(extra)
         self._sums, self._sum_steps = {}, 0
         if self.events is not None:
@@ -360,7 +421,7 @@ class Trainer:
         state = {
             "step": self.step,
             "total_steps": self.total_steps,
-            "data": self.data.state_dict(),
+            "data": self._data_state,  # the consumer's cursor, not the prefetcher's
             "best_metric": self.best_metric,
             "last_eval": self.last_eval,
             "rng": [j for j, _ in all_rng],
@@ -379,7 +440,7 @@ class Trainer:
         dist.barrier()
 
     def _resume(self) -> bool:
-        path = ckpt.latest_checkpoint(self.checkpoints)
+        path = ckpt.load_latest_intact(self.checkpoints)  # damaged ones are moved aside, with a warning
         if path is None:
             return False
         state = ckpt.load_state(path)

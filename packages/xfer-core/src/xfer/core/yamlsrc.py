@@ -44,6 +44,9 @@ class Node:
     key_loc: Location | None = None
     origin: str = ""
     created_by_override: bool = False
+    # A scalar written in quotes ('600', "3e-4") or as a block: the author meant a string, so the schema
+    # does not read it as a number (only plain YAML 1.1 scalars like `1e4` get that leniency).
+    quoted: bool = False
 
     @property
     def is_map(self) -> bool:
@@ -100,7 +103,8 @@ class _Converter:
             value = None
         if not isinstance(value, (str, int, float, bool, type(None))):
             value = str(value)  # e.g. timestamps: keep the text, the schema decides
-        return Node(value, loc, origin=str(loc))
+        quoted = isinstance(node, yaml.ScalarNode) and node.style is not None  # quotes or | >
+        return Node(value, loc, origin=str(loc), quoted=quoted)
 
     def _mapping(self, node: yaml.MappingNode, loc: Location) -> Node:
         result: dict[str, Node] = {}

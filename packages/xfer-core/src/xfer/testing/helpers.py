@@ -1,4 +1,9 @@
-"""Building blocks of the test kit (see `xfer.testing`)."""
+"""Building blocks of the test kit (see `xfer.testing`).
+
+torch and the runner are imported inside the functions that need them: pytest loads this
+module through the `pytest11` entry point in every session, and a plugin author's pure-Python
+tests should not pay torch's import time (about 1.5 s) for fixtures they never use.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,15 @@ import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from xfer.core.plugins import PluginHost
 from xfer.core.recipe import load_recipe
-from xfer.core.runner import RunResult, run_recipe
+
+if TYPE_CHECKING:
+    import torch
+
+    from xfer.core.runner import RunResult
 
 
 def make_host(modules: Iterable[str] = (), autoload: bool = False, allow: Iterable[str] | None = None) -> PluginHost:
@@ -31,6 +39,8 @@ def run_recipe_file(
     recipe: Path, run_dir: Path, host: PluginHost, overrides: Sequence[str] = (), **kwargs: object
 ) -> RunResult:
     """Validate and run a recipe in this process (quiet)."""
+    from xfer.core.runner import run_recipe
+
     plan = load_recipe(recipe, list(overrides), host)
     return run_recipe(plan, run_dir, host=host, log=lambda *a, **k: None, **kwargs)  # type: ignore[arg-type]
 
@@ -73,6 +83,8 @@ def output_tensors(run_dir: Path, stage: str) -> dict[str, torch.Tensor]:
 
 def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rtol: float = 0.0) -> None:
     """Bitwise equality (rtol=0) or relative closeness of two weight sets, naming the first mismatch."""
+    import torch
+
     assert a.keys() == b.keys(), f"different tensors: {sorted(a.keys() ^ b.keys())[:5]}"
     for name in a:
         x, y = a[name].float(), b[name].float()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from xfer.core.plugins import PluginHost
-from xfer.core.runner import RunResult
 from xfer.testing.helpers import make_host, run_recipe_file, write_recipe
+
+if TYPE_CHECKING:
+    from xfer.core.runner import RunResult
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import torch
 
 from xfer.core import distributed as dist
 from xfer.core import rng
+from xfer.core.atomic import write_json
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.data import BatchStream
 from xfer.core.errors import UserError
@@ -95,7 +96,11 @@ def summarize(runs: list[dict[str, float]]) -> dict[str, dict[str, float]]:
 
 
 def run_finetune(ctx: StageContext) -> None:
-    """Stage entry point (see the module docstring)."""
+    """Fine-tune one model per task and seed from the same initial weights, then report medians.
+
+    Each (task, seed) is an ordinary resumable Trainer run; the median run's model is exported
+    to `models/<task>/`, predictions to `predictions/<task>/`, every run's metrics and their
+    median/mean/std to `results/results.json`."""
     config: FinetuneConfig = ctx.config
     encoder_config, init_state, init_folder = load_initial(config, ctx)
     tokenizer = load_tokenizer(config, ctx, init_folder)
@@ -110,7 +115,7 @@ def run_finetune(ctx: StageContext) -> None:
     }
     if ctx.is_main:
         out = ctx.output_dir("results")
-        (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        write_json(out / "results.json", results)
         ctx.report(_results_table(results))
     ctx.output_dir("models")
     ctx.output_dir("predictions")
@@ -191,7 +196,7 @@ def _finetune_task(
                     task.write_predictions(folder, split, examples, predictions)
         record = {**metrics, "trial": trial, "seed": seed, "steps": fit.step, "checkpoint": chosen.name}
         if ctx.is_main:
-            done.write_text(json.dumps(record) + "\n")
+            write_json(done, record, indent=None)
         runs.append(record)
     _save_models(ctx, config, ref.name, runs, build, tokenizer, info, info.main_metric)
     return {"main_metric": info.main_metric, "runs": runs, "summary": summarize(runs)}
@@ -233,7 +238,8 @@ def _save_models(
     info: Any,
     metric: str,
 ) -> None:
-    from xfer.core.checkpoint import load_module, read_pointer
+    from xfer.core.checkpoint import read_pointer
+    from xfer.core.trainer import load_evaluated_weights
     from xfer.transformer.modelio import save_model_dir
 
     if config.save_models == "none" or not ctx.is_main:
@@ -246,7 +252,7 @@ def _save_models(
         if not path.exists():
             path = read_pointer(checkpoints / "latest")
         objective = build(ctx.seed + trial)
-        load_module(path, "model", objective)
+        load_evaluated_weights(path, objective)  # EMA weights when EMA was on: what was evaluated
         target = ctx.output_dir("models") / slug(name)
         if config.save_models == "all":
             target = target / f"trial-{trial}"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from xfer.core.config import Input, ObjectiveRef, TaskRef, knob
+from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
 from xfer.core.train_config import TrainConfig
 
 # Must list exactly `presets.PRESETS` (a test checks); kept literal so recipes are checked
@@ -13,6 +14,27 @@ from xfer.core.train_config import TrainConfig
 PresetName = Literal[
     "bert-base", "bert-large", "bert-small", "electra-base", "electra-large", "electra-small", "mini", "tiny"
 ]
+
+# Must match the fields and types of `encoder.EncoderConfig` (a test checks); kept here so that
+# `encoder:` overrides are type-checked with did-you-mean before anything imports torch.
+ENCODER_FIELDS: dict[str, Any] = {
+    "vocab_size": int,
+    "embedding_size": int,
+    "hidden_size": int,
+    "num_layers": int,
+    "num_heads": int,
+    "intermediate_size": int,
+    "max_position_embeddings": int,
+    "type_vocab_size": int,
+    "hidden_dropout": float,
+    "attention_dropout": float,
+    "layer_norm_eps": float,
+    "initializer_range": float,
+    "pad_token_id": int,
+    "unpad": bool,
+}
+_POSITIVE = {name for name, tp in ENCODER_FIELDS.items() if tp is int and name != "pad_token_id"}
+_PROBABILITIES = ("hidden_dropout", "attention_dropout")
 
 DEFAULT_TRAIN = TrainConfig(
     epochs=3.0,
@@ -36,14 +58,16 @@ class FinetuneConfig:
     )
     tokenizer: Input | None = knob(None, "Folder with vocab.txt / tokenizer.json; default: the one in `init`.")
     model: PresetName = knob("tiny", "Encoder preset for random init (ignored when `init` is given).")
-    encoder: dict[str, bool | int | float] = knob(
+    encoder: Annotated[dict[str, Any], KeysOf.of(ENCODER_FIELDS, "encoder field")] = knob(
         {}, "Overrides of preset fields, e.g. {num_layers: 2, hidden_dropout: 0.0}."
     )
     objective: ObjectiveRef | None = knob(
         None, "Objective for every task; default by task type (transformer.sequence/tagging/span_qa)."
     )
-    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).")
-    trials: int = knob(1, "Fine-tuning runs per task with seeds seed, seed+1, ...; the report gives their median.")
+    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).", ge=2)
+    trials: int = knob(
+        1, "Fine-tuning runs per task with seeds seed, seed+1, ...; the report gives their median.", ge=1
+    )
     train: TrainConfig = knob(
         DEFAULT_TRAIN, "Optimisation (ELECTRA-Small defaults: lr 3e-4, layer decay 0.8, 3 epochs)."
     )
@@ -58,10 +82,31 @@ class FinetuneConfig:
         "median", "Which runs' models to write to the `models` output."
     )
     export_hf: bool = knob(False, "Also write each saved model in Hugging Face layout (models/<task>/hf).")
-    eval_batch_size: int = knob(128, "Batch size for evaluation and prediction.")
+    eval_batch_size: int = knob(128, "Batch size for evaluation and prediction.", ge=1)
 
     def __post_init__(self) -> None:
         if not self.tasks:
             raise ValueError("give at least one task")
         if self.trials < 1:
             raise ValueError("trials must be >= 1")
+        names = [ref.name for ref in self.tasks]
+        for name, epochs in self.task_epochs.items():
+            if name not in names:
+                hint = difflib.get_close_matches(name, names, n=1)
+                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise FieldError(
+                    ("task_epochs", name), f"{name!r} is not one of this stage's tasks ({', '.join(names)}){suggestion}"
+                )
+            if epochs <= 0:
+                raise FieldError(("task_epochs", name), f"epochs must be positive, got {epochs!r}")
+        for name, value in self.encoder.items():
+            if name in _POSITIVE and value <= 0:
+                raise FieldError(("encoder", name), f"must be positive, got {value!r}")
+            if name in _PROBABILITIES and not 0.0 <= value < 1.0:
+                raise FieldError(("encoder", name), f"must be in [0, 1), got {value!r}")
+
+    def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
+        """For the pre-flight data check: every task with the splits this stage reads
+        (train and dev always, test when predictions for it are asked for)."""
+        splits = ("train", "dev", *(s for s in self.predict if s != "dev"))
+        return [(ref, splits) for ref in self.tasks]

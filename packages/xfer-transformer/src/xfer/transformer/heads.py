@@ -1,8 +1,10 @@
 """Task heads on top of encoder hidden states, with their HF `transformers` equivalents.
 
 Each head is a small `nn.Module` taking `hidden` [B, T, H] from the encoder. Heads know how to
-describe themselves (`kind`, `config()`) so `modelio` can save and rebuild them, and each
-docstring names the HF module/parameter names that `xfer.transformer.hf` maps to and from.
+describe themselves (`kind`, `config()`) so `modelio` can save and rebuild them, and carry their
+HF mapping (`hf`, see `xfer.transformer.hfmap`) that `xfer.transformer.hf` uses to export and
+import them. They are registered as model components by xfer-transformer's plugin, exactly as a
+method package registers its own heads (`xfer.transformer.registry`).
 
 Dropout uses `encoder.dropout`, the same cheap-on-CPU dropout the encoder uses.
 """
@@ -16,7 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from xfer.core.plugins import PluginHost
+from xfer.transformer import registry
 from xfer.transformer.encoder import dropout, init_weights
+from xfer.transformer.hfmap import HFHeadMap, SequenceHFMap, SpanQAHFMap, TokenHFMap
 
 Pooler = Literal["none", "tanh", "gelu"]
 
@@ -27,6 +32,7 @@ MASK_VALUE = -10000.0
 
 class _Head(nn.Module):
     kind: ClassVar[str]
+    hf: ClassVar[HFHeadMap | None] = None
 
     def config(self) -> dict[str, Any]:
         """Constructor keyword arguments that rebuild this head (JSON-serialisable)."""
@@ -50,6 +56,7 @@ class SequenceHead(_Head):
     """
 
     kind = "sequence"
+    hf = SequenceHFMap()
 
     def __init__(
         self,
@@ -97,6 +104,7 @@ class TokenHead(_Head):
     """
 
     kind = "token"
+    hf = TokenHFMap()
 
     def __init__(self, hidden: int, num_tags: int, dropout: float = 0.1, initializer_range: float = 0.02):
         super().__init__()
@@ -159,6 +167,7 @@ class SpanQAHead(_Head):
     """
 
     kind = "span_qa"
+    hf = SpanQAHFMap()
 
     def __init__(
         self,
@@ -334,11 +343,7 @@ def best_span(
     return flat // t, flat % t, scores.flatten(1)[rows, flat]
 
 
-HEADS: dict[str, type[_Head]] = {cls.kind: cls for cls in (SequenceHead, TokenHead, SpanQAHead)}
-
-
-def build_head(kind: str, config: dict[str, Any]) -> nn.Module:
-    """Rebuild a head from its `kind` and `config()` (as stored by modelio / returned by hf.load_hf)."""
-    if kind not in HEADS:
-        raise ValueError(f"unknown head kind {kind!r}; valid: {', '.join(sorted(HEADS))}")
-    return HEADS[kind](**config)
+def build_head(kind: str, config: dict[str, Any], host: PluginHost | None = None) -> nn.Module:
+    """Rebuild a head from its `kind` and `config()` (as stored by modelio / returned by hf.load_hf),
+    looked up in the head registry (`xfer.transformer.registry`), so plugins' heads work too."""
+    return registry.build_head(kind, config, host)

@@ -17,20 +17,22 @@ Name mapping (HF base-model names, optionally prefixed `electra.` / `bert.`):
     encoder.layer.i.intermediate.dense   -> layers.i.ffn_in
     encoder.layer.i.output.dense/LayerNorm -> layers.i.ffn_out / ffn_norm
 
-Heads: see `xfer.transformer.heads` (sequence: `classifier.dense/out_proj` (ELECTRA) or
-`bert.pooler.dense` + `classifier` (BERT); token: `classifier`; QA: `qa_outputs`). Every other
-tensor (ELECTRA discriminator/generator heads, BERT MLM/NSP heads, a BertModel's pooler) is
-returned untouched, under its original name, in `HeadInfo.remaining` for the caller to map.
+Heads come from the head registry (`xfer.transformer.registry`), each with its own HF map
+(`hf` attribute, `xfer.transformer.hfmap`): on export the head's map gives the HF class and its
+tensor names; on import the head whose map claims the checkpoint's `architectures[0]` is
+rebuilt (built-in: sequence: `classifier.dense/out_proj` (ELECTRA) or `bert.pooler.dense` +
+`classifier` (BERT); token: `classifier`; QA: `qa_outputs`; plugins add theirs, e.g.
+ELECTRA's discriminator head for `ElectraForPreTraining`). Every other tensor (heads no plugin
+claims, such as BERT MLM/NSP heads, a BertModel's pooler) is returned untouched, under its
+original name, in `HeadInfo.remaining` for the caller to map.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,9 +40,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from xfer.core.atomic import atomic_write_with
 from xfer.core.errors import CheckpointError
+from xfer.core.plugins import PluginHost
+from xfer.transformer import registry
 from xfer.transformer.encoder import Encoder, EncoderConfig
-from xfer.transformer.heads import SequenceHead, SpanQAHead, TokenHead, build_head
 
 SUPPORTED_MODEL_TYPES = ("electra", "bert")
 
@@ -68,10 +72,11 @@ _EMBEDDINGS = {
 class HeadInfo:
     """What besides the encoder a HF checkpoint holds.
 
-    kind: "sequence" | "token" | "span_qa" | None (no task head recognised);
-    config: keyword arguments for `heads.build_head(kind, config)`; state_dict: head weights in
-    xfer names; remaining: every unmapped tensor under its original HF name; hf_config: the raw
-    config.json (labels: `id2label`, `label2id`, `problem_type`).
+    kind: the registered head kind ("sequence" | "token" | "span_qa" | a plugin's head) or None
+    (no registered head claims the architecture); config: keyword arguments for
+    `heads.build_head(kind, config)`; state_dict: head weights in xfer names; remaining: every
+    unmapped tensor under its original HF name; hf_config: the raw config.json (labels:
+    `id2label`, `label2id`, `problem_type`).
     """
 
     architecture: str | None
@@ -82,11 +87,11 @@ class HeadInfo:
     remaining: dict[str, Tensor] = field(default_factory=dict)
     hf_config: dict[str, Any] = field(default_factory=dict)
 
-    def build(self) -> nn.Module | None:
+    def build(self, host: PluginHost | None = None) -> nn.Module | None:
         """The head module with its weights loaded, or None if there is no recognised head."""
         if self.kind is None:
             return None
-        head = build_head(self.kind, self.config)
+        head = registry.build_head(self.kind, self.config, host)
         head.load_state_dict(self.state_dict)
         return head
 
@@ -279,73 +284,44 @@ def hf_to_xfer(bare: dict[str, Tensor], config: EncoderConfig, source: str) -> t
     return state, used
 
 
-def _take(bare: dict[str, Tensor], used: set[str], mapping: dict[str, str], source: str) -> dict[str, Tensor] | None:
-    """Head tensors renamed HF -> xfer if all present (else None); marks them used."""
-    names = {f"{hf}.{s}": f"{x}.{s}" for hf, x in mapping.items() for s in ("weight", "bias")}
-    if not all(n in bare for n in names):
-        return None
-    used.update(names)
-    return {x: bare[hf] for hf, x in names.items()}
-
-
 def _head(
-    arch: str | None, bare: dict[str, Tensor], used: set[str], hf: dict[str, Any], config: EncoderConfig, source: str
+    arch: str | None,
+    model_type: str,
+    bare: dict[str, Tensor],
+    used: set[str],
+    hf: dict[str, Any],
+    config: EncoderConfig,
+    source: str,
+    host: PluginHost | None,
 ) -> tuple[str | None, dict[str, Any], dict[str, Tensor]]:
-    """Recognise the task head of `arch`: (kind, head config, head state dict in xfer names)."""
-    dropout = hf.get("classifier_dropout")
-    dropout = float(config.hidden_dropout if dropout is None else dropout)
-    h, std = config.hidden_size, config.initializer_range
-    arch = arch or ""
-    if arch.endswith("ForSequenceClassification"):
-        kind = "sequence"
-        if arch.startswith("Electra"):
-            mapping, pooler = {"classifier.dense": "dense", "classifier.out_proj": "out"}, "gelu"
-        else:
-            mapping, pooler = {"pooler.dense": "dense", "classifier": "out"}, "tanh"
-    elif arch.endswith("ForTokenClassification"):
-        kind, mapping = "token", {"classifier": "out"}
-    elif arch.endswith("ForQuestionAnswering"):
-        kind, mapping = "span_qa", {"qa_outputs": "qa_outputs"}
-    else:
+    """The registered head claiming `arch`: (kind, head config, head state dict in xfer names).
+
+    The head is rebuilt and its weights loaded strictly here, so a checkpoint whose head tensors
+    do not fit is reported now, naming the checkpoint."""
+    cls = registry.head_for_architecture(arch, host) if arch else None
+    if cls is None:
         return None, {}, {}
-    state = _take(bare, used, mapping, source)
-    if state is None:
-        raise CheckpointError(f"{source}: architecture {arch} but its head tensors ({', '.join(mapping)}) are missing")
-    for name, t in state.items():
-        if name.endswith("weight") and t.shape[-1] != h:
-            raise CheckpointError(
-                f"{source}: head tensor {name!r} has shape {tuple(t.shape)}, expected input width {h}"
-            )
-    if kind == "sequence":
-        cfg = {
-            "hidden": h,
-            "num_outputs": int(state["out.weight"].shape[0]),
-            "dropout": dropout,
-            "pooler": pooler,
-            "initializer_range": std,
-        }
-    elif kind == "token":
-        cfg = {"hidden": h, "num_tags": int(state["out.weight"].shape[0]), "dropout": dropout, "initializer_range": std}
-    else:
-        if state["qa_outputs.weight"].shape[0] != 2:
-            raise CheckpointError(
-                f"{source}: tensor 'qa_outputs.weight' has shape {tuple(state['qa_outputs.weight'].shape)}, "
-                "expected 2 outputs (start, end)"
-            )
-        cfg = {"hidden": h, "initializer_range": std, "layer_norm_eps": config.layer_norm_eps}
-    for name, t in state.items():  # biases / pooler shapes
-        want = {"dense.weight": (h, h), "dense.bias": (h,)}.get(name)
-        if want is not None:
-            _check_shape(name, t, want, source)
-    return kind, cfg, state
+    unused = {n: t for n, t in bare.items() if n not in used}
+    head_config, state, consumed = cls.hf.from_hf(arch, model_type, unused, hf, config, source)
+    try:
+        cls(**head_config).load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError) as e:
+        first = str(e).strip().splitlines()
+        raise CheckpointError(
+            f"{source}: head tensors of {arch} do not fit {cls.__name__}({head_config}): "
+            f"{' '.join(line.strip() for line in first)[:500]}"
+        ) from e
+    used.update(consumed)
+    return cls.kind, head_config, state
 
 
-def load_hf(directory: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], HeadInfo]:
+def load_hf(directory: str | Path, host: PluginHost | None = None) -> tuple[EncoderConfig, dict[str, Tensor], HeadInfo]:
     """Read a HF ELECTRA/BERT checkpoint directory -> (config, encoder state dict in xfer names, head info).
 
     Supports ElectraModel/ForPreTraining/ForMaskedLM/ForSequenceClassification/
     ForTokenClassification/ForQuestionAnswering and the same Bert* classes (plus BertForMaskedLM /
-    BertForPreTraining); tensors with or without the `electra.`/`bert.` prefix.
+    BertForPreTraining); tensors with or without the `electra.`/`bert.` prefix. The head is the
+    registered head (of `host`, default the process-wide plugin host) claiming the architecture.
     """
     directory = Path(directory)
     hf = _read_config(directory)
@@ -357,7 +333,7 @@ def load_hf(directory: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], He
     tensors = read_hf_tensors(directory)
     bare, original = _strip_prefix(tensors, model_type)
     state, used = hf_to_xfer(bare, config, source)
-    kind, head_config, head_state = _head(arch, bare, used, hf, config, source)
+    kind, head_config, head_state = _head(arch, model_type, bare, used, hf, config, source, host)
     remaining = {original[n]: t for n, t in bare.items() if n not in used}
     info = HeadInfo(arch, model_type, kind, head_config, head_state, remaining, hf)
     return config, state, info
@@ -422,60 +398,29 @@ def _hf_config(config: EncoderConfig, model_type: str, arch: str, extra: dict[st
     return hf
 
 
-_ARCH = {
-    ("electra", None): "ElectraModel",
-    ("electra", "sequence"): "ElectraForSequenceClassification",
-    ("electra", "token"): "ElectraForTokenClassification",
-    ("electra", "span_qa"): "ElectraForQuestionAnswering",
-    ("bert", None): "BertModel",
-    ("bert", "sequence"): "BertForSequenceClassification",
-    ("bert", "token"): "BertForTokenClassification",
-    ("bert", "span_qa"): "BertForQuestionAnswering",
-}
+_BASE_ARCH = {"electra": "ElectraModel", "bert": "BertModel"}
 
 
-def _head_to_hf(head: nn.Module, kind: str, model_type: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """Head tensors in HF names (BERT's pooler keeps the `bert.` prefix) and config fields."""
-    sd = head.state_dict()
-    if kind == "sequence":
-        assert isinstance(head, SequenceHead)
-        want = "gelu" if model_type == "electra" else "tanh"
-        if head.pooler != want:
-            raise ValueError(
-                f"a SequenceHead with pooler={head.pooler!r} has no HF {model_type} equivalent "
-                f"(HF {_ARCH[(model_type, kind)]} needs pooler={want!r}); export the encoder alone (head=None)"
-            )
-        if model_type == "electra":
-            tensors = {
-                "classifier.dense." + k[6:] if k.startswith("dense.") else "classifier.out_proj." + k[4:]: v
-                for k, v in sd.items()
-            }
-        else:
-            tensors = {
-                "bert.pooler.dense." + k[6:] if k.startswith("dense.") else "classifier." + k[4:]: v
-                for k, v in sd.items()
-            }
-        n = head.num_outputs
-        extra = {"classifier_dropout": head.dropout_p, **_labels(n)}
-        if n == 1:
-            extra["problem_type"] = "regression"
-        return tensors, extra
-    if kind == "token":
-        assert isinstance(head, TokenHead)
-        return {"classifier." + k[4:]: v for k, v in sd.items()}, {
-            "classifier_dropout": head.dropout_p,
-            **_labels(head.num_tags),
-        }
-    if kind == "span_qa":
-        assert isinstance(head, SpanQAHead)
-        if head.joint_end or head.answerable:
-            raise ValueError("a SpanQAHead with joint_end or answerable has no HF equivalent; export without them")
-        return dict(sd), _labels(2)
-    raise ValueError(f"unknown head kind {kind!r}")
-
-
-def _labels(n: int) -> dict[str, Any]:
-    return {"id2label": {str(i): f"LABEL_{i}" for i in range(n)}, "label2id": {f"LABEL_{i}": i for i in range(n)}}
+def _head_to_hf(
+    head: nn.Module, kind: str, model_type: str, host: PluginHost | None
+) -> tuple[str, dict[str, Tensor], dict[str, Any]]:
+    """The HF class for `head`, its tensors in HF names (BERT's pooler keeps the `bert.` prefix)
+    and config fields, from the registered head's HF map."""
+    cls = registry.head_class(kind, host)
+    hf_map = getattr(cls, "hf", None)
+    if hf_map is None:
+        raise ValueError(
+            f"head kind {kind!r} ({cls.__name__}) declares no HF mapping (its `hf` attribute, see "
+            "xfer.transformer.hfmap), so it has no HF equivalent; export the encoder alone (head=None)"
+        )
+    arch = hf_map.architecture(model_type)
+    if arch is None:
+        raise ValueError(
+            f"head kind {kind!r} has no HF {model_type} class (its HF map covers: "
+            f"{', '.join(f'{t} -> {a}' for t, a in hf_map.architectures.items()) or 'none'})"
+        )
+    tensors, extra = hf_map.to_hf(head, model_type)
+    return arch, tensors, extra
 
 
 def export_hf(
@@ -488,11 +433,13 @@ def export_hf(
     model_type: str = "electra",
     extra_tensors: dict[str, Tensor] | None = None,
     extra_config: dict[str, Any] | None = None,
+    host: PluginHost | None = None,
 ) -> Path:
     """Write a HF checkpoint (config.json + model.safetensors [+ vocab.txt]) that
     `transformers.AutoModel` / `<Arch>.from_pretrained` loads with no missing or unexpected keys.
 
-    head_kind defaults to the head's own `kind`. extra_tensors (HF names, e.g. `HeadInfo.remaining`
+    head_kind defaults to the head's own `kind`; its registered HF map (head registry of `host`,
+    default the process-wide plugin host) gives the HF class and tensor names. extra_tensors (HF names, e.g. `HeadInfo.remaining`
     from `load_hf`) are written as given; extra_config entries override config.json fields (e.g.
     real `id2label`). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
     `transformers` reports it missing (xfer has no pooler without a head).
@@ -508,13 +455,16 @@ def export_hf(
         head_kind = getattr(head, "kind", None)
     if (head is None) != (head_kind is None):
         raise ValueError("give both head and head_kind, or neither")
-    arch = _ARCH[(model_type, head_kind)]
+    arch = _BASE_ARCH[model_type]
     tensors = xfer_to_hf(encoder.state_dict(), config)
     extra_cfg: dict[str, Any] = {}
     if head is not None:
         prefix = model_type + "."
         tensors = {prefix + k: v for k, v in tensors.items()}
-        head_tensors, extra_cfg = _head_to_hf(head, head_kind, model_type)
+        arch, head_tensors, extra_cfg = _head_to_hf(head, head_kind, model_type, host)
+        clash = sorted(set(head_tensors) & set(tensors))
+        if clash:
+            raise ValueError(f"head kind {head_kind!r}: HF names {clash[:3]} collide with encoder tensors")
         tensors |= head_tensors
     tensors |= extra_tensors or {}
     hf_config = _hf_config(config, model_type, arch, {**extra_cfg, **(extra_config or {})})
@@ -535,12 +485,5 @@ def export_hf(
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    """Write via a temporary file in the same directory + os.replace: readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Readers never see half a file (see xfer.core.atomic); `write` gets the temporary file's name as str."""
+    atomic_write_with(path, lambda tmp: write(str(tmp)))

@@ -9,7 +9,10 @@ Layout:
 `modules` describes each saved module so it can be rebuilt without code knowing the task:
 an `Encoder` as {"type": "encoder", "config": EncoderConfig.to_dict()}, a head as
 {"type": "head", "kind": ..., "config": head.config()}, anything else as {"type": "<class name>"}
-(the caller rebuilds those itself from `state_dicts`). `meta` is the caller's free-form JSON
+(the caller rebuilds those itself from `state_dicts`). A head is any module registered in the
+head registry (`xfer.transformer.registry`: a model component with `kind` and `config()`), so a
+plugin's head (ELECTRA's generator head, ...) saves and loads like the built-in ones; saving a
+module that has a `kind` nobody registered is refused, since it could not be loaded back. `meta` is the caller's free-form JSON
 (task, labels, training info). Tensors shared between modules (ELECTRA's tied embeddings) are
 stored once; `aliases` maps the other names to the stored one and loading restores both names.
 
@@ -29,22 +32,32 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from xfer.core.errors import CheckpointError
+from xfer.core.errors import CheckpointError, PluginError
+from xfer.core.plugins import PluginHost
+from xfer.transformer import registry
 from xfer.transformer.encoder import Encoder, EncoderConfig
-from xfer.transformer.heads import build_head
 
 FORMAT_VERSION = 1
 META_FILE = "xfer_model.json"
 WEIGHTS_FILE = "model.safetensors"
 
 
-def describe_module(module: nn.Module) -> dict[str, Any]:
-    """How a module is recorded in xfer_model.json (enough to rebuild encoders and heads)."""
+def describe_module(module: nn.Module, host: PluginHost | None = None) -> dict[str, Any]:
+    """How a module is recorded in xfer_model.json (enough to rebuild encoders and heads).
+
+    A head's kind must be registered (ValueError otherwise): the directory must load back."""
     if isinstance(module, Encoder):
         return {"type": "encoder", "config": module.config.to_dict()}
-    kind = getattr(module, "kind", None)
-    if kind is not None and callable(getattr(module, "config", None)):
-        return {"type": "head", "kind": kind, "config": module.config()}
+    head = registry.describe_head(module)
+    if head is not None:
+        try:
+            registry.head_class(head["kind"], host)
+        except PluginError as e:
+            raise ValueError(
+                f"cannot save {type(module).__name__} (kind {head['kind']!r}): it is not a registered head, so the "
+                f"model directory could not be loaded back; register it through `xfer_models`. {e}"
+            ) from e
+        return {"type": "head", **head}
     return {"type": type(module).__name__}
 
 
@@ -53,10 +66,12 @@ def save_model_dir(
     modules: dict[str, nn.Module],
     meta: dict[str, Any] | None = None,
     files: list[str | Path] | tuple[str | Path, ...] = (),
+    host: PluginHost | None = None,
 ) -> Path:
     """Write modules (+ JSON `meta`, + `files` copied by name) to the model directory `path`, atomically.
 
-    An existing directory at `path` is replaced as a whole.
+    An existing directory at `path` is replaced as a whole. Heads are checked against the head
+    registry of `host` (default: the process-wide plugin host).
     """
     from safetensors.torch import save_file
 
@@ -88,7 +103,7 @@ def save_model_dir(
             tensors[full] = t.detach().to("cpu").contiguous().clone()
     document = {
         "format_version": FORMAT_VERSION,
-        "modules": {n: describe_module(m) for n, m in modules.items()},
+        "modules": {n: describe_module(m, host) for n, m in modules.items()},
         "aliases": aliases,
         **meta,
     }
@@ -142,13 +157,22 @@ class ModelDir:
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointError(f"{self.path / META_FILE}: invalid encoder config for {name!r}: {e}") from e
 
-    def build(self, name: str) -> nn.Module:
-        """Rebuild an encoder or head module with its weights (other module types: use `state_dicts`)."""
+    def build(self, name: str, host: PluginHost | None = None) -> nn.Module:
+        """Rebuild an encoder or head module with its weights (other module types: use `state_dicts`).
+
+        Heads are looked up by kind in the head registry of `host` (default: the process-wide
+        plugin host); a kind no loaded plugin provides is a CheckpointError naming it."""
         desc = self._describe(name)
         if desc.get("type") == "encoder":
             module: nn.Module = Encoder(self.encoder_config(name))
         elif desc.get("type") == "head":
-            module = build_head(desc["kind"], desc["config"])
+            kind, config = desc.get("kind"), desc.get("config")
+            if not isinstance(kind, str) or not isinstance(config, dict):
+                raise CheckpointError(f"{self.path / META_FILE}: module {name!r}: a head needs a 'kind' and a 'config'")
+            try:
+                module = registry.build_head(kind, config, host)
+            except (PluginError, TypeError, ValueError) as e:  # unknown kind, or a config the head refuses
+                raise CheckpointError(f"{self.path / META_FILE}: module {name!r}: {e}") from e
         else:
             raise CheckpointError(f"{self.path}: module {name!r} of type {desc.get('type')!r} cannot be rebuilt here")
         try:

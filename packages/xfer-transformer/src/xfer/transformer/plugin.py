@@ -72,7 +72,33 @@ def xfer_models() -> list[ComponentSpec]:
             "1",
             f"{_M}.encoder:EncoderConfig",
             "BERT/ELECTRA-architecture Transformer encoder (presets: electra-small/base/large, bert-small/base/large, tiny, mini).",
-        )
+        ),
+        # Heads: registered like any plugin's head (see xfer.transformer.registry); model dirs
+        # store them under their short kinds `sequence`, `token`, `span_qa`.
+        ComponentSpec(
+            "model",
+            "transformer.sequence_head",
+            f"{_M}.heads:SequenceHead",
+            "1",
+            None,
+            "Head: sentence(-pair) classification/regression from [CLS]; HF *ForSequenceClassification.",
+        ),
+        ComponentSpec(
+            "model",
+            "transformer.token_head",
+            f"{_M}.heads:TokenHead",
+            "1",
+            None,
+            "Head: per-token tagging; HF *ForTokenClassification.",
+        ),
+        ComponentSpec(
+            "model",
+            "transformer.span_qa_head",
+            f"{_M}.heads:SpanQAHead",
+            "1",
+            None,
+            "Head: extractive QA start/end (+ ELECTRA's joint end / answerable extras); HF *ForQuestionAnswering.",
+        ),
     ]
 
 

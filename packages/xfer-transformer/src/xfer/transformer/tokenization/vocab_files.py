@@ -8,14 +8,13 @@ without any error, so casing is inferred or read from the files here.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer, normalizers
 
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError
 from xfer.core.textfile import read_text
 
@@ -97,12 +96,5 @@ def _config_lowercase(path: Path) -> bool | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a crash never leaves a half-written vocabulary."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """A crash never leaves a half-written vocabulary (see xfer.core.atomic)."""
+    atomic_write_text(path, text)

@@ -19,7 +19,7 @@ from xfer.core.config import ExistingPath, knob
 class FilesConfig:
     """The fields every CoNLL task has."""
 
-    train_file: ExistingPath | None = knob(None, "Training file; also defines the tag set (`labels`).")
+    train_file: ExistingPath | None = knob(None, "Training file; also defines the tag set (`labels`).", required=True)
     dev_file: ExistingPath | None = knob(None, "Development file.")
     test_file: ExistingPath | None = knob(None, "Test file.")
     max_examples: int | None = knob(

@@ -10,7 +10,7 @@ them at the task's position in the YAML file, before any stage runs.
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from xfer.core.config import ExistingPath, knob
+from xfer.core.config import ExistingPath, FieldError, knob
 
 
 @dataclass
@@ -39,12 +39,17 @@ class GlueTaskConfig:
             raise ValueError(f"source must be 'local' or 'hub', not {self.source!r}")
         check_max_examples(self.max_examples)
 
+    def check_recipe(self) -> None:
+        """In a recipe a local task must say where its data is (Python callers may leave it unset)."""
+        if self.source == "local" and self.data_dir is None:
+            raise FieldError("data_dir", "required when source is 'local': the task's GLUE folder (or set source: hub)")
+
 
 @dataclass
 class TsvTaskConfig:
     """A sentence(-pair) classification or regression task defined entirely in the recipe."""
 
-    train: ExistingPath | None = knob(None, "Training file (delimited text).")
+    train: ExistingPath | None = knob(None, "Training file (delimited text).", required=True)
     dev: ExistingPath | None = knob(None, "Development file.")
     test: ExistingPath | None = knob(None, "Test file; its label column may be absent (prediction only).")
     text_a_column: int | str = knob(0, "Column of the first text: 0-based index, or a header name.")

@@ -74,6 +74,10 @@ class GlueTask(Task):
             self._cache[split] = self._load(split)
         return list(self._cache[split])
 
+    def check_data(self, splits: Sequence[Split]) -> list[UserError]:
+        """Pre-flight: local files are read; a hub task has nothing local (the run downloads it)."""
+        return [] if self.config.source == "hub" else super().check_data(splits)
+
     def _load(self, split: Split) -> list[SentenceExample]:
         cfg: GlueTaskConfig = self.config
         if cfg.source == "hub":

@@ -11,7 +11,7 @@ from xfer.core.config import ExistingPath, knob
 class SquadConfig:
     """Files of a SQuAD task, in the official JSON format (train-v1.1.json, dev-v2.0.json, ...)."""
 
-    train_file: ExistingPath | None = knob(None, "Training file (SQuAD JSON).")
+    train_file: ExistingPath | None = knob(None, "Training file (SQuAD JSON).", required=True)
     dev_file: ExistingPath | None = knob(
         None, "Development file (SQuAD JSON); its questions have several gold answers."
     )

@@ -1,0 +1,100 @@
+"""The one way xfer writes a small file that must never be seen half-written.
+
+Every small state file of a run (``stage.json``, ``environment.json``, the checkpoint
+pointers, trial records, reports, vocab files ...) goes through :func:`atomic_write_bytes`:
+the data goes to a temporary file in the same directory, the file is fsynced, renamed over
+the target (atomic on POSIX), and the directory is fsynced so the rename itself survives a
+power cut. A reader therefore sees either the old content or the new, never a mix, and after
+the call returns the new content is durable. One helper means one durability guarantee: there
+used to be five writers with five different ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+def fsync_file(path: Path) -> None:
+    """Flush an already-written file's data to disk (used for files written by other libraries)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames/creations inside `path` durable; a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows; nothing more can be done there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a directory
+        pass
+    finally:
+        os.close(fd)
+
+
+def _temp_name(path: Path) -> Path:
+    """A per-process hidden sibling of `path`: same filesystem (so rename is atomic), no clash between ranks."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path to write `path` through, for writers that want a file name.
+
+    Whatever the body writes to the yielded path is fsynced and renamed onto `path` when the
+    block ends without an exception; on an exception the temporary file is removed and `path`
+    is untouched.
+    """
+    path = Path(path)
+    tmp = _temp_name(path)
+    try:
+        yield tmp
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Replace `path` with `data`: temp file, fsync, rename, fsync the directory."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: Path | str, text: str, encoding: str = "utf-8") -> None:
+    """Replace `path` with `text` (see :func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_with(path: Path | str, write: Callable[[Path], Any]) -> None:
+    """Replace `path` with whatever `write(tmp_path)` writes (for libraries that take a file name)."""
+    with atomic_path(path) as tmp:
+        write(tmp)
+
+
+def write_json(path: Path | str, obj: Any, *, indent: int | None = 1, sort_keys: bool = False) -> None:
+    """Atomically write `obj` as JSON plus a final newline; non-JSON values (paths, ...) become strings."""
+    atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=sort_keys, default=str) + "\n")
+
+
+def read_json(path: Path | str) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when it is missing, unreadable, not JSON or not an object.
+
+    For state files whose absence or damage means "no state yet"; files where damage must be
+    reported (checkpoints, user configs) parse their JSON themselves and raise a clear error.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

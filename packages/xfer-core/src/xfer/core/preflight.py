@@ -1,0 +1,123 @@
+"""Pre-flight: read every task's data of every stage before the first stage trains.
+
+Recipe validation checks that data files exist; only reading them finds a malformed line. A run
+that fails in its third stage on a bad CoNLL line after two stages trained wastes hours, so
+`xfer run` (and `xfer validate --data`) first asks every task to read and parse the splits its
+stage will use (`Task.check_data`: raw files only, no tokenizer or model) and reports every
+problem of every stage at once, as `file:line: message (stage ..., task ..., split ...)`.
+
+Which splits a stage reads: its config's `data_splits()` if it defines one (a list of
+`(TaskRef, splits)`), otherwise every task found in its config with the train and dev splits.
+Tasks whose config reads from an earlier stage's output are skipped: that data does not exist
+before the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from xfer.core.config import Files, Input, TaskRef
+from xfer.core.errors import DataError, Diagnostic, Location, RecipeError, UserError
+from xfer.core.plugins import PluginHost, default_host
+from xfer.core.recipe import Recipe
+
+DEFAULT_SPLITS = ("train", "dev")
+
+
+class PreflightError(RecipeError):
+    """Every data problem of every stage, found before anything trained (exit code 2)."""
+
+
+def preflight(recipe: Recipe, host: PluginHost | None = None) -> list[str]:
+    """Every data problem of the recipe's tasks, one line each (empty when all data reads)."""
+    return [str(d) for d in preflight_diagnostics(recipe, host)]
+
+
+def check_data(recipe: Recipe, host: PluginHost | None = None) -> None:
+    """Raise `PreflightError` listing every data problem; return quietly when there is none."""
+    diagnostics = preflight_diagnostics(recipe, host)
+    if diagnostics:
+        raise PreflightError(diagnostics)
+
+
+def preflight_diagnostics(recipe: Recipe, host: PluginHost | None = None) -> list[Diagnostic]:
+    host = host or default_host()
+    found: list[Diagnostic] = []
+    for stage, plan in recipe.stages.items():
+        for ref, splits in stage_tasks(plan.config):
+            if _reads_stage_outputs(ref.config):
+                continue
+            context = f"stage {stage!r}, task {ref.name!r}"
+            try:
+                task = host.load("task", ref.name)(ref.name, ref.config)
+                problems = task.check_data(tuple(splits))
+            except UserError as exc:  # the task cannot even be built from its config
+                problems = [exc]
+            for problem in problems:
+                found.append(_diagnostic(problem, context, recipe, stage, ref.name))
+    return found
+
+
+def stage_tasks(config: Any) -> list[tuple[TaskRef, Sequence[str]]]:
+    """(task, splits) pairs a stage reads: `config.data_splits()` or every TaskRef in the config."""
+    if config is None:
+        return []
+    declared = getattr(config, "data_splits", None)
+    if callable(declared):
+        return list(declared())
+    return [(ref, DEFAULT_SPLITS) for ref in _task_refs(config)]
+
+
+def _task_refs(value: Any) -> Iterator[TaskRef]:
+    if isinstance(value, TaskRef):
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _task_refs(getattr(value, f.name))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _task_refs(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _task_refs(item)
+
+
+def _reads_stage_outputs(value: Any) -> bool:
+    """Whether a config refers to an earlier stage's output (not there before the run)."""
+    if isinstance(value, Input):
+        return value.is_reference
+    if isinstance(value, Files):
+        return bool(value.inputs)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(_reads_stage_outputs(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, (list, tuple)):
+        return any(_reads_stage_outputs(v) for v in value)
+    if isinstance(value, dict):
+        return any(_reads_stage_outputs(v) for v in value.values())
+    return False
+
+
+def _diagnostic(problem: UserError, context: str, recipe: Recipe, stage: str, task: str) -> Diagnostic:
+    """A DataError about a file points into that file; anything else at the stage in the recipe."""
+    if isinstance(problem, DataError) and (problem.line or Path(problem.path).exists()):
+        return Diagnostic(Location(problem.path, problem.line), f"{_message(problem)} ({context})")
+    text = _message(problem) if isinstance(problem, DataError) else str(problem)
+    return Diagnostic(_stage_location(recipe, stage), f"{context}: {text.removeprefix(task + ': ')}")
+
+
+def _stage_location(recipe: Recipe, stage: str) -> Location:
+    origin = recipe.provenance.get(f"stages.{stage}.kind", "")
+    file, _, rest = origin.rpartition(":")
+    file, _, line = file.rpartition(":")
+    if file and line.isdigit() and rest.isdigit():
+        return Location(file, int(line), int(rest))
+    return Location(str(recipe.path))
+
+
+def _message(problem: DataError) -> str:
+    """The DataError's text without its leading `file:line: `."""
+    prefix = f"{problem.path}:{problem.line}: " if problem.line else f"{problem.path}: "
+    return str(problem).removeprefix(prefix)

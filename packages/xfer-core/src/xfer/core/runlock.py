@@ -1,0 +1,106 @@
+"""One `xfer run` per run directory, and a way to tell a running stage from a dead one.
+
+`run_dir/.lock` is held with `flock` on an open file for the whole run. The kernel drops the
+lock when the owner exits for any reason, SIGKILL included, so a lock that nobody holds means
+its owner is gone, whatever `stage.json` still says (`xfer status` then shows `interrupted`).
+The file's content (pid, host, start time) is only for messages: the lock itself is the truth.
+
+The file is never removed or replaced: a lock lives on an inode, and replacing the file would
+let two processes each hold a lock on a different inode of the "same" file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import RunDirError
+
+LOCK_FILE = ".lock"
+
+
+def _owner_text(path: Path) -> str:
+    """'pid N on HOST (started ...)' from the lock file, as far as it can be read."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        return f"pid {info['pid']} on {info['host']} (started {info['started']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+class RunLock:
+    """The exclusive lock of one run directory; `acquire` refuses clearly when it is taken."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self, attempts: int = 5, wait: float = 0.1) -> RunLock:
+        """Take the lock or raise RunDirError naming the owner.
+
+        A few short retries cover `xfer status`, which takes a shared lock for an instant to probe.
+        """
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        for attempt in range(attempts):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == attempts - 1:
+                    os.close(fd)
+                    raise RunDirError(
+                        f"run directory {self.run_dir} is in use by {_owner_text(self.path)}; "
+                        "wait for it to finish or stop it first"
+                    ) from None
+                time.sleep(wait)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def holder(run_dir: Path) -> dict[str, Any] | None:
+    """Who holds the run directory's lock ({"pid", "host", "started"}, possibly empty), or None if nobody.
+
+    Probes with a shared lock taken and dropped at once, so it never blocks a live owner.
+    """
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # never locked
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                info = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                info = {}
+            return info if isinstance(info, dict) else {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,56 @@
+"""The one atomic writer: old or new content only, durable (file and directory fsynced), no leftovers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from xfer.core import atomic
+
+
+def test_write_and_read_json(tmp_path: Path) -> None:
+    atomic.write_json(tmp_path / "s.json", {"path": tmp_path, "n": 1})
+    assert atomic.read_json(tmp_path / "s.json") == {"path": str(tmp_path), "n": 1}
+    assert (tmp_path / "s.json").read_text().endswith("}\n")
+    assert atomic.read_json(tmp_path / "missing.json") is None
+    for damaged in ('{"status": "runn', "[1, 2]", "\xff"):
+        (tmp_path / "bad.json").write_text(damaged, encoding="latin-1")
+        assert atomic.read_json(tmp_path / "bad.json") is None, damaged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "s.json"], "no temp files left"
+
+
+def test_file_and_directory_are_fsynced_before_and_after_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync-dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "fsync-file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    atomic.atomic_write_text(tmp_path / "a.txt", "new")
+    assert events == ["fsync-file", "rename", "fsync-dir"]
+    assert (tmp_path / "a.txt").read_text() == "new"
+
+
+def test_a_failed_write_leaves_the_old_content(tmp_path: Path) -> None:
+    target = tmp_path / "vocab.txt"
+    atomic.atomic_write_text(target, "old\n")
+
+    def dies(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic.atomic_write_with(target, dies)
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab.txt"]

@@ -1,0 +1,57 @@
+"""Under `torchrun`, run-directory decisions are rank 0's and reach every rank: a locked run dir is
+refused on all ranks (no rank left waiting), and a damaged newest checkpoint makes every rank
+resume from the same earlier one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xfer.core.runlock import RunLock
+from xfer.testing import assert_same_weights, make_host, output_tensors, run_recipe_file, write_recipe
+
+from .test_distributed import RECIPE as DDP_RECIPE
+
+RECIPE = DDP_RECIPE.replace("checkpoint_every: 10}", "checkpoint_every: 10, keep_checkpoints: 2}")
+
+TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+pytestmark = pytest.mark.skipif(not Path(TORCHRUN).exists(), reason="torchrun not installed")
+
+
+def torchrun(recipe: Path, run: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XFER_PLUGIN_MODULES": "xfer.testing.plugin", "OMP_NUM_THREADS": "1"}
+    command = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(recipe)]
+    return subprocess.run([*command, "--run-dir", str(run)], env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_locked_run_dir_is_refused_on_every_rank(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, RECIPE)
+    with RunLock(tmp_path / "run"):
+        result = torchrun(recipe, tmp_path / "run")
+    assert result.returncode != 0
+    assert result.stderr.count(f"is in use by pid {os.getpid()}") == 2, result.stderr[-3000:]
+    assert "xfer/core/" not in result.stderr, "a clear message from each rank, no traceback (torchrun adds its own)"
+
+
+def test_damaged_newest_checkpoint_every_rank_resumes_from_the_previous(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, RECIPE)
+    run_recipe_file(recipe, tmp_path / "single", make_host(["xfer.testing.plugin"]))
+    run = tmp_path / "run"
+    assert torchrun(recipe, run).returncode == 0
+    state = json.loads((run / "fit/stage.json").read_text())
+    state["status"] = "running"
+    (run / "fit/stage.json").write_text(json.dumps(state))
+    optimizer = run / "fit/checkpoints/step-0000020/optimizer.pt"
+    optimizer.write_bytes(optimizer.read_bytes()[:-10])
+
+    result = torchrun(recipe, run)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("checkpoint step 20 is damaged") == 1, "rank 0 alone checks and says so"
+    assert "resuming from step 10" in result.stderr and "[fit] resuming" in result.stdout
+    assert_same_weights(output_tensors(tmp_path / "single", "fit"), output_tensors(run, "fit"), rtol=1e-4)

@@ -1,0 +1,177 @@
+"""Pre-flight (xfer.core.preflight): every stage's data is read before the first stage trains,
+and every data problem of every stage is reported at once (`xfer validate --data`, `xfer run`)."""
+
+# no `from __future__ import annotations`: the validator reads real type objects via get_type_hints
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from xfer.core import cli
+from xfer.core.config import ExistingPath, Input, TaskRef, knob
+from xfer.core.errors import DataError
+from xfer.core.hookspecs import hookimpl
+from xfer.core.plugins import set_default_host
+from xfer.core.preflight import PreflightError, check_data, preflight, stage_tasks
+from xfer.core.recipe import load_recipe
+from xfer.core.specs import ComponentSpec
+from xfer.core.tasks import Example, SentenceExample, Split, Task
+from xfer.testing import make_host, write_recipe
+
+
+@dataclass
+class LinesConfig:
+    train_file: ExistingPath | None = knob(None, "`text<TAB>label` lines.")
+    dev_file: ExistingPath | None = knob(None, "`text<TAB>label` lines.")
+    source: Input | None = knob(None, "Unused; lets a test refer to an earlier stage's output.")
+
+
+class LinesTask(Task):
+    """A minimal file-reading task: one `text<TAB>label` example per line, labels a/b."""
+
+    type = "classification"
+    main_metric = "accuracy"
+    reads: ClassVar[list[tuple[str, str]]] = []  # (task name, split), to see what the pre-flight read
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ("a", "b")
+
+    def examples(self, split: Split) -> list[Example]:
+        LinesTask.reads.append((self.name, split))
+        path = getattr(self.config, f"{split}_file")
+        if path is None:
+            raise DataError(self.name, 0, f"no {split}_file configured")
+        examples: list[Example] = []
+        for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+            text, sep, label = line.partition("\t")
+            if not sep:
+                raise DataError(path, number, "expected text<TAB>label")
+            if label not in self.labels:
+                raise DataError(path, number, f"unknown label {label!r}", key="label")
+            examples.append(SentenceExample(f"{split}-{number}", text, label=label))
+        return examples
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        return {"accuracy": 100.0 * sum(predictions[e.id] == e.label for e in examples) / len(examples)}
+
+
+class _LinesPlugin:
+    @staticmethod
+    @hookimpl
+    def xfer_tasks() -> list[ComponentSpec]:
+        return [ComponentSpec("task", "lines/cls", f"{__name__}:LinesTask", "1", LinesConfig, "test task")]
+
+
+GOOD_LINES = "".join(f"{w} word\t{'a' if i % 2 else 'b'}\n" for i, w in enumerate(["x", "y", "z", "w"] * 8))
+
+RECIPE = """\
+name: pre
+stages:
+  first:
+    kind: testing.fit
+    task: {name: lines/cls, train_file: first-train.tsv, dev_file: first-dev.tsv}
+    train: {steps: 2, batch_size: 8}
+  second:
+    kind: testing.fit
+    init: first.model
+    task: {name: lines/cls, train_file: second-train.tsv, dev_file: second-dev.tsv}
+    train: {steps: 2, batch_size: 8}
+"""
+
+
+@pytest.fixture
+def host():
+    host = make_host(["xfer.testing.plugin"])
+    host.add_object(_LinesPlugin, "lines")
+    set_default_host(host)
+    LinesTask.reads = []
+    yield host
+    set_default_host(None)
+
+
+def _files(directory: Path, **bad: str) -> None:
+    for name in ("first-train", "first-dev", "second-train", "second-dev"):
+        (directory / f"{name}.tsv").write_text(bad.get(name.replace("-", "_"), GOOD_LINES))
+
+
+def test_validate_data_lists_errors_of_two_stages_at_once(
+    tmp_path: Path, host, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _files(tmp_path, first_dev="ok\ta\nno tab here\n", second_train="ok\ta\nfine\tb\nbad\tc\n")
+    path = write_recipe(tmp_path, RECIPE)
+    assert cli.main(["validate", str(path)]) == 0, "without --data the files are only checked to exist"
+    capsys.readouterr()
+    assert cli.main(["validate", str(path), "--data"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"{tmp_path / 'first-dev.tsv'}:2: expected text<TAB>label (stage 'first', task 'lines/cls')" in err
+    assert f"{tmp_path / 'second-train.tsv'}:3: label: unknown label 'c' (stage 'second', task 'lines/cls')" in err
+    assert "2 problems found" in err
+
+
+def test_run_reads_every_stage_before_the_first_trains(tmp_path: Path, host, capsys) -> None:
+    _files(tmp_path, second_dev="broken\n")
+    path = write_recipe(tmp_path, RECIPE)
+    run_dir = tmp_path / "run"
+    assert cli.main(["run", str(path), "--run-dir", str(run_dir)]) == 2
+    assert f"{tmp_path / 'second-dev.tsv'}:1: expected text<TAB>label" in capsys.readouterr().err
+    assert not (run_dir / "first" / "stage.json").exists(), "the first stage must not have trained"
+
+
+def test_clean_data_passes_and_every_split_is_read(tmp_path: Path, host) -> None:
+    _files(tmp_path)
+    recipe = load_recipe(write_recipe(tmp_path, RECIPE), host=host)
+    assert preflight(recipe, host) == []
+    assert sorted(LinesTask.reads) == [("lines/cls", "dev")] * 2 + [("lines/cls", "train")] * 2, "both stages"
+    check_data(recipe, host)  # does not raise
+
+
+def test_missing_split_is_reported_at_the_stage(tmp_path: Path, host) -> None:
+    _files(tmp_path)
+    text = RECIPE.replace(", dev_file: second-dev.tsv", "")
+    path = write_recipe(tmp_path, text)
+    recipe = load_recipe(path, host=host)
+    with pytest.raises(PreflightError) as caught:
+        check_data(recipe, host)
+    assert str(caught.value) == f"{path.resolve()}:8:11: stage 'second', task 'lines/cls': no dev_file configured"
+
+
+def test_tasks_reading_earlier_stage_outputs_are_skipped(tmp_path: Path, host) -> None:
+    _files(tmp_path, second_train="bad\n")
+    text = RECIPE.replace("dev_file: second-dev.tsv}", "dev_file: second-dev.tsv, source: first.model}")
+    recipe = load_recipe(write_recipe(tmp_path, text), host=host)
+    assert preflight(recipe, host) == []
+    assert sorted(LinesTask.reads) == [("lines/cls", "dev"), ("lines/cls", "train")], "only the first stage's task"
+
+
+def test_default_check_data_collects_instead_of_raising(tmp_path: Path) -> None:
+    (tmp_path / "train.tsv").write_text("x\n")
+    task = LinesTask("lines/cls", LinesConfig(train_file=tmp_path / "train.tsv"))
+    problems = task.check_data(["train", "dev", "train"])
+    assert [str(p) for p in problems] == [
+        f"{tmp_path / 'train.tsv'}:1: expected text<TAB>label",
+        "lines/cls: no dev_file configured",
+    ]
+
+
+def test_a_stage_config_may_declare_its_splits() -> None:
+    ref = TaskRef("lines/cls", LinesConfig())
+
+    @dataclass
+    class Declares:
+        task: TaskRef
+
+        def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
+            return [(self.task, ("train",))]
+
+    @dataclass
+    class Nested:
+        tasks: list[TaskRef]
+        other: dict[str, TaskRef]
+
+    assert stage_tasks(Declares(ref)) == [(ref, ("train",))]
+    assert stage_tasks(Nested([ref], {"k": ref})) == [(ref, ("train", "dev")), (ref, ("train", "dev"))]
+    assert stage_tasks(None) == []

@@ -1,0 +1,120 @@
+"""`transformer.finetune` recipes are fully checked before anything runs: typed `encoder:`
+overrides, `task_epochs` keys, required task settings, and (with --data) every task file."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+
+from xfer.core import cli
+from xfer.core.config import TaskRef
+from xfer.core.plugins import set_default_host
+from xfer.testing import make_host, write_recipe
+from xfer.transformer.encoder import EncoderConfig
+from xfer.transformer.finetune_config import ENCODER_FIELDS, FinetuneConfig
+
+HEAD = """\
+name: t
+stages:
+  corpus: {kind: toy.corpus, sentences: 50}
+  vocab: {kind: transformer.vocab, files: corpus.text, size: 100}
+"""
+
+
+@pytest.fixture(autouse=True)
+def host():
+    set_default_host(make_host(autoload=True, allow=["transformer", "conll", "glue"]))
+    yield
+    set_default_host(None)
+
+
+def _problems(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[Path, list[str]]:
+    path = write_recipe(tmp_path, text)
+    assert cli.main(["validate", str(path), *args]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return path.resolve(), err.splitlines()[:-1]
+
+
+def test_encoder_fields_mirror_encoder_config() -> None:
+    hints = typing.get_type_hints(EncoderConfig)
+    assert {f.name: hints[f.name] for f in dataclasses.fields(EncoderConfig)} == ENCODER_FIELDS
+
+
+def test_encoder_overrides_and_task_epochs_are_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + (
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+        "    encoder: {num_layer: 2, hidden_dropout: '0.1', unpad: maybe}\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys)
+    assert rows == [
+        f"{path}:9:15: stages.finetune.encoder.num_layer: unknown encoder field 'num_layer'; did you mean "
+        f"'num_layers'? (valid: {', '.join(sorted(ENCODER_FIELDS))})",
+        f"{path}:9:45: stages.finetune.encoder.hidden_dropout: expected a number, got the quoted string '0.1' "
+        "(remove the quotes)",
+        f"{path}:9:59: stages.finetune.encoder.unpad: expected true or false, got str 'maybe'",
+    ]
+    text = text.replace("num_layer: 2, hidden_dropout: '0.1', unpad: maybe", "num_heads: 0") + (
+        "    task_epochs: {toy/agreemnt: 3}\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys)
+    assert rows == [
+        f"{path}:10:19: stages.finetune.task_epochs.toy/agreemnt: 'toy/agreemnt' is not one of this stage's tasks "
+        "(toy/agreement); did you mean 'toy/agreement'?"
+    ]
+    path, rows = _problems(tmp_path, text.replace("toy/agreemnt", "toy/agreement"), capsys)
+    assert rows == [f"{path}:9:15: stages.finetune.encoder.num_heads: must be positive, got 0"]
+
+
+def test_required_task_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + (
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    tasks:\n"
+        "      - conll/ner\n"
+        "      - {name: glue/rte}\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys)
+    assert rows == [
+        f"{path}:9:9: stages.finetune.tasks.0: missing required key 'train_file': Training file; also defines "
+        "the tag set (`labels`)",
+        f"{path}:10:9: stages.finetune.tasks.1.data_dir: required when source is 'local': the task's GLUE folder "
+        "(or set source: hub)",
+    ]
+
+
+def test_finetune_declares_the_splits_it_reads() -> None:
+    ref = TaskRef("toy/agreement", None)
+    assert FinetuneConfig(tasks=[ref]).data_splits() == [(ref, ("train", "dev"))]
+    assert FinetuneConfig(tasks=[ref], predict=["dev", "test"]).data_splits() == [(ref, ("train", "dev", "test"))]
+
+
+def test_validate_data_lists_bad_files_of_two_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ner.txt").write_text("EU NNP B-ORG\nrejects VBZ O\n\nPeter NNP B-PER\nsays VBZ X-BAD\n")
+    (tmp_path / "chunk.txt").write_text("He PRP B-NP\nsaid VBD\n\nit PRP B-NP\n")
+    text = HEAD + (
+        "  ner:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    tasks: [{name: conll/ner, train_file: ner.txt, dev_file: ner.txt}]\n"
+        "  chunk:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    tasks: [{name: conll/chunking, train_file: chunk.txt, dev_from_train: 1}]\n"
+    )
+    path = write_recipe(tmp_path, text)
+    assert cli.main(["validate", str(path)]) == 0
+    capsys.readouterr()
+    _, rows = _problems(tmp_path, text, capsys, "--data")
+    assert rows == [
+        f"{tmp_path / 'chunk.txt'}:2: expected 3 columns (as on line 1), found 2 (stage 'chunk', task 'conll/chunking')",
+        f"{tmp_path / 'ner.txt'}:5: tag: bad tag 'X-BAD' for scheme IOB1 (expected O or B/I-TYPE) "
+        "(stage 'ner', task 'conll/ner')",
+    ]
