@@ -24,7 +24,7 @@ def rows(stage_dir: Path) -> list[str]:
         main = result["main_metric"]
         s = result["summary"][main]
         others = ", ".join(
-            f"{m} {v['median']:.1f}" for m, v in result["summary"].items() if m not in (main, "trial", "seed", "steps")
+            f"{m} {v['median']:.1f}" for m, v in result["summary"].items() if m != main
         )
         lines.append(
             f"| {task} | {main} | **{s['median']:.1f}** | {s['mean']:.1f} ± {s['std']:.1f} | {s['min']:.1f}–{s['max']:.1f} "

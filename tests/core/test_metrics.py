@@ -34,9 +34,9 @@ def test_f1_binary_positive_class() -> None:
 def test_mcc() -> None:
     tp, tn, fp, fn = 3, 2, 2, 1
     expected = (tp * tn - fp * fn) / math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    assert metrics.mcc(GOLD, PRED) == pytest.approx(expected)
-    assert metrics.mcc(GOLD, GOLD) == pytest.approx(1.0)
-    assert metrics.mcc(GOLD, [1 - g for g in GOLD]) == pytest.approx(-1.0)
+    assert metrics.mcc(GOLD, PRED) == pytest.approx(100 * expected), "MCC is reported x100"
+    assert metrics.mcc(GOLD, GOLD) == pytest.approx(100.0)
+    assert metrics.mcc(GOLD, [1 - g for g in GOLD]) == pytest.approx(-100.0)
 
 
 def test_correlations() -> None:
@@ -46,10 +46,10 @@ def test_correlations() -> None:
     pearson = ((g - g.mean()) * (p - p.mean())).sum() / math.sqrt(
         ((g - g.mean()) ** 2).sum() * ((p - p.mean()) ** 2).sum()
     )
-    assert metrics.pearson(gold, pred) == pytest.approx(pearson)
+    assert metrics.pearson(gold, pred) == pytest.approx(100 * pearson)
     # ranks of pred: 2 1 4 3 5 -> d^2 = 1+1+1+1+0 = 4; rho = 1 - 6*4 / (5*24)
-    assert metrics.spearman(gold, pred) == pytest.approx(1 - 6 * 4 / (5 * 24))
-    assert metrics.spearman(gold, [x**3 for x in gold]) == pytest.approx(1.0), "rank correlation ignores scale"
+    assert metrics.spearman(gold, pred) == pytest.approx(100 * (1 - 6 * 4 / (5 * 24)))
+    assert metrics.spearman(gold, [x**3 for x in gold]) == pytest.approx(100.0), "rank correlation ignores scale"
     assert metrics.pearson(gold, [3.0] * 5) == 0.0, "constant predictions score 0, not NaN"
     assert metrics.spearman([3.0] * 5, pred) == 0.0
 
@@ -61,10 +61,10 @@ def test_against_reference_libraries() -> None:
     rng = np.random.default_rng(0)
     gold, pred = rng.integers(0, 2, 50).tolist(), rng.integers(0, 2, 50).tolist()
     assert metrics.f1(gold, pred) == pytest.approx(100 * f1_score(gold, pred))
-    assert metrics.mcc(gold, pred) == pytest.approx(matthews_corrcoef(gold, pred))
+    assert metrics.mcc(gold, pred) == pytest.approx(100 * matthews_corrcoef(gold, pred))
     x, y = rng.normal(size=30), rng.normal(size=30)
-    assert metrics.pearson(x.tolist(), y.tolist()) == pytest.approx(pearsonr(x, y)[0])
-    assert metrics.spearman(x.tolist(), y.tolist()) == pytest.approx(spearmanr(x, y)[0])
+    assert metrics.pearson(x.tolist(), y.tolist()) == pytest.approx(100 * pearsonr(x, y)[0])
+    assert metrics.spearman(x.tolist(), y.tolist()) == pytest.approx(100 * spearmanr(x, y)[0])
 
 
 # --- spans ---------------------------------------------------------------------------------------

@@ -511,7 +511,7 @@ def test_chunk_evaluate() -> None:
 def test_agreement_evaluate(agreement_task: ToyAgreementTask) -> None:
     examples = agreement_task.examples("test")
     gold = {e.id: e.label for e in examples}
-    assert agreement_task.evaluate(examples, gold) == {"accuracy": 100.0, "mcc": 1.0}
+    assert agreement_task.evaluate(examples, gold) == {"accuracy": 100.0, "mcc": 100.0}
     constant = agreement_task.evaluate(examples, dict.fromkeys(gold, "1"))
     assert constant["accuracy"] == pytest.approx(50.0, abs=5) and constant["mcc"] == 0.0
 

@@ -56,6 +56,11 @@ def test_trials_results_and_outputs(finetuned: Path) -> None:
     summary = chunk["summary"]["f1"]
     values = [r["f1"] for r in chunk["runs"]]
     assert summary["median"] == pytest.approx(sum(values) / 2) and summary["min"] == min(values)
+    assert "f1" in chunk["summary"] and not {"trial", "seed", "steps"} & set(chunk["summary"]), "metrics only"
+    assert 0 <= chunk["runs"][0]["f1"] <= 100 and agreement["runs"][0]["accuracy"] > 1, "metrics are percent"
+    train_logs = [json.loads(x) for x in (finetuned / "metrics.jsonl").read_text().splitlines()]
+    train_accuracy = [r["accuracy"] for r in train_logs if r["split"] == "train" and "accuracy" in r]
+    assert train_accuracy and max(train_accuracy) > 1, "training accuracy is logged in percent like dev"
     assert (
         agreement["runs"][0]["accuracy"] != agreement["runs"][1]["accuracy"]
         or agreement["runs"][0] != agreement["runs"][1]

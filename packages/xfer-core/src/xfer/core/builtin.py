@@ -8,9 +8,9 @@ from xfer.core.specs import ComponentSpec
 _METRICS = {
     "accuracy": "Accuracy in percent.",
     "f1": "Binary F1 of the positive class, in percent (scikit-learn).",
-    "mcc": "Matthews correlation coefficient in [-1, 1] (scikit-learn).",
-    "pearson": "Pearson correlation (scipy).",
-    "spearman": "Spearman rank correlation (scipy).",
+    "mcc": "Matthews correlation coefficient x100, in [-100, 100] (scikit-learn).",
+    "pearson": "Pearson correlation x100 (scipy).",
+    "spearman": "Spearman rank correlation x100 (scipy).",
     "span_f1": "Exact-match span precision/recall/F1 for BIO/BIOES tags (seqeval, conlleval semantics).",
     "corpus_bleu": "Corpus BLEU with its signature (sacrebleu).",
 }

@@ -2,9 +2,10 @@
 
 Thin, typed wrappers over the reference implementations (scikit-learn, scipy, seqeval,
 sacrebleu) so that every package reports the same numbers as the official scripts. Each
-function takes gold values first, predictions second, and returns plain floats in [0, 100]
-for percentages (accuracy, F1, BLEU) and in [-1, 1] for correlations and MCC, matching how
-the papers report them.
+function takes gold values first, predictions second, and returns a plain float in percent:
+accuracy, F1 and BLEU in [0, 100], correlations and MCC in [-100, 100] (x100, as the GLUE
+leaderboard and the thesis tables print them). One convention everywhere: logs, reports,
+results.json and tables never mix fractions and percentages.
 """
 
 from __future__ import annotations
@@ -36,29 +37,31 @@ def f1(golds: Sequence, preds: Sequence, positive: object = 1) -> float:
 
 
 def mcc(golds: Sequence, preds: Sequence) -> float:
-    """Matthews correlation coefficient (CoLA's official metric), in [-1, 1]."""
+    """Matthews correlation coefficient (CoLA's official metric), x100."""
     from sklearn.metrics import matthews_corrcoef
 
     _check_lengths(golds, preds)
-    return float(matthews_corrcoef(list(golds), list(preds)))
+    return 100.0 * float(matthews_corrcoef(list(golds), list(preds)))
 
 
 def pearson(golds: Sequence[float], preds: Sequence[float]) -> float:
+    """Pearson correlation, x100."""
     from scipy.stats import pearsonr
 
     _check_lengths(golds, preds)
     if np.std(preds) == 0 or np.std(golds) == 0:
         return 0.0  # undefined for a constant input; 0 is what a constant predictor deserves
-    return float(pearsonr(np.asarray(golds, float), np.asarray(preds, float))[0])
+    return 100.0 * float(pearsonr(np.asarray(golds, float), np.asarray(preds, float))[0])
 
 
 def spearman(golds: Sequence[float], preds: Sequence[float]) -> float:
+    """Spearman rank correlation, x100."""
     from scipy.stats import spearmanr
 
     _check_lengths(golds, preds)
     if np.std(preds) == 0 or np.std(golds) == 0:
         return 0.0
-    return float(spearmanr(np.asarray(golds, float), np.asarray(preds, float))[0])
+    return 100.0 * float(spearmanr(np.asarray(golds, float), np.asarray(preds, float))[0])
 
 
 @dataclass(frozen=True)

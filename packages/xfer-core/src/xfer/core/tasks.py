@@ -70,7 +70,8 @@ class TaskInfo:
 
     Conventional `extra` keys: `score_range` (regression: (low, high) of gold scores, which
     objectives scale to [0, 1]); `unanswerable` (span QA: some questions have no answer);
-    `tag_scheme` (tagging: "BIO"/"BIOES"); `metric_scale` (100 when metrics are percentages).
+    `tag_scheme` (tagging: "BIO"/"BIOES"). Every metric a task returns is in percent
+    (`xfer.core.metrics`' convention), so no task declares a scale.
     """
 
     name: str

@@ -78,10 +78,13 @@ def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path 
     return WordPieceTokenizer.from_dir(folder)
 
 
-def summarize(runs: list[dict[str, float]]) -> dict[str, dict[str, float]]:
-    """median / mean / std (sample; 0 for one run) / min / max of every metric over runs."""
+def summarize(runs: list[dict[str, Any]], metrics: list[str]) -> dict[str, dict[str, float]]:
+    """median / mean / std (sample; 0 for one run) / min / max of each of `metrics` over runs.
+
+    Only metrics: a run record also carries bookkeeping (trial, seed, steps, checkpoint) that
+    has no median worth reporting."""
     out: dict[str, dict[str, float]] = {}
-    for metric in runs[0]:
+    for metric in metrics:
         values = [r[metric] for r in runs if isinstance(r.get(metric), (int, float))]
         if not values:
             continue
@@ -194,12 +197,21 @@ def _finetune_task(
                 if ctx.is_main:
                     folder = ctx.output_dir("predictions") / slug(ref.name) / f"trial-{trial}"
                     task.write_predictions(folder, split, examples, predictions)
-        record = {**metrics, "trial": trial, "seed": seed, "steps": fit.step, "checkpoint": chosen.name}
+        record = {**metrics, **_bookkeeping(trial, seed, fit.step, chosen.name)}
         if ctx.is_main:
             write_json(done, record, indent=None)
         runs.append(record)
     _save_models(ctx, config, ref.name, runs, build, tokenizer, info, info.main_metric)
-    return {"main_metric": info.main_metric, "runs": runs, "summary": summarize(runs)}
+    metric_names = [k for k in runs[0] if k not in BOOKKEEPING]
+    return {"main_metric": info.main_metric, "runs": runs, "summary": summarize(runs, metric_names)}
+
+
+BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")
+"""Keys of a run record that are not metrics (never summarised, never tabulated)."""
+
+
+def _bookkeeping(trial: int, seed: int, steps: int, checkpoint: str) -> dict[str, Any]:
+    return dict(zip(BOOKKEEPING, (trial, seed, steps, checkpoint), strict=True))
 
 
 def _evaluator(
@@ -262,7 +274,7 @@ def _save_models(
             "labels": list(info.labels),
             "objective": type(objective).__name__,
             "trial": trial,
-            "metrics": {k: v for k, v in record.items() if isinstance(v, (int, float))},
+            "metrics": {k: v for k, v in record.items() if k not in BOOKKEEPING},
         }
         save_model_dir(target, {"encoder": objective.encoder, "head": objective.head}, meta)
         tokenizer.save(target)
@@ -290,8 +302,6 @@ def _results_table(results: dict[str, Any]) -> str:
     lines = ["## Results (dev)", "", "| task | metric | median | mean | std | runs |", "|---|---|---|---|---|---|"]
     for task, result in results.items():
         for metric, s in result["summary"].items():
-            if metric in ("trial", "seed", "steps"):
-                continue
             marker = " **(main)**" if metric == result["main_metric"] else ""
             lines.append(
                 f"| {task} | {metric}{marker} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |"

@@ -167,7 +167,7 @@ class SequenceObjective(FinetuneObjective):
         loss = self.loss(scores, batch["labels"])
         if self.regression:
             return StepOutput(loss, {})
-        return StepOutput(loss, {"accuracy": (scores.argmax(-1) == batch["labels"]).float().mean()})
+        return StepOutput(loss, {"accuracy": 100.0 * (scores.argmax(-1) == batch["labels"]).float().mean()})
 
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:
         scores = self.scores(batch)
@@ -244,7 +244,7 @@ class TaggingObjective(FinetuneObjective):
         scores = self.scores(batch)
         loss = F.cross_entropy(scores.flatten(0, 1), batch["tags"].flatten(), ignore_index=-100)
         real = batch["tags"] != -100
-        accuracy = ((scores.argmax(-1) == batch["tags"]) & real).sum() / real.sum().clamp_min(1)
+        accuracy = 100.0 * ((scores.argmax(-1) == batch["tags"]) & real).sum() / real.sum().clamp_min(1)
         return StepOutput(loss, {"accuracy": accuracy})
 
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:

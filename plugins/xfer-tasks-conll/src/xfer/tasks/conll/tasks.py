@@ -144,11 +144,6 @@ class TaggingTask(Task):
             self._labels = tuple(sorted({tag for sentence in self.read_cached(path) for tag in sentence.tags}))
         return self._labels
 
-    def info(self) -> TaskInfo:
-        info = super().info()
-        info.extra["metric_scale"] = 100
-        return info
-
     def write_predictions(
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:

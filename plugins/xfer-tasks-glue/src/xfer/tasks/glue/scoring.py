@@ -1,10 +1,7 @@
-"""GLUE metrics on top of `xfer.core.metrics`, all on one scale: x100.
+"""GLUE metrics on top of `xfer.core.metrics`, which returns every metric in percent (x100).
 
-`xfer.core.metrics` returns accuracy/F1 in [0, 100] but MCC and correlations in [-1, 1]. The
-GLUE leaderboard and the BERT/ELECTRA papers print every GLUE number x100 (CoLA MCC 60.5,
-STS-B Spearman 89.2), and the GLUE average is taken over those numbers, so this plugin
-multiplies MCC, Pearson and Spearman by 100. Every metric of this plugin is therefore in
-[0, 100] (or [-100, 100] for MCC/correlations).
+That is how the GLUE leaderboard and the BERT/ELECTRA papers print them (CoLA MCC 60.5, STS-B
+Spearman 89.2), and the GLUE average is taken over those numbers.
 """
 
 from __future__ import annotations
@@ -21,9 +18,9 @@ def _base(name: str, positive: str | None) -> Callable[[Sequence[Any], Sequence[
     table: dict[str, Callable[[Sequence[Any], Sequence[Any]], float]] = {
         "accuracy": core.accuracy,
         "f1": lambda g, p: core.f1(g, p, positive=positive),
-        "mcc": lambda g, p: 100.0 * core.mcc(g, p),
-        "pearson": lambda g, p: 100.0 * core.pearson(g, p),
-        "spearman": lambda g, p: 100.0 * core.spearman(g, p),
+        "mcc": core.mcc,
+        "pearson": core.pearson,
+        "spearman": core.spearman,
     }
     return table[name]
 

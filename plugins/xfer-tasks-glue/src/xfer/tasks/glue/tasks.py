@@ -53,7 +53,7 @@ class GlueTask(Task):
 
     def info(self) -> TaskInfo:
         info = super().info()
-        info.extra.update(metric_scale=100, submission_file=self.spec.submission)
+        info.extra.update(submission_file=self.spec.submission)
         if self.spec.score_range is not None:
             info.extra["score_range"] = self.spec.score_range
         return info
@@ -211,11 +211,6 @@ class TsvTask(Task):
     def labels(self) -> tuple[str, ...]:
         cfg: TsvTaskConfig = self.config
         return tuple(cfg.labels or ())
-
-    def info(self) -> TaskInfo:
-        info = super().info()
-        info.extra["metric_scale"] = 100
-        return info
 
     def examples(self, split: Split) -> list[Example]:
         _check_split(self.name, split)

@@ -34,7 +34,7 @@ class SquadTask(Task):
     def info(self) -> TaskInfo:
         info = super().info()
         info.extra.update(
-            squad_version="1.1" if self.version == 1 else "2.0", metric_scale=100, unanswerable=self.version == 2
+            squad_version="1.1" if self.version == 1 else "2.0", unanswerable=self.version == 2
         )
         return info
 
