@@ -107,3 +107,42 @@ def corpus_bleu(references: Sequence[str], hypotheses: Sequence[str], tokenize: 
     bleu = BLEU(tokenize=tokenize)
     result = bleu.corpus_score(list(hypotheses), [list(references)])
     return BleuScore(score=float(result.score), signature=str(bleu.get_signature()))
+
+
+@dataclass(frozen=True)
+class AttachmentScores:
+    uas: float  # unlabelled attachment score: head correct
+    las: float  # labelled attachment score: head and relation correct
+    label_accuracy: float  # relation correct (whatever the head)
+    scored: int  # words scored (after exclusions such as punctuation)
+
+
+def attachment_scores(
+    gold_heads: Sequence[Sequence[int]],
+    gold_relations: Sequence[Sequence[str]],
+    pred_heads: Sequence[Sequence[int]],
+    pred_relations: Sequence[Sequence[str]],
+    scored: Sequence[Sequence[bool]] | None = None,
+) -> AttachmentScores:
+    """UAS / LAS / label accuracy in percent over every word whose `scored` flag is true (all words
+    when `scored` is None), micro-averaged over the corpus as CoNLL-2007's eval.pl does. Callers
+    decide what is excluded (CoNLL-2007: punctuation tokens)."""
+    _check_lengths(gold_heads, pred_heads)
+    head_ok = label_ok = both_ok = total = 0
+    for i, (gh, gr, ph, pr) in enumerate(zip(gold_heads, gold_relations, pred_heads, pred_relations, strict=True)):
+        if not (len(gh) == len(gr) == len(ph) == len(pr)):
+            raise ValueError(
+                f"sentence {i}: {len(gh)} gold heads, {len(gr)} gold relations, "
+                f"{len(ph)} predicted heads, {len(pr)} predicted relations"
+            )
+        flags = scored[i] if scored is not None else [True] * len(gh)
+        for g_head, g_rel, p_head, p_rel, use in zip(gh, gr, ph, pr, flags, strict=True):
+            if not use:
+                continue
+            total += 1
+            head_ok += g_head == p_head
+            label_ok += g_rel == p_rel
+            both_ok += g_head == p_head and g_rel == p_rel
+    if total == 0:
+        raise ValueError("no word to score (every word excluded?)")
+    return AttachmentScores(100.0 * head_ok / total, 100.0 * both_ok / total, 100.0 * label_ok / total, total)

@@ -6,7 +6,9 @@ That split is what lets one task plugin serve every method.
 
 Predictions passed to `Task.evaluate` are a mapping from example id to:
 - classification: the label string; regression: a float;
-- tagging: the list of tags, one per word; span QA: the answer text ("" = no answer).
+- tagging: the list of tags, one per word; span QA: the answer text ("" = no answer);
+- parsing: a pair `(heads, relations)` of lists, one entry per word (heads 1-based, 0 = ROOT);
+- seq2seq: the output text (detokenised, as it would be written to a file).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from xfer.core.errors import UserError
 
-TaskType = Literal["classification", "regression", "tagging", "span_qa"]
+TaskType = Literal["classification", "regression", "tagging", "span_qa", "parsing", "seq2seq"]
 Split = Literal["train", "dev", "test"]
 
 
@@ -61,7 +63,32 @@ class SpanQAExample:
     title: str = ""
 
 
-Example = SentenceExample | TaggingExample | SpanQAExample
+@dataclass(frozen=True)
+class ParsingExample:
+    """A pre-tokenised sentence with its dependency tree (None when unlabelled).
+
+    `heads[i]` is the 1-based index of the head of word i+1, 0 for ROOT; `relations[i]` the
+    label of that arc; `upos` the universal POS tags when the file has them (scorers may use
+    them, e.g. to identify punctuation)."""
+
+    id: str
+    words: tuple[str, ...]
+    heads: tuple[int, ...] | None = None
+    relations: tuple[str, ...] | None = None
+    upos: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TranslationExample:
+    """A source text and its reference translation (None when unlabelled). Raw, untokenised
+    text: tokenisation belongs to the consumer, scoring (BLEU) to the task."""
+
+    id: str
+    source: str
+    target: str | None = None
+
+
+Example = SentenceExample | TaggingExample | SpanQAExample | ParsingExample | TranslationExample
 
 
 @dataclass
