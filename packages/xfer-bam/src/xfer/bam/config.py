@@ -1,0 +1,168 @@
+"""Configs of the `bam.teachers` and `bam.student` stages (torch-free, so `xfer validate` stays fast).
+
+Both stages build models the same way as `transformer.finetune` (an `init` checkpoint or a
+preset, a tokenizer, a fine-tuning objective per task type), so they share those fields; the
+defaults of `train:` differ: teachers use single-task fine-tuning settings (ELECTRA's, as
+`transformer.finetune`), the student the multi-task settings of the BAM paper (6 epochs, batch
+128, lr 1e-4, layer-wise LR decay 0.9, 10% warmup, weight decay 0.01).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
+from xfer.core.train_config import TrainConfig
+from xfer.transformer.finetune_config import DEFAULT_TRAIN, ENCODER_FIELDS, PresetName
+
+TEACHER_TRAIN = DEFAULT_TRAIN
+"""Single-task fine-tuning, as `transformer.finetune` (ELECTRA-Small: lr 3e-4, layer decay 0.8, 3 epochs)."""
+
+STUDENT_TRAIN = TrainConfig(
+    epochs=6.0,
+    batch_size=128,
+    lr=1e-4,
+    weight_decay=0.01,
+    warmup_fraction=0.1,
+    layer_decay=0.9,
+    eval_every="epoch",
+    checkpoint_every="epoch",
+    log_every=50,
+)
+"""BAM's multi-task settings (thesis 3.3 and the original code): longer, larger batches, lr 1e-4, decay 0.9."""
+
+LambdaSchedule = Literal["linear", "constant", "none"]
+Sampling = Literal["power", "proportional", "uniform", "temperature"]
+Mixing = Literal["example", "batch"]
+Pick = Literal["median", "first"]
+
+
+@dataclass
+class ModelSource:
+    """Fields shared by both stages: which tasks, which initial weights, how inputs are built."""
+
+    tasks: list[TaskRef] = knob(
+        doc="Tasks, e.g. [{name: glue/rte, data_dir: ...}, ...]; classification, regression or tagging."
+    )
+    init: Input | None = knob(
+        None,
+        "Initial weights: an earlier stage's output or a folder (xfer model dir, e.g. an ELECTRA discriminator, "
+        "or a HF ELECTRA/BERT folder). Null: random init of `model`.",
+    )
+    tokenizer: Input | None = knob(None, "Folder with vocab.txt / tokenizer.json; default: the one in `init`.")
+    model: PresetName = knob("tiny", "Encoder preset for random init (ignored when `init` is given).")
+    encoder: Annotated[dict[str, Any], KeysOf.of(ENCODER_FIELDS, "encoder field")] = knob(
+        {}, "Overrides of encoder fields, e.g. {hidden_dropout: 0.1}."
+    )
+    objective: ObjectiveRef | None = knob(
+        None,
+        "Fine-tuning objective for every task; default by task type (transformer.sequence / transformer.tagging). "
+        "BAM needs an objective with `scores(batch)` (those two and their subclasses).",
+    )
+    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).", ge=2)
+    trials: int = knob(1, "Runs with seeds seed, seed+1, ...; results report median/mean/std over them.", ge=1)
+    eval_batch_size: int = knob(128, "Batch size for evaluation and for computing teacher predictions.", ge=1)
+    cache_dir: Path | None = knob(
+        None,
+        "Shared content-addressed store of teacher predictions (<key>.safetensors), reused across runs. "
+        "Default: only this stage's outputs/predictions.",
+    )
+
+    def _check_sources(self) -> None:
+        if not self.tasks:
+            raise FieldError("tasks", "give at least one task")
+        names = [ref.name for ref in self.tasks]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise FieldError("tasks", f"task {duplicated[0]!r} is listed twice")
+        if self.trials < 1:
+            raise FieldError("trials", "must be >= 1")
+
+    def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
+        """Pre-flight: both stages read the train and dev split of every task."""
+        return [(ref, ("train", "dev")) for ref in self.tasks]
+
+
+@dataclass
+class TeachersConfig(ModelSource):
+    """`bam.teachers`: one single-task model per task (and seed), and its predictions on its training set."""
+
+    train: TrainConfig = knob(
+        TEACHER_TRAIN, "Optimisation (ELECTRA-Small fine-tuning: lr 3e-4, layer decay 0.8, 3 epochs)."
+    )
+    task_epochs: dict[str, float] = knob({}, "Per-task epochs, e.g. {glue/rte: 10, glue/stsb: 10} as in ELECTRA.")
+    teacher: Pick = knob(
+        "median",
+        "Which trial teaches (its training-set predictions are cached): the one with the median dev score, or the "
+        "first (the original BAM code used trial 1).",
+    )
+
+    def __post_init__(self) -> None:
+        self._check_sources()
+        names = [ref.name for ref in self.tasks]
+        for name, epochs in self.task_epochs.items():
+            if name not in names:
+                hint = difflib.get_close_matches(name, names, n=1)
+                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise FieldError(
+                    ("task_epochs", name), f"{name!r} is not one of this stage's tasks ({', '.join(names)}){suggestion}"
+                )
+            if epochs <= 0:
+                raise FieldError(("task_epochs", name), f"epochs must be positive, got {epochs!r}")
+
+
+@dataclass
+class StudentConfig(ModelSource):
+    """`bam.student`: one shared encoder with a head per task, distilled from cached teacher predictions."""
+
+    teachers: Input | None = knob(
+        None,
+        "Teacher predictions: the `predictions` output of a bam.teachers or bam.student stage (or such a folder). "
+        "Required unless lambda_schedule is none.",
+    )
+    lambda_schedule: LambdaSchedule = knob(
+        "linear",
+        "Weight λ of the gold label in the target λ·gold + (1-λ)·teacher: linear 0→1 over training (teacher "
+        "annealing), constant (lambda_value; 0 = pure distillation), none (no teachers: plain multi-task).",
+    )
+    lambda_value: float = knob(
+        0.0, "λ of the constant schedule (0 = pure distillation, 0.5 = half and half).", ge=0, le=1
+    )
+    multitask: bool = knob(
+        True, "One student for all tasks (Single→Multi, Multi→Multi); false: one student per task (Single→Single)."
+    )
+    sampling: Sampling = knob(
+        "power",
+        "Task sampling: power (∝ |D|^alpha, BAM), proportional (∝ |D|), uniform, temperature (∝ |D|^(1/temperature)).",
+    )
+    alpha: float = knob(0.75, "Exponent of the power sampling (BAM: 0.75).", ge=0)
+    temperature: float = knob(2.0, "Temperature of the temperature sampling.", gt=0)
+    mixing: Mixing = knob(
+        "example",
+        "example: every example of a batch draws its task (tasks mixed within batches, as BAM); "
+        "batch: every batch draws one task.",
+    )
+    train: TrainConfig = knob(STUDENT_TRAIN, "Optimisation (BAM: 6 epochs, batch 128, lr 1e-4, layer decay 0.9).")
+    teacher: Pick = knob(
+        "median",
+        "Which trial's model becomes this stage's `model` and `predictions` outputs (to teach a later stage): "
+        "median of the average dev score, or the first.",
+    )
+
+    def __post_init__(self) -> None:
+        self._check_sources()
+        if self.lambda_schedule == "none" and self.teachers is not None:
+            raise FieldError(
+                "teachers", "lambda_schedule is none (plain multi-task training), so teachers would be ignored"
+            )
+        if self.lambda_schedule != "none" and self.teachers is None:
+            raise FieldError(
+                "teachers",
+                f"lambda_schedule {self.lambda_schedule!r} distils from teachers: give teachers "
+                "(e.g. teachers.predictions), or set lambda_schedule: none for plain multi-task training",
+            )
+        if self.lambda_schedule != "constant" and self.lambda_value != 0.0:
+            raise FieldError("lambda_value", f"only used by lambda_schedule: constant (it is {self.lambda_schedule!r})")

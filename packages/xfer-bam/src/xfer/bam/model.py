@@ -1,0 +1,103 @@
+"""The BAM network: one shared encoder, one fine-tuning objective (head) per task.
+
+Each task keeps the fine-tuning objective it would have on its own (`transformer.sequence`,
+`transformer.tagging` or a subclass): its featurisation, collation, head, prediction and
+post-processing are reused unchanged. Only the encoder is shared. Inside each task objective
+the encoder is replaced by `HiddenStates`, a parameter-free stand-in that hands over hidden
+states the shared encoder already computed, so a mixed batch (examples of several tasks) goes
+through the encoder ONCE and each task's head reads its own rows — the thesis's "examples of
+different tasks are shuffled together, even within minibatches" at the cost of one encoder pass.
+
+A single-task model (a teacher, or a Single→Single student) is the same network with one task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor, nn
+
+from xfer.core.errors import UserError
+from xfer.core.tasks import TaskInfo
+from xfer.transformer.encoder import Encoder, EncoderConfig, EncoderOutput
+
+
+def module_name(task: str) -> str:
+    """A module-name-safe form of a task name (`glue/rte` -> `glue-rte`); no dots (state-dict separators)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", task)
+
+
+class HiddenStates(nn.Module):
+    """Stands in for the encoder inside a task objective: returns the hidden states it was given.
+
+    `provide(hidden)` arms it for exactly one call; calling it unarmed, or with inputs whose shape
+    does not match the provided states, is a bug and raises (never silently reuses stale states).
+    It has no parameters, so the task objective adds only its head to the model.
+    """
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.config = config  # objectives size their heads from encoder.config
+        self._pending: Tensor | None = None
+
+    def provide(self, hidden: Tensor) -> None:
+        self._pending = hidden
+
+    def forward(self, input_ids: Tensor, *args: Any, **kwargs: Any) -> EncoderOutput:
+        hidden, self._pending = self._pending, None
+        if hidden is None:
+            raise RuntimeError("HiddenStates called without provided hidden states (call the model, not the objective)")
+        if tuple(hidden.shape[:2]) != tuple(input_ids.shape):
+            raise RuntimeError(f"hidden states {tuple(hidden.shape)} do not match inputs {tuple(input_ids.shape)}")
+        return EncoderOutput(hidden)
+
+
+class MultiTaskModel(nn.Module):
+    """`encoder` (shared) + `tasks[module_name(task)]` (each task's fine-tuning objective, head inside).
+
+    `objectives` are built by the caller around a `HiddenStates(encoder.config)` (see `stage.build_model`).
+    Parameters: the encoder's, then each head's — `param_groups` finds the encoder's layer depths
+    for layer-wise LR decay, heads get depth 0 (the full learning rate).
+    """
+
+    def __init__(self, encoder: Encoder, objectives: Mapping[str, nn.Module], infos: Mapping[str, TaskInfo]):
+        super().__init__()
+        self.encoder = encoder
+        self.task_names = list(objectives)
+        self.tasks = nn.ModuleDict({module_name(t): objectives[t] for t in self.task_names})
+        self.infos = dict(infos)
+        for task, objective in objectives.items():
+            if not isinstance(getattr(objective, "encoder", None), HiddenStates):
+                raise ValueError(f"{task}: the objective must be built around HiddenStates(encoder.config)")
+            if not callable(getattr(objective, "scores", None)):
+                raise UserError(
+                    f"{task}: objective {type(objective).__name__} has no scores(batch) method; BAM distils the "
+                    "scores of transformer.sequence / transformer.tagging objectives (or subclasses)"
+                )
+
+    def objective(self, task: str) -> Any:
+        return self.tasks[module_name(task)]
+
+    def encode(self, batch: Mapping[str, Tensor]) -> Tensor:
+        return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
+
+    def part_scores(self, task: str, hidden: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        """The task's scores for `batch`, whose encoder outputs are `hidden` (rows of a mixed pass)."""
+        objective = self.objective(task)
+        objective.encoder.provide(hidden[:, : batch["input_ids"].shape[1]])
+        return objective.scores(batch)
+
+    def scores(self, task: str, batch: Mapping[str, Tensor]) -> Tensor:
+        """Scores of a single-task batch (collated by the task's objective): logits, or the regression output."""
+        return self.part_scores(task, self.encode(batch), batch)
+
+    def predict(self, task: str, batch: Mapping[str, Tensor]) -> list[Any]:
+        """The task objective's predictions (labels, scores, tag lists) for a single-task batch."""
+        objective = self.objective(task)
+        objective.encoder.provide(self.encode(batch))
+        return objective.predict(batch)
+
+    def forward(self, batch: Mapping[str, Any]) -> Tensor:  # pragma: no cover - the objective drives the model
+        raise TypeError("MultiTaskModel is driven by DistillationObjective; call scores/predict")

@@ -1,0 +1,132 @@
+"""The BAM loss: ℓ(λ·gold + (1−λ)·teacher, student), with λ annealed from the trainer's progress.
+
+Teacher outputs arrive in the batch (read from the prediction cache by the data pipeline): the
+student never runs a teacher. Per task type (`TASK_KINDS`):
+
+- classification: cross-entropy to the mixed distribution λ·onehot(y) + (1−λ)·softmax(teacher logits);
+  cross-entropy is linear in the target, so this is λ·CE(y) + (1−λ)·CE(teacher) computed in one pass;
+- tagging: the same per word (padding words ignored);
+- regression: squared error to the mixed target λ·y + (1−λ)·teacher, in the objective's [0, 1]
+  target space (the thesis's L2 to the teacher for regression).
+
+λ schedules: `linear` (teacher annealing: λ = step / total steps, 0 at the first step, → 1 at the
+end, as the original `percent_done`), `constant` (λ fixed: 0 = pure distillation), `none` (no
+teacher: λ = 1, plain supervised multi-task training).
+
+A batch mixes tasks; its loss is the mean over its examples of each example's task loss (a task's
+part contributes its mean loss weighted by its number of examples; for tagging the per-example
+loss is the mean over the part's words). Heads of tasks absent from a batch get a zero gradient
+(as in the original, which ran every head on every example and masked the losses), which also
+keeps every parameter in the DDP reduction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from xfer.core.data import TaggedBatch
+from xfer.core.errors import UserError
+from xfer.core.trainer import StepOutput, TrainingProgress
+from xfer.bam.model import MultiTaskModel
+
+IGNORE = -100
+
+
+def gold_weight(schedule: str, fraction: float, value: float = 0.0) -> float:
+    """λ, the weight of the gold label, at `fraction` ∈ [0, 1) of training."""
+    if schedule == "linear":
+        return min(1.0, max(0.0, fraction))
+    if schedule == "constant":
+        return value
+    if schedule == "none":
+        return 1.0
+    raise ValueError(f"unknown lambda schedule {schedule!r} (linear, constant, none)")
+
+
+def soft_cross_entropy(scores: Tensor, gold: Tensor, teacher: Tensor | None, lam: float) -> Tensor:
+    """Mean over positions whose gold is not IGNORE of CE(λ·onehot(gold) + (1−λ)·softmax(teacher), scores).
+
+    `scores`/`teacher` are [..., C] logits, `gold` [...] class ids.
+    """
+    log_probs = F.log_softmax(scores.float(), dim=-1)
+    valid = gold != IGNORE
+    per_position = -log_probs.gather(-1, gold.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    if teacher is not None and lam < 1.0:
+        distilled = -(F.softmax(teacher.float(), dim=-1) * log_probs).sum(-1)
+        per_position = lam * per_position + (1.0 - lam) * distilled
+    return (per_position * valid).sum() / valid.sum().clamp_min(1)
+
+
+def mixed_squared_error(scores: Tensor, gold: Tensor, teacher: Tensor | None, lam: float) -> Tensor:
+    """Mean of (prediction − (λ·gold + (1−λ)·teacher))² over examples; `scores` and `teacher` are [B, 1]."""
+    target = gold.float()
+    if teacher is not None and lam < 1.0:
+        target = lam * target + (1.0 - lam) * teacher.float().squeeze(-1)
+    return F.mse_loss(scores.float().squeeze(-1), target)
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """What BAM needs to know about a task type.
+
+    `gold_key`: the gold targets in the objective's collated batch; `per_word`: teacher outputs
+    are one row per word (tagging) rather than one per example; `loss(scores, gold, teacher, λ)`.
+    """
+
+    gold_key: str
+    per_word: bool
+    loss: Callable[[Tensor, Tensor, Tensor | None, float], Tensor]
+
+
+TASK_KINDS: Mapping[str, TaskKind] = {
+    "classification": TaskKind("labels", False, soft_cross_entropy),
+    "regression": TaskKind("labels", False, mixed_squared_error),
+    "tagging": TaskKind("tags", True, soft_cross_entropy),
+}
+
+
+def task_kind(task: str, task_type: str) -> TaskKind:
+    if task_type not in TASK_KINDS:
+        raise UserError(f"{task}: BAM handles {', '.join(TASK_KINDS)} tasks, not {task_type} tasks")
+    return TASK_KINDS[task_type]
+
+
+class DistillationObjective(nn.Module):
+    """What the trainer optimises: the multi-task model plus the BAM loss (see the module docstring)."""
+
+    def __init__(self, model: MultiTaskModel, schedule: str = "none", value: float = 0.0):
+        super().__init__()
+        self.model = model
+        self.schedule, self.value = schedule, value
+        self.kinds = {t: task_kind(t, model.infos[t].type) for t in model.task_names}
+        self.lam = gold_weight(schedule, 0.0, value)
+
+    def set_progress(self, progress: TrainingProgress) -> None:
+        """Called by the trainer before every optimizer step: λ follows the fraction of training done."""
+        self.lam = gold_weight(self.schedule, progress.fraction, self.value)
+
+    def forward(self, batch: Mapping[str, Any] | TaggedBatch) -> StepOutput:
+        if isinstance(batch, TaggedBatch):  # mixing: batch (core MultiTaskSource) wraps the mixed batch
+            batch = batch.batch
+        hidden = self.model.encode(batch)
+        total = hidden.new_zeros((), dtype=torch.float32)
+        seen = set()
+        for part in batch["parts"]:
+            task = part["task"]
+            seen.add(task)
+            sub = part["batch"]
+            scores = self.model.part_scores(task, hidden[part["start"] : part["end"]], sub)
+            kind = self.kinds[task]
+            loss = kind.loss(scores, sub[kind.gold_key], part.get("teacher"), self.lam)
+            total = total + loss * (part["end"] - part["start"])
+        loss = total / hidden.shape[0]
+        for task in self.model.task_names:
+            if task not in seen:  # zero gradient, not none: every head takes part in every step
+                loss = loss + sum(p.sum() for p in self.model.objective(task).parameters()) * 0.0
+        return StepOutput(loss, {"gold_weight": torch.tensor(self.lam)})

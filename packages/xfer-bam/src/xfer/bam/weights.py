@@ -1,0 +1,172 @@
+"""Where a BAM model's weights come from (`init:`) and how trained models are written out.
+
+`init` may name:
+- a pre-trained checkpoint (an xfer model dir such as an ELECTRA discriminator, or a HF
+  ELECTRA/BERT folder): every model starts from its encoder (`transformer.finetune`'s loader);
+- a BAM model dir (a teacher's or student's): its encoder, and the heads of the tasks it has;
+- a BAM `models` output (`models.json`: task -> model dir): each task's model starts from the
+  model trained on that task, head included — single-task fine-tuning after multi-task training
+  (thesis Table 3.3) is `bam.teachers` with `init: student.models`;
+- nothing: a random encoder of the `model` preset, drawn ONCE per stage from the recipe seed,
+  so every trial (and, through the teachers' `init` output, every student) starts alike, as
+  they would from one pre-trained checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from xfer.core import rng
+from xfer.core.atomic import write_json
+from xfer.core.config import Input
+from xfer.core.errors import CheckpointError, UserError
+from xfer.core.stage import StageContext
+from xfer.bam.model import MultiTaskModel, module_name
+
+MODELS_INDEX = "models.json"
+META_KEY = "bam"
+
+
+def head_module(task: str) -> str:
+    return f"head-{module_name(task)}"
+
+
+@dataclass
+class InitialWeights:
+    """The initial encoder (and heads) of every model a stage trains."""
+
+    encoder_config: Any
+    encoder_state: dict[str, torch.Tensor] | None = None  # one checkpoint (or the random draw) for all tasks
+    heads: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # task -> head state
+    per_task: dict[str, Path] = field(default_factory=dict)  # a BAM models output: task -> model dir
+    tokenizer_folder: Path | None = None
+
+    def for_tasks(self, tasks: list[str]) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
+        """(encoder state, head states by task) for a model of `tasks`."""
+        if not self.per_task:
+            assert self.encoder_state is not None, "random init is drawn in resolve_init"
+            return self.encoder_state, {t: s for t, s in self.heads.items() if t in tasks}
+        missing = [t for t in tasks if t not in self.per_task]
+        if missing:
+            raise UserError(f"init has no model for task {missing[0]!r} (it has: {', '.join(self.per_task)})")
+        folders = {self.per_task[t] for t in tasks}
+        if len(folders) > 1:
+            raise UserError(
+                f"init gives tasks {', '.join(tasks)} different models ({', '.join(sorted(map(str, folders)))}); "
+                "a multi-task model starts from one"
+            )
+        state, heads = read_bam_model(folders.pop())
+        return state, {t: s for t, s in heads.items() if t in tasks}
+
+
+def _finetune_view(config: Any, folder: Path | None) -> Any:
+    """The three fields `transformer.finetune.load_initial` reads, pointing `init` at `folder`."""
+    return SimpleNamespace(
+        init=None if folder is None else Input(path=folder), model=config.model, encoder=config.encoder
+    )
+
+
+def read_bam_model(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
+    """(encoder state, {task: head state}) of an xfer model dir; no heads unless BAM wrote it."""
+    from xfer.transformer.modelio import load_model_dir
+
+    model_dir = load_model_dir(folder)
+    if "encoder" not in model_dir.state_dicts:
+        raise CheckpointError(f"{folder}: no module 'encoder'")
+    tasks = (model_dir.meta.get(META_KEY) or {}).get("tasks", {})
+    heads = {
+        task: model_dir.state_dicts[entry["module"]]
+        for task, entry in tasks.items()
+        if entry.get("module") in model_dir.state_dicts
+    }
+    return model_dir.state_dicts["encoder"], heads
+
+
+def resolve_init(config: Any, ctx: StageContext) -> InitialWeights:
+    """Read `config.init` (see the module docstring); a random init is drawn later by `settle`."""
+    from xfer.transformer.finetune import load_initial
+    from xfer.transformer.modelio import detect_format
+
+    if config.init is None:
+        encoder_config, _, _ = load_initial(_finetune_view(config, None), ctx)
+        return InitialWeights(encoder_config)
+    folder = ctx.resolve(config.init)
+    index = folder / MODELS_INDEX
+    if index.is_file():
+        try:
+            tasks = json.loads(index.read_text(encoding="utf-8"))["tasks"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{index}: unreadable ({exc})") from exc
+        per_task = {task: folder / sub for task, sub in tasks.items()}
+        first = next(iter(per_task.values()))
+        encoder_config, _, _ = load_initial(_finetune_view(config, first), ctx)
+        return InitialWeights(encoder_config, per_task=per_task, tokenizer_folder=first)
+    encoder_config, state, _ = load_initial(_finetune_view(config, folder), ctx)
+    heads = read_bam_model(folder)[1] if detect_format(folder) == "xfer" else {}
+    return InitialWeights(encoder_config, encoder_state=state, heads=heads, tokenizer_folder=folder)
+
+
+def settle(weights: InitialWeights, tokenizer: Any, config: Any, seed: int) -> None:
+    """Fit the vocabulary and draw a random init once.
+
+    A checkpoint must cover the tokenizer's vocabulary; a random-init encoder takes the
+    tokenizer's size (unless `encoder: {vocab_size}` says otherwise) and is drawn from `seed`.
+    """
+    from xfer.transformer.encoder import Encoder
+
+    vocab = weights.encoder_config.vocab_size
+    if config.init is None and vocab != tokenizer.vocab_size and "vocab_size" not in config.encoder:
+        weights.encoder_config = replace(weights.encoder_config, vocab_size=tokenizer.vocab_size)
+    elif tokenizer.vocab_size > vocab:
+        raise UserError(f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {vocab} embeddings")
+    if config.init is None:
+        rng.seed_everything(seed)
+        encoder = Encoder(weights.encoder_config)
+        weights.encoder_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
+
+
+def save_bam_model(
+    target: Path, model: MultiTaskModel, tokenizer: Any, meta: dict[str, Any], task_objectives: dict[str, str]
+) -> None:
+    """An xfer model dir: module `encoder` + one registered head per task, the tokenizer, and
+    `meta["bam"]["tasks"]` saying which head serves which task (how `read_bam_model` finds them)."""
+    from xfer.transformer.modelio import save_model_dir
+
+    modules: dict[str, torch.nn.Module] = {"encoder": model.encoder}
+    tasks = {}
+    for task in model.task_names:
+        objective = model.objective(task)
+        extra = [name for name in objective.state_dict() if not name.startswith("head.")]
+        if extra:
+            raise UserError(
+                f"{task}: objective {type(objective).__name__} has parameters outside its head ({extra[0]}, ...); "
+                "BAM model directories store the encoder and one head per task"
+            )
+        modules[head_module(task)] = objective.head
+        info = model.infos[task]
+        tasks[task] = {
+            "module": head_module(task),
+            "type": info.type,
+            "labels": list(info.labels),
+            "objective": task_objectives[task],
+            "extra": {k: v for k, v in info.extra.items() if k == "score_range"},
+        }
+    save_model_dir(target, modules, {META_KEY: {**meta, "tasks": tasks}})
+    tokenizer.save(target)
+
+
+def save_init(target: Path, encoder: torch.nn.Module, tokenizer: Any) -> None:
+    from xfer.transformer.modelio import save_model_dir
+
+    save_model_dir(target, {"encoder": encoder}, {META_KEY: {"initial": True, "tasks": {}}})
+    tokenizer.save(target)
+
+
+def write_models_index(folder: Path, tasks: dict[str, str]) -> None:
+    write_json(folder / MODELS_INDEX, {"format": 1, "tasks": tasks})
