@@ -22,11 +22,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xfer.bam.cache import TeacherPredictions, example_digest
+from xfer.bam.objective import TaskKind
 from xfer.core.data import BatchSource, BatchStream, MultiTaskSource
 from xfer.core.errors import UserError
 from xfer.core.tasks import Example
-from xfer.bam.cache import TeacherPredictions, example_digest
-from xfer.bam.objective import TaskKind
 
 
 def feature_rows(feature: Mapping[str, Any], kind: TaskKind) -> int:

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from xfer.core.evaluation import TaskEvaluator
-from xfer.core.tasks import Example, SentenceExample, Task, TaskInfo
 from xfer.bam.model import MultiTaskModel
 from xfer.bam.objective import DistillationObjective, TaskKind
+from xfer.core.evaluation import TaskEvaluator
+from xfer.core.tasks import Example, SentenceExample, Task, TaskInfo
 
 
 @dataclass

@@ -13,20 +13,15 @@ A single-task model (a teacher, or a Single→Single student) is the same networ
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
 
+from xfer.bam.naming import module_name
 from xfer.core.errors import UserError
 from xfer.core.tasks import TaskInfo
 from xfer.transformer.encoder import Encoder, EncoderConfig, EncoderOutput
-
-
-def module_name(task: str) -> str:
-    """A module-name-safe form of a task name (`glue/rte` -> `glue-rte`); no dots (state-dict separators)."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", task)
 
 
 class HiddenStates(nn.Module):

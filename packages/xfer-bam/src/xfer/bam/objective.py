@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from xfer.bam.model import MultiTaskModel
 from xfer.core.data import TaggedBatch
 from xfer.core.errors import UserError
 from xfer.core.trainer import StepOutput, TrainingProgress
-from xfer.bam.model import MultiTaskModel
 
 IGNORE = -100
 

@@ -32,14 +32,6 @@ from typing import Any
 
 import torch
 
-from xfer.core import distributed as dist
-from xfer.core import rng
-from xfer.core.atomic import write_json
-from xfer.core.config import ObjectiveRef, TaskRef
-from xfer.core.errors import UserError
-from xfer.core.stage import StageContext
-from xfer.core.train_config import TrainConfig
-from xfer.core.trainer import Trainer, load_evaluated_weights, resolve_precision
 from xfer.bam import cache
 from xfer.bam.config import ModelSource, StudentConfig, TeachersConfig
 from xfer.bam.data import MixedCollate, MixedTaskSource, attach_teacher_outputs, batch_mixing_source
@@ -48,6 +40,14 @@ from xfer.bam.model import HiddenStates, MultiTaskModel, module_name
 from xfer.bam.objective import DistillationObjective, task_kind
 from xfer.bam.sampling import task_probabilities
 from xfer.bam.weights import InitialWeights, resolve_init, save_bam_model, save_init, settle, write_models_index
+from xfer.core import distributed as dist
+from xfer.core import rng
+from xfer.core.atomic import write_json
+from xfer.core.config import ObjectiveRef, TaskRef
+from xfer.core.errors import UserError
+from xfer.core.stage import StageContext
+from xfer.core.train_config import TrainConfig
+from xfer.core.trainer import Trainer, load_evaluated_weights, resolve_precision
 
 BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")
 

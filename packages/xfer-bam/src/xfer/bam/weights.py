@@ -22,12 +22,12 @@ from typing import Any
 
 import torch
 
+from xfer.bam.model import MultiTaskModel, module_name
 from xfer.core import rng
 from xfer.core.atomic import write_json
 from xfer.core.config import Input
 from xfer.core.errors import CheckpointError, UserError
 from xfer.core.stage import StageContext
-from xfer.bam.model import MultiTaskModel, module_name
 
 MODELS_INDEX = "models.json"
 META_KEY = "bam"
