@@ -93,3 +93,19 @@ class ColumnsConfig(FilesConfig):
     separator: Literal["whitespace", "tab"] = knob(
         "whitespace", "whitespace: split on runs of spaces/tabs; tab: split on single tabs (words may hold spaces)."
     )
+
+
+@dataclass
+class UdParseConfig(FilesConfig):
+    """conll/ud-parse: dependency parsing from CoNLL-U files (HEAD and DEPREL columns)."""
+
+    punctuation: Literal["form", "upos", "none"] = knob(
+        "form",
+        "Words left out of LAS/UAS. form: CoNLL-2007 eval.pl (the FORM is made only of Unicode "
+        "punctuation characters); upos: words tagged PUNCT; none: score every word.",
+    )
+    relations: Literal["full", "universal"] = knob(
+        "full",
+        "full: DEPREL as written (CoNLL-2007 compares the whole label, e.g. nmod:poss); "
+        "universal: drop subtypes after ':' on read (CoNLL-2018 LAS), for labels, training and scoring.",
+    )

@@ -1,4 +1,4 @@
-"""Entry point of the `conll` plugin: registers the sequence-tagging tasks.
+"""Entry point of the `conll` plugin: registers the sequence-tagging and dependency-parsing tasks.
 
 Cheap to import (no numpy/seqeval/torch): the host imports every plugin at start-up.
 """
@@ -14,9 +14,9 @@ _CONFIG = "xfer.tasks.conll.config"
 
 @hookimpl
 def xfer_tasks() -> list[ComponentSpec]:
-    def spec(name: str, cls: str, config: str, summary: str) -> ComponentSpec:
+    def spec(name: str, cls: str, config: str, summary: str, module: str = _TASKS) -> ComponentSpec:
         return ComponentSpec(
-            kind="task", name=name, target=f"{_TASKS}:{cls}", version="1", config=f"{_CONFIG}:{config}", summary=summary
+            kind="task", name=name, target=f"{module}:{cls}", version="1", config=f"{_CONFIG}:{config}", summary=summary
         )
 
     return [
@@ -27,4 +27,7 @@ def xfer_tasks() -> list[ComponentSpec]:
         spec("conll/ud-pos", "UdPosTask", "UdPosConfig", "Universal Dependencies POS tagging from CoNLL-U (UPOS/XPOS); accuracy"),
         spec("conll/columns", "ColumnsTask", "ColumnsConfig",
              "Generic column-file tagging: span F1 (BIO/BIOES) or token accuracy (scheme none)"),
+        spec("conll/ud-parse", "UdParseTask", "UdParseConfig",
+             "Dependency parsing from CoNLL-U (HEAD/DEPREL); LAS/UAS without punctuation (CoNLL-2007)",
+             module="xfer.tasks.conll.parsing"),
     ]  # fmt: skip

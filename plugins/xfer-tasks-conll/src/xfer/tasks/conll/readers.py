@@ -88,31 +88,39 @@ class ConlluSentence:
     lines: list[int]
 
 
+@dataclass
+class ConlluRows:
+    """One CoNLL-U sentence as read: the 10 fields of each syntactic word and its line."""
+
+    line: int  # first line of the sentence (comment or word)
+    sent_id: str | None
+    rows: list[list[str]]
+    lines: list[int]
+
+
 _TAG_INDEX = {"upos": 3, "xpos": 4}
 
 
-def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]:
-    """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html).
+def read_conllu_rows(path: Path) -> list[ConlluRows]:
+    """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html), fields unparsed.
 
     Word lines have an integer ID (1, 2, ...); ranges `1-2` (multiword tokens) and decimal IDs
     `1.1` (empty nodes) are skipped, as the format prescribes for word-level annotation. Every
     non-comment line must have exactly 10 tab-separated columns and word IDs must count 1, 2, ...
     """
     text = read_text(path)
-    index = _TAG_INDEX[tag_column]
-    sentences: list[ConlluSentence] = []
+    sentences: list[ConlluRows] = []
     start, sent_id = 0, None
-    words: list[str] = []
-    tags: list[str] = []
+    rows: list[list[str]] = []
     lines: list[int] = []
 
     def close() -> None:
-        nonlocal start, sent_id, words, tags, lines
+        nonlocal start, sent_id, rows, lines
         if start:
-            if not words:
+            if not rows:
                 raise DataError(path, start, "sentence has no words (comments without word lines)")
-            sentences.append(ConlluSentence(start, sent_id, words, tags, lines))
-        start, sent_id, words, tags, lines = 0, None, [], [], []
+            sentences.append(ConlluRows(start, sent_id, rows, lines))
+        start, sent_id, rows, lines = 0, None, [], []
 
     for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
@@ -133,15 +141,98 @@ def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]
             if not (low.isdigit() and high.isdigit()):
                 raise DataError(path, number, f"malformed ID {ident!r}", key="ID")
             continue
-        if not ident.isdigit() or int(ident) != len(words) + 1:
-            raise DataError(path, number, f"word ID {ident!r} out of sequence (expected {len(words) + 1})", key="ID")
-        tag = fields[index]
-        if tag in ("", "_"):
-            raise DataError(path, number, f"no {tag_column.upper()} tag ('{tag}')", key=tag_column.upper())
-        words.append(fields[1])
-        tags.append(tag)
+        if not ident.isdigit() or int(ident) != len(rows) + 1:
+            raise DataError(path, number, f"word ID {ident!r} out of sequence (expected {len(rows) + 1})", key="ID")
+        rows.append(fields)
         lines.append(number)
     close()
     if not sentences:
         raise DataError(path, 1, "no sentences in file")
     return sentences
+
+
+def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]:
+    """Sentences of a CoNLL-U file with one tag column (UPOS or XPOS) per syntactic word.
+
+    See `read_conllu_rows` for what is a word; a missing tag (`_` or empty) is an error.
+    """
+    index = _TAG_INDEX[tag_column]
+    sentences = []
+    for sentence in read_conllu_rows(path):
+        for number, fields in zip(sentence.lines, sentence.rows, strict=True):
+            if fields[index] in ("", "_"):
+                raise DataError(
+                    path, number, f"no {tag_column.upper()} tag ('{fields[index]}')", key=tag_column.upper()
+                )
+        words = [fields[1] for fields in sentence.rows]
+        tags = [fields[index] for fields in sentence.rows]
+        sentences.append(ConlluSentence(sentence.line, sentence.sent_id, words, tags, list(sentence.lines)))
+    return sentences
+
+
+@dataclass
+class ConlluTree:
+    """One CoNLL-U sentence with its dependency tree: `heads` 1-based (0 = ROOT), `relations`
+    the DEPREL column (subtypes kept unless the caller strips them), `upos` the UPOS column."""
+
+    line: int
+    sent_id: str | None
+    words: list[str]
+    heads: list[int]
+    relations: list[str]
+    upos: list[str]
+    lines: list[int]
+
+
+def read_conllu_trees(path: Path) -> list[ConlluTree]:
+    """Sentences of a CoNLL-U file with HEAD and DEPREL checked: every HEAD an integer in
+    0..n (n words), never the word itself, the arcs a tree (every word reaches ROOT, no cycle),
+    and every DEPREL given. Errors name the line of the offending word."""
+    trees = []
+    for sentence in read_conllu_rows(path):
+        n = len(sentence.rows)
+        heads: list[int] = []
+        for position, (number, fields) in enumerate(zip(sentence.lines, sentence.rows, strict=True), start=1):
+            head, relation = fields[6], fields[7]
+            if not head.isdigit() or int(head) > n:
+                raise DataError(path, number, f"HEAD {head!r} is not a word index in 0..{n}", key="HEAD")
+            if int(head) == position:
+                raise DataError(path, number, f"word {position} is its own head", key="HEAD")
+            if relation in ("", "_"):
+                raise DataError(path, number, f"no dependency relation ({relation!r})", key="DEPREL")
+            heads.append(int(head))
+        cycle = _first_cycle(heads)
+        if cycle:
+            words = ", ".join(str(w) for w in cycle)
+            raise DataError(path, sentence.lines[cycle[0] - 1], f"heads form a cycle through words {words}", key="HEAD")
+        trees.append(
+            ConlluTree(
+                sentence.line,
+                sentence.sent_id,
+                [fields[1] for fields in sentence.rows],
+                heads,
+                [fields[7] for fields in sentence.rows],
+                [fields[3] for fields in sentence.rows],
+                list(sentence.lines),
+            )
+        )
+    return trees
+
+
+def _first_cycle(heads: list[int]) -> list[int]:
+    """Words (1-based, sorted) of the first cycle found in `heads` (heads[i] = head of word i+1),
+    or [] when every word reaches ROOT."""
+    state = [0] * (len(heads) + 1)  # 0 unvisited, 1 on the current path, 2 reaches ROOT
+    state[0] = 2
+    for start in range(1, len(heads) + 1):
+        path = []
+        word = start
+        while state[word] == 0:
+            state[word] = 1
+            path.append(word)
+            word = heads[word - 1]
+        if state[word] == 1:  # walked back into the current path: a cycle
+            return sorted(path[path.index(word) :])
+        for visited in path:
+            state[visited] = 2
+    return []

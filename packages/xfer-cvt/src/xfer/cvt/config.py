@@ -1,0 +1,338 @@
+"""Config of the `cvt.train` stage (torch-free: `xfer validate` imports it).
+
+Defaults follow the thesis (Table 4.1) and the released code (tensorflow/models research/cvt_text)
+except where a CPU budget forces smaller sizes: `model: cpu` (the default) is a CPU-sized
+network, `model: thesis` the paper's (LSTM 1024/512 with 512 projections, 300-d words,
+char-CNN 3 x 100 filters). Every choice the thesis leaves open is a knob whose doc says what the
+original code does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from xfer.core.config import ExistingPath, FieldError, Files, Input, KeysOf, TaskRef, knob
+from xfer.core.train_config import TrainConfig
+
+PresetName = Literal["tiny", "cpu", "thesis"]
+
+# Sizes of the network. Must list exactly the keys of every preset (a test checks); kept literal
+# so that `sizes:` overrides are type-checked with did-you-mean without importing torch.
+SIZE_FIELDS: dict[str, Any] = {
+    "word_dim": int,
+    "char_dim": int,
+    "char_filters": int,
+    "char_widths": list[int],
+    "max_word_chars": int,
+    "char_combine": Literal["sum", "concat"],
+    "lstm1": int,
+    "lstm2": int,
+    "projection": int | None,
+    "hidden": int,
+    "parse_dim": int,
+    "target_dim": int,
+    "decoder": int,
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # tests: seconds on a CPU
+    "tiny": {
+        "word_dim": 16,
+        "char_dim": 8,
+        "char_filters": 8,
+        "char_widths": [2, 3, 4],
+        "max_word_chars": 20,
+        "char_combine": "concat",
+        "lstm1": 16,
+        "lstm2": 12,
+        "projection": None,
+        "hidden": 16,
+        "parse_dim": 8,
+        "target_dim": 16,
+        "decoder": 24,
+    },
+    # one thread of a laptop-class CPU; chosen by timing (see the package README)
+    "cpu": {
+        "word_dim": 120,
+        "char_dim": 30,
+        "char_filters": 40,
+        "char_widths": [2, 3, 4],
+        "max_word_chars": 20,
+        "char_combine": "sum",
+        "lstm1": 200,
+        "lstm2": 100,
+        "projection": None,
+        "hidden": 100,
+        "parse_dim": 32,
+        "target_dim": 128,
+        "decoder": 256,
+    },
+    # Table 4.1 (GPU): LSTMP cells 1024 / 512 with 512 projections, prediction-module hidden 512
+    "thesis": {
+        "word_dim": 300,
+        "char_dim": 50,
+        "char_filters": 100,
+        "char_widths": [2, 3, 4],
+        "max_word_chars": 20,
+        "char_combine": "sum",
+        "lstm1": 1024,
+        "lstm2": 512,
+        "projection": 512,
+        "hidden": 512,
+        "parse_dim": 128,
+        "target_dim": 300,
+        "decoder": 1024,
+    },
+}
+
+TaggingView = Literal["fwd", "bwd", "future", "past", "full"]
+ParsingView = Literal["fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd", "full"]
+Seq2seqView = Literal["attention_dropout", "future"]
+
+
+@dataclass
+class UnlabeledConfig:
+    """Where the unlabeled sentences come from and how they are cut and batched."""
+
+    files: Files | None = knob(
+        None,
+        "Unlabeled text, one sentence per line (globs; blank lines are document breaks). Needed by cvt/word_dropout.",
+    )
+    max_length: int = knob(
+        100,
+        "Longer lines are cut into pieces of at most this many words (never dropped; the original "
+        "code skipped sentences of 100+ words).",
+        ge=1,
+    )
+    tokenize: Literal["whitespace", "punct"] = knob(
+        "whitespace",
+        "whitespace: lines are already tokenized (as the shared corpora); punct: also split punctuation off "
+        "words (the same tokenizer translation tasks use for raw text).",
+    )
+    chunk_lines: int = knob(
+        10000,
+        "Lines read and shuffled together (the original code read 10,000 lines at a time); memory is O(chunk). "
+        "Each epoch visits the chunks of every file in a seeded random order.",
+        ge=1,
+    )
+    pool_batches: int = knob(
+        50, "Batches whose sentences are sorted by length together (less padding), then shuffled.", ge=1
+    )
+    batch_size: int | None = knob(None, "Sentences per unlabeled batch; default: train.batch_size.", ge=1)
+    vocab_lines: int | None = knob(
+        None, "Only the first N lines are counted for the word/char vocabulary (None: every line).", ge=1
+    )
+
+
+@dataclass
+class VocabConfig:
+    """Word and character vocabularies (built from the data; see the package README)."""
+
+    lowercase: bool = knob(
+        True,
+        "Word embeddings are looked up by the lower-cased word with digits mapped to 0 (original code); "
+        "the char-CNN always sees the word as written, so case still reaches the model.",
+    )
+    min_count: int = knob(1, "Labeled training words need this many occurrences to get their own embedding.", ge=1)
+    unlabeled_words: int = knob(
+        50000,
+        "The most frequent unlabeled-data words added to the vocabulary (modes that train on unlabeled data only: "
+        "in supervised mode these embeddings would never be trained).",
+        ge=0,
+    )
+    vectors: ExistingPath | None = knob(
+        None, "Pre-trained word vectors (GloVe or word2vec text format) to initialise embeddings; dim = word_dim."
+    )
+    vectors_limit: int | None = knob(
+        100000, "Also add the first N words of the vectors file to the vocabulary (None: all).", ge=0
+    )
+    char_min_count: int = knob(1, "Characters seen fewer times are <unk> for the char-CNN.", ge=1)
+
+
+@dataclass
+class FeaturesConfig:
+    """Word features from an xfer Transformer checkpoint (e.g. an ELECTRA discriminator)."""
+
+    init: Input | None = knob(
+        None,
+        "Transformer to read features from: an earlier stage's output or a folder (xfer model dir or HF "
+        "ELECTRA/BERT). Null: word embeddings + char-CNN only.",
+    )
+    tokenizer: Input | None = knob(None, "WordPiece folder (vocab.txt / tokenizer.json); default: the one in `init`.")
+    layer: int = knob(-1, "Hidden layer to read (-1 = last, 0 = embeddings).")
+    finetune: bool = knob(False, "Train the Transformer too (else frozen: eval mode, no gradient).")
+    lr_scale: float = knob(
+        0.01, "With finetune: the Transformer's gradients are scaled by this (SGD lr 0.5 is for the LSTM).", gt=0
+    )
+    combine: Literal["concat", "replace"] = knob(
+        "concat", "concat: [word + char ; transformer] as BiLSTM input; replace: the transformer features alone."
+    )
+    max_length: int = knob(128, "Word pieces per Transformer input; longer sentences are split into windows.", ge=4)
+
+
+DEFAULT_TRAIN = TrainConfig(
+    steps=4000,
+    batch_size=64,
+    optimizer="sgd",
+    lr=0.5,
+    momentum=0.9,
+    weight_decay=0.0,
+    schedule="inverse_sqrt_t",
+    clip_norm=1.0,
+    ema_decay=0.998,
+    eval_every=1000,
+    checkpoint_every=500,
+    log_every=50,
+)
+
+
+@dataclass
+class CvtConfig:
+    tasks: list[TaskRef] = knob(
+        doc="Tasks sharing one encoder: tagging (conll/chunking, conll/ner, conll/ud-pos, ...), parsing "
+        "(conll/ud-parse) and seq2seq (mt/parallel). More than one = multi-task."
+    )
+    mode: Literal["cvt", "supervised", "word_dropout"] = knob(
+        "cvt",
+        "cvt: alternate labeled and unlabeled minibatches, auxiliary views learn from the primary modules; "
+        "supervised: labeled data only; word_dropout: the thesis baseline (the primary module learns from itself "
+        "with 10% of the input words removed).",
+    )
+    unlabeled: UnlabeledConfig = knob(UnlabeledConfig(), "Unlabeled data (modes cvt and word_dropout).")
+    labeled_fraction: float = knob(
+        1.0, "Train on this fraction of each task's training set (random subset, see subset_seed).", gt=0, le=1
+    )
+    subset_seed: int | None = knob(
+        0,
+        "Seed of the labeled_fraction subset; fixed by default so all modes and trials see the same subset. "
+        "Null: the trial's seed.",
+    )
+    task_weights: Literal["sqrt", "size", "uniform"] = knob(
+        "sqrt", "Probability of a task for a labeled minibatch: proportional to sqrt(|D|) (thesis), |D|, or equal."
+    )
+    cvt_tasks: Literal["all", "one"] = knob(
+        "all",
+        "all: each unlabeled minibatch is labeled by the teacher for every task at once (thesis); one: for one "
+        "task drawn like the labeled ones (the 'w/out all-labeled' ablation of Table 4.3).",
+    )
+    model: PresetName = knob("cpu", "Network size preset: tiny (tests), cpu, thesis (Table 4.1).")
+    sizes: Annotated[dict[str, Any], KeysOf.of(SIZE_FIELDS, "size")] = knob(
+        {}, "Overrides of preset sizes, e.g. {lstm1: 300, hidden: 150}."
+    )
+    lstm: Literal["auto", "packed", "padded"] = knob(
+        "auto",
+        "packed: PackedSequence LSTMs (cuDNN); padded: each direction runs on right-padded input, the backward "
+        "one on sequences reversed within their lengths (the same result, 2-3x faster on CPU with oneDNN); "
+        "auto: packed on CUDA, padded elsewhere.",
+    )
+    vocab: VocabConfig = knob(VocabConfig(), "Word and character vocabularies.")
+    features: FeaturesConfig = knob(FeaturesConfig(), "Optional Transformer features as (extra) encoder input.")
+    dropout: float = knob(0.5, "Dropout on labeled minibatches (thesis: keep 0.5).", ge=0, lt=1)
+    unlabeled_dropout: float = knob(
+        0.2, "Dropout of the students on unlabeled minibatches (thesis: keep 0.8).", ge=0, lt=1
+    )
+    word_dropout: float = knob(0.1, "mode word_dropout: probability of replacing a word by <removed>.", ge=0, lt=1)
+    label_smoothing: float = knob(0.1, "Label smoothing on labeled tagging and translation targets.", ge=0, lt=1)
+    parse_label_smoothing: float = knob(
+        0.0, "Label smoothing on labeled parsing targets (original code: none).", ge=0, lt=1
+    )
+    teacher_label_smoothing: float = knob(
+        0.1, "Label smoothing on the teacher's hard (beam search) targets for translation (thesis: 0.1).", ge=0, lt=1
+    )
+    teacher: Literal["separate", "shared"] = knob(
+        "separate",
+        "separate: the teacher runs its own encoder pass without dropout (no gradient) and the students one with "
+        "dropout, as the original code; shared: one encoder pass without dropout serves the teacher and, with "
+        "dropout applied to their inputs only, the students (cheaper; the embeddings see no dropout).",
+    )
+    tagging_views: list[TaggingView] = knob(
+        ["fwd", "bwd", "future", "past", "full"], "Auxiliary modules of tagging tasks (ablations: drop some)."
+    )
+    parsing_views: list[ParsingView] = knob(
+        ["fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd", "full"], "Auxiliary modules of parsing tasks (head-dependent)."
+    )
+    seq2seq_views: list[Seq2seqView] = knob(["attention_dropout", "future"], "Auxiliary decoders of seq2seq tasks.")
+    parse_decoding: Literal["argmax", "mst"] = knob(
+        "argmax",
+        "argmax: best (head, relation) per word, as the original code; mst: a well-formed tree with one root "
+        "(Chu-Liu-Edmonds on the head marginals), then the best relation for each chosen arc.",
+    )
+    attention_dropout: float = knob(
+        0.5,
+        "Attention-dropout auxiliary decoder: dropout rate on its attention weights (not given in the thesis).",
+        ge=0,
+        lt=1,
+    )
+    beam_size: int = knob(4, "Beam search width for translation (thesis: 10; smaller on CPU).", ge=1)
+    length_penalty: float = knob(
+        1.0, "Beam hypotheses are ranked by log-probability / length**this (0 = raw log-probability).", ge=0
+    )
+    max_target_length: int = knob(100, "Longest output of beam search (tokens).", ge=1)
+    target_min_count: int = knob(
+        6, "Target words seen fewer times in training become <unk> (thesis: 5 or fewer occurrences).", ge=1
+    )
+    ema_warmup: bool = knob(
+        True,
+        "EMA decay min(train.ema_decay, (1+t)/(10+t)) at step t, as tf.train.ExponentialMovingAverage(num_updates=t): "
+        "the average is not dominated by the initial weights in short runs. The original code keeps the decay "
+        "constant (its runs are 100x longer); false does the same.",
+    )
+    trials: int = knob(1, "Independent runs with seeds seed, seed+1, ...; the report gives mean/std/median.", ge=1)
+    train: TrainConfig = knob(
+        DEFAULT_TRAIN,
+        "Optimisation (thesis: SGD momentum 0.9, lr 0.5/(1+0.005*sqrt(t)), clip 1.0, EMA 0.998, batch 64). "
+        "steps counts labeled and unlabeled minibatches together.",
+    )
+    select: Literal["last", "best"] = knob(
+        "last", "Weights to evaluate and keep: after the last step, or at the best dev evaluation."
+    )
+    predict: list[Literal["dev", "test"]] = knob(["dev"], "Splits to write prediction files for.")
+    eval_batch_size: int = knob(128, "Sentences per batch for evaluation and prediction.", ge=1)
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise FieldError("tasks", "give at least one task")
+        names = [ref.name for ref in self.tasks]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise FieldError("tasks", f"task {repeated[0]!r} is listed twice (one encoder, one module per task)")
+        for name, value in self.sizes.items():
+            if name in ("char_widths",):
+                if not value or any(w < 1 for w in value):
+                    raise FieldError(("sizes", name), f"must be a non-empty list of positive widths, got {value!r}")
+            elif name == "projection":
+                if value is not None and value < 1:
+                    raise FieldError(("sizes", name), f"must be positive or null, got {value!r}")
+            elif isinstance(value, int) and value < 1:
+                raise FieldError(("sizes", name), f"must be positive, got {value!r}")
+        sizes = {**PRESETS[self.model], **self.sizes}
+        uses_words = self.features.init is None or self.features.combine == "concat"
+        char_size = sizes["char_filters"] * len(sizes["char_widths"])
+        if uses_words and sizes["char_combine"] == "sum" and sizes["word_dim"] != char_size:
+            raise FieldError(
+                "sizes",
+                f"char_combine 'sum' adds word and char-CNN vectors: word_dim ({sizes['word_dim']}) must equal "
+                f"char_filters x len(char_widths) ({sizes['char_filters']} x {len(sizes['char_widths'])}); "
+                "change the sizes or use char_combine: concat",
+            )
+        for key in ("tagging_views", "parsing_views", "seq2seq_views"):
+            views = getattr(self, key)
+            if len(set(views)) != len(views):
+                raise FieldError(key, f"a view is listed twice: {views}")
+
+    def check_recipe(self) -> None:
+        if self.mode != "supervised" and self.unlabeled.files is None:
+            raise FieldError(
+                ("unlabeled", "files"),
+                f"mode {self.mode!r} trains on unlabeled data: set unlabeled.files (or mode: supervised)",
+            )
+
+    def resolved_sizes(self) -> dict[str, Any]:
+        """The preset's sizes with `sizes:` overrides applied."""
+        return {**PRESETS[self.model], **self.sizes}
+
+    def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
+        """For the pre-flight data check: train and dev always, test when predictions for it are asked for."""
+        splits = ("train", "dev", *(s for s in self.predict if s != "dev"))
+        return [(ref, splits) for ref in self.tasks]

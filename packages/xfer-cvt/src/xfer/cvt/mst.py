@@ -1,0 +1,84 @@
+"""Maximum spanning arborescence (Chu-Liu-Edmonds) for tree-constrained dependency decoding.
+
+`scores[h, d]` is the score of the arc h -> d over nodes 0..n (0 = ROOT). `max_tree` returns the
+head of every node (heads[0] = -1) of the highest-scoring tree, with exactly one word attached to
+ROOT when `single_root` (UD and the PTB conversions have one root word): if the unconstrained
+tree has several, every word is tried as the only root child and the best tree wins.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _cycle(heads: np.ndarray) -> list[int]:
+    """Nodes of a cycle of the head graph (heads[0] = -1), or []."""
+    n = len(heads)
+    state = np.zeros(n, dtype=np.int8)  # 0 new, 1 on the current walk, 2 done
+    state[0] = 2
+    for start in range(1, n):
+        walk = []
+        node = start
+        while state[node] == 0:
+            state[node] = 1
+            walk.append(node)
+            node = heads[node]
+        if state[node] == 1:
+            return walk[walk.index(node) :]
+        for visited in walk:
+            state[visited] = 2
+    return []
+
+
+def chu_liu_edmonds(scores: np.ndarray) -> np.ndarray:
+    """Heads of the maximum spanning arborescence rooted at node 0 (no constraint on its children)."""
+    s = np.array(scores, dtype=np.float64)
+    np.fill_diagonal(s, -np.inf)
+    s[:, 0] = -np.inf
+    heads = s.argmax(axis=0)
+    heads[0] = -1
+    cycle = _cycle(heads)
+    if not cycle:
+        return heads
+    in_cycle = set(cycle)
+    rest = [i for i in range(len(s)) if i not in in_cycle]  # rest[0] == 0: ROOT is never in a cycle
+    kept = np.array([s[heads[v], v] for v in cycle])
+    enter = s[np.ix_(rest, cycle)] - kept[None, :]  # gain of entering the cycle at v from u
+    leave = s[np.ix_(cycle, rest)]
+    contracted = np.full((len(rest) + 1, len(rest) + 1), -np.inf)
+    contracted[:-1, :-1] = s[np.ix_(rest, rest)]
+    contracted[:-1, -1] = enter.max(axis=1)
+    contracted[-1, :-1] = leave.max(axis=0)
+    sub = chu_liu_edmonds(contracted)
+    node = len(rest)
+    result = heads.copy()
+    for i, v in enumerate(rest):
+        if v == 0:
+            continue
+        result[v] = cycle[int(leave[:, i].argmax())] if sub[i] == node else rest[sub[i]]
+    source = int(sub[node])
+    result[cycle[int(enter[source].argmax())]] = rest[source]
+    return result
+
+
+def tree_score(scores: np.ndarray, heads: np.ndarray) -> float:
+    return float(sum(scores[heads[d], d] for d in range(1, len(heads))))
+
+
+def max_tree(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
+    """Heads (heads[0] = -1) of the best tree; see the module docstring."""
+    heads = chu_liu_edmonds(scores)
+    if not single_root or int((heads[1:] == 0).sum()) <= 1:
+        return heads
+    best, best_score = heads, -np.inf
+    for root in range(1, len(heads)):
+        if not np.isfinite(scores[0, root]):
+            continue
+        constrained = np.array(scores, dtype=np.float64)
+        constrained[0, :] = -np.inf
+        constrained[0, root] = scores[0, root]
+        candidate = chu_liu_edmonds(constrained)
+        value = tree_score(scores, candidate)
+        if value > best_score:
+            best, best_score = candidate, value
+    return best

@@ -1,0 +1,27 @@
+"""xfer-cvt's plugin (namespace `cvt`): the `cvt.train` stage.
+
+Registration only, cheap to import (no torch): the host imports every plugin at start-up.
+"""
+
+from __future__ import annotations
+
+from xfer.core.hookspecs import hookimpl
+from xfer.core.specs import ComponentSpec
+
+_M = "xfer.cvt"
+
+
+@hookimpl
+def xfer_stages() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "stage",
+            "cvt.train",
+            f"{_M}.stage:run_train",
+            "1",
+            f"{_M}.config:CvtConfig",
+            "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
+            "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",
+            outputs=("model", "predictions", "results"),
+        )
+    ]

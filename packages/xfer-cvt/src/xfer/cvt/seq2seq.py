@@ -1,0 +1,244 @@
+"""Sequence-to-sequence module: LSTM decoder with bilinear attention and CVT's auxiliary decoders
+(thesis 4.2.4).
+
+The source is read by the shared CVT encoder; its states [h1; h2] at every position (words and
+<start>/<end>) are the attention memory. The decoder LSTM reads the previous target token (teacher
+forcing: the whole target sequence in one LSTM call, no input feeding, as the thesis' equations):
+
+    alpha_j ∝ exp(m_j W_alpha h_t)     c_t = sum_j alpha_j m_j     a_t = tanh(W_a [c_t; h_t])
+    p(y_t | y_<t, x) = softmax(W_s a_t)
+
+Auxiliary decoders share the target embeddings and the decoder LSTM with the primary one and
+have their own attention (W_alpha, W_a) and softmax (W_s):
+- `attention_dropout`: dropout on its attention weights alpha (a random subset of the source
+  positions is hidden from it at every step);
+- `future`: predicts y_{t+1} from its attention vector at step t, i.e. without seeing y_t.
+On unlabeled sentences the teacher is the primary decoder's beam search (hard targets), and the
+auxiliary decoders learn those outputs with label smoothing.
+
+Target tokens: `<pad> <unk> <s> </s>` then words (`text.tokenize_joined`, joiners mark tokens
+written without a space before them, so outputs detokenise exactly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from xfer.cvt.model import EncoderStates, dropout, init_linear, init_lstm
+from xfer.cvt.text import detokenize
+
+TARGET_SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
+T_PAD, T_UNK, BOS, EOS = range(4)
+VIEWS = ("attention_dropout", "future")
+
+
+class AttentionHead(nn.Module):
+    """Bilinear attention + attention layer + softmax layer of one decoder."""
+
+    def __init__(self, memory_size: int, decoder_size: int, vocab: int):
+        super().__init__()
+        self.key = init_linear(nn.Linear(memory_size, decoder_size, bias=False))  # m_j W_alpha
+        self.combine = init_linear(nn.Linear(memory_size + decoder_size, decoder_size, bias=False))
+        self.output = init_linear(nn.Linear(decoder_size, vocab))
+
+    def attention_vectors(
+        self, hidden: Tensor, memory: Tensor, keys: Tensor, memory_mask: Tensor, p_attention: float = 0.0
+    ) -> Tensor:
+        """hidden [B, L, H], memory [B, T, M], keys [B, T, H] -> a [B, L, H]."""
+        scores = torch.bmm(hidden, keys.transpose(1, 2)).float()
+        scores = scores.masked_fill(~memory_mask[:, None, :], float("-inf"))
+        alpha = F.softmax(scores, dim=-1)
+        alpha = dropout(alpha, p_attention, self.training)
+        context = torch.bmm(alpha.to(memory.dtype), memory)
+        return torch.tanh(self.combine(torch.cat([context, hidden.to(context.dtype)], dim=-1)))
+
+
+class Seq2seqModule(nn.Module):
+    kind = "seq2seq"
+
+    def __init__(
+        self,
+        memory_size: int,
+        summary_size: int,
+        target_vocab: Sequence[str],
+        sizes: dict[str, Any],
+        views: Sequence[str],
+    ):
+        super().__init__()
+        self.vocab = list(target_vocab)
+        decoder = sizes["decoder"]
+        self.embedding = nn.Embedding(len(self.vocab), sizes["target_dim"], padding_idx=T_PAD)
+        nn.init.normal_(self.embedding.weight, std=sizes["target_dim"] ** -0.5)
+        self.lstm = nn.LSTM(sizes["target_dim"], decoder, batch_first=True)
+        init_lstm(self.lstm)
+        self.init_state = init_linear(nn.Linear(summary_size, decoder))
+        self.primary = AttentionHead(memory_size, decoder, len(self.vocab))
+        self.aux = nn.ModuleDict({v: AttentionHead(memory_size, decoder, len(self.vocab)) for v in VIEWS if v in views})
+
+    # --- decoder pieces --------------------------------------------------------------------------
+
+    def memory(self, states: EncoderStates) -> tuple[Tensor, Tensor]:
+        """(memory [B, T, M], initial (h, c) [1, B, H]) from the encoder states."""
+        rows = torch.arange(states.lengths.shape[0], device=states.lengths.device)
+        summary = torch.cat([states.fw2[rows, states.lengths - 1], states.bw2[:, 0]], dim=-1)
+        h0 = torch.tanh(self.init_state(summary))[None]
+        return states.full, (h0, torch.zeros_like(h0))
+
+    def decode_states(self, states: EncoderStates, dec_in: Tensor, p: float) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: decoder LSTM outputs [B, L, H] (dropout p) and the memory."""
+        memory, (h0, c0) = self.memory(states)
+        emb = dropout(self.embedding(dec_in), p, self.training)
+        hidden, _ = self.lstm(emb, (h0.to(emb.dtype), c0.to(emb.dtype)))
+        return dropout(hidden, p, self.training), memory
+
+    def head_logits(
+        self, head: AttentionHead, hidden: Tensor, memory: Tensor, mask: Tensor, index: Tensor, p_attention: float = 0.0
+    ) -> Tensor:
+        """Logits [N, V] at the flat decoder positions `index`."""
+        keys = head.key(memory)
+        a = head.attention_vectors(hidden, memory, keys, mask, p_attention)
+        return head.output(a.flatten(0, 1)[index]).float()
+
+    # --- the objective's protocol ----------------------------------------------------------------
+
+    def supervised(
+        self, states: EncoderStates, batch: dict[str, Tensor], smoothing: float, p: float
+    ) -> tuple[list, dict]:
+        hidden, memory = self.decode_states(states, batch["dec_in"], p)
+        gold = batch["dec_out"].flatten()
+        index = (gold != T_PAD).nonzero().squeeze(1)
+        logits = self.head_logits(self.primary, hidden, memory, states.mask, index)
+        gold = gold[index]
+        loss = F.cross_entropy(logits, gold, label_smoothing=smoothing, reduction="sum")
+        correct = (logits.argmax(-1) == gold).sum()
+        return [("primary", loss, logits.new_tensor(gold.numel()))], {"correct": correct, "total": gold.numel()}
+
+    @torch.no_grad()
+    def teacher(self, states: EncoderStates, batch: dict[str, Tensor], settings: Any) -> dict[str, Tensor]:
+        """Hard targets: the primary decoder's beam search output, as teacher-forcing tensors."""
+        outputs = self.beam_search(states, settings.beam_size, settings.max_target_length, settings.length_penalty)
+        width = max(len(o) for o in outputs) + 1
+        device = states.lengths.device
+        dec_in = torch.full((len(outputs), width), T_PAD, dtype=torch.long, device=device)
+        dec_out = torch.full((len(outputs), width), T_PAD, dtype=torch.long, device=device)
+        for b, tokens in enumerate(outputs):
+            dec_in[b, : len(tokens) + 1] = torch.tensor([BOS, *tokens], device=device)
+            dec_out[b, : len(tokens) + 1] = torch.tensor([*tokens, EOS], device=device)
+        return {"dec_in": dec_in, "dec_out": dec_out}
+
+    def student_losses(
+        self,
+        states: EncoderStates,
+        batch: dict[str, Tensor],
+        targets: dict[str, Tensor],
+        settings: Any,
+        primary_only: bool,
+    ) -> list[tuple[str, Tensor, Tensor]]:
+        hidden, memory = self.decode_states(states, targets["dec_in"], settings.student_dropout)
+        gold = targets["dec_out"]
+        smoothing = settings.teacher_label_smoothing
+        losses = []
+
+        def add(name: str, head: AttentionHead, gold: Tensor, p_attention: float = 0.0, shift: int = 0) -> None:
+            flat = gold.flatten()
+            index = (flat != T_PAD).nonzero().squeeze(1)
+            logits = self.head_logits(
+                head, hidden[:, : hidden.shape[1] - shift], memory, states.mask, index, p_attention
+            )
+            loss = F.cross_entropy(logits, flat[index], label_smoothing=smoothing, reduction="sum")
+            losses.append((name, loss, logits.new_tensor(index.numel())))
+
+        if primary_only:
+            add("primary", self.primary, gold)
+            return losses
+        if "attention_dropout" in self.aux:
+            add("attention_dropout", self.aux["attention_dropout"], gold, settings.attention_dropout)
+        if "future" in self.aux:
+            # step s predicts gold[s + 1]: the token after the next one, without having read it
+            add("future", self.aux["future"], gold[:, 1:], shift=1)
+        return losses
+
+    @torch.no_grad()
+    def predict(self, states: EncoderStates, batch: dict[str, Tensor], settings: Any) -> list[str]:
+        outputs = self.beam_search(states, settings.beam_size, settings.max_target_length, settings.length_penalty)
+        return [detokenize([self.vocab[i] for i in tokens]) for tokens in outputs]
+
+    # --- beam search -----------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def beam_search(self, states: EncoderStates, beam: int, max_length: int, length_penalty: float) -> list[list[int]]:
+        """Best output (token ids without <s>/</s>) of each source, ranked by log p / len**length_penalty.
+
+        Batched over sources x beams. A hypothesis ending in </s> leaves the beam; a source is done
+        when it has `beam` finished hypotheses or reaches its length limit (2 x source + 10, at most
+        `max_length`)."""
+        memory, (h, c) = self.memory(states)
+        batch, device = memory.shape[0], memory.device
+        vocab = len(self.vocab)
+        keys = self.primary.key(memory)
+        rep = lambda x: x.repeat_interleave(beam, dim=0)  # noqa: E731
+        memory_k, keys_k, mask_k = rep(memory), rep(keys), rep(states.mask)
+        h, c = h.repeat_interleave(beam, dim=1), c.repeat_interleave(beam, dim=1)
+        scores = torch.full((batch, beam), float("-inf"), device=device)
+        scores[:, 0] = 0.0
+        tokens = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=device)
+        limits = torch.clamp(2 * (states.lengths - 2) + 10, max=max_length).tolist()
+        finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+        done = [False] * batch
+
+        def rank(score: float, length: int) -> float:
+            return score / (length**length_penalty) if length_penalty > 0 else score
+
+        for step in range(max(limits)):
+            emb = self.embedding(tokens[:, -1:])
+            out, (h, c) = self.lstm(emb, (h.to(emb.dtype), c.to(emb.dtype)))
+            a = self.primary.attention_vectors(out, memory_k, keys_k, mask_k)
+            logp = F.log_softmax(self.primary.output(a[:, 0]).float(), dim=-1)  # [B*K, V]
+            candidates = (scores.view(-1, 1) + logp).view(batch, beam * vocab)
+            top_scores, top_index = candidates.topk(2 * beam, dim=-1)
+            top_scores, top_index = top_scores.tolist(), top_index.tolist()
+            new_scores = torch.full((batch, beam), float("-inf"), device=device)
+            source_rows, next_tokens = [], []
+            for b in range(batch):
+                kept = 0
+                for value, flat in zip(top_scores[b], top_index[b], strict=True):
+                    if value == float("-inf"):
+                        break
+                    k, token = divmod(flat, vocab)
+                    row = b * beam + k
+                    if done[b]:
+                        break
+                    if token == EOS or step + 1 >= limits[b]:
+                        path = tokens[row, 1:].tolist() + ([] if token == EOS else [token])
+                        finished[b].append((rank(value, len(path) + 1), path))
+                        if len(finished[b]) >= beam:
+                            done[b] = True
+                        continue
+                    if kept < beam:
+                        new_scores[b, kept] = value
+                        source_rows.append(row)
+                        next_tokens.append(token)
+                        kept += 1
+                while kept < beam:  # dead slots: any row, score -inf
+                    source_rows.append(b * beam)
+                    next_tokens.append(T_PAD)
+                    kept += 1
+                if step + 1 >= limits[b]:
+                    done[b] = True
+            if all(done):
+                break
+            rows = torch.tensor(source_rows, device=device)
+            tokens = torch.cat([tokens[rows], torch.tensor(next_tokens, device=device)[:, None]], dim=1)
+            h, c = h[:, rows], c[:, rows]
+            scores = new_scores
+        results = []
+        for b in range(batch):
+            if not finished[b]:  # cannot happen with limits >= 1, kept for safety
+                finished[b].append((0.0, []))
+            results.append(max(finished[b], key=lambda item: item[0])[1])
+        return results

@@ -1,0 +1,591 @@
+"""The `cvt.train` stage: CVT (or its supervised / word-dropout baselines) on one or more tasks.
+
+For each trial (seeds seed, seed+1, ...): build the vocabulary from the data the mode learns
+from, the encoder and one prediction module per task, the labeled streams (task drawn per
+labeled minibatch with probability ∝ sqrt|D|) alternating with the unlabeled stream, and hand
+them to the shared `Trainer` (SGD momentum, lr 0.5/(1+0.005 sqrt t), clipping, EMA weights for
+evaluation, checkpoints with the data cursors, exact resume, DDP). An interrupted stage resumes
+inside the running trial and skips finished ones.
+
+Outputs:
+  model/                 the median trial's weights (EMA weights when EMA is on: what was scored)
+                         as an xfer model dir, with vocab.json and targets-<task>.json
+  predictions/<task>/    per-trial prediction files for the `predict` splits
+  results/results.json   per task: every trial's metrics, and mean/std/median of each
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xfer.core import distributed as dist
+from xfer.core import rng
+from xfer.core.atomic import write_json
+from xfer.core.data import AlternatingSource, MultiTaskSource
+from xfer.core.errors import UserError
+from xfer.core.evaluation import TaskEvaluator
+from xfer.core.stage import StageContext
+from xfer.core.tasks import ParsingExample, TaggingExample, Task, TaskInfo, TranslationExample
+from xfer.core.trainer import Trainer
+from xfer.cvt.config import CvtConfig
+from xfer.cvt.data import Featurizer, Item, PooledStream, UnlabeledCorpus, UnlabeledStream, pad_rows, subsample
+from xfer.cvt.objective import CvtObjective, Settings
+from xfer.cvt.seq2seq import BOS, EOS, T_PAD, T_UNK, TARGET_SPECIALS
+from xfer.cvt.text import tokenize, tokenize_joined
+from xfer.cvt.vocab import Vocab, build_vocab, embedding_key, read_vectors
+
+KINDS = ("tagging", "parsing", "seq2seq")
+
+
+@dataclass
+class TaskData:
+    """A task with its examples read once per stage."""
+
+    name: str
+    task: Task
+    info: TaskInfo
+    train: list[Any]
+    dev: list[Any]
+
+    @property
+    def kind(self) -> str:
+        return self.info.type
+
+
+@dataclass
+class Prepared:
+    """What one trial trains on (depends on the trial only through the labeled subset)."""
+
+    vocab: Vocab
+    items: dict[str, list[Item]]
+    dev_items: dict[str, list[Item]]
+    targets: dict[str, list[str]] = field(default_factory=dict)  # seq2seq target vocabularies
+    root_relations: dict[str, list[str]] = field(default_factory=dict)
+
+
+def source_words(data: TaskData, example: Any) -> tuple[str, ...]:
+    if data.kind == "seq2seq":
+        return tuple(tokenize(example.source))
+    return tuple(example.words)
+
+
+def load_tasks(ctx: StageContext, config: CvtConfig) -> list[TaskData]:
+    out = []
+    for ref in config.tasks:
+        task: Task = ctx.host.load("task", ref.name)(ref.name, ref.config)
+        info = task.info()
+        if info.type not in KINDS:
+            raise UserError(f"cvt.train trains tagging, parsing and seq2seq tasks; {ref.name} is a {info.type} task")
+        train, dev = task.examples("train"), task.examples("dev")
+        expected = {"tagging": TaggingExample, "parsing": ParsingExample, "seq2seq": TranslationExample}[info.type]
+        if not all(isinstance(e, expected) for e in train + dev):
+            raise UserError(f"{ref.name}: a {info.type} task must yield {expected.__name__}s")
+        for split, examples in (("train", train), ("dev", dev)):
+            empty = next((e.id for e in examples if not source_words(TaskData(ref.name, task, info, [], []), e)), None)
+            if empty is not None:
+                raise UserError(f"{ref.name}: {split} sentence {empty!r} has no words")
+        out.append(TaskData(ref.name, task, info, train, dev))
+    return out
+
+
+def read_unlabeled(ctx: StageContext, config: CvtConfig) -> tuple[UnlabeledCorpus | None, Counter[str] | None]:
+    if config.mode == "supervised":
+        return None, None
+    if config.unlabeled.files is None:
+        raise UserError(f"mode {config.mode!r} trains on unlabeled data: set unlabeled.files (or mode: supervised)")
+    u = config.unlabeled
+    corpus = UnlabeledCorpus(ctx.resolve_files(u.files), u.chunk_lines, u.max_length, u.tokenize)
+    counts = Counter(corpus.words(u.vocab_lines))
+    if not counts:
+        raise UserError(f"the unlabeled files ({len(corpus.files)}) contain no words")
+    return corpus, counts
+
+
+def prepare(
+    config: CvtConfig, tasks: list[TaskData], unlabeled_counts: Counter[str] | None, seed: int, vectors: dict | None
+) -> Prepared:
+    """The trial's labeled subset, vocabularies and labeled items."""
+    subset_seed = config.subset_seed if config.subset_seed is not None else seed
+    subsets = {
+        t.name: [t.train[i] for i in subsample(len(t.train), config.labeled_fraction, subset_seed)] for t in tasks
+    }
+    words = [w for t in tasks for e in subsets[t.name] for w in source_words(t, e)]
+    v = config.vocab
+    vocab = build_vocab(
+        words,
+        unlabeled_counts,
+        lowercase=v.lowercase,
+        min_count=v.min_count,
+        unlabeled_words=v.unlabeled_words,
+        char_min_count=v.char_min_count,
+        vector_words=list(vectors) if vectors else (),
+    )
+    prepared = Prepared(vocab, {}, {})
+    for t in tasks:
+        train, dev = subsets[t.name], t.dev
+        if t.kind == "tagging":
+            index = {tag: i for i, tag in enumerate(t.info.labels)}
+            prepared.items[t.name] = [Item(e.id, tuple(e.words), tuple(index[g] for g in e.tags)) for e in train]
+        elif t.kind == "parsing":
+            index = {rel: i for i, rel in enumerate(t.info.labels)}
+            prepared.items[t.name] = [
+                Item(e.id, tuple(e.words), tuple(index[r] for r in e.relations), tuple(e.heads)) for e in train
+            ]
+            prepared.root_relations[t.name] = sorted(
+                {r for e in train for h, r in zip(e.heads, e.relations, strict=True) if h == 0}
+            )
+        else:
+            counts = Counter(tok for e in train for tok in tokenize_joined(e.target))
+            vocab_t = list(TARGET_SPECIALS) + [
+                w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= config.target_min_count
+            ]
+            prepared.targets[t.name] = vocab_t
+            index = {w: i for i, w in enumerate(vocab_t)}
+            prepared.items[t.name] = [
+                Item(e.id, source_words(t, e), tuple(index.get(tok, T_UNK) for tok in tokenize_joined(e.target)))
+                for e in train
+            ]
+        prepared.dev_items[t.name] = [Item(e.id, source_words(t, e)) for e in dev]
+    return prepared
+
+
+def make_collate(featurizer: Featurizer, kind: str) -> Any:
+    """Collate for labeled items of a task kind, for `inputs` (items, no labels: evaluation), or
+    for `unlabeled` sentences (lists of words)."""
+    if kind == "unlabeled":
+        return featurizer.inputs
+
+    def collate(items: list[Item]) -> dict[str, torch.Tensor]:
+        batch = featurizer.inputs([i.words for i in items])
+        width = batch["words"].shape[1]
+        if kind in ("tagging", "parsing"):
+            batch["labels"] = pad_rows([i.labels for i in items], width)
+            if kind == "parsing":
+                batch["heads"] = pad_rows([i.heads for i in items], width)
+        elif kind == "seq2seq":
+            batch["dec_in"] = pad_rows(
+                [(BOS, *i.labels) for i in items], max(len(i.labels) for i in items) + 1, 0, T_PAD
+            )
+            batch["dec_out"] = pad_rows(
+                [(*i.labels, EOS) for i in items], max(len(i.labels) for i in items) + 1, 0, T_PAD
+            )
+        return batch
+
+    return collate
+
+
+def load_transformer(ctx: StageContext, config: CvtConfig) -> tuple[Any, dict[str, torch.Tensor], Any] | None:
+    """(encoder config, weights, tokenizer) of the `features.init` checkpoint, or None."""
+    f = config.features
+    if f.init is None:
+        return None
+    from xfer.transformer.hf import load_hf
+    from xfer.transformer.modelio import detect_format, load_model_dir
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    folder = ctx.resolve(f.init)
+    if detect_format(folder) == "xfer":
+        model_dir = load_model_dir(folder)
+        name = (
+            "encoder"
+            if "encoder" in model_dir.modules
+            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
+        )
+        encoder_config, state = model_dir.encoder_config(name), model_dir.state_dicts[name]
+    else:
+        encoder_config, state, _ = load_hf(folder)
+    tokenizer = WordPieceTokenizer.from_dir(ctx.resolve(f.tokenizer) if f.tokenizer is not None else folder)
+    if tokenizer.vocab_size > encoder_config.vocab_size:
+        raise UserError(
+            f"features: the tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size}"
+        )
+    return encoder_config, state, tokenizer
+
+
+def build_objective(
+    config: CvtConfig,
+    tasks: list[TaskData],
+    prepared: Prepared,
+    transformer: tuple[Any, dict, Any] | None,
+    vectors: dict | None,
+    seed: int,
+    device: torch.device,
+) -> CvtObjective:
+    from xfer.cvt.model import TransformerFeatures, WordEncoder
+    from xfer.cvt.parsing import ParsingModule
+    from xfer.cvt.seq2seq import Seq2seqModule
+    from xfer.cvt.tagging import TaggingModule
+
+    rng.seed_everything(seed)
+    sizes = config.resolved_sizes()
+    features = None
+    if transformer is not None:
+        from xfer.transformer.encoder import Encoder
+
+        encoder_config, state, _ = transformer
+        model = Encoder(encoder_config)
+        model.load_state_dict(state)
+        f = config.features
+        features = TransformerFeatures(model, f.layer, f.finetune, f.lr_scale)
+    packed = config.lstm == "packed" or (config.lstm == "auto" and device.type == "cuda")
+    encoder = WordEncoder(
+        sizes,
+        len(prepared.vocab.words),
+        len(prepared.vocab.chars),
+        features=features,
+        features_only=features is not None and config.features.combine == "replace",
+        packed=packed,
+    )
+    if vectors and encoder.word_embedding is not None:
+        with torch.no_grad():
+            weight = encoder.word_embedding.weight
+            by_key = {embedding_key(w, prepared.vocab.lowercase): vec for w, vec in reversed(list(vectors.items()))}
+            for i, key in enumerate(prepared.vocab.words[5:], start=5):
+                if key in by_key:
+                    weight[i] = torch.tensor(by_key[key])
+    modules: dict[str, torch.nn.Module] = {}
+    for t in tasks:
+        if t.kind == "tagging":
+            modules[t.name] = TaggingModule(
+                encoder.full_size, encoder.uni_size, sizes["hidden"], t.info.labels, config.tagging_views
+            )
+        elif t.kind == "parsing":
+            modules[t.name] = ParsingModule(
+                encoder.full_size,
+                encoder.uni_size,
+                sizes["hidden"],
+                sizes["parse_dim"],
+                t.info.labels,
+                prepared.root_relations[t.name],
+                config.parsing_views,
+            )
+        else:
+            summary = 2 * encoder.layer2.output_size
+            modules[t.name] = Seq2seqModule(
+                encoder.full_size, summary, prepared.targets[t.name], sizes, config.seq2seq_views
+            )
+    settings = Settings(
+        dropout=config.dropout,
+        unlabeled_dropout=config.unlabeled_dropout,
+        word_dropout=config.word_dropout,
+        label_smoothing=config.label_smoothing,
+        parse_label_smoothing=config.parse_label_smoothing,
+        teacher_label_smoothing=config.teacher_label_smoothing,
+        attention_dropout=config.attention_dropout,
+        parse_decoding=config.parse_decoding,
+        beam_size=config.beam_size,
+        length_penalty=config.length_penalty,
+        max_target_length=config.max_target_length,
+    )
+    return CvtObjective(
+        encoder,
+        modules,
+        settings,
+        mode=config.mode,
+        teacher=config.teacher,
+        cvt_tasks=config.cvt_tasks,
+        task_weights=task_weights(config, prepared),
+        seed=seed,
+        period=1 if config.mode == "supervised" else 2,
+    )
+
+
+def task_weights(config: CvtConfig, prepared: Prepared) -> dict[str, float]:
+    sizes = {name: len(items) for name, items in prepared.items.items()}
+    if config.task_weights == "uniform":
+        return {name: 1.0 for name in sizes}
+    if config.task_weights == "size":
+        return {name: float(n) for name, n in sizes.items()}
+    return {name: math.sqrt(n) for name, n in sizes.items()}
+
+
+class MultiTaskEvaluator:
+    """Every task's official metrics as `<task>/<metric>`, and `mean`: the mean of their main metrics."""
+
+    main_metric = "mean"
+    greater_is_better = True
+
+    def __init__(self, evaluators: dict[str, TaskEvaluator]):
+        self.evaluators = evaluators
+
+    def __call__(self, model: torch.nn.Module) -> dict[str, float]:
+        out: dict[str, float] = {}
+        mains = []
+        for name, evaluator in self.evaluators.items():
+            results = evaluator(model)
+            out.update({f"{name}/{k}": v for k, v in results.items()})
+            mains.append(results[evaluator.main_metric])
+        out["mean"] = statistics.fmean(mains)
+        return out
+
+
+def make_evaluators(
+    tasks: list[TaskData], prepared: Prepared, featurizer: Featurizer, device: torch.device, batch_size: int
+) -> dict[str, TaskEvaluator]:
+    evaluators = {}
+    for t in tasks:
+        items = sorted(prepared.dev_items[t.name], key=lambda i: i.length)  # less padding; ids keep the mapping
+        evaluators[t.name] = TaskEvaluator(
+            t.task,
+            t.dev,
+            items,
+            make_collate(featurizer, "inputs"),
+            lambda model, batch, name=t.name: model.predict(name, batch),
+            device,
+            batch_size=batch_size,
+            feature_ids=[i.id for i in items],
+        )
+    return evaluators
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """mean / std (sample) / median / min / max of every numeric metric over trials."""
+    out: dict[str, dict[str, float]] = {}
+    for metric in runs[0]:
+        values = [r[metric] for r in runs if isinstance(r.get(metric), (int, float)) and metric not in BOOKKEEPING]
+        if len(values) != len(runs) or not values:
+            continue
+        out[metric] = {
+            "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "median": statistics.median(values),
+            "min": min(values),
+            "max": max(values),
+        }
+    return out
+
+
+BOOKKEEPING = ("trial", "seed", "steps", "checkpoint", "seconds")
+
+
+def run_train(ctx: StageContext) -> None:
+    config: CvtConfig = ctx.config
+    if config.train.steps is None:
+        raise UserError("cvt.train alternates data sources without epochs: set train.steps")
+    if config.mode == "word_dropout" and config.features.init is not None:
+        raise UserError("mode word_dropout cannot hide words from Transformer features (they attend to every word)")
+    tasks = load_tasks(ctx, config)
+    corpus, unlabeled_counts = read_unlabeled(ctx, config)
+    vectors = None
+    if config.vocab.vectors is not None:
+        vectors = read_vectors(
+            Path(config.vocab.vectors), config.resolved_sizes()["word_dim"], config.vocab.vectors_limit
+        )
+    transformer = load_transformer(ctx, config)
+    train_config = config.train
+    if dist.world_size() > 1 and not train_config.find_unused_parameters:
+        train_config = replace(train_config, find_unused_parameters=True)  # modules idle on some steps
+
+    runs: list[dict[str, Any]] = []
+    for trial in range(config.trials):
+        seed = ctx.seed + trial
+        workdir = ctx.dir / "trials" / f"trial-{trial}"
+        prepared = prepare(config, tasks, unlabeled_counts, seed, vectors)
+        done = workdir / "done.json"
+        if done.exists():
+            runs.append(json.loads(done.read_text()))
+            continue
+        record = run_trial(ctx, config, train_config, tasks, prepared, corpus, transformer, vectors, trial, seed)
+        runs.append(record)
+        if ctx.is_main:
+            workdir.mkdir(parents=True, exist_ok=True)
+            write_json(done, record, indent=None)
+    finish(ctx, config, tasks, runs, transformer, vectors, unlabeled_counts)
+
+
+def run_trial(
+    ctx: StageContext,
+    config: CvtConfig,
+    train_config: Any,
+    tasks: list[TaskData],
+    prepared: Prepared,
+    corpus: UnlabeledCorpus | None,
+    transformer: Any,
+    vectors: dict | None,
+    trial: int,
+    seed: int,
+) -> dict[str, Any]:
+    import time
+
+    started = time.time()
+    workdir = ctx.dir / "trials" / f"trial-{trial}"
+    sizes = config.resolved_sizes()
+    featurizer = Featurizer(
+        prepared.vocab, sizes["max_word_chars"], transformer[2] if transformer else None, config.features.max_length
+    )
+    objective = build_objective(config, tasks, prepared, transformer, vectors, seed, ctx.device)
+    rank, world, accumulation = dist.rank(), dist.world_size(), train_config.grad_accum
+    pool = config.unlabeled.pool_batches
+    streams = {
+        t.name: PooledStream(
+            prepared.items[t.name],
+            [i.length for i in prepared.items[t.name]],
+            train_config.batch_size,
+            make_collate(featurizer, t.kind),
+            seed=seed * 1000 + index,
+            rank=rank,
+            world_size=world,
+            accumulation=accumulation,
+            pool_batches=pool,
+        )
+        for index, t in enumerate(tasks)
+    }
+    labeled = MultiTaskSource(streams, task_weights(config, prepared), seed=seed)
+    if config.mode == "supervised":
+        source = AlternatingSource({"labeled": labeled}, ["labeled"])
+    else:
+        assert corpus is not None
+        unlabeled = UnlabeledStream(
+            corpus,
+            config.unlabeled.batch_size or train_config.batch_size,
+            make_collate(featurizer, "unlabeled"),
+            seed=seed,
+            rank=rank,
+            world_size=world,
+            accumulation=accumulation,
+            pool_batches=pool,
+        )
+        source = AlternatingSource({"labeled": labeled, "unlabeled": unlabeled}, ["labeled", "unlabeled"])
+    evaluators = make_evaluators(tasks, prepared, featurizer, ctx.device, config.eval_batch_size)
+    evaluator: Any = next(iter(evaluators.values())) if len(evaluators) == 1 else MultiTaskEvaluator(evaluators)
+    trainer = Trainer(
+        train_config,
+        objective,
+        source,
+        workdir,
+        device=ctx.device,
+        evaluator=evaluator,
+        events=ctx.events(trial=trial),
+        description=f"{ctx.name} #{trial}",
+    )
+    if config.ema_warmup and trainer.ema is not None:  # adapter: the shared trainer keeps a constant decay
+        objective.ema, objective.ema_decay = trainer.ema, trainer.ema.decay
+    fit = trainer.fit()
+    chosen = trainer.load_weights(config.select)
+    objective.eval()
+    record: dict[str, Any] = {}
+    with torch.no_grad(), trainer.autocast():
+        for t in tasks:
+            evaluator_t = evaluators[t.name]
+            predictions = evaluator_t.predictions(objective)
+            metrics = t.task.evaluate(t.dev, predictions)
+            prefix = "" if len(tasks) == 1 else f"{t.name}/"
+            record.update({prefix + k: v for k, v in metrics.items()})
+            if ctx.is_main and "dev" in config.predict:
+                folder = ctx.output_dir("predictions") / slug(t.name) / f"trial-{trial}"
+                t.task.write_predictions(folder, "dev", t.dev, predictions)
+            if "test" in config.predict:
+                examples = t.task.examples("test")
+                items = [Item(e.id, source_words(t, e)) for e in examples]
+                test_eval = TaskEvaluator(
+                    t.task, examples, items, make_collate(featurizer, "inputs"),
+                    lambda model, batch, name=t.name: model.predict(name, batch), ctx.device,
+                    batch_size=config.eval_batch_size, feature_ids=[i.id for i in items],
+                )  # fmt: skip
+                test_predictions = test_eval.predictions(objective)
+                if ctx.is_main:
+                    folder = ctx.output_dir("predictions") / slug(t.name) / f"trial-{trial}"
+                    t.task.write_predictions(folder, "test", examples, test_predictions)
+            signature = getattr(t.task, "last_signature", None)
+            if signature:
+                record[f"{prefix}bleu_signature"] = signature
+        if len(tasks) > 1:
+            record["mean"] = statistics.fmean(record[f"{t.name}/{t.info.main_metric}"] for t in tasks)
+    record.update(
+        trial=trial, seed=seed, steps=fit.step, checkpoint=chosen.name, seconds=round(time.time() - started, 1)
+    )
+    return record
+
+
+def slug(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+
+
+def main_metric(config: CvtConfig, tasks: list[TaskData]) -> str:
+    return tasks[0].info.main_metric if len(tasks) == 1 else "mean"
+
+
+def finish(
+    ctx: StageContext,
+    config: CvtConfig,
+    tasks: list[TaskData],
+    runs: list[dict[str, Any]],
+    transformer: Any,
+    vectors: dict | None,
+    unlabeled_counts: Counter[str] | None,
+) -> None:
+    """Results, report, and the median trial's model."""
+    from xfer.core.trainer import load_evaluated_weights
+    from xfer.transformer.modelio import save_model_dir
+
+    metric = main_metric(config, tasks)
+    ranked = sorted(runs, key=lambda r: (r[metric], r["trial"]))
+    median = ranked[(len(ranked) - 1) // 2]
+    results = {"main_metric": metric, "mode": config.mode, "runs": runs, "summary": summarize(runs)}
+    ctx.output_dir("predictions")
+    model_dir = ctx.output_dir("model")
+    if not ctx.is_main:
+        return
+    write_json(ctx.output_dir("results") / "results.json", results)
+    ctx.report(results_table(results))
+    trial = median["trial"]
+    prepared = prepare(config, tasks, unlabeled_counts, ctx.seed + trial, vectors)
+    objective = build_objective(config, tasks, prepared, transformer, vectors, ctx.seed + trial, torch.device("cpu"))
+    checkpoint = ctx.dir / "trials" / f"trial-{trial}" / "checkpoints" / median["checkpoint"]
+    if not checkpoint.exists():
+        from xfer.core.checkpoint import read_pointer
+
+        checkpoint = read_pointer(checkpoint.parent / "latest")
+    load_evaluated_weights(checkpoint, objective)
+    scratch = ctx.dir / "trials" / f"trial-{trial}"
+    files = [scratch / "vocab.json"]
+    prepared.vocab.save(files[0])
+    for name, vocab_t in prepared.targets.items():
+        path = scratch / f"targets-{slug(name)}.json"
+        path.write_text(json.dumps(vocab_t, ensure_ascii=False) + "\n", encoding="utf-8")
+        files.append(path)
+    meta = {
+        "cvt": {
+            "mode": config.mode,
+            "sizes": config.resolved_sizes(),
+            "trial": trial,
+            "tasks": {
+                t.name: {
+                    "type": t.kind,
+                    "labels": list(t.info.labels),
+                    **({"root_relations": prepared.root_relations[t.name]} if t.kind == "parsing" else {}),
+                }
+                for t in tasks
+            },
+            "metrics": {k: v for k, v in median.items() if k not in BOOKKEEPING},
+        }
+    }
+    save_model_dir(model_dir, {"cvt": objective}, meta, files=files)
+
+
+def results_table(results: dict[str, Any]) -> str:
+    lines = [
+        f"## Results (dev, mode {results['mode']})",
+        "",
+        "| metric | mean | std | median | min | max | runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for metric, s in results["summary"].items():
+        marker = " **(main)**" if metric == results["main_metric"] else ""
+        lines.append(
+            f"| {metric}{marker} | {s['mean']:.2f} | {s['std']:.2f} | {s['median']:.2f} | {s['min']:.2f} | {s['max']:.2f} | {len(results['runs'])} |"
+        )
+    signatures = sorted({v for r in results["runs"] for k, v in r.items() if k.endswith("bleu_signature")})
+    for signature in signatures:
+        lines.append(f"\nBLEU signature: `{signature}`")
+    return "\n".join(lines)

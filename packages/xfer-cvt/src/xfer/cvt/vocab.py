@@ -1,0 +1,163 @@
+"""Word and character vocabularies, word normalisation, pre-trained vectors.
+
+Following the original code: word embeddings are looked up by a normalised key (PTB escapes
+undone, lower-cased, digits -> 0), while the char-CNN reads the word as written (escapes undone),
+so capitalisation still reaches the model through characters. Every sentence is wrapped in
+<start> ... <end> tokens, which get their own embeddings and a <missing> character.
+
+The vocabulary is built from the data a run learns from (the README explains the choice): words
+of the labeled training sets (after `labeled_fraction`), the most frequent words of the unlabeled
+corpus in modes that train on it, and optionally the first words of a vectors file. Order is
+deterministic (count, then string), so a re-run builds the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xfer.core.errors import DataError
+
+WORD_SPECIALS = ("<pad>", "<unk>", "<start>", "<end>", "<removed>")
+PAD, UNK, START, END, REMOVED = range(5)
+CHAR_SPECIALS = ("<pad>", "<unk>", "<bow>", "<eow>", "<missing>")
+CHAR_PAD, CHAR_UNK, BOW, EOW, MISSING = range(5)
+
+_PTB = {"-LRB-": "(", "-RRB-": ")", "-LCB-": "{", "-RCB-": "}", "-LSB-": "[", "-RSB-": "]"}
+_DIGIT = re.compile(r"\d")
+
+
+def surface(word: str) -> str:
+    """The word as the char-CNN reads it: PTB bracket escapes and backslash escapes undone."""
+    return _PTB.get(word) or word.replace("\\/", "/").replace("\\*", "*")
+
+
+def embedding_key(word: str, lowercase: bool = True) -> str:
+    """The key of a word's embedding: surface form, lower-cased, every digit 0 (original code)."""
+    text = surface(word)
+    return _DIGIT.sub("0", text.lower() if lowercase else text)
+
+
+@dataclass
+class Vocab:
+    """Word keys and characters with ids; specials first."""
+
+    words: list[str]
+    chars: list[str]
+    lowercase: bool = True
+    word_index: dict[str, int] = field(init=False, repr=False)
+    char_index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.word_index = {w: i for i, w in enumerate(self.words)}
+        self.char_index = {c: i for i, c in enumerate(self.chars)}
+        if len(self.word_index) != len(self.words) or len(self.char_index) != len(self.chars):
+            raise ValueError("vocabulary entries must be unique")
+
+    def word_id(self, word: str) -> int:
+        return self.word_index.get(embedding_key(word, self.lowercase), UNK)
+
+    def char_ids(self, word: str, max_chars: int) -> list[int]:
+        """<bow> c1 ... ck <eow> with k <= max_chars (longer words keep their first characters)."""
+        get = self.char_index.get
+        return [BOW, *(get(c, CHAR_UNK) for c in surface(word)[:max_chars]), EOW]
+
+    def to_json(self) -> dict:
+        return {"words": self.words, "chars": self.chars, "lowercase": self.lowercase}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Vocab:
+        return cls(list(data["words"]), list(data["chars"]), bool(data["lowercase"]))
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), ensure_ascii=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Vocab:
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _ranked(counts: Counter[str]) -> list[str]:
+    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def build_vocab(
+    labeled_words: Iterable[str],
+    unlabeled_counts: Counter[str] | None,
+    *,
+    lowercase: bool,
+    min_count: int,
+    unlabeled_words: int,
+    char_min_count: int,
+    vector_words: Iterable[str] = (),
+) -> Vocab:
+    """Words: labeled words seen `min_count` times, then the `unlabeled_words` most frequent
+    unlabeled ones, then the vector words; characters of all of them (by count)."""
+    labeled = Counter(labeled_words)
+    keys: Counter[str] = Counter()
+    chars: Counter[str] = Counter()
+    for word, count in labeled.items():
+        keys[embedding_key(word, lowercase)] += count
+        for c in surface(word):
+            chars[c] += count
+    words = list(WORD_SPECIALS)
+    seen = set(words)
+    for key in _ranked(keys):
+        if keys[key] >= min_count and key not in seen:
+            words.append(key)
+            seen.add(key)
+    if unlabeled_counts:
+        unlabeled_keys: Counter[str] = Counter()
+        for word, count in unlabeled_counts.items():
+            unlabeled_keys[embedding_key(word, lowercase)] += count
+            for c in surface(word):
+                chars[c] += count
+        added = 0
+        for key in _ranked(unlabeled_keys):
+            if added >= unlabeled_words:
+                break
+            if key not in seen:
+                words.append(key)
+                seen.add(key)
+                added += 1
+    for word in vector_words:
+        key = embedding_key(word, lowercase)
+        if key not in seen:
+            words.append(key)
+            seen.add(key)
+    char_list = list(CHAR_SPECIALS) + [c for c in _ranked(chars) if chars[c] >= char_min_count]
+    return Vocab(words, char_list, lowercase)
+
+
+def read_vectors(path: Path, dim: int, limit: int | None) -> dict[str, list[float]]:
+    """Word -> vector from a GloVe (`word v1 ... vd`) or word2vec text file (first line `count dim`).
+
+    Every line must have `dim` numbers; a malformed line is a DataError naming file and line. The
+    first occurrence of a word wins. `limit` reads only the first N vectors (files are ordered by
+    frequency)."""
+    vectors: dict[str, list[float]] = {}
+    with open(path, encoding="utf-8", errors="strict") as handle:
+        for number, line in enumerate(handle, start=1):
+            parts = line.rstrip("\n").rstrip("\r").split(" ")
+            if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec header
+            if not line.strip():
+                continue
+            if len(parts) != dim + 1:
+                raise DataError(
+                    path, number, f"expected a word and {dim} numbers (word_dim), found {len(parts) - 1} fields"
+                )
+            try:
+                values = [float(x) for x in parts[1:]]
+            except ValueError:
+                raise DataError(path, number, "vector values must be numbers") from None
+            vectors.setdefault(parts[0], values)
+            if limit is not None and len(vectors) >= limit:
+                break
+    if not vectors:
+        raise DataError(path, 1, "no vectors in file")
+    return vectors

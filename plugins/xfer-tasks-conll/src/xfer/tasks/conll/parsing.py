@@ -1,0 +1,163 @@
+"""conll/ud-parse: dependency parsing from CoNLL-U, scored with LAS/UAS as CoNLL-2007's eval.pl.
+
+Examples are `ParsingExample`s (words, 1-based heads with 0 = ROOT, relations, UPOS); a
+prediction is a pair `(heads, relations)`. Punctuation is excluded from scoring by default with
+eval.pl's rule (a token whose form consists only of Unicode punctuation characters, category P*);
+`punctuation: upos` excludes PUNCT-tagged words instead, `none` scores everything.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from xfer.core import metrics
+from xfer.core.errors import DataError, UserError
+from xfer.core.tasks import Example, ParsingExample, Split, Task, TaskInfo
+from xfer.tasks.conll.config import UdParseConfig
+from xfer.tasks.conll.readers import ConlluTree, read_conllu_trees
+
+SPLITS = ("train", "dev", "test")
+
+
+def is_punctuation(form: str) -> bool:
+    """CoNLL-2007 eval.pl: every character of the form is Unicode punctuation (\\p{Punctuation})."""
+    return bool(form) and all(unicodedata.category(c).startswith("P") for c in form)
+
+
+class UdParseTask(Task):
+    """Dependency parsing of the syntactic words of CoNLL-U files; main metric LAS.
+
+    `labels` is the sorted relation set of the whole train file. Sentence ids are the files'
+    `# sent_id` values, else `<split>-<n>`.
+    """
+
+    type = "parsing"
+    main_metric = "las"
+
+    def __init__(self, name: str, config: UdParseConfig | None = None):
+        super().__init__(name, config if config is not None else UdParseConfig())
+        self._trees: dict[Path, list[ConlluTree]] = {}
+        self._splits: dict[str, list[ParsingExample]] = {}
+        self._labels: tuple[str, ...] | None = None
+
+    def file_of(self, split: Split) -> Path | None:
+        value = getattr(self.config, f"{split}_file")
+        return None if value is None else Path(value)
+
+    def _read(self, path: Path) -> list[ConlluTree]:
+        if path not in self._trees:
+            trees = read_conllu_trees(path)
+            if self.config.relations == "universal":
+                for tree in trees:
+                    tree.relations = [r.split(":", 1)[0] for r in tree.relations]
+            self._trees[path] = trees
+        return self._trees[path]
+
+    def _load(self, split: Split) -> list[ParsingExample]:
+        if split not in SPLITS:
+            raise UserError(f"{self.name}: unknown split {split!r} (expected one of {', '.join(SPLITS)})")
+        if split not in self._splits:
+            path = self.file_of(split)
+            if path is None:
+                raise DataError(self.name, 0, f"no {split} file configured (set `{split}_file:` in the task config)")
+            examples, seen = [], {}
+            for number, tree in enumerate(self._read(path)):
+                ident = tree.sent_id or f"{split}-{number}"
+                if ident in seen:
+                    raise DataError(
+                        path, tree.line, f"sentence id {ident!r} already used on line {seen[ident]}", key="sent_id"
+                    )
+                seen[ident] = tree.line
+                examples.append(
+                    ParsingExample(ident, tuple(tree.words), tuple(tree.heads), tuple(tree.relations), tuple(tree.upos))
+                )
+            self._splits[split] = examples
+        return self._splits[split]
+
+    def examples(self, split: Split) -> list[Example]:
+        examples = self._load(split)
+        limit = self.config.max_examples
+        return list(examples if limit is None else examples[:limit])
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Sorted relation set of the whole train file (fixed order, independent of max_examples)."""
+        if self._labels is None:
+            path = self.file_of("train")
+            if path is None:
+                raise UserError(f"{self.name}: the relation set is read from train_file, which is not set")
+            self._labels = tuple(sorted({r for tree in self._read(path) for r in tree.relations}))
+        return self._labels
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra.update(punctuation=self.config.punctuation, relations=self.config.relations)
+        return info
+
+    def scored(self, example: ParsingExample) -> list[bool]:
+        """Which words of `example` count for LAS/UAS (the punctuation rule of the config)."""
+        rule = self.config.punctuation
+        if rule == "none":
+            return [True] * len(example.words)
+        if rule == "upos":
+            return [tag != "PUNCT" for tag in (example.upos or ("",) * len(example.words))]
+        return [not is_punctuation(word) for word in example.words]
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        """LAS, UAS and label accuracy (percent), micro-averaged over the scored words."""
+        gold_heads, gold_rels, pred_heads, pred_rels, scored = [], [], [], [], []
+        for example in examples:
+            assert isinstance(example, ParsingExample)
+            heads, relations = self._checked(example, predictions)
+            if example.heads is None or example.relations is None:
+                raise ValueError(f"{self.name}: sentence {example.id!r} has no gold tree (unlabelled split?)")
+            gold_heads.append(example.heads)
+            gold_rels.append(example.relations)
+            pred_heads.append(heads)
+            pred_rels.append(relations)
+            scored.append(self.scored(example))
+        if not gold_heads:
+            raise ValueError(f"{self.name}: cannot evaluate zero sentences")
+        scores = metrics.attachment_scores(gold_heads, gold_rels, pred_heads, pred_rels, scored)
+        return {"las": scores.las, "uas": scores.uas, "label_accuracy": scores.label_accuracy}
+
+    def _checked(self, example: ParsingExample, predictions: Mapping[str, Any]) -> tuple[list[int], list[str]]:
+        if example.id not in predictions:
+            raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
+        try:
+            heads, relations = predictions[example.id]
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.name}: prediction for {example.id!r} must be a pair (heads, relations)") from None
+        n = len(example.words)
+        if len(heads) != n or len(relations) != n:
+            raise ValueError(
+                f"{self.name}: sentence {example.id!r} has {n} words but {len(heads)} heads / {len(relations)} relations"
+            )
+        if any(not isinstance(h, int) or isinstance(h, bool) or not 0 <= h <= n for h in heads):
+            raise ValueError(
+                f"{self.name}: sentence {example.id!r}: heads must be integers in 0..{n}, got {list(heads)}"
+            )
+        if not all(isinstance(r, str) for r in relations):
+            raise ValueError(f"{self.name}: sentence {example.id!r}: relations must be strings")
+        return list(heads), list(relations)
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """CoNLL-U with the predicted HEAD and DEPREL (ID, FORM, UPOS kept; other columns `_`),
+        `# sent_id` comments, in example order. File: `<split>.conllu`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{split}.conllu"
+        with open(path, "w", encoding="utf-8") as out:
+            for example in examples:
+                assert isinstance(example, ParsingExample)
+                heads, relations = self._checked(example, predictions)
+                out.write(f"# sent_id = {example.id}\n")
+                upos = example.upos or ("_",) * len(example.words)
+                for i, (word, tag, head, rel) in enumerate(zip(example.words, upos, heads, relations, strict=True)):
+                    out.write(f"{i + 1}\t{word}\t_\t{tag}\t_\t_\t{head}\t{rel}\t_\t_\n")
+                out.write("\n")
+        return path

@@ -1,0 +1,44 @@
+"""Config of the `mt/parallel` task (torch-free: the recipe validator imports it)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from xfer.core.config import ExistingPath, knob
+
+_LANG = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@dataclass
+class ParallelConfig:
+    """Line-aligned parallel files `<data_dir>/<split>.<lang>` (the Multi30k layout)."""
+
+    data_dir: ExistingPath | None = knob(
+        None, "Folder with the parallel files (relative paths resolve against the recipe).", required=True
+    )
+    source_lang: str = knob("en", "Source language suffix: train.<source_lang> is the input.")
+    target_lang: str = knob("de", "Target language suffix: train.<target_lang> is the reference.")
+    file_pattern: str = knob(
+        "{split}.{lang}", "File name of a split in one language; {split} is train/dev/test, {lang} a language."
+    )
+    max_examples: int | None = knob(
+        None, "Keep only the FIRST N sentence pairs of each split (file order), for quick runs. None keeps all."
+    )
+    bleu_tokenize: Literal["13a", "intl", "char", "zh", "none"] = knob(
+        "13a", "sacrebleu's tokenizer for BLEU (13a = mteval-v13a, WMT's default)."
+    )
+    lowercase: bool = knob(False, "Case-insensitive BLEU (sacrebleu -lc).")
+
+    def __post_init__(self) -> None:
+        value: Any = self.max_examples
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"max_examples must be a positive integer or null, not {value!r}")
+        for name in ("source_lang", "target_lang"):
+            if not _LANG.match(getattr(self, name)):
+                raise ValueError(f"{name} must be a language suffix such as 'en', not {getattr(self, name)!r}")
+        if self.source_lang == self.target_lang:
+            raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
+        if "{split}" not in self.file_pattern or "{lang}" not in self.file_pattern:
+            raise ValueError(f"file_pattern must contain {{split}} and {{lang}}, not {self.file_pattern!r}")

@@ -1,0 +1,144 @@
+"""`mt/parallel`: translation from line-aligned parallel text, scored with sacrebleu BLEU.
+
+Examples are `TranslationExample`s holding raw (untokenised) text; the model consumer
+tokenises. Predictions are detokenised output strings, scored against the raw references with
+sacrebleu's corpus BLEU (13a tokenisation by default), so scores compare with published
+sacrebleu numbers; `info().extra["bleu_signature"]` carries sacrebleu's signature string, which
+belongs next to every reported score.
+
+Bad input is an error naming file and line, never a skip: files of different lengths, an empty
+line on either side (a sentence without a translation), invalid UTF-8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import DataError, UserError
+from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample
+from xfer.core.textfile import read_text
+from xfer.tasks.mt.config import ParallelConfig
+
+SPLITS = ("train", "dev", "test")
+
+
+def _lines(text: str) -> list[str]:
+    """Physical lines split on LF only (U+2028 and friends are legitimate characters in a sentence)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
+    """(line number, source, target) for each line pair; both files must have the same number of
+    lines and no empty line (after stripping surrounding whitespace)."""
+    src, tgt = _lines(read_text(source)), _lines(read_text(target))
+    if len(src) != len(tgt):
+        shorter, longer = (source, target) if len(src) < len(tgt) else (target, source)
+        n = min(len(src), len(tgt))
+        raise DataError(
+            shorter, n + 1, f"has {n} lines but {longer} has {max(len(src), len(tgt))}: files are not aligned"
+        )
+    if not src:
+        raise DataError(source, 1, "no sentences in file")
+    pairs = []
+    for number, (a, b) in enumerate(zip(src, tgt, strict=True), start=1):
+        for path, text in ((source, a), (target, b)):
+            if not text.strip():
+                raise DataError(path, number, "empty line: every sentence needs a translation")
+        pairs.append((number, a.strip(), b.strip()))
+    return pairs
+
+
+class ParallelTextTask(Task):
+    """Source -> target translation; ids are `<split>-<line>` (1-based line in the files)."""
+
+    type = "seq2seq"
+    main_metric = "bleu"
+
+    def __init__(self, name: str, config: ParallelConfig | None = None):
+        super().__init__(name, config if config is not None else ParallelConfig())
+        self._splits: dict[str, list[TranslationExample]] = {}
+        self.last_signature: str | None = None
+
+    def files(self, split: Split) -> tuple[Path, Path]:
+        if split not in SPLITS:
+            raise UserError(f"{self.name}: unknown split {split!r} (expected one of {', '.join(SPLITS)})")
+        if self.config.data_dir is None:
+            raise UserError(f"{self.name}: data_dir is not set")
+        folder = Path(self.config.data_dir)
+
+        def path(lang: str) -> Path:
+            return folder / self.config.file_pattern.format(split=split, lang=lang)
+
+        return path(self.config.source_lang), path(self.config.target_lang)
+
+    def examples(self, split: Split) -> list[Example]:
+        if split not in self._splits:
+            source, target = self.files(split)
+            for path in (source, target):
+                if not path.is_file():
+                    raise DataError(path, 0, f"no {split} file (looked for {path.name} in {path.parent})")
+            self._splits[split] = [
+                TranslationExample(f"{split}-{number}", a, b) for number, a, b in read_parallel(source, target)
+            ]
+        examples = self._splits[split]
+        limit = self.config.max_examples
+        return list(examples if limit is None else examples[:limit])
+
+    def _bleu(self) -> Any:
+        from sacrebleu.metrics import BLEU
+
+        return BLEU(tokenize=self.config.bleu_tokenize, lowercase=self.config.lowercase)
+
+    def signature(self) -> str:
+        """sacrebleu's signature of the BLEU this task computes (one reference per sentence)."""
+        bleu = self._bleu()
+        bleu.corpus_score(["x"], [["x"]])  # sacrebleu knows the reference count only after scoring
+        return str(bleu.get_signature())
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra.update(
+            source_lang=self.config.source_lang, target_lang=self.config.target_lang, bleu_signature=self.signature()
+        )
+        return info
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        """Corpus BLEU (percent) of the predicted strings against the references; the signature of
+        the computation is kept in `last_signature` (and in `info().extra`)."""
+        references, hypotheses = [], []
+        for example in examples:
+            assert isinstance(example, TranslationExample)
+            if example.id not in predictions:
+                raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
+            if example.target is None:
+                raise ValueError(f"{self.name}: sentence {example.id!r} has no reference (unlabelled split?)")
+            hypothesis = predictions[example.id]
+            if not isinstance(hypothesis, str):
+                raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {hypothesis!r}")
+            references.append(example.target)
+            hypotheses.append(hypothesis)
+        if not references:
+            raise ValueError(f"{self.name}: cannot evaluate zero sentences")
+        bleu = self._bleu()
+        result = bleu.corpus_score(hypotheses, [references])
+        self.last_signature = str(bleu.get_signature())
+        return {"bleu": float(result.score)}
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """One output sentence per line in example order, named `<split>.<target_lang>` (sacrebleu
+        CLI input: `sacrebleu ref.de -i dev.de`)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{split}.{self.config.target_lang}"
+        with open(path, "w", encoding="utf-8") as out:
+            for example in examples:
+                if example.id not in predictions:
+                    raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
+                out.write(str(predictions[example.id]).replace("\n", " ") + "\n")
+        return path
