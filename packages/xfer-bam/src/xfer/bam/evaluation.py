@@ -63,8 +63,8 @@ def _task_evaluator(
 class GroupEvaluator:
     """The trainer's evaluator for a model of one or more tasks.
 
-    Returns `<task>/<metric>` for every task's official metrics plus `average`, the mean of the
-    tasks' main metrics (the GLUE-score convention), which is the main metric.
+    Returns `<task>/<main metric>` for every task plus `average`, the mean of the tasks' main
+    metrics (the GLUE-score convention), which is the trainer's main metric.
     """
 
     main_metric = "average"
@@ -94,12 +94,14 @@ class GroupEvaluator:
         return metrics, predictions
 
     def __call__(self, objective: Any) -> dict[str, float]:
+        """During training: each task's main metric (`<task>/<metric>`) and their `average`; the final
+        evaluation (`evaluate`) keeps every metric for results.json."""
         metrics, _ = self.evaluate(objective)
-        return flatten(metrics, {d.name: d.info.main_metric for d in self.tasks})
+        return main_metrics(metrics, {d.name: d.info.main_metric for d in self.tasks})
 
 
-def flatten(metrics: Mapping[str, Mapping[str, float]], main: Mapping[str, str]) -> dict[str, float]:
-    flat = {f"{task}/{name}": value for task, values in metrics.items() for name, value in values.items()}
+def main_metrics(metrics: Mapping[str, Mapping[str, float]], main: Mapping[str, str]) -> dict[str, float]:
+    flat = {f"{task}/{main[task]}": metrics[task][main[task]] for task in metrics}
     flat["average"] = statistics.fmean(metrics[task][main[task]] for task in metrics)
     return flat
 
