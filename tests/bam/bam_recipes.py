@@ -53,7 +53,7 @@ STUDENTS = """
     init: teachers.init
     lambda_schedule: none
     max_length: 40
-    trials: 2
+    trials: 1
     tasks: {TASKS}
     train: {TRAIN}
 """
@@ -62,7 +62,7 @@ STUDENTS = """
 def write_regression_data(directory: Path, train: int = 48, dev: int = 24) -> None:
     """A small STS-like TSV task: the score counts shared words, so a model can learn something."""
     rng = random.Random(0)
-    words = "the a cat dog runs sleeps big small red blue quickly slowly house tree".split()
+    words = ["the", "a", "cat", "dog", "runs", "sleeps", "big", "small", "red", "blue", "slowly", "house", "tree"]
     for split, n in (("train", train), ("dev", dev)):
         lines = ["a\tb\tscore"]
         for _ in range(n):

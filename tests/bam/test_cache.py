@@ -91,7 +91,7 @@ def test_damaged_entries_are_set_aside_and_recomputed(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:40])  # truncated
     with pytest.warns(UserWarning, match="unreadable"):
         assert store.lookup("k" * 64) is None
-    with pytest.raises(cache.CacheError, match="no index.json"):
+    with pytest.raises(cache.CacheError, match=r"no index\.json"):
         cache.load_teacher_predictions(tmp_path, "glue/rte")
 
 
@@ -113,7 +113,7 @@ def test_students_refuse_predictions_made_on_other_data() -> None:
     with pytest.raises(UserError, match="differ from the examples the teacher predicted on"):
         attach_teacher_outputs("glue/rte", edited, [{"id": e.id} for e in edited], entry, kind)
     extra = [*EXAMPLES, SentenceExample("train-2", "new", label="1")]
-    with pytest.raises(UserError, match="have no teacher prediction .*'train-2'"):
+    with pytest.raises(UserError, match=r"have no teacher prediction .*'train-2'"):
         attach_teacher_outputs("glue/rte", extra, [{"id": e.id} for e in extra], entry, kind)
 
 

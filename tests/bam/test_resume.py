@@ -31,7 +31,7 @@ stages:
     teachers: teachers.predictions
     max_length: 40
     tasks: *tasks
-    train: {{steps: 12, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 3, eval_every: 6, precision: fp32}}
+    train: {{steps: 12, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 3, eval_every: null, precision: fp32}}
 """
 
 

@@ -87,7 +87,7 @@ def test_ranks_split_the_same_global_batch() -> None:
     for micro_batches in ranks:
         assert len(micro_batches) == 2 and sum(len(v) for v in micro_batches[0].values()) == 8
         for micro in micro_batches:
-            for task, items in micro.items():
+            for items in micro.values():
                 union.update(items)
     assert union == Counter(item for items in whole.values() for item in items)
     with pytest.raises(ValueError, match="multiple of world size"):

@@ -25,11 +25,11 @@ def test_outputs_of_teachers_and_students(bam_run: Path) -> None:
         assert list(results) == ["toy/agreement", "toy/chunk", "glue/tsv"]
         assert results["glue/tsv"]["main_metric"] == "spearman" and results["toy/chunk"]["main_metric"] == "f1"
         for task, result in results.items():
-            assert [r["seed"] for r in result["runs"]] == [3, 4], "trials are seeds seed, seed+1"
+            assert [r["seed"] for r in result["runs"]] == [3, 4][: 1 if stage == "multi" else 2], "seeds seed, seed+1"
             assert set(result["summary"]) >= {result["main_metric"]} and "seed" not in result["summary"]
             dev = bam_run / stage / "outputs/results/dev" / task.replace("/", "-")
             gold = json.loads((dev / "gold.json").read_text())
-            for trial in (0, 1):
+            for trial in range(len(result["runs"])):
                 assert len(json.loads((dev / f"trial-{trial}.json").read_text())["predictions"]) == len(gold["ids"])
         index = json.loads((bam_run / stage / "outputs/predictions/index.json").read_text())["tasks"]
         assert set(index) == set(results)
@@ -59,7 +59,6 @@ def test_students_anneal_lambda_and_multi_uses_gold_only(bam_run: Path) -> None:
 
 
 def test_distillation_changes_training(bam_run: Path) -> None:
-    student = torch.load  # noqa: F841 - weights are compared through the saved models
     from safetensors.torch import load_file
 
     a = load_file(str(bam_run / "student/outputs/models/multitask/model.safetensors"))
@@ -79,7 +78,7 @@ def test_a_student_never_runs_a_teacher(bam_run: Path, tmp_path: Path, monkeypat
     loaded: list[Path] = []
     original = modelio.load_model_dir
 
-    def recording(path):  # noqa: ANN001, ANN202
+    def recording(path: Path) -> object:
         loaded.append(Path(path).resolve())
         return original(path)
 

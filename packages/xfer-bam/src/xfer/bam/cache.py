@@ -296,7 +296,12 @@ def load_teacher_predictions(folder: Path, task: str) -> TeacherPredictions:
     if task not in tasks:
         raise CacheError(f"{folder}: the teachers have no predictions for {task!r} (they cover: {', '.join(tasks)})")
     entry = tasks[task]
-    predictions = load_predictions(Path(folder) / entry["file"])
+    try:
+        predictions = load_predictions(Path(folder) / entry["file"])
+    except CacheError as exc:
+        raise CacheError(
+            f"{exc}; re-run the stage that wrote {folder} (delete its folder in the run directory)"
+        ) from exc
     if predictions.key != entry.get("key") or predictions.task != task:
         raise CacheError(f"{folder / entry['file']}: does not hold the predictions {INDEX} lists for {task!r}")
     return predictions

@@ -1,0 +1,66 @@
+"""Recipe mistakes in bam stages are reported at their line, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xfer.core.errors import RecipeError
+from xfer.core.recipe import load_recipe
+from xfer.testing import make_host, write_recipe
+
+BASE = """
+stages:
+  teachers:
+    kind: bam.teachers
+    tasks: [{name: toy/agreement}, {name: toy/pos}]
+  student:
+    kind: bam.student
+    init: teachers.init
+    tasks: [{name: toy/agreement}, {name: toy/pos}]
+"""
+
+
+def _problems(tmp_path: Path, extra_student: str, extra_teachers: str = "") -> list[str]:
+    text = BASE.replace(
+        "    tasks: [{name: toy/agreement}, {name: toy/pos}]\n  student:",
+        f"    tasks: [{{name: toy/agreement}}, {{name: toy/pos}}]{extra_teachers}\n  student:",
+    )
+    path = write_recipe(tmp_path, text + extra_student)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path, host=make_host(autoload=True))
+    return [f"{d.location.line}: {d.message}" for d in caught.value.diagnostics]
+
+
+def test_a_valid_student_recipe(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, BASE + "    teachers: teachers.predictions\n")
+    plan = load_recipe(path, host=make_host(autoload=True))
+    assert plan.stages["student"].config.lambda_schedule == "linear"
+    assert plan.stages["student"].config.train.batch_size == 128  # BAM's multi-task defaults
+    assert plan.stages["teachers"].config.train.batch_size == 32
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "message"),
+    [
+        ("", 7, "distils from teachers: give teachers"),  # the stage mapping: the key is missing
+        ("    lambda_schedule: none\n    teachers: teachers.predictions\n", 11, "teachers would be ignored"),
+        ("    teachers: teachers.predictions\n    lambda_value: 0.5\n", 11, "only used by lambda_schedule: constant"),
+        ("    teachers: teachers.predictions\n    lamda_schedule: none\n", 11, "did you mean 'lambda_schedule'"),
+        ("    teachers: teachers.modelz\n", 10, "has no output 'modelz'"),
+        ("    teachers: teachers.predictions\n    sampling: sqrt\n", 11, "sampling"),
+        ("    teachers: teachers.predictions\n    lambda_value: 1.5\n", 11, "lambda_value"),
+    ],
+)
+def test_student_mistakes(tmp_path: Path, extra: str, line: int, message: str) -> None:
+    problems = _problems(tmp_path, extra)
+    assert any(p.startswith(f"{line}:") and message in p for p in problems), problems
+
+
+def test_teacher_mistakes(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "    teachers: teachers.predictions\n", "\n    task_epochs: {toy/agreemnt: 3}")
+    assert any("did you mean 'toy/agreement'" in p for p in problems), problems
+    twice = write_recipe(tmp_path / "twice", "stages:\n  t:\n    kind: bam.teachers\n    tasks: [toy/pos, toy/pos]\n")
+    with pytest.raises(RecipeError, match="listed twice"):
+        load_recipe(twice, host=make_host(autoload=True))
