@@ -52,6 +52,14 @@ class Kit:
         return self.encoder(self.batch(sentences), p)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_report_plots() -> Any:
+    """In-process runs skip report.md's matplotlib curves (~0.3 s per metric, not under test here)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("xfer.core.report._plot", lambda *args, **kwargs: None)
+        yield
+
+
 @pytest.fixture
 def kit() -> Callable[..., Kit]:
     return Kit

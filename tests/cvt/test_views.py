@@ -219,3 +219,33 @@ def test_seq2seq_auxiliaries_share_embeddings_and_lstm_only(kit):
         own = {id(p) for p in head.parameters()}
         assert own and not own & shared, name
     assert not {id(p) for p in module.primary.parameters()} & {id(p) for p in module.aux["future"].parameters()}
+
+
+def test_beam_search_of_width_one_is_greedy_decoding(kit, sentences):
+    import torch.nn.functional as F
+
+    from xfer.cvt.seq2seq import BOS, EOS
+
+    k = kit()
+    module = seq2seq_module(k)
+    with torch.no_grad():
+        module.primary.output.bias[EOS] -= 2.0  # longer outputs: more steps compared
+    states = k.states(sentences)
+    found = module.beam_search(states, beam=1, max_length=7, length_penalty=0.0)
+    for b, tokens in enumerate(found):
+        one = EncoderStates(
+            *(getattr(states, f)[b : b + 1] for f in ("fw1", "bw1", "fw2", "bw2", "lengths", "mask", "word_mask"))
+        )
+        greedy = [BOS]
+        while len(greedy) <= 7:
+            hidden, memory = module.decode_states(one, torch.tensor([greedy]), 0.0)
+            logits = module.head_logits(module.primary, hidden, memory, one.mask, torch.tensor([len(greedy) - 1]))
+            if len(greedy) == 7:  # the length limit forces </s>
+                break
+            token = int(F.log_softmax(logits, -1).argmax())
+            if token == EOS:
+                break
+            greedy.append(token)
+        assert tokens == greedy[1:]
+    wide = module.beam_search(states, beam=3, max_length=7, length_penalty=1.0)
+    assert all(len(t) <= 6 for t in wide)

@@ -12,7 +12,7 @@ from xfer.tasks.conll import plugin
 
 def test_specs_import_and_construct():
     specs = plugin.xfer_tasks()
-    assert {s.name for s in specs} == {"conll/chunking", "conll/ner", "conll/ud-pos", "conll/columns"}
+    assert {s.name for s in specs} == {"conll/chunking", "conll/ner", "conll/ud-pos", "conll/columns", "conll/ud-parse"}
     for spec in specs:
         assert spec.kind == "task" and spec.namespace == "conll"
         cls = spec.load()
@@ -20,7 +20,10 @@ def test_specs_import_and_construct():
         assert issubclass(cls, Task) and dataclasses.is_dataclass(config_cls)
         assert all(f.metadata.get("doc") for f in dataclasses.fields(config_cls))
         task = cls(spec.name, config_cls())
-        assert task.type == "tagging" and task.main_metric in ("f1", "accuracy")
+        if spec.name == "conll/ud-parse":
+            assert task.type == "parsing" and task.main_metric == "las"
+        else:
+            assert task.type == "tagging" and task.main_metric in ("f1", "accuracy")
 
 
 def test_plugin_import_is_cheap():

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from xfer.tasks.conll.config import ChunkingConfig, SpanTaggingConfig, UdPosConfig
+from xfer.tasks.conll.config import ChunkingConfig, SpanTaggingConfig, UdParseConfig, UdPosConfig
+from xfer.tasks.conll.parsing import UdParseTask
 from xfer.tasks.conll.tasks import ChunkingTask, SpanTaggingTask, UdPosTask
 
 SHARED = Path(os.environ.get("XFER_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"))
@@ -51,3 +52,13 @@ def test_ud_ewt():
     train = task.examples("train")
     assert (len(train), words(train)) == (12544, 204577)
     assert len(task.labels) == 17  # the 17 UPOS tags
+
+
+def test_ud_ewt_trees():
+    data = need("ud_ewt")
+    task = UdParseTask("conll/ud-parse", UdParseConfig(train_file=data / "train.conllu", dev_file=data / "dev.conllu"))
+    dev = task.examples("dev")
+    assert (len(dev), words(dev)) == (2001, 25147)
+    assert sum(sum(task.scored(e)) for e in dev) == 22042  # CoNLL-2007 punctuation left out
+    assert task.evaluate(dev, {e.id: (list(e.heads), list(e.relations)) for e in dev})["las"] == 100.0
+    assert len(task.labels) == 51 and "nmod:poss" in task.labels

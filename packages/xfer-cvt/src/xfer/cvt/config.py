@@ -316,6 +316,11 @@ class CvtConfig:
                 f"char_filters x len(char_widths) ({sizes['char_filters']} x {len(sizes['char_widths'])}); "
                 "change the sizes or use char_combine: concat",
             )
+        if self.train.steps is None:
+            raise FieldError(("train", "steps"), "cvt.train alternates data sources without epochs: set train.steps")
+        for knob_name in ("eval_every", "checkpoint_every"):
+            if getattr(self.train, knob_name) == "epoch":
+                raise FieldError(("train", knob_name), "cvt.train has no epochs: give a number of steps")
         for key in ("tagging_views", "parsing_views", "seq2seq_views"):
             views = getattr(self, key)
             if len(set(views)) != len(views):

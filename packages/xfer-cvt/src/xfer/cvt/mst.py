@@ -61,6 +61,10 @@ def chu_liu_edmonds(scores: np.ndarray) -> np.ndarray:
     return result
 
 
+_IMPOSSIBLE = -1e9
+_SECOND_ROOT = -1e15
+
+
 def tree_score(scores: np.ndarray, heads: np.ndarray) -> float:
     return float(sum(scores[heads[d], d] for d in range(1, len(heads))))
 
@@ -70,15 +74,16 @@ def max_tree(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
     heads = chu_liu_edmonds(scores)
     if not single_root or int((heads[1:] == 0).sum()) <= 1:
         return heads
-    best, best_score = heads, -np.inf
+    # Impossible arcs become very bad but finite, and other ROOT arcs worse still, so that a tree
+    # with one root is found even when every such tree uses an impossible arc.
+    finite = np.where(np.isfinite(scores), scores, _IMPOSSIBLE)
+    best, best_score = heads, None
     for root in range(1, len(heads)):
-        if not np.isfinite(scores[0, root]):
-            continue
-        constrained = np.array(scores, dtype=np.float64)
-        constrained[0, :] = -np.inf
-        constrained[0, root] = scores[0, root]
+        constrained = finite.copy()
+        constrained[0, :] = _SECOND_ROOT
+        constrained[0, root] = finite[0, root]
         candidate = chu_liu_edmonds(constrained)
         value = tree_score(scores, candidate)
-        if value > best_score:
+        if best_score is None or value > best_score:
             best, best_score = candidate, value
     return best

@@ -174,71 +174,48 @@ class Seq2seqModule(nn.Module):
     def beam_search(self, states: EncoderStates, beam: int, max_length: int, length_penalty: float) -> list[list[int]]:
         """Best output (token ids without <s>/</s>) of each source, ranked by log p / len**length_penalty.
 
-        Batched over sources x beams. A hypothesis ending in </s> leaves the beam; a source is done
-        when it has `beam` finished hypotheses or reaches its length limit (2 x source + 10, at most
-        `max_length`)."""
+        Batched over sources x beams, with no Python loop over sentences: a hypothesis that emitted
+        </s> stays in its beam with a frozen score (it only extends with padding at no cost), a
+        hypothesis at its source's length limit (2 x source words + 10, at most `max_length`)
+        can only emit </s>, and the search stops when every hypothesis has ended. Among the
+        final `beam` hypotheses of a source, the best normalised score wins."""
         memory, (h, c) = self.memory(states)
-        batch, device = memory.shape[0], memory.device
-        vocab = len(self.vocab)
+        batch, device, vocab = memory.shape[0], memory.device, len(self.vocab)
         keys = self.primary.key(memory)
-        rep = lambda x: x.repeat_interleave(beam, dim=0)  # noqa: E731
-        memory_k, keys_k, mask_k = rep(memory), rep(keys), rep(states.mask)
-        h, c = h.repeat_interleave(beam, dim=1), c.repeat_interleave(beam, dim=1)
+        memory_k, keys_k = memory.repeat_interleave(beam, 0), keys.repeat_interleave(beam, 0)
+        mask_k = states.mask.repeat_interleave(beam, 0)
+        h, c = h.repeat_interleave(beam, 1), c.repeat_interleave(beam, 1)
+        rows = batch * beam
         scores = torch.full((batch, beam), float("-inf"), device=device)
         scores[:, 0] = 0.0
-        tokens = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=device)
-        limits = torch.clamp(2 * (states.lengths - 2) + 10, max=max_length).tolist()
-        finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
-        done = [False] * batch
-
-        def rank(score: float, length: int) -> float:
-            return score / (length**length_penalty) if length_penalty > 0 else score
-
-        for step in range(max(limits)):
+        tokens = torch.full((rows, 1), BOS, dtype=torch.long, device=device)
+        ended = torch.zeros(rows, dtype=torch.bool, device=device)
+        lengths = torch.zeros(rows, device=device)
+        limits = torch.clamp(2 * (states.lengths - 2) + 10, max=max_length).repeat_interleave(beam).to(device)
+        offsets = (torch.arange(batch, device=device) * beam)[:, None]
+        for step in range(int(limits.max())):
             emb = self.embedding(tokens[:, -1:])
             out, (h, c) = self.lstm(emb, (h.to(emb.dtype), c.to(emb.dtype)))
             a = self.primary.attention_vectors(out, memory_k, keys_k, mask_k)
             logp = F.log_softmax(self.primary.output(a[:, 0]).float(), dim=-1)  # [B*K, V]
-            candidates = (scores.view(-1, 1) + logp).view(batch, beam * vocab)
-            top_scores, top_index = candidates.topk(2 * beam, dim=-1)
-            top_scores, top_index = top_scores.tolist(), top_index.tolist()
-            new_scores = torch.full((batch, beam), float("-inf"), device=device)
-            source_rows, next_tokens = [], []
-            for b in range(batch):
-                kept = 0
-                for value, flat in zip(top_scores[b], top_index[b], strict=True):
-                    if value == float("-inf"):
-                        break
-                    k, token = divmod(flat, vocab)
-                    row = b * beam + k
-                    if done[b]:
-                        break
-                    if token == EOS or step + 1 >= limits[b]:
-                        path = tokens[row, 1:].tolist() + ([] if token == EOS else [token])
-                        finished[b].append((rank(value, len(path) + 1), path))
-                        if len(finished[b]) >= beam:
-                            done[b] = True
-                        continue
-                    if kept < beam:
-                        new_scores[b, kept] = value
-                        source_rows.append(row)
-                        next_tokens.append(token)
-                        kept += 1
-                while kept < beam:  # dead slots: any row, score -inf
-                    source_rows.append(b * beam)
-                    next_tokens.append(T_PAD)
-                    kept += 1
-                if step + 1 >= limits[b]:
-                    done[b] = True
-            if all(done):
+            last = (step + 1 >= limits) & ~ended
+            logp[last] = torch.where(torch.arange(vocab, device=device) == EOS, logp[last], float("-inf"))
+            logp[ended] = float("-inf")
+            logp[ended, T_PAD] = 0.0
+            top_scores, top = (scores.view(-1, 1) + logp).view(batch, beam * vocab).topk(beam, dim=-1)
+            source = (offsets + top // vocab).view(-1)
+            token = (top % vocab).view(-1)
+            lengths = lengths[source] + (~ended[source]).float()
+            ended = ended[source] | (token == EOS)
+            tokens = torch.cat([tokens[source], token[:, None]], dim=1)
+            h, c = h[:, source], c[:, source]
+            scores = top_scores
+            if bool(ended.all()):
                 break
-            rows = torch.tensor(source_rows, device=device)
-            tokens = torch.cat([tokens[rows], torch.tensor(next_tokens, device=device)[:, None]], dim=1)
-            h, c = h[:, rows], c[:, rows]
-            scores = new_scores
+        ranked = scores.view(-1) / lengths.clamp_min(1.0) ** length_penalty if length_penalty > 0 else scores.view(-1)
+        best = (offsets.view(-1) + ranked.view(batch, beam).argmax(-1)).tolist()
         results = []
-        for b in range(batch):
-            if not finished[b]:  # cannot happen with limits >= 1, kept for safety
-                finished[b].append((0.0, []))
-            results.append(max(finished[b], key=lambda item: item[0])[1])
+        for row in best:
+            path = tokens[row, 1:].tolist()
+            results.append([t for t in path if t not in (EOS, T_PAD)])
         return results

@@ -1,0 +1,138 @@
+"""The cvt.train stage end to end: conformance (incl. SIGKILL + resume with the unlabeled cursor),
+recipe validation errors, outputs, and what each mode's vocabulary contains."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xfer.core.errors import RecipeError, UserError
+from xfer.core.recipe import load_recipe
+from xfer.cvt.testing import tiny_cvt_recipe, write_tiny_data
+from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
+
+CHUNK = "{name: conll/chunking, train_file: chunk-train.txt, dev_file: chunk-dev.txt}"
+PARSE = "{name: conll/ud-parse, train_file: train.conllu, dev_file: dev.conllu}"
+MT = "{name: mt/parallel, data_dir: mt, source_lang: en, target_lang: xx}"
+
+
+class TestCvtStageConformance(ComponentConformance):
+    """CVT on a tagging task with unlabeled text: the SIGKILL-and-resume check covers the labeled
+    and unlabeled cursors (the kill lands between checkpoints, mid-pool). PackedSequence LSTMs
+    (the CUDA path; on CPU PyTorch's native kernels) spare the subprocesses oneDNN's per-shape
+    kernel compilation; the padded path is resumed in-process below."""
+
+    component = ("stage", "cvt.train")
+    config_path = "stages.fit"
+    recipe = tiny_cvt_recipe(CHUNK, extra="    lstm: packed")
+
+    def prepare(self, directory: Path) -> None:
+        write_tiny_data(directory)
+
+
+MULTI = tiny_cvt_recipe(CHUNK, PARSE, MT, extra="    parse_decoding: mst")
+
+
+@pytest.fixture(scope="module")
+def multitask(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted multi-task run (tagging + parsing + translation): its run directory."""
+    directory = tmp_path_factory.mktemp("multi")
+    write_tiny_data(directory)
+    run_recipe_file(write_recipe(directory, MULTI), directory / "run", make_host(autoload=True))
+    return directory
+
+
+def test_multitask_run_resumes_exactly_after_an_interruption(multitask, monkeypatch):
+    """Every module kind's teacher, students and beam search, interrupted after its step-3
+    checkpoint and resumed: the same weights as the uninterrupted run."""
+    from xfer.core.trainer import Trainer
+    from xfer.testing import assert_same_weights, output_tensors
+
+    original = Trainer._train_step
+
+    def interrupted(self: Trainer) -> None:
+        if self.step == 5:
+            raise KeyboardInterrupt("simulated interruption")
+        original(self)
+
+    recipe = multitask / "recipe.yaml"
+    monkeypatch.setattr(Trainer, "_train_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe_file(recipe, multitask / "cut", make_host(autoload=True))
+    monkeypatch.setattr(Trainer, "_train_step", original)
+    result = run_recipe_file(recipe, multitask / "cut", make_host(autoload=True))
+    assert [s.action for s in result.stages] == ["resumed"]
+    assert_same_weights(output_tensors(multitask / "run", "fit"), output_tensors(multitask / "cut", "fit"))
+
+
+def test_multitask_outputs(multitask):
+    from xfer.transformer.modelio import load_model_dir
+
+    run = multitask / "run" / "fit" / "outputs"
+    results = json.loads((run / "results" / "results.json").read_text())
+    run0 = results["runs"][0]
+    assert {"conll/chunking/f1", "conll/ud-parse/las", "mt/parallel/bleu", "mean"} <= set(run0)
+    assert run0["mt/parallel/bleu_signature"].startswith("nrefs:1|")
+    model = load_model_dir(run / "model")
+    assert model.modules["cvt"]["type"] == "CvtObjective"
+    assert set(model.meta["cvt"]["tasks"]) == {"conll/chunking", "conll/ud-parse", "mt/parallel"}
+    assert (run / "model" / "vocab.json").exists() and (run / "model" / "targets-mt-parallel.json").exists()
+    predictions = run / "predictions"
+    assert (predictions / "conll-ud-parse" / "trial-0" / "dev.conllu").exists()
+    assert (predictions / "mt-parallel" / "trial-0" / "dev.xx").read_text().count("\n") == 12
+    dev = [json.loads(line) for line in (multitask / "run" / "fit" / "metrics.jsonl").read_text().splitlines()]
+    assert any(r["split"] == "dev" and "mean" in r for r in dev)
+
+
+def recipe_errors(tmp_path: Path, text: str) -> str:
+    write_tiny_data(tmp_path)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(write_recipe(tmp_path, text), host=make_host(autoload=True))
+    return str(caught.value)
+
+
+def test_recipe_mistakes_are_reported_with_their_lines(tmp_path):
+    text = tiny_cvt_recipe(CHUNK, extra="    sizes: {lstm3: 10}\n    tagging_views: [fwd, future, fwdd]")
+    errors = recipe_errors(tmp_path, text.replace("mode: cvt", "mode: cvtt"))
+    assert "mode: 'cvtt'" in errors or "cvtt" in errors
+    assert "unknown size 'lstm3'; did you mean 'lstm" in errors
+    assert "fwdd" in errors
+    lines = text.splitlines()
+    mode_line = next(i for i, line in enumerate(lines, 1) if "mode:" in line)
+    assert f"recipe.yaml:{mode_line}:" in errors
+
+
+def test_semi_supervised_modes_need_unlabeled_files(tmp_path):
+    text = tiny_cvt_recipe(CHUNK).replace(
+        "    unlabeled: {files: [unlabeled.txt], chunk_lines: 16, pool_batches: 2}\n", ""
+    )
+    assert "set unlabeled.files" in recipe_errors(tmp_path, text)
+    load_recipe(write_recipe(tmp_path, text.replace("mode: cvt", "mode: supervised")), host=make_host(autoload=True))
+
+
+def test_char_sum_needs_matching_sizes(tmp_path):
+    text = tiny_cvt_recipe(CHUNK, extra="    sizes: {char_combine: sum, word_dim: 20, char_filters: 8}")
+    assert "word_dim (20) must equal char_filters x len(char_widths) (8 x 3)" in recipe_errors(tmp_path, text)
+
+
+def test_wrong_task_type_is_refused(tmp_path):
+    write_tiny_data(tmp_path)
+    (tmp_path / "lines.jsonl").write_text('{"id": "1", "text": "a b", "label": "x"}\n')
+    text = tiny_cvt_recipe("{name: example/jsonl, labels: [x, y], train_file: lines.jsonl, dev_file: lines.jsonl}")
+    with pytest.raises(UserError, match=r"cvt\.train trains tagging, parsing and seq2seq tasks"):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", make_host(autoload=True))
+
+
+def test_vocabulary_follows_the_data_each_mode_learns_from(tmp_path):
+    write_tiny_data(tmp_path)
+    with open(tmp_path / "unlabeled.txt", "a", encoding="utf-8") as f:
+        f.write("zebras graze quietly .\n")
+    vocabularies = {}
+    for mode in ("supervised", "cvt"):
+        recipe = write_recipe(tmp_path, tiny_cvt_recipe(CHUNK, mode=mode, steps=1))
+        run_recipe_file(recipe, tmp_path / mode, make_host(autoload=True))
+        vocabularies[mode] = json.loads((tmp_path / mode / "fit" / "outputs" / "model" / "vocab.json").read_text())
+    assert "zebras" in vocabularies["cvt"]["words"] and "zebras" not in vocabularies["supervised"]["words"]
+    assert "z" in vocabularies["cvt"]["chars"]
