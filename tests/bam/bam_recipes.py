@@ -8,10 +8,8 @@ from pathlib import Path
 from xfer.testing import write_recipe
 
 ENCODER = "{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}"
-TRAIN = "{epochs: 2, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 3, eval_every: null, precision: fp32}"
-TRAIN_EVAL = (
-    "{epochs: 2, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 3, precision: fp32}"  # dev each epoch
-)
+TRAIN = "{epochs: 2, batch_size: 16, lr: 2e-3, log_every: 2, checkpoint_every: 50, eval_every: null, precision: fp32}"
+TRAIN_EVAL = "{epochs: 2, batch_size: 16, lr: 2e-3, log_every: 2, checkpoint_every: 50, precision: fp32}"  # + dev
 TASKS = """
       - {name: toy/agreement, train_size: 64, dev_size: 40}
       - {name: toy/chunk, train_size: 48, dev_size: 24}

@@ -54,7 +54,7 @@ def test_students_anneal_lambda_and_multi_uses_gold_only(bam_run: Path) -> None:
         ]
 
     annealed = lambdas("student")
-    assert annealed[0] == 0.0 and annealed == sorted(annealed) and 0.8 < annealed[-1] < 1.0
+    assert annealed[0] < 0.1 and annealed == sorted(annealed) and 0.8 < annealed[-1] < 1.0  # means over 2 steps
     assert lambdas("multi") == [] and lambdas("teachers") == [], "gold labels only: no lambda to log"
 
 
