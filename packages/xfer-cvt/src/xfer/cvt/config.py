@@ -264,7 +264,13 @@ class CvtConfig:
         ge=0,
         lt=1,
     )
-    beam_size: int = knob(4, "Beam search width for translation (thesis: 10; smaller on CPU).", ge=1)
+    beam_size: int = knob(4, "Beam search width for translation outputs (thesis: 10; smaller on CPU).", ge=1)
+    teacher_beam_size: int | None = knob(
+        None,
+        "Beam width of the translation teacher on unlabeled sentences (default: beam_size). Its search runs on "
+        "every unlabeled minibatch, so on CPU it dominates a CVT step.",
+        ge=1,
+    )
     length_penalty: float = knob(
         1.0, "Beam hypotheses are ranked by log-probability / length**this (0 = raw log-probability).", ge=0
     )

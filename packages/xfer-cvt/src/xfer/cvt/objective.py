@@ -61,6 +61,7 @@ class Settings:
     attention_dropout: float = 0.5
     parse_decoding: str = "argmax"
     beam_size: int = 4
+    teacher_beam_size: int = 4
     length_penalty: float = 1.0
     max_target_length: int = 100
 

@@ -121,7 +121,9 @@ class Seq2seqModule(nn.Module):
     @torch.no_grad()
     def teacher(self, states: EncoderStates, batch: dict[str, Tensor], settings: Any) -> dict[str, Tensor]:
         """Hard targets: the primary decoder's beam search output, as teacher-forcing tensors."""
-        outputs = self.beam_search(states, settings.beam_size, settings.max_target_length, settings.length_penalty)
+        outputs = self.beam_search(
+            states, settings.teacher_beam_size, settings.max_target_length, settings.length_penalty
+        )
         width = max(len(o) for o in outputs) + 1
         device = states.lengths.device
         dec_in = torch.full((len(outputs), width), T_PAD, dtype=torch.long, device=device)

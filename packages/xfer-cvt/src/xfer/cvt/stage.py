@@ -282,6 +282,7 @@ def build_objective(
         attention_dropout=config.attention_dropout,
         parse_decoding=config.parse_decoding,
         beam_size=config.beam_size,
+        teacher_beam_size=config.teacher_beam_size or config.beam_size,
         length_penalty=config.length_penalty,
         max_target_length=config.max_target_length,
     )

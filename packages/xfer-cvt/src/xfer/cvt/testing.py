@@ -29,12 +29,22 @@ TRANSLATION = {w: w[::-1] for w in NOUNS + VERBS + ADJECTIVES + ["the", "a"]}
 
 def _sentence(rng: random.Random) -> list[tuple[str, str, str, str, int, str]]:
     """(word, UPOS, chunk tag, NER tag, head, relation) for a subject-verb-object sentence."""
+
     def noun_phrase(start: int, head_of_np: int) -> list[tuple]:
         if rng.random() < 0.4:
             name = rng.choice(NAMES)
             kind = "LOC" if name in ("Paris", "London", "Oslo") else "PER"
             return [(name, "PROPN", "B-NP", f"B-{kind}", head_of_np, "nsubj")]
-        words = [("the" if rng.random() < 0.5 else "a", "DET", "B-NP", "O", start + 2 + (1 if rng.random() < 0.5 else 0), "det")]
+        words = [
+            (
+                "the" if rng.random() < 0.5 else "a",
+                "DET",
+                "B-NP",
+                "O",
+                start + 2 + (1 if rng.random() < 0.5 else 0),
+                "det",
+            )
+        ]
         if words[0][4] == start + 3:
             words.append((rng.choice(ADJECTIVES), "ADJ", "I-NP", "O", start + 3, "amod"))
         words.append((rng.choice(NOUNS), "NOUN", "I-NP", "O", head_of_np, "nsubj"))
@@ -60,7 +70,9 @@ def write_tiny_data(directory: Path, train: int = 48, dev: int = 12, unlabeled: 
         for s in sentences:
             chunk_lines += [f"{w} {u} {c}" for w, u, c, n, h, r in s] + [""]
             ner_lines += [f"{w} {u} {c} {n}" for w, u, c, n, h, r in s] + [""]
-            conllu_lines += [f"{i}\t{w}\t{w.lower()}\t{u}\t_\t_\t{h}\t{r}\t_\t_" for i, (w, u, c, n, h, r) in enumerate(s, 1)]
+            conllu_lines += [
+                f"{i}\t{w}\t{w.lower()}\t{u}\t_\t_\t{h}\t{r}\t_\t_" for i, (w, u, c, n, h, r) in enumerate(s, 1)
+            ]
             conllu_lines.append("")
             words = [w for w, *_ in s]
             src.append(" ".join(words[:-1]) + ".")
