@@ -57,7 +57,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from xfer.core.config import TaskRef
 from xfer.core.data import AlternatingSource, MultiTaskSource, TaggedBatch
-from xfer.core.train_config import TrainConfig
 from xfer.core.trainer import Trainer, resolve_precision
 from xfer.cvt.config import CvtConfig
 from xfer.cvt.data import Featurizer, PooledStream

@@ -85,7 +85,7 @@ def save_hf_dir(folder: Path) -> Path:
 @pytest.mark.parametrize("finetune", [False, True], ids=["frozen", "finetuned"])
 def test_stage_trains_on_transformer_features(tmp_path, finetune):
     write_tiny_data(tmp_path)
-    init = save_xfer_dir(tmp_path / "electra")
+    save_xfer_dir(tmp_path / "electra")
     extra = f"    features: {{init: electra, finetune: {str(finetune).lower()}, lr_scale: 0.5, max_length: 12}}"
     chunk = "{name: conll/chunking, train_file: chunk-train.txt, dev_file: chunk-dev.txt}"
     recipe = write_recipe(tmp_path, tiny_cvt_recipe(chunk, steps=3, extra=extra))
