@@ -203,6 +203,15 @@ def load_transformer(ctx: StageContext, config: CvtConfig) -> tuple[Any, dict[st
     else:
         encoder_config, state, _ = load_hf(folder)
     tokenizer = WordPieceTokenizer.from_dir(ctx.resolve(f.tokenizer) if f.tokenizer is not None else folder)
+    if f.max_length > encoder_config.max_position_embeddings:
+        raise UserError(
+            f"features.max_length {f.max_length} exceeds the Transformer's max_position_embeddings "
+            f"({encoder_config.max_position_embeddings})"
+        )
+    if not -encoder_config.num_layers - 1 <= f.layer <= encoder_config.num_layers:
+        raise UserError(
+            f"features.layer {f.layer}: the Transformer has layers 0 (embeddings) to {encoder_config.num_layers}"
+        )
     if tokenizer.vocab_size > encoder_config.vocab_size:
         raise UserError(
             f"features: the tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size}"
