@@ -161,7 +161,7 @@ def test_vectors_file_formats_and_errors(tmp_path):
     glove.write_text("the 0.1 0.2\ndog 0.3 0.4\nthe 9 9\n", encoding="utf-8")
     assert read_vectors(glove, 2, None) == {"the": [0.1, 0.2], "dog": [0.3, 0.4]}
     w2v = tmp_path / "w2v.txt"
-    w2v.write_text("2 2\ncat 1 2\nbat 3 4\n", encoding="utf-8")
+    w2v.write_text("2 2\ncat 1 2 \nbat 3 4\n", encoding="utf-8")  # word2vec writes a trailing space
     assert list(read_vectors(w2v, 2, 1)) == ["cat"]
     bad = tmp_path / "bad.txt"
     bad.write_text("the 0.1 0.2\ndog 0.3\n", encoding="utf-8")

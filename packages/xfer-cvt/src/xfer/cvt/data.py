@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from xfer.core.data import _Iterable
-from xfer.core.errors import DataError
+from xfer.core.errors import DataError, UserError
 from xfer.cvt.text import tokenize
 from xfer.cvt.vocab import BOW, CHAR_PAD, END, EOW, MISSING, PAD, START, Vocab
 
@@ -186,7 +186,7 @@ def _rank_slices(
 def _check_batch(batch_size: int, world_size: int, accumulation: int) -> None:
     share = batch_size // (world_size * accumulation)
     if share * world_size * accumulation != batch_size or share == 0:
-        raise ValueError(
+        raise UserError(
             f"batch size {batch_size} must be a multiple of world size {world_size} x accumulation {accumulation}"
         )
 

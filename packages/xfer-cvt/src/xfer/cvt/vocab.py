@@ -142,7 +142,7 @@ def read_vectors(path: Path, dim: int, limit: int | None) -> dict[str, list[floa
     vectors: dict[str, list[float]] = {}
     with open(path, encoding="utf-8", errors="strict") as handle:
         for number, line in enumerate(handle, start=1):
-            parts = line.rstrip("\n").rstrip("\r").split(" ")
+            parts = line.rstrip().split(" ")
             if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                 continue  # word2vec header
             if not line.strip():
