@@ -100,23 +100,23 @@ class ParsingModule(nn.Module):
 
     # --- pieces ----------------------------------------------------------------------------------
 
-    def _mask(self, states: EncoderStates) -> Tensor:
-        """[B, T, 1 + T, R] bool: which (head column, relation) each position may take."""
+    def _arc_mask(self, states: EncoderStates) -> Tensor:
+        """[B, T, 1 + T, 1] bool: which head columns each position may take (ROOT and real words,
+        never itself); broadcast over relations, so no [B, T, 1+T, R] mask is materialised."""
         b, t = states.word_mask.shape
-        r = len(self.relations)
         heads_ok = torch.cat([states.word_mask.new_ones(b, 1), states.word_mask], dim=1)  # [B, 1+T]
-        ok = heads_ok[:, None, :].expand(b, t, t + 1).clone()
-        positions = torch.arange(t, device=ok.device)
-        ok[:, positions, positions + 1] = False  # no self loops
-        ok = ok[..., None].expand(b, t, t + 1, r).clone()
-        ok[:, :, 0, :] &= self.root_allowed[None, None, :]
-        return ok
+        positions = torch.arange(t, device=heads_ok.device)
+        not_self = positions[:, None] + 1 != torch.arange(t + 1, device=heads_ok.device)[None, :]  # [T, 1+T]
+        return (heads_ok[:, None, :] & not_self[None])[..., None]
 
     def _flat_rows(self, scores: Tensor, states: EncoderStates) -> Tensor:
         """scores [V, B, T, 1+T, R] -> log-probabilities [V, N, (1+T) R] at the words."""
-        masked = scores.float().masked_fill(~self._mask(states)[None], float("-inf"))
         index = states.word_mask.flatten().nonzero().squeeze(1)
-        rows = masked.flatten(1, 2)[:, index]
+        rows = scores.flatten(1, 2)[:, index].float()  # [V, N, 1+T, R]: only the words' rows
+        arcs = self._arc_mask(states).flatten(0, 1)[index]  # [N, 1+T, 1]
+        relations = torch.ones(rows.shape[-2:], dtype=torch.bool, device=rows.device)
+        relations[0] = self.root_allowed  # arcs from ROOT carry root relations only
+        rows = rows.masked_fill(~(arcs & relations)[None], float("-inf"))
         return F.log_softmax(rows.flatten(2), dim=-1)
 
     def primary_logprobs(self, states: EncoderStates, p: float) -> Tensor:
