@@ -541,7 +541,13 @@ def finish(
     metric = main_metric(config, tasks)
     ranked = sorted(runs, key=lambda r: (r[metric], r["trial"]))
     median = ranked[(len(ranked) - 1) // 2]
-    results = {"main_metric": metric, "mode": config.mode, "runs": runs, "summary": summarize(runs)}
+    results = {
+        "main_metric": metric,
+        "mode": config.mode,
+        "task_metrics": {t.name: t.info.main_metric for t in tasks},
+        "runs": runs,
+        "summary": summarize(runs),
+    }
     ctx.output_dir("predictions")
     model_dir = ctx.output_dir("model")
     if not ctx.is_main:
