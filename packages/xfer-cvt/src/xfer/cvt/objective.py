@@ -23,7 +23,10 @@ never sees unlabeled batches.
 
 Every loss term is a sum over its units (words, arcs, target tokens) divided by the number of
 units in the *global* batch (all DDP ranks; one all-reduce of the counts per step), so that the
-gradients of 2 processes equal those of 1 on the same global batch.
+gradients of 2 processes equal those of 1 on the same global batch. With `grad_accum > 1` the
+trainer averages the micro-batches' losses, i.e. means of per-micro-batch means: close to, not
+bitwise equal to, one large batch (a translation teacher's target count is only known after its
+beam search, so a step-wide count would need every micro-batch first).
 
 Logged metrics: `sup_loss`/`sup_accuracy` on labeled steps and `cvt_loss` on unlabeled steps,
 each multiplied by the alternation period: the trainer averages a metric over every step of its
