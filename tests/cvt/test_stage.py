@@ -136,3 +136,18 @@ def test_vocabulary_follows_the_data_each_mode_learns_from(tmp_path):
         vocabularies[mode] = json.loads((tmp_path / mode / "fit" / "outputs" / "model" / "vocab.json").read_text())
     assert "zebras" in vocabularies["cvt"]["words"] and "zebras" not in vocabularies["supervised"]["words"]
     assert "z" in vocabularies["cvt"]["chars"]
+
+
+def test_results_table_lists_each_task_main_metric(multitask, capsys):
+    from xfer.cvt.results import main
+
+    assert main([str(multitask / "run" / "fit"), str(multitask / "missing")]) == 0
+    table = capsys.readouterr().out.splitlines()
+    rows = [line for line in table if line.startswith("| fit ")]
+    assert [row.split("|")[2].strip() for row in rows] == [
+        "conll/chunking f1",
+        "conll/ud-parse las",
+        "mt/parallel bleu",
+        "all tasks mean",
+    ]
+    assert any("(not finished)" in line for line in table)
