@@ -1,71 +1,19 @@
 """Pre-flight (xfer.core.preflight): every stage's data is read before the first stage trains,
 and every data problem of every stage is reported at once (`xfer validate --data`, `xfer run`)."""
 
-# no `from __future__ import annotations`: the validator reads real type objects via get_type_hints
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 
 from xfer.core import cli
-from xfer.core.config import ExistingPath, Input, TaskRef, knob
-from xfer.core.errors import DataError
-from xfer.core.hookspecs import hookimpl
+from xfer.core.config import TaskRef
 from xfer.core.plugins import set_default_host
 from xfer.core.preflight import PreflightError, check_data, preflight, stage_tasks
 from xfer.core.recipe import load_recipe
-from xfer.core.specs import ComponentSpec
-from xfer.core.tasks import Example, SentenceExample, Split, Task
 from xfer.testing import make_host, write_recipe
 
-
-@dataclass
-class LinesConfig:
-    train_file: ExistingPath | None = knob(None, "`text<TAB>label` lines.")
-    dev_file: ExistingPath | None = knob(None, "`text<TAB>label` lines.")
-    source: Input | None = knob(None, "Unused; lets a test refer to an earlier stage's output.")
-
-
-class LinesTask(Task):
-    """A minimal file-reading task: one `text<TAB>label` example per line, labels a/b."""
-
-    type = "classification"
-    main_metric = "accuracy"
-    reads: ClassVar[list[tuple[str, str]]] = []  # (task name, split), to see what the pre-flight read
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return ("a", "b")
-
-    def examples(self, split: Split) -> list[Example]:
-        LinesTask.reads.append((self.name, split))
-        path = getattr(self.config, f"{split}_file")
-        if path is None:
-            raise DataError(self.name, 0, f"no {split}_file configured")
-        examples: list[Example] = []
-        for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
-            text, sep, label = line.partition("\t")
-            if not sep:
-                raise DataError(path, number, "expected text<TAB>label")
-            if label not in self.labels:
-                raise DataError(path, number, f"unknown label {label!r}", key="label")
-            examples.append(SentenceExample(f"{split}-{number}", text, label=label))
-        return examples
-
-    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
-        return {"accuracy": 100.0 * sum(predictions[e.id] == e.label for e in examples) / len(examples)}
-
-
-class _LinesPlugin:
-    @staticmethod
-    @hookimpl
-    def xfer_tasks() -> list[ComponentSpec]:
-        return [ComponentSpec("task", "lines/cls", f"{__name__}:LinesTask", "1", LinesConfig, "test task")]
-
-
-GOOD_LINES = "".join(f"{w} word\t{'a' if i % 2 else 'b'}\n" for i, w in enumerate(["x", "y", "z", "w"] * 8))
+from .lines_task import GOOD_LINES, LinesConfig, LinesPlugin, LinesTask
 
 RECIPE = """\
 name: pre
@@ -85,7 +33,7 @@ stages:
 @pytest.fixture
 def host():
     host = make_host(["xfer.testing.plugin"])
-    host.add_object(_LinesPlugin, "lines")
+    host.add_object(LinesPlugin, "lines")
     set_default_host(host)
     LinesTask.reads = []
     yield host

@@ -196,7 +196,7 @@ def _closest_origin(provenance: dict[str, str], key_path: list[str]) -> str:
 def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.runner import read_status
 
-    rows = read_status(args.run_dir)
+    rows = read_status(args.run_dir, host)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -211,6 +211,11 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
             print(f"{'':<16} checkpoint: {trial['run']}: {trial['checkpoint'] or '-'}")
         if r["error"]:
             print(f"{'':<16} error: {r['error']}")
+        for reason in r["reruns_because"]:
+            print(f"{'':<16} runs again because {reason}")
+    unknown = next((r["staleness_unknown"] for r in rows if r.get("staleness_unknown")), None)
+    if unknown:
+        print(f"note: {unknown}", file=sys.stderr)
     return 0
 
 

@@ -11,19 +11,20 @@
         outputs/<name>/  the stage's declared outputs
         report.md        summary and plots
 
-A stage's fingerprint hashes its kind, component version, resolved config, the recipe seed
-and the fingerprints of the stages it reads from (paths it reads get a cheap stat
-signature). On a re-run: a completed stage with the same fingerprint is skipped; a running or
-failed one with the same fingerprint resumes from its last checkpoint; a different
-fingerprint (or an unreadable stage.json) starts the stage afresh, and the change propagates
-to every stage downstream. Rank 0 alone reads and decides; the other ranks receive its decision.
+A stage's fingerprint (xfer.core.fingerprint) signs its resolved config and seed, the versions
+of every component it uses and of their distributions, the contents of every file it reads
+from outside the run, and the fingerprints of the stages it reads from. On a re-run: a completed
+stage with the same fingerprint is skipped; a running or failed one with the same fingerprint
+resumes from its last checkpoint; a different fingerprint (or an unreadable stage.json) starts
+the stage afresh — the runner says why ("input stages.vocab.files: a.txt changed") — and the
+change propagates to every stage downstream. Rank 0 alone reads and decides; the other ranks
+receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -40,8 +41,8 @@ import yaml
 from xfer.core import distributed as dist
 from xfer.core import runlock
 from xfer.core.atomic import atomic_write_text, read_json, write_json
-from xfer.core.config import Input
-from xfer.core.errors import RunDirError, UserError
+from xfer.core.errors import RecipeError, RunDirError, UserError
+from xfer.core.fingerprint import FileHasher, Signature, explain_change, hash_cache_path, stage_signature
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipe import Recipe, StagePlan
 from xfer.core.report import write_report
@@ -80,46 +81,6 @@ def diff(old: Any, new: Any, prefix: str = "") -> list[str]:
                 lines += diff(old[key], new[key], path)
         return lines
     return [] if old == new else [f"~ {prefix}: {json.dumps(old)} -> {json.dumps(new)}"]
-
-
-def _walk_inputs(value: Any) -> list[Input]:
-    if isinstance(value, Input):
-        return [value]
-    if hasattr(value, "__dataclass_fields__"):
-        return [i for name in value.__dataclass_fields__ for i in _walk_inputs(getattr(value, name))]
-    if isinstance(value, (list, tuple)):
-        return [i for v in value for i in _walk_inputs(v)]
-    if isinstance(value, dict):
-        return [i for v in value.values() for i in _walk_inputs(v)]
-    if hasattr(value, "inputs") and hasattr(value, "patterns"):  # Files
-        return list(value.inputs)
-    return []
-
-
-def _stat_signature(path: Path, limit: int = 2000) -> list[Any]:
-    """Names, sizes and mtimes of up to `limit` files: notices replaced inputs without hashing GBs."""
-    if path.is_file():
-        st = path.stat()
-        return [path.name, st.st_size, st.st_mtime_ns]
-    files = sorted(p for p in path.rglob("*") if p.is_file())[:limit]
-    return [[str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
-
-
-def fingerprint(plan: StagePlan, seed: int, upstream: dict[str, str]) -> str:
-    external = {
-        str(i.path): _stat_signature(i.path)
-        for i in _walk_inputs(plan.config)
-        if i.path is not None and i.path.exists()
-    }
-    payload = {
-        "kind": plan.kind,
-        "version": plan.spec.version,
-        "config": plan.resolved(),
-        "seed": seed,
-        "upstream": {d: upstream[d] for d in plan.deps},
-        "external": external,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _environment(device: str) -> dict[str, Any]:
@@ -264,10 +225,15 @@ def _run_recipe(
     say = log if dist.is_main() else (lambda *a, **k: None)
     stage_dirs = {name: run_dir / name for name in recipe.stages}
     fingerprints: dict[str, str] = {}
+    hasher = FileHasher(hash_cache_path(run_dir)) if dist.is_main() else None
     result = RunResult(run_dir)
     for name, plan in recipe.stages.items():
-        fp = fingerprint(plan, recipe.seed, fingerprints)
-        fingerprints[name] = fp
+        signature = None
+        if hasher is not None:  # rank 0 reads the inputs once; the others get its verdict
+            signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
+            hasher.save()
+        signature = dist.broadcast_object(signature)
+        fp = fingerprints[name] = signature.fingerprint
         stage_dir = stage_dirs[name]
         state = dist.broadcast_object(_read_json(stage_dir / "stage.json") if dist.is_main() else None) or {}
         if state.get("fingerprint") == fp and state.get("status") == "completed":
@@ -275,6 +241,8 @@ def _run_recipe(
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
             continue
         resumed = state.get("fingerprint") == fp  # interrupted or failed: the trainer resumes from its checkpoints
+        if state.get("fingerprint") and not resumed:
+            say(f"[{name}] runs again: {'; '.join(explain_change(state.get('signature'), signature.parts, name))}")
         if not resumed and stage_dir.exists() and dist.is_main():
             # changed config or inputs, or no readable stage.json: start afresh, so the trainer
             # cannot resume from checkpoints the runner did not vouch for
@@ -283,7 +251,7 @@ def _run_recipe(
             stage_dir.mkdir(parents=True, exist_ok=True)
         dist.barrier()
         say(f"[{name}] {'resuming' if resumed else 'running'} {plan.kind}")
-        report = _run_stage(recipe, plan, run_dir, stage_dir, stage_dirs, fp, resumed, torch_device, host)
+        report = _run_stage(recipe, plan, run_dir, stage_dir, stage_dirs, signature, resumed, torch_device, host)
         result.stages.append(StageResult(name, "resumed" if resumed else "ran", "completed", report))
         say(f"[{name}] completed; report: {report}")
     return result
@@ -295,7 +263,7 @@ def _run_stage(
     run_dir: Path,
     stage_dir: Path,
     stage_dirs: dict[str, Path],
-    fp: str,
+    signature: Signature,
     resumed: bool,
     device: Any,
     host: PluginHost,
@@ -307,7 +275,8 @@ def _run_stage(
         "status": "running",
         "kind": plan.kind,
         "version": plan.spec.version,
-        "fingerprint": fp,
+        "fingerprint": signature.fingerprint,
+        "signature": signature.parts,
         "started": started,
         "earlier_attempts": _earlier_attempts(stage_dir) if resumed and dist.is_main() else [],
     }
@@ -405,11 +374,39 @@ def _safe_report(plan: StagePlan, stage_dir: Path, status: dict[str, Any], ctx: 
     return write_report(stage_dir, f"Stage `{plan.name}`", header, ctx.report_sections)
 
 
-def read_status(run_dir: Path) -> list[dict[str, Any]]:
+def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
+    """Why `xfer run` would run each stage of the run directory again ([] = up to date).
+
+    Re-validates the run's resolved recipe and re-signs every stage against the current files
+    and plugins (file hashes come from the run's cache; nothing is written). A stage never run
+    is not listed. Raises UserError when the recipe no longer validates (e.g. data removed).
+    """
+    from xfer.core.recipe import load_recipe
+
+    try:
+        recipe = load_recipe(run_dir / "recipe.resolved.yaml", (), host)
+    except RecipeError as exc:
+        raise UserError(f"cannot check whether stages are up to date:\n{exc}") from None
+    hasher = FileHasher(hash_cache_path(run_dir))
+    fingerprints: dict[str, str] = {}
+    reasons: dict[str, list[str]] = {}
+    for name, plan in recipe.stages.items():
+        signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
+        fingerprints[name] = signature.fingerprint
+        state = _read_json(run_dir / name / "stage.json") or {}
+        if state.get("fingerprint"):
+            same = state["fingerprint"] == signature.fingerprint
+            reasons[name] = [] if same else explain_change(state.get("signature"), signature.parts, name)
+    return reasons
+
+
+def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str, Any]]:
     """Status of each stage folder of a run (for `xfer status`), in the recipe's order.
 
     A stage whose stage.json says `running` while nobody holds the run directory's lock was
-    cut short (killed, crashed machine): it is shown as `interrupted`.
+    cut short (killed, crashed machine): it is shown as `interrupted`. With a `host`, each row
+    also says why the stage would run again (`reruns_because`; see `stale_reasons`), and a
+    completed stage whose inputs changed is shown as `stale`.
     """
     recipe_file = run_dir / "recipe.resolved.yaml"
     if not recipe_file.exists():
@@ -420,6 +417,13 @@ def read_status(run_dir: Path) -> list[dict[str, Any]]:
         raise UserError(f"{recipe_file}: unreadable: {exc}") from None
     stages = resolved.get("stages") if isinstance(resolved, dict) else None
     owner_alive = runlock.holder(run_dir) is not None
+    stale: dict[str, list[str]] = {}
+    stale_error = None
+    if host is not None:
+        try:
+            stale = stale_reasons(run_dir, host)
+        except UserError as exc:
+            stale_error = str(exc)
     rows = []
     for name, config in (stages if isinstance(stages, dict) else {}).items():
         stage_dir = run_dir / name
@@ -428,6 +432,8 @@ def read_status(run_dir: Path) -> list[dict[str, Any]]:
         status = state.get("status", "pending")
         if status == "running" and not owner_alive:
             status = "interrupted"
+        if status == "completed" and stale.get(name):
+            status = "stale"
         rows.append(
             {
                 "stage": name,
@@ -439,6 +445,8 @@ def read_status(run_dir: Path) -> list[dict[str, Any]]:
                 "checkpoint": _pointer_name(stage_dir / "checkpoints" / "latest"),
                 "trial_checkpoints": _nested_checkpoints(stage_dir),
                 "error": state.get("error"),
+                "reruns_because": stale.get(name, []),
+                "staleness_unknown": stale_error,
             }
         )
     return rows

@@ -1,0 +1,270 @@
+"""Stage fingerprints that cannot go stale, and the reasons a stage runs again.
+
+A stage is skipped only when everything it depends on is unchanged. Its fingerprint signs:
+
+- `config`: its resolved config (defaults filled in, paths absolute) and the recipe seed;
+- `components`: the stage component and every task/objective its config names, each with its
+  component version and the name and version of the distribution that provides it;
+- `inputs`: the *contents* of every file it reads from outside the run — every path-typed value
+  of its config at any depth (task data files, `init:` folders, every file a glob matches: the
+  matched list itself is signed, so a new file that matches is a change);
+- `upstream`: the fingerprints of the stages whose outputs it reads.
+
+Hashing a corpus on every `xfer run` would be slow, so `FileHasher` reuses a file's sha256 while
+its (path, size, mtime_ns, inode) is unchanged, persisted in the run directory. As in git's
+index, a file modified within `RACY_SECONDS` of being hashed is not trusted from the cache (its
+next change could keep the same size and timestamp), so it is simply hashed again next time.
+
+The parts are stored in `stage.json` next to the fingerprint, so the runner and `xfer status`
+can say *why* a stage reruns: `explain_change(old, new)` lists "input stages.vocab.files: a.txt
+changed", "config stages.ft.train.lr: 0.001 -> 0.002", "upstream stage 'vocab' changed", ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xfer.core.atomic import read_json, write_json
+from xfer.core.config import ComponentRef, Files, Input
+from xfer.core.plugins import PluginHost
+from xfer.core.recipe import StagePlan
+
+RACY_SECONDS = 2.0
+HASH_CACHE_FILE = ".file-hashes.json"
+UNSIGNED = "unsigned"
+"""knob metadata key: a path-typed field that is not an input (an output or cache location)."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A stage's fingerprint and the parts it hashes (JSON-able, stored in stage.json)."""
+
+    fingerprint: str
+    parts: dict[str, Any]
+
+
+class FileHasher:
+    """sha256 of file contents, reused while (path, size, mtime_ns, inode) is unchanged.
+
+    `cache_file` (optional) persists the table between runs; `hashed` counts the files actually
+    read in this process, which is what tests (and curious users) look at.
+    """
+
+    def __init__(self, cache_file: Path | None = None):
+        self.cache_file = cache_file
+        self.table: dict[str, list[Any]] = {}
+        if cache_file is not None:
+            stored = read_json(cache_file) or {}
+            self.table = {k: v for k, v in stored.items() if isinstance(v, list) and len(v) == 4}
+        self.hashed = 0
+        self._dirty = False
+
+    def file(self, path: Path) -> str:
+        stat = path.stat()
+        key = str(path)
+        identity = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        cached = self.table.get(key)
+        if cached is not None and cached[:3] == identity:
+            return str(cached[3])
+        started = time.time()
+        with open(path, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        self.hashed += 1
+        if started - stat.st_mtime_ns / 1e9 > RACY_SECONDS:
+            self.table[key] = [*identity, digest]
+            self._dirty = True
+        else:
+            self.table.pop(key, None)
+        return digest
+
+    def save(self) -> None:
+        if self.cache_file is not None and self._dirty and self.cache_file.parent.is_dir():
+            write_json(self.cache_file, self.table, indent=None)
+            self._dirty = False
+
+
+def _sign_path(path: Path, hasher: FileHasher) -> dict[str, str]:
+    """{file: sha256} for a file, or for every file under a directory (relative names); a missing
+    path is signed as such, so that its later appearance is a change."""
+    if path.is_file():
+        return {str(path): hasher.file(path)}
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return {str(path / p.relative_to(path)): hasher.file(p) for p in files}
+    return {str(path): "missing"}
+
+
+def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict[str, str]]:
+    """{config path: {file: sha256}} for every file the config reads from outside the run."""
+    found: dict[str, dict[str, str]] = {}
+    _walk(config, label, hasher, found)
+    return found
+
+
+def _walk(value: Any, label: str, hasher: FileHasher, found: dict[str, dict[str, str]]) -> None:
+    if isinstance(value, Input):
+        if value.path is not None:  # a stage reference is signed by that stage's fingerprint
+            found[label] = _sign_path(value.path, hasher)
+    elif isinstance(value, Files):
+        signed: dict[str, str] = {}
+        for pattern in value.patterns:
+            matches = sorted(glob.glob(pattern, recursive=True))
+            for match in matches or [pattern]:
+                signed.update(_sign_path(Path(match), hasher))
+        if value.patterns:
+            found[label] = signed
+    elif isinstance(value, Path):
+        found[label] = _sign_path(value, hasher)
+    elif isinstance(value, ComponentRef):
+        _walk(value.config, label, hasher, found)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            if not f.metadata.get(UNSIGNED):
+                _walk(getattr(value, f.name), f"{label}.{f.name}", hasher, found)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _walk(item, f"{label}.{index}", hasher, found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk(item, f"{label}.{key}", hasher, found)
+
+
+def component_refs(value: Any) -> list[ComponentRef]:
+    """Every task/objective reference in a config, at any depth."""
+    if isinstance(value, ComponentRef):
+        return [value, *component_refs(value.config)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [r for f in dataclasses.fields(value) for r in component_refs(getattr(value, f.name))]
+    if isinstance(value, (list, tuple)):
+        return [r for v in value for r in component_refs(v)]
+    if isinstance(value, dict):
+        return [r for v in value.values() for r in component_refs(v)]
+    return []
+
+
+def sign(parts: dict[str, Any]) -> Signature:
+    """Hash the parts as canonical JSON: equal values give equal fingerprints however they were
+    written (`epochs=2` in a Python default and `epochs: 2.0` read back from YAML are one value)."""
+    text = json.dumps(_canonical(parts), sort_keys=True, default=str)
+    return Signature(hashlib.sha256(text.encode()).hexdigest(), parts)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def stage_signature(
+    plan: StagePlan, seed: int, upstream: dict[str, str], host: PluginHost, hasher: FileHasher
+) -> Signature:
+    """The fingerprint of one stage of a recipe (see the module docstring for what it signs)."""
+    components = {f"stage {plan.kind}": _component(plan.spec.version, plan.spec.provider)}
+    for ref in component_refs(plan.config):
+        spec = host.find(ref.kind, ref.name)
+        components[f"{ref.kind} {ref.name}"] = _component(spec.version, spec.provider) if spec else None
+    return sign(
+        {
+            "config": plan.resolved(),
+            "seed": seed,
+            "components": components,
+            "inputs": signed_inputs(plan.config, hasher, f"stages.{plan.name}"),
+            "upstream": {d: upstream[d] for d in plan.deps},
+        }
+    )
+
+
+def _component(version: str, provider: str) -> dict[str, str]:
+    """A component's version and its provider (plugin, distribution and distribution version)."""
+    return {"version": version, "provider": provider}
+
+
+# --- explanations ------------------------------------------------------------------------------
+
+
+def explain_change(old: dict[str, Any] | None, new: dict[str, Any], stage: str = "") -> list[str]:
+    """Why `new` differs from `old` (the parts stored with a stage's previous fingerprint).
+
+    One reason per changed input file set, config key, component and upstream stage; a stage
+    recorded by an older xfer (no parts) gets one generic reason.
+    """
+    if not old:
+        return ["its previous fingerprint was recorded without details (older run directory)"]
+    reasons: list[str] = []
+    for label in sorted(set(old.get("inputs", {})) | set(new.get("inputs", {}))):
+        reasons += _explain_files(label, old.get("inputs", {}).get(label, {}), new.get("inputs", {}).get(label, {}))
+    reasons += _explain_config(old.get("config"), new.get("config"), f"stages.{stage}" if stage else "config")
+    old_components, new_components = old.get("components", {}), new.get("components", {})
+    for name in sorted(set(old_components) | set(new_components)):
+        before, after = old_components.get(name), new_components.get(name)
+        if before != after:
+            reasons.append(f"component {name}: {_component_text(before)} -> {_component_text(after)}")
+    for stage in sorted(set(old.get("upstream", {})) | set(new.get("upstream", {}))):
+        if old.get("upstream", {}).get(stage) != new.get("upstream", {}).get(stage):
+            reasons.append(f"upstream stage {stage!r} changed")
+    if old.get("seed") != new.get("seed"):
+        reasons.append(f"seed {old.get('seed')} -> {new.get('seed')}")
+    return reasons or ["fingerprint changed"]
+
+
+def _display_names(paths: list[str]) -> dict[str, str]:
+    """Short names for messages: the file name when that is unambiguous, else the full path."""
+    names = [Path(p).name for p in paths]
+    return {p: (n if names.count(n) == 1 else p) for p, n in zip(paths, names, strict=True)}
+
+
+def _explain_files(label: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
+    shown = _display_names(sorted(set(before) | set(after)))
+    changes = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        if old is None or old == "missing":
+            changes.append(f"{shown[path]} added")
+        elif new is None or new == "missing":
+            changes.append(f"{shown[path]} removed")
+        else:
+            changes.append(f"{shown[path]} changed")
+    if not changes:
+        return []
+    more = f" (and {len(changes) - 3} more)" if len(changes) > 3 else ""
+    return [f"input {label}: {', '.join(changes[:3])}{more}"]
+
+
+def _explain_config(old: Any, new: Any, path: str) -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        reasons = []
+        for key in sorted(set(old) | set(new), key=str):
+            if key not in old:
+                reasons.append(f"{path}.{key} added: {json.dumps(new[key], default=str)}")
+            elif key not in new:
+                reasons.append(f"{path}.{key} removed")
+            else:
+                reasons += _explain_config(old[key], new[key], f"{path}.{key}")
+        return reasons
+    if old != new:
+        return [f"{path}: {json.dumps(old, default=str)} -> {json.dumps(new, default=str)}"]
+    return []
+
+
+def _component_text(entry: Any) -> str:
+    if not entry:
+        return "absent"
+    return f"version {entry.get('version')} from {entry.get('provider')}"
+
+
+def hash_cache_path(run_dir: Path) -> Path:
+    """Where a run directory keeps its table of file hashes."""
+    return Path(run_dir) / HASH_CACHE_FILE

@@ -1,0 +1,176 @@
+"""Honest stage caching (xfer.core.fingerprint): a stage is skipped only when nothing it reads
+changed, and a stage that runs again says why."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from xfer.core import cli, fingerprint
+from xfer.core.fingerprint import FileHasher
+from xfer.core.plugins import set_default_host
+from xfer.core.recipe import load_recipe
+from xfer.core.runner import read_status, run_recipe
+from xfer.testing import make_host, write_recipe
+
+from .lines_task import GOOD_LINES, LinesPlugin
+
+RECIPE = """\
+name: fp
+seed: 3
+stages:
+  first:
+    kind: testing.fit
+    task: {name: lines/cls, train_file: data/train.tsv, dev_file: data/dev.tsv}
+    train: {steps: 2, batch_size: 8, log_every: 1}
+  second:
+    kind: testing.fit
+    init: first.model
+    task: {name: lines/cls, train_file: data/train.tsv, dev_file: data/dev.tsv}
+    train: {steps: 2, batch_size: 8, log_every: 1}
+"""
+
+
+def _age(path: Path, seconds: float = 60.0) -> None:
+    """Move a file's mtime into the past, out of the hasher's racy window."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text(GOOD_LINES)
+        _age(data / name)
+    write_recipe(tmp_path, RECIPE)
+    return tmp_path
+
+
+def host():
+    h = make_host(["xfer.testing.plugin"])
+    h.add_object(LinesPlugin, "lines")
+    return h
+
+
+def run(project: Path, *overrides: str, force: bool = False) -> tuple[list[tuple[str, str]], list[str]]:
+    said: list[str] = []
+    h = host()
+    plan = load_recipe(project / "recipe.yaml", list(overrides), h)
+    result = run_recipe(plan, project / "run", host=h, log=lambda m, **k: said.append(str(m)), force=force)
+    return [(s.name, s.action) for s in result.stages], said
+
+
+def test_editing_a_task_data_file_reruns_the_stage_and_its_dependents(project: Path) -> None:
+    assert run(project)[0] == [("first", "ran"), ("second", "ran")]
+    assert run(project)[0] == [("first", "skipped"), ("second", "skipped")]
+    with open(project / "data/train.tsv", "a") as handle:  # one line appended behind the run's back
+        handle.write("v word\ta\n")
+    actions, said = run(project)
+    assert actions == [("first", "ran"), ("second", "ran")]
+    assert "[first] runs again: input stages.first.task.train_file: train.tsv changed" in said
+    assert any("[second] runs again:" in s and "upstream stage 'first' changed" in s for s in said)
+
+
+def test_glob_signs_the_matched_list_itself(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\n")
+    files = load_recipe(
+        write_recipe(tmp_path, "stages:\n  v: {kind: transformer.vocab, files: ['*.txt'], size: 50}\n"),
+        host=make_host(autoload=True),
+    )
+    config = files.stages["v"].config.files
+    hasher = FileHasher()
+    before = fingerprint.signed_inputs(config, hasher, "stages.v.files")
+    (tmp_path / "b.txt").write_text("two\n")
+    after = fingerprint.signed_inputs(config, hasher, "stages.v.files")
+    assert before != after
+    old, new = {"inputs": before}, {"inputs": after}
+    assert fingerprint.explain_change(old, new) == ["input stages.v.files: b.txt added"]
+    (tmp_path / "a.txt").unlink()
+    gone = {"inputs": fingerprint.signed_inputs(config, hasher, "stages.v.files")}
+    assert "a.txt removed" in fingerprint.explain_change(new, gone)[0]
+
+
+def test_folder_inputs_sign_every_file_inside(tmp_path: Path) -> None:
+    folder = tmp_path / "ckpt"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"\x00" * 64)
+    (folder / "sub" / "vocab.txt").write_text("[PAD]\n")
+    hasher = FileHasher()
+    before = fingerprint.signed_inputs([folder], hasher, "init")
+    (folder / "sub" / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    after = fingerprint.signed_inputs([folder], hasher, "init")
+    assert fingerprint.explain_change({"inputs": before}, {"inputs": after}) == ["input init.0: vocab.txt changed"]
+
+
+def test_a_component_version_change_reruns(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(project)
+    monkeypatch.setattr(LinesPlugin, "version", "2")
+    actions, said = run(project)
+    assert actions == [("first", "ran"), ("second", "ran")]
+    assert any("component task lines/cls: version 1" in s and "-> version 2" in s for s in said), said
+
+
+def test_config_change_is_named_with_its_key(project: Path) -> None:
+    run(project)
+    actions, said = run(project, "stages.second.train.lr=0.05", force=True)
+    assert actions == [("first", "skipped"), ("second", "ran")]
+    assert any("stages.second.train.lr: 0.01 -> 0.05" in s for s in said), said
+
+
+def test_hashes_are_reused_while_size_mtime_and_inode_are_unchanged(tmp_path: Path) -> None:
+    data = tmp_path / "big.txt"
+    data.write_text("x" * 10_000)
+    _age(data)
+    cache = tmp_path / "hashes.json"
+    first = FileHasher(cache)
+    digest = first.file(data)
+    first.save()
+    second = FileHasher(cache)  # a later `xfer run`: reads the table, hashes nothing
+    assert second.file(data) == digest and second.hashed == 0
+    then = time.time() - 30  # same content, new mtime: hashed again, same digest
+    os.utime(data, (then, then))
+    assert second.file(data) == digest and second.hashed == 1
+    replaced = tmp_path / "other.txt"  # same size and mtime but another inode: not trusted
+    replaced.write_text("y" * 10_000)
+    os.utime(replaced, (then, then))
+    os.replace(replaced, data)
+    assert second.file(data) != digest and second.hashed == 2
+
+
+def test_a_file_hashed_right_after_being_written_is_not_cached(tmp_path: Path) -> None:
+    """git's racy-clean rule: an edit in the same timestamp tick could keep size and mtime."""
+    data = tmp_path / "fresh.txt"
+    data.write_text("abc")
+    hasher = FileHasher(tmp_path / "hashes.json")
+    hasher.file(data)
+    assert str(data) not in hasher.table
+    hasher.file(data)
+    assert hasher.hashed == 2
+
+
+def test_status_says_why_a_stage_would_run_again(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(project)
+    rows = read_status(project / "run", host())
+    assert [r["status"] for r in rows] == ["completed", "completed"] and not any(r["reruns_because"] for r in rows)
+    (project / "data/dev.tsv").write_text(GOOD_LINES + "q word\tb\n")
+    rows = {r["stage"]: r for r in read_status(project / "run", host())}
+    assert rows["first"]["status"] == "stale"
+    assert rows["first"]["reruns_because"] == ["input stages.first.task.dev_file: dev.tsv changed"]
+    assert rows["second"]["status"] == "stale" and rows["second"]["reruns_because"] == [
+        "input stages.second.task.dev_file: dev.tsv changed",
+        "upstream stage 'first' changed",
+    ]
+    set_default_host(host())
+    try:
+        assert cli.main(["status", str(project / "run")]) == 0
+    finally:
+        set_default_host(None)
+    assert "runs again because input stages.first.task.dev_file: dev.tsv changed" in capsys.readouterr().out
+    stage_json = json.loads((project / "run/first/stage.json").read_text())
+    assert stage_json["signature"]["inputs"]["stages.first.task.train_file"], "parts are stored for explanations"
