@@ -168,3 +168,110 @@ def test_every_hook_is_documented_in_code_and_docs() -> None:
     for name in hookspecs.HOOK_NAMES:
         assert (getattr(hookspecs, name).__doc__ or "").strip(), f"{name} has no docstring"
         assert f"### `{name}`" in docs, f"docs/plugins.md has no section for {name}"
+
+
+class _Commands:
+    """Two CLI commands: one working, one whose configure module does not exist."""
+
+    @staticmethod
+    @hookimpl
+    def xfer_commands():
+        from xfer.core.specs import CommandSpec
+
+        return [
+            CommandSpec("hello", "say hello", "xfer.core.scaffold:__name__", "builtins:print"),
+            CommandSpec("broken", "a broken command", "no_such_module_xyz:configure", "no_such_module_xyz:run"),
+        ]
+
+
+def test_a_broken_plugin_command_breaks_only_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+
+    host = make_host(["xfer.testing.plugin"])
+    host.add_object(_Commands(), "cmds")
+    set_default_host(host)
+    try:
+        assert cli.main(["components", "stage"]) == 0, "other commands still work"
+        assert "testing.fit" in capsys.readouterr().out
+        assert cli.main(["broken"]) == 2
+        err = capsys.readouterr().err
+        assert "command 'broken' from plugin 'cmds' is broken: ModuleNotFoundError" in err and "Traceback" not in err
+        with pytest.raises(SystemExit) as help_exit:
+            cli.main(["--help"])
+        assert help_exit.value.code == 0 and "a broken command" in capsys.readouterr().out
+    finally:
+        set_default_host(None)
+
+
+def test_version_lists_core_and_plugin_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+
+    set_default_host(make_host(autoload=True))
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["--version"])
+    finally:
+        set_default_host(None)
+    out = capsys.readouterr().out.splitlines()
+    assert exited.value.code == 0 and out[0].startswith("xfer ") and "  xfer-transformer " in "\n".join(out)
+
+
+def test_plugins_json_carries_summaries(capsys: pytest.CaptureFixture[str]) -> None:
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+
+    set_default_host(make_host(["xfer.testing.plugin"]))
+    try:
+        assert cli.main(["plugins", "--json"]) == 0
+    finally:
+        set_default_host(None)
+    (testing,) = [p for p in json.loads(capsys.readouterr().out) if p["name"] == "testing"]
+    assert testing["components"][0]["summary"].startswith("Train a hashed bag-of-words")
+
+
+def test_lifecycle_hooks_go_through_pluggy_wrappers_ordering_and_unmarked_impls() -> None:
+    calls: list[str] = []
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def xfer_stage_start(self, stage: str):
+            calls.append(f"wrapper-before {stage}")
+            result = yield
+            calls.append("wrapper-after")
+            return result
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def xfer_stage_start(self, stage: str) -> None:
+            calls.append("first")
+
+    class Unmarked:  # no @hookimpl: a hookspec name is enough (pytest's rule), never silently ignored
+        def xfer_stage_start(self, stage: str) -> None:
+            calls.append("unmarked")
+            raise RuntimeError("observer bug")
+
+    class Renamed:
+        @hookimpl(specname="xfer_stage_start")
+        def on_start(self, kind: str) -> None:
+            calls.append(f"renamed {kind}")
+
+    host = make_host()
+    for plugin, name in ((Renamed(), "renamed"), (Unmarked(), "unmarked"), (First(), "first"), (Wrapper(), "wrap")):
+        host.add_object(plugin, name)
+    with pytest.warns(UserWarning, match="'unmarked': xfer_stage_start failed: RuntimeError: observer bug"):
+        host.notify("xfer_stage_start", run_dir=Path("."), stage="s", kind="k", config=None, resumed=False)
+    assert calls[0] == "wrapper-before s" and calls[1] == "first" and calls[-1] == "wrapper-after"
+    assert sorted(calls[2:4]) == ["renamed k", "unmarked"], "the failing observer did not stop the others"
+
+
+def test_registration_hooks_honour_specname() -> None:
+    class Plugin:
+        @hookimpl(specname="xfer_stages")
+        def my_stages(self):
+            return [ComponentSpec("stage", "spec.fit", "xfer.testing.bow:run_fit", "1", "xfer.testing.bow:FitConfig")]
+
+    host = make_host()
+    record = host.add_object(Plugin(), "spec")
+    assert record.error is None and host.find("stage", "spec.fit") is not None

@@ -22,10 +22,11 @@ import inspect
 import json
 import sys
 import typing
+import warnings
 from pathlib import Path
 from typing import Any
 
-from xfer.core.errors import RecipeError, UserError
+from xfer.core.errors import PluginError, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.specs import KINDS, import_object
 
@@ -37,10 +38,32 @@ def _recipe_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser(host: PluginHost) -> argparse.ArgumentParser:
+def versions(host: PluginHost) -> str:
+    """`xfer --version`: the core's version and every loaded plugin distribution's."""
+    lines = [f"xfer {host._own_distribution()[1]}"]
+    seen = {("xfer-core", host._own_distribution()[1])}
+    for record in host.plugins.values():
+        if (record.distribution, record.version) in seen or record.distribution.startswith("("):
+            continue
+        seen.add((record.distribution, record.version))
+        lines.append(f"  {record.distribution} {record.version}{' (failed to load)' if record.error else ''}")
+    return "\n".join(lines)
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The sub-command named on the command line (the first argument that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; a plugin command's `configure` is imported only when that command is invoked
+    (`argv`), so a broken plugin command breaks only itself and `xfer --help` stays fast."""
     parser = argparse.ArgumentParser(
-        prog="xfer", description="Efficient transfer learning for NLP, run from YAML recipes."
+        prog="xfer",
+        description="Efficient transfer learning for NLP, run from YAML recipes.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps --version's one line per package
     )
+    parser.add_argument("--version", action="version", version=versions(host))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a recipe (skips completed stages, resumes interrupted ones)")
@@ -80,10 +103,23 @@ def build_parser(host: PluginHost) -> argparse.ArgumentParser:
     new_plugin.add_argument("name", help="plugin namespace, e.g. mytasks")
     new_plugin.add_argument("--dir", type=Path, default=None, help="where to create it (default: ./xfer-<name>)")
 
+    wanted = _command_word(sys.argv[1:] if argv is None else argv)
     for command in host.commands():
+        if command.name in sub.choices:
+            warnings.warn(
+                f"plugin {command.provider!r}: command {command.name!r} is already defined; ignored", stacklevel=1
+            )
+            continue
         extra = sub.add_parser(command.name, help=command.help)
-        extra.set_defaults(_plugin_run=command.run)
-        import_object(command.configure)(extra)
+        extra.set_defaults(_plugin_run=command.run, _plugin_command=command)
+        if command.name == wanted:
+            try:
+                import_object(command.configure)(extra)
+            except Exception as exc:
+                raise PluginError(
+                    f"command {command.name!r} from plugin {command.provider!r} is broken: "
+                    f"{type(exc).__name__}: {exc} (in {command.configure})"
+                ) from None
     return parser
 
 
@@ -105,11 +141,15 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 def main(argv: list[str] | None = None) -> int:
     host = default_host()
-    parser = build_parser(host)
+    try:
+        parser = build_parser(host, argv)
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     args = _parse(parser, argv)
     try:
         if getattr(args, "_plugin_run", None):
-            return int(import_object(args._plugin_run)(args) or 0)
+            return _run_plugin_command(args)
         return COMMANDS[args.command](args, host)
     except RecipeError as exc:
         count = len(exc.diagnostics)
@@ -124,6 +164,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
+
+
+def _run_plugin_command(args: argparse.Namespace) -> int:
+    command = args._plugin_command
+    try:
+        run = import_object(args._plugin_run)
+    except Exception as exc:
+        raise PluginError(
+            f"command {command.name!r} from plugin {command.provider!r} is broken: "
+            f"{type(exc).__name__}: {exc} (in {command.run})"
+        ) from None
+    return int(run(args) or 0)
 
 
 # --- commands -------------------------------------------------------------------------------------
@@ -229,7 +281,9 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
                 "version": r.version,
                 "module": r.module,
                 "hooks": r.hooks,
-                "components": [{"kind": c.kind, "name": c.name, "version": c.version} for c in r.components],
+                "components": [
+                    {"kind": c.kind, "name": c.name, "version": c.version, "summary": c.summary} for c in r.components
+                ],
                 "error": r.error,
             }
             for r in records

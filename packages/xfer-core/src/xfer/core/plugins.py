@@ -10,12 +10,21 @@ idea), and from core's own built-in modules. Environment switches:
 A plugin that fails to import, has a misspelled hook, or whose registration hook raises is
 recorded with its error and skipped; asking for one of its components later raises a
 `PluginError` that names its distribution and the original error.
+
+Every hook is called through pluggy (`pm.hook.<name>`, or `pm.subset_hook_caller` to call one
+plugin's registration hooks), so `specname`, `tryfirst`/`trylast` and hook wrappers behave as
+pluggy documents. As in pytest, a function named like a hookspec is an implementation even
+without the `@hookimpl` marker. Lifecycle observers stay isolated: each (non-wrapper) lifecycle
+implementation is guarded when its plugin registers, so an exception in one is reported as a
+warning and the other observers and the run go on.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
+import inspect
 import os
 import traceback
 import warnings
@@ -79,11 +88,43 @@ def install_hint(namespace: str) -> str:
     return f"install the distribution that provides it (pip install {dist})"
 
 
+LIFECYCLE_HOOKS = tuple(
+    n for n in hookspecs.HOOK_NAMES if n not in hookspecs.REGISTRATION_HOOKS and n != "xfer_commands"
+)
+
+
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, plus pytest's rule: `xfer_*` functions named like a hookspec are
+    implementations even without the marker (a forgotten `@hookimpl` must not be silently ignored)."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name in hookspecs.HOOK_NAMES:
+            found = inspect.getattr_static(plugin, name, None)
+            if found is not None and callable(getattr(plugin, name, None)):
+                return {}
+        return opts
+
+
+def _guarded(plugin_name: str, hook: str, function: Any) -> Any:
+    """A lifecycle implementation whose exceptions become warnings (observers must not stop runs)."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            warnings.warn(f"plugin {plugin_name!r}: {hook} failed: {_short_error(exc)}", stacklevel=2)
+            return None
+
+    return call
+
+
 class PluginHost:
     """Holds the pluggy manager, the plugin records and the component registry."""
 
     def __init__(self, autoload: bool | None = None, allow: Iterable[str] | None = None, modules: Iterable[str] = ()):
-        self.pm = pluggy.PluginManager("xfer")
+        self.pm = _Manager("xfer")
         self.pm.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginRecord] = {}
         self.components: dict[tuple[str, str], ComponentSpec] = {}
@@ -165,7 +206,8 @@ class PluginHost:
                 self.pm.unregister(plugin)
             record.error = f"registration failed: {_short_error(exc)}"
             return record
-        record.hooks = sorted(impl.name for impl in self.pm.get_hookcallers(plugin) or [])
+        record.hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
+        self._guard_lifecycle(plugin, key)
         try:
             specs = self._collect(plugin, record)
         except Exception as exc:
@@ -181,14 +223,24 @@ class PluginHost:
         record.components = specs
         return record
 
+    def _guard_lifecycle(self, plugin: Any, name: str) -> None:
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            if caller.name not in LIFECYCLE_HOOKS:
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
+                    impl.function = _guarded(name, caller.name, impl.function)
+
+    def _call_one(self, plugin: Any, hook: str) -> list[Any]:
+        """Results of `hook` from `plugin` alone, called through pluggy (markers, wrappers apply)."""
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
+        return self.pm.subset_hook_caller(hook, remove_plugins=others)()
+
     def _collect(self, plugin: Any, record: PluginRecord) -> list[ComponentSpec]:
         specs: list[ComponentSpec] = []
         provider = f"{record.name} ({record.distribution} {record.version})"
         for hook_name, kind in hookspecs.REGISTRATION_HOOKS.items():
-            impl = getattr(plugin, hook_name, None)
-            if impl is None:
-                continue
-            for spec in impl() or []:
+            for spec in (item for result in self._call_one(plugin, hook_name) for item in result or []):
                 if not isinstance(spec, ComponentSpec):
                     raise TypeError(f"{hook_name} returned {type(spec).__name__}, expected ComponentSpec")
                 if spec.kind != kind:
@@ -258,21 +310,27 @@ class PluginHost:
             ) from exc
 
     def commands(self) -> list[CommandSpec]:
+        """Every plugin's CLI commands (specs only: nothing of a command is imported here).
+
+        A plugin whose `xfer_commands` raises is reported as a warning; the others still load."""
         found: list[CommandSpec] = []
-        for impl in self.pm.hook.xfer_commands.get_hookimpls():
+        for name, plugin in self.pm.list_name_plugin():
+            if self.pm.hook.xfer_commands not in (self.pm.get_hookcallers(plugin) or []):
+                continue
             try:
-                found += [replace(c, provider=impl.plugin_name) for c in impl.function() or []]
+                results = self._call_one(plugin, "xfer_commands")
+                found += [replace(c, provider=name) for result in results for c in result or []]
             except Exception as exc:
-                warnings.warn(f"plugin {impl.plugin_name!r}: xfer_commands failed: {_short_error(exc)}", stacklevel=1)
+                warnings.warn(f"plugin {name!r}: xfer_commands failed: {_short_error(exc)}", stacklevel=1)
         return found
 
     def notify(self, hook: str, **kwargs: Any) -> None:
-        """Call a lifecycle hook on every plugin; one failing observer must not stop a run."""
-        for impl in getattr(self.pm.hook, hook).get_hookimpls():
-            try:
-                impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except Exception as exc:
-                warnings.warn(f"plugin {impl.plugin_name!r}: {hook} failed: {_short_error(exc)}", stacklevel=1)
+        """Call a lifecycle hook through pluggy. Observers are isolated (see the module docstring);
+        an exception escaping a hook wrapper is reported the same way, never stopping the run."""
+        try:
+            getattr(self.pm.hook, hook)(**kwargs)
+        except Exception as exc:
+            warnings.warn(f"{hook} failed in a hook wrapper: {_short_error(exc)}", stacklevel=1)
 
 
 _default_host: PluginHost | None = None
