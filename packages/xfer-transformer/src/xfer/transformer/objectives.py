@@ -314,12 +314,15 @@ class SpanQAObjective(FinetuneObjective):
                 doc_stride=self.config.doc_stride,
                 max_query_length=self.config.max_query_length,
             ):
+                # Context tokens, plus [CLS] always: windows without the answer (SQuAD 1.1 too, as in
+                # ELECTRA's code) and unanswerable questions point start and end at [CLS] (index 0),
+                # so it must never be masked, or their loss is ~1e4. Decoding uses `start_ok`, which
+                # excludes [CLS]: a SQuAD 1.1 prediction is always a context span.
                 allowed = [1 if (o is not None) else 0 for o in f.offsets]
+                allowed[0] = 1
                 start_ok = [
                     1 if (o is not None and m) else 0 for o, m in zip(f.offsets, f.token_is_max_context, strict=True)
                 ]
-                if self.with_null:
-                    allowed[0] = 1
                 features.append(
                     {
                         "id": example.id,
