@@ -250,3 +250,13 @@ def test_make_optimizer_kinds() -> None:
     for opt in (corrected, plain, sgd):
         assert sorted(g["lr_scale"] for g in opt.param_groups) == sorted(g["lr_scale"] for g in groups)
         assert all(g["lr"] == pytest.approx(0.1 * g["lr_scale"]) for g in opt.param_groups)
+
+
+def test_normalization_layers_are_never_decayed_whatever_their_names() -> None:
+    """The xfer encoder names its LayerNorms `norm`, `attn_norm`, `ffn_norm`: no name pattern matches."""
+    model = nn.Sequential()
+    model.add_module("proj", nn.Linear(4, 4))
+    model.add_module("attn_norm", nn.LayerNorm(4))
+    groups = _scale_and_decay(param_groups(model, 0.1, 0.01, ["bias"]))
+    assert groups[id(model.attn_norm.weight)][1] == 0.0 and groups[id(model.attn_norm.bias)][1] == 0.0
+    assert groups[id(model.proj.weight)][1] == 0.01

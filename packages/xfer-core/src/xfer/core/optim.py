@@ -81,6 +81,7 @@ def param_groups(
     layer one more; embeddings deepest. Each group records `lr_scale` so schedules multiply it.
     """
     patterns = [p.lower() for p in exclude_from_decay]
+    normalization = _normalization_parameters(model)
     layered = find_layered(model) if layer_decay != 1.0 else None
     offset = 2 if top_layer == "decay_squared" else 1
     groups: dict[tuple[float, float], list[nn.Parameter]] = {}
@@ -96,12 +97,25 @@ def param_groups(
                 depth = sub.parameter_depth(name[len(prefix) + 1 :] if prefix else name)
                 if depth is not None:
                     scale = layer_decay ** (offset + sub.num_layers - depth)
-        decay = 0.0 if any(p in name.lower() for p in patterns) else weight_decay
+        excluded = id(param) in normalization or any(p in name.lower() for p in patterns)
+        decay = 0.0 if excluded else weight_decay
         groups.setdefault((scale, decay), []).append(param)
     return [
         {"params": params, "lr": lr * scale, "lr_scale": scale, "weight_decay": decay}
         for (scale, decay), params in sorted(groups.items(), key=lambda kv: (-kv[0][0], -kv[0][1]))
     ]
+
+
+_NORMALIZATION = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.modules.batchnorm._NormBase)
+
+
+def _normalization_parameters(model: nn.Module) -> set[int]:
+    """Ids of the parameters of normalization layers, whatever they are called.
+
+    BERT/ELECTRA exclude LayerNorm weights from weight decay by the TF variable name "LayerNorm";
+    matching names alone misses modules named otherwise (this encoder's `norm`, `attn_norm`), so
+    the module type decides as well."""
+    return {id(p) for m in model.modules() if isinstance(m, _NORMALIZATION) for p in m.parameters(recurse=False)}
 
 
 class AdamW(torch.optim.Optimizer):

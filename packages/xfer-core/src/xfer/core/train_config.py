@@ -30,7 +30,9 @@ class TrainConfig:
     momentum: float = knob(0.9, "SGD momentum.")
     weight_decay: float = knob(0.01, "Decoupled weight decay (AdamW) / L2 (SGD).")
     no_decay: list[str] = knob(
-        ["bias", "layernorm", "layer_norm"], "Parameter-name substrings (case-insensitive) excluded from weight decay."
+        ["bias", "layernorm", "layer_norm"],
+        "Parameter-name substrings (case-insensitive) excluded from weight decay; normalization layers' "
+        "parameters are always excluded, whatever their names.",
     )
     schedule: Schedule = knob(
         "linear", "linear | warmup_on_decay (original ELECTRA) | constant | constant_warmup | inverse_sqrt_t (CVT)."
