@@ -595,3 +595,21 @@ def test_exported_weights_are_the_evaluated_ones(tmp_path: Path) -> None:
     assert torch.equal(exported.linear.weight, evaluator.weights[1]), "export differs from the evaluated model"
     t.load_weights("best")
     assert torch.equal(t.objective.linear.weight, evaluator.weights[1])
+
+
+class Counting(Regression):
+    """Reports a `tokens` count: examples in the micro-batch."""
+
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> StepOutput:
+        out = super().forward(batch)
+        return StepOutput(out.loss, {**out.metrics, "tokens": torch.tensor(float(batch[0].shape[0]))})
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_token_counts_are_summed_and_give_tokens_per_second(tmp_path: Path, accumulation: int) -> None:
+    events = Events()
+    t = make(tmp_path, Counting(), events=events, steps=4, log_every=2, accumulation=accumulation)
+    t.fit()
+    for logged in events.split("train").values():
+        assert logged["tokens"] == pytest.approx(8.0), "a count per optimizer step, not a per-micro-batch mean"
+        assert logged["tokens_per_s"] == pytest.approx(8.0 * logged["steps_per_s"])

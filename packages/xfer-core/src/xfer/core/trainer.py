@@ -36,8 +36,15 @@ from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
 from xfer.core.train_config import TrainConfig
 
 
+COUNT_METRIC = "tokens"
+"""A metric with this name is a count (e.g. real tokens in the micro-batch): summed over
+accumulation micro-batches and ranks instead of averaged, and the trainer logs `tokens_per_s`."""
+
+
 class StepOutput(NamedTuple):
-    """What an objective returns: the loss to minimise and detached scalar metrics to log."""
+    """What an objective returns: the loss to minimise and detached scalar metrics to log.
+
+    Metrics are averaged over steps, micro-batches and ranks, except `tokens` (see COUNT_METRIC)."""
 
     loss: torch.Tensor
     metrics: dict[str, torch.Tensor]
@@ -350,7 +357,7 @@ class Trainer:
         values = {"loss": out.loss, **out.metrics}
         for name, value in values.items():
             value = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
-            self._add(name, value / accumulation if accumulation > 1 else value)
+            self._add(name, value / accumulation if accumulation > 1 and name != COUNT_METRIC else value)
 
     # --- boundaries ----------------------------------------------------------------------------
 
@@ -378,6 +385,10 @@ class Trainer:
             values = dict(zip(names, dist.all_reduce_mean(stacked).tolist(), strict=True))
         else:
             values = {}
+        if COUNT_METRIC in values:  # a per-rank count: the global count is the sum over ranks
+            values[COUNT_METRIC] *= dist.world_size()
+            if "steps_per_s" in extra:
+                values[f"{COUNT_METRIC}_per_s"] = values[COUNT_METRIC] * extra["steps_per_s"]
         values["lr"] = self.optimizer.param_groups[0]["lr"] / max(self.optimizer.param_groups[0]["lr_scale"], 1e-30)
         if self.steps_per_epoch:
             values["epoch"] = self.step / self.steps_per_epoch
