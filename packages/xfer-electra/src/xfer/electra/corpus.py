@@ -1,0 +1,81 @@
+"""Where ELECTRA's pre-training text comes from: the `corpus:` block of a pre-training stage.
+
+Torch-free and `datasets`-free on purpose: `xfer validate` imports every config class and must
+stay fast. The pipeline that reads a corpus lives in `xfer.electra.data`.
+
+Two kinds of source, exactly one per corpus:
+
+* `files`: plain-text files, one sentence (or paragraph) per line, a blank line between
+  documents (the format of ELECTRA's `build_pretraining_dataset.py` and of /work/shared/data's
+  unlabeled corpora). The end of a file also ends a document.
+* `dataset`: anything `datasets` can load without code of ours: a folder written by
+  `Dataset.save_to_disk`, a local `.json`/`.jsonl`/`.csv`/`.tsv`/`.parquet`/`.txt` file, or a
+  dataset name / local dataset folder for `datasets.load_dataset`. Each row of `text_column` is
+  one line; an empty (or whitespace-only) row is a document boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xfer.core.config import FieldError, Files, knob
+
+
+@dataclass
+class CorpusConfig:
+    """The text an ELECTRA/Electric/MLM model is pre-trained on (recipe key `corpus:`)."""
+
+    files: Files | None = knob(
+        None,
+        "Plain-text corpus: paths, globs or earlier stages' outputs (every .txt inside). One sentence per "
+        "line, a blank line between documents; each file also ends a document. Files are read in sorted order.",
+    )
+    dataset: str | None = knob(
+        None,
+        "Instead of files: a Dataset.save_to_disk folder, a local .json/.jsonl/.csv/.tsv/.parquet/.txt file, "
+        "or a datasets.load_dataset name or folder (offline use needs it in the local datasets cache). "
+        "Each row of text_column is one line; an empty row ends a document.",
+    )
+    dataset_config: str | None = knob(
+        None, "Configuration name passed to datasets.load_dataset (e.g. wikitext-2-raw-v1)."
+    )
+    split: str = knob("train", "Split of the dataset to read.")
+    text_column: str = knob("text", "Column of the dataset holding the lines of text.")
+    streaming: bool = knob(
+        False,
+        "Corpora larger than memory or disk: no Arrow build; lines are read, tokenized and packed on the fly "
+        "while training (steps_per_epoch is then unknown, so the stage needs a fixed number of steps).",
+    )
+    num_proc: int = knob(
+        1, "Processes for tokenizing and packing (datasets.map). The examples do not depend on it.", ge=1
+    )
+    max_lines: int | None = knob(
+        None,
+        "Read only the first N lines of the corpus (files in order; blank lines count). A deterministic prefix "
+        "for quick CPU experiments; None reads everything.",
+        ge=1,
+    )
+    shuffle_buffer: int = knob(
+        10000,
+        "Streaming only: examples shuffled together (a seeded window, restored exactly on resume). The order "
+        "of the corpus' 1 MiB blocks is also shuffled every pass.",
+        ge=1,
+    )
+
+    def __post_init__(self) -> None:
+        if self.files is not None and self.dataset is not None:
+            raise FieldError("dataset", "give either files or dataset, not both")
+        if not self.text_column.strip():
+            raise FieldError("text_column", "must name a column")
+        if self.dataset is not None and not self.dataset.strip():
+            raise FieldError("dataset", "must not be empty")
+
+    def check_recipe(self) -> None:
+        """A recipe must say where the text is (Python callers may fill it in later)."""
+        if self.files is None and self.dataset is None:
+            raise FieldError("files", "the corpus needs either files (text files / globs) or dataset")
+
+    @property
+    def source_kind(self) -> str:
+        """`files` or `dataset`: which of the two sources this corpus reads."""
+        return "dataset" if self.dataset is not None else "files"

@@ -1,0 +1,903 @@
+"""ELECTRA pre-training data: corpus -> WordPiece -> packed examples (Arrow) -> padded batches.
+
+`build_examples` turns a corpus (`CorpusConfig`) into packed examples with `datasets`:
+
+* The corpus is cut into blocks that end at document boundaries (`xfer.electra.packing`); a
+  `datasets.map` over the block list (`num_proc` processes) reads, tokenizes (HF `tokenizers`,
+  one batched call per chunk of lines) and packs each block with its own seeded RNG. Examples
+  therefore depend on the seed and the data, never on `num_proc`.
+* The result is an Arrow table memory-mapped from `cache_dir/electra-examples-<key>/`, where the
+  key hashes everything the examples depend on: the file contents (not their names or mtimes),
+  the tokenizer's full serialised pipeline, max_length, the two probabilities, the seed,
+  max_lines and the block size. A second call with the same inputs loads it without tokenizing;
+  any change builds a new one. Builds run in a hidden temporary folder that is renamed into place
+  only once complete (with a manifest listing every file and its size), under a file lock, so a
+  killed or concurrent build (several ranks, several runs) never leaves a cache that looks
+  complete but is not. A damaged cache (missing/truncated file) is rebuilt.
+* `streaming=True` builds nothing: a `datasets.IterableDataset` whose shards are the blocks,
+  packed on the fly while training (same examples as the map-style build, for files and
+  `save_to_disk` folders).
+
+Columns: `input_ids` (int32 list, `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`) and
+`segment_split` (int32: index of the first token of segment b, i.e. where token type 1 starts;
+`len(input_ids)` for a single segment). Storing the split instead of `token_type_ids` halves the
+cache; `PretrainBatches` expands it.
+
+`PretrainBatches` is the `xfer.core.data.BatchSource` the trainer consumes: dynamic padding to
+the longest example of each micro-batch, no masking (objectives mask on the fly with the
+trainer's RNG), exact resume for both kinds of examples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import islice, pairwise
+from pathlib import Path
+from typing import Any, Literal
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from xfer.core.atomic import fsync_dir, fsync_file, read_json, write_json
+from xfer.core.data import BatchStream
+from xfer.core.errors import DataError
+from xfer.electra.corpus import CorpusConfig
+from xfer.electra.packing import (
+    BLOCK_BYTES,
+    BLOCK_ROWS,
+    MAX_SCAN_BLOCKS,
+    ExamplePacker,
+    PackedExample,
+    TextBlock,
+    WorkerDataError,
+    block_rng,
+    iter_text_lines,
+    plan_text_blocks,
+    prefix_ends,
+)
+
+try:  # POSIX; elsewhere concurrent builders are still safe (rename), only not serialised
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+CACHE_FORMAT = "xfer.electra.examples/1"
+"""Bump when the packing or the stored layout changes: old caches are then never reused."""
+
+EXAMPLE_FEATURES = datasets.Features(
+    {"input_ids": datasets.List(datasets.Value("int32")), "segment_split": datasets.Value("int32")}
+)
+MANIFEST = "manifest.json"
+_CACHE_PREFIX = "electra-examples-"
+_ROWS_PER_CHUNK = 2000
+_FILE_BUILDERS = {
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".parquet": "parquet",
+    ".txt": "text",
+}
+
+
+# --- the public entry point ----------------------------------------------------------------------
+
+
+def build_examples(
+    corpus: CorpusConfig,
+    files: list[Path],
+    tokenizer_dir: Path,
+    max_length: int,
+    cache_dir: Path,
+    seed: int,
+    short_seq_prob: float = 0.05,
+    single_segment_prob: float = 0.1,
+    *,
+    block_bytes: int = BLOCK_BYTES,
+    block_rows: int = BLOCK_ROWS,
+) -> datasets.Dataset | datasets.IterableDataset:
+    """Packed pre-training examples of `corpus` (see the module docstring).
+
+    `files` is the resolved file list when `corpus.files` is set (the stage resolves globs and
+    stage outputs with `ctx.resolve_files`); it is ignored for `corpus.dataset`. Safe to call on
+    every rank at once: one process builds, the others wait for it and load the result.
+    `block_bytes`/`block_rows` set the block size (tests make it small to get many blocks).
+
+    Raises DataError for unreadable/non-UTF-8 files (file and line), a dataset that cannot be
+    loaded, a missing or non-text column, or a corpus without a single token.
+    """
+    _check_arguments(corpus, files, max_length, short_seq_prob, single_segment_prob, block_bytes, block_rows)
+    tokenizer_dir = Path(tokenizer_dir)
+    tokenizer = _load_tokenizer(str(tokenizer_dir))
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    source = _open_source(corpus, [Path(f) for f in files], cache_dir, block_bytes, block_rows)
+    spec = _PackSpec(str(tokenizer_dir), max_length, seed, short_seq_prob, single_segment_prob, source)
+    if source.num_blocks == 0:
+        raise DataError(source.name, 0, "the corpus is empty (no lines to read)")
+    if corpus.streaming:
+        return datasets.IterableDataset.from_generator(
+            _generate_examples,
+            features=EXAMPLE_FEATURES,
+            gen_kwargs={"blocks": list(range(source.num_blocks)), "spec": spec},
+        )
+    parts = {
+        "format": CACHE_FORMAT,
+        "source": source.key_parts(_FileHashes(cache_dir)),
+        "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
+        "max_length": max_length,
+        "seed": seed,
+        "short_seq_prob": short_seq_prob,
+        "single_segment_prob": single_segment_prob,
+        "max_lines": corpus.max_lines,
+    }
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return _build_or_load(spec, key, parts, cache_dir, corpus.num_proc)
+
+
+def cache_manifest(examples: datasets.Dataset) -> dict[str, Any] | None:
+    """The manifest of the cache `examples` was loaded from (inputs, counts, statistics), if any."""
+    files = examples.cache_files
+    return read_json(Path(files[0]["filename"]).parent / MANIFEST) if files else None
+
+
+def example_statistics(examples: datasets.Dataset) -> dict[str, float]:
+    """Counts for reports: examples, tokens, mean length, share of two-segment examples (percent)."""
+    table = examples.with_format("arrow")[:]
+    lengths = pc.list_value_length(table.column("input_ids")).to_numpy(zero_copy_only=False)
+    splits = table.column("segment_split").to_numpy()
+    count = len(lengths)
+    return {
+        "examples": count,
+        "tokens": int(lengths.sum()),
+        "mean_length": float(lengths.mean()) if count else 0.0,
+        "two_segment_percent": 100.0 * float((splits < lengths).mean()) if count else 0.0,
+    }
+
+
+def _check_arguments(
+    corpus: CorpusConfig,
+    files: Sequence[Path],
+    max_length: int,
+    short_seq_prob: float,
+    single_segment_prob: float,
+    block_bytes: int,
+    block_rows: int,
+) -> None:
+    if max_length < 5:
+        raise ValueError(f"max_length must be at least 5 ([CLS], two [SEP] and tokens), got {max_length}")
+    for name, p in (("short_seq_prob", short_seq_prob), ("single_segment_prob", single_segment_prob)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
+    if block_bytes < 1 or block_rows < 1:
+        raise ValueError("block_bytes and block_rows must be positive")
+    if corpus.dataset is None and not files:
+        raise DataError("corpus.files", 0, "no files to read (the patterns matched nothing)")
+    if corpus.dataset is not None and corpus.files is not None:
+        raise ValueError("corpus: give either files or dataset, not both")
+
+
+# --- sources: where a block's lines come from ----------------------------------------------------
+
+
+@dataclass
+class _TextSource:
+    """Plain-text files cut into byte-range blocks."""
+
+    paths: list[str]
+    blocks: list[TextBlock]
+    ends: list[int]
+
+    @property
+    def name(self) -> str:
+        return self.paths[0] if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1} files)"
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    def lines(self, block: int) -> Iterator[list[str]]:
+        b = self.blocks[block]
+        yield from iter_text_lines(Path(self.paths[b.file]), b.start, b.end)
+
+    def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:
+        return {
+            "kind": "files",
+            "sha256": [hashes.file(Path(p)) for p in self.paths],
+            "bytes_read": self.ends,
+            "blocks": [[b.file, b.start, b.end] for b in self.blocks],
+        }
+
+
+@dataclass
+class _RowSource:
+    """A map-style `datasets.Dataset` (one row per line) cut into row-range blocks."""
+
+    dataset: datasets.Dataset
+    name: str
+    column: str
+    blocks: list[tuple[int, int]]
+    identity: dict[str, Any]
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    def lines(self, block: int) -> Iterator[list[str]]:
+        start, end = self.blocks[block]
+        for a in range(start, end, _ROWS_PER_CHUNK):
+            b = min(a + _ROWS_PER_CHUNK, end)
+            yield _row_texts(self.dataset[a:b][self.column], self.name, self.column, a)
+
+    def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:
+        identity = dict(self.identity)
+        files = identity.pop("files", None)
+        if files:
+            identity["sha256"] = [hashes.file(Path(f)) for f in files]
+        return {"kind": "dataset", **identity, "blocks": self.blocks}
+
+
+@dataclass
+class _IterableRowSource:
+    """A streaming `datasets.IterableDataset` of lines; its own shards (data files) are the blocks."""
+
+    dataset: datasets.IterableDataset
+    name: str
+    column: str
+    max_lines: int | None
+
+    @property
+    def num_blocks(self) -> int:
+        return 1 if self.max_lines is not None else self.dataset.num_shards
+
+    def lines(self, block: int) -> Iterator[list[str]]:
+        if self.max_lines is not None:  # a deterministic prefix of the whole stream
+            rows: Iterator[dict[str, Any]] = iter(self.dataset.take(self.max_lines))
+        else:
+            rows = iter(self.dataset.shard(num_shards=self.dataset.num_shards, index=block, contiguous=True))
+        index = 0
+        while chunk := list(islice(rows, _ROWS_PER_CHUNK)):
+            if self.column not in chunk[0]:
+                raise _missing_column(self.name, self.column, list(chunk[0]))
+            yield _row_texts([r[self.column] for r in chunk], self.name, self.column, index)
+            index += len(chunk)
+
+    def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:  # pragma: no cover - streams are not cached
+        raise NotImplementedError
+
+
+def _row_texts(values: list[Any], name: str, column: str, first_row: int) -> list[str]:
+    """Row values as lines; a null is an empty line (CSV loads empty cells as null): a document end."""
+    for offset, value in enumerate(values):
+        if value is not None and not isinstance(value, str):
+            raise WorkerDataError(
+                name, first_row + offset + 1, f"expected text, got {type(value).__name__}", key=column
+            )
+    return [v or "" for v in values]
+
+
+def _missing_column(name: str, column: str, available: Sequence[str]) -> DataError:
+    return DataError(
+        name, 0, f"no column {column!r} (columns: {', '.join(available) or 'none'}); set corpus.text_column", key=column
+    )
+
+
+def _open_source(
+    corpus: CorpusConfig, files: list[Path], cache_dir: Path, block_bytes: int, block_rows: int
+) -> _TextSource | _RowSource | _IterableRowSource:
+    if corpus.dataset is None:
+        ends = prefix_ends(files, corpus.max_lines)
+        blocks = plan_text_blocks(files, ends, block_bytes)
+        return _TextSource([str(f) for f in files], blocks, ends)
+    loaded = _load_dataset(corpus, cache_dir)
+    name, column = corpus.dataset, corpus.text_column
+    if isinstance(loaded, datasets.IterableDataset):
+        if loaded.column_names is not None and column not in loaded.column_names:
+            raise _missing_column(name, column, loaded.column_names)
+        return _IterableRowSource(loaded, name, column, corpus.max_lines)
+    if column not in loaded.column_names:
+        raise _missing_column(name, column, loaded.column_names)
+    feature = loaded.features[column]
+    if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+        raise DataError(name, 0, f"column {column!r} holds {feature}, not text", key=column)
+    loaded = loaded.select_columns([column])
+    if corpus.max_lines is not None and corpus.max_lines < len(loaded):
+        loaded = loaded.select(range(corpus.max_lines))
+    identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
+    cache_files = [f["filename"] for f in loaded.cache_files]
+    if cache_files:
+        identity["files"] = sorted(cache_files)
+    else:  # in memory: fall back on the fingerprint datasets computed
+        identity["fingerprint"] = loaded._fingerprint
+    blocks = _plan_row_blocks(loaded, column, block_rows)
+    return _RowSource(loaded, name, column, blocks, identity)
+
+
+def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | datasets.IterableDataset:
+    """Open `corpus.dataset`: a save_to_disk folder, a local data file, or a load_dataset name/folder.
+
+    A save_to_disk folder stays map-style even when streaming (it is memory-mapped already, and
+    then streaming gets the exact blocks of the map-style build).
+    """
+    name, split = str(corpus.dataset), corpus.split
+    path = Path(name)
+    try:
+        if path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file()):
+            loaded = datasets.load_from_disk(str(path))
+            if isinstance(loaded, datasets.DatasetDict):
+                if split not in loaded:
+                    raise DataError(name, 0, f"no split {split!r} (splits: {', '.join(loaded)})", key="split")
+                loaded = loaded[split]
+            return loaded
+        hf_cache = str(cache_dir / "hf-datasets")
+        if path.is_file():
+            builder = _FILE_BUILDERS.get(path.suffix.lower())
+            if builder is None:
+                raise DataError(
+                    name, 0, f"unknown data file type {path.suffix!r} (use {', '.join(sorted(_FILE_BUILDERS))})"
+                )
+            options = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
+            return datasets.load_dataset(
+                builder,
+                data_files={split: str(path)},
+                split=split,
+                cache_dir=hf_cache,
+                streaming=corpus.streaming,
+                **options,
+            )
+        return datasets.load_dataset(
+            name, corpus.dataset_config, split=split, cache_dir=hf_cache, streaming=corpus.streaming
+        )
+    except DataError:
+        raise
+    except Exception as error:  # datasets raises many types for bad names, splits, files and formats
+        raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}") from None
+
+
+def _plan_row_blocks(dataset: datasets.Dataset, column: str, block_rows: int) -> list[tuple[int, int]]:
+    """Row ranges of about `block_rows` rows that end after an empty row (a document end) or at the end."""
+    total = len(dataset)
+    arrow = dataset.with_format("arrow")
+    cuts = [0]
+    candidate = block_rows
+    while candidate < total:
+        if candidate > cuts[-1]:
+            cut = _next_empty_row(arrow, column, candidate, total, block_rows * MAX_SCAN_BLOCKS)
+            if cut is None:
+                break
+            cuts.append(cut)
+        candidate += block_rows
+    if cuts[-1] < total:
+        cuts.append(total)
+    return [(a, b) for a, b in pairwise(cuts) if b > a]
+
+
+def _next_empty_row(arrow: datasets.Dataset, column: str, start: int, total: int, limit: int) -> int | None:
+    position = start
+    while position < total:
+        end = min(total, position + _ROWS_PER_CHUNK)
+        values = arrow[position:end].column(column)
+        blank = pc.or_kleene(pc.is_null(values), pc.equal(pc.utf8_trim_whitespace(values), ""))
+        hits = np.flatnonzero(blank.to_numpy(zero_copy_only=False))
+        if len(hits):
+            return position + int(hits[0]) + 1
+        position = end
+        if position - start >= limit:  # a document longer than the scan limit: cut it here
+            return position if position < total else None
+    return None
+
+
+# --- packing one block (runs in datasets.map workers) --------------------------------------------
+
+_TOKENIZERS: dict[str, Any] = {}
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+def _load_tokenizer(directory: str) -> Any:
+    """The tokenizer of `directory`, loaded once per process (workers load their own copy)."""
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    with _TOKENIZERS_LOCK:
+        if directory not in _TOKENIZERS:
+            _TOKENIZERS[directory] = WordPieceTokenizer.from_dir(directory)
+        return _TOKENIZERS[directory]
+
+
+@dataclass
+class _PackSpec:
+    """Everything a worker needs to pack a block (pickled once per worker process)."""
+
+    tokenizer_dir: str
+    max_length: int
+    seed: int
+    short_seq_prob: float
+    single_segment_prob: float
+    source: _TextSource | _RowSource | _IterableRowSource
+
+    def pack_block(self, block: int) -> Iterator[PackedExample]:
+        tokenizer = _load_tokenizer(self.tokenizer_dir)
+        packer = ExamplePacker(
+            self.max_length,
+            tokenizer.cls_id,
+            tokenizer.sep_id,
+            block_rng(self.seed, block),
+            self.short_seq_prob,
+            self.single_segment_prob,
+        )
+        backend = tokenizer.backend
+        for lines in self.source.lines(block):
+            stripped = [line.strip() for line in lines]
+            texts = [s for s in stripped if s]
+            encoded = iter(backend.encode_batch_fast(texts, add_special_tokens=False) if texts else ())
+            for text in stripped:
+                example = packer.add_sentence(next(encoded).ids) if text else packer.end_document()
+                if example is not None:
+                    yield example
+        example = packer.end_document()  # the end of a block is the end of a document
+        if example is not None:
+            yield example
+
+
+def _pack_blocks(batch: dict[str, list[int]], rank: int | None, spec: _PackSpec) -> dict[str, list[Any]]:
+    """`datasets.map` function: block indices in, packed examples out."""
+    if rank is not None:  # a worker process: a forked tokenizer must not start its own thread pool
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    input_ids: list[list[int]] = []
+    splits: list[int] = []
+    for block in batch["block"]:
+        for example in spec.pack_block(block):
+            input_ids.append(example.input_ids)
+            splits.append(example.segment_split)
+    return {"input_ids": input_ids, "segment_split": splits}
+
+
+def _generate_examples(blocks: list[int], spec: _PackSpec) -> Iterator[dict[str, Any]]:
+    """`IterableDataset.from_generator` function: the examples of the given blocks, in order."""
+    for block in blocks:
+        for example in spec.pack_block(block):
+            yield {"input_ids": example.input_ids, "segment_split": example.segment_split}
+
+
+# --- the Arrow cache ------------------------------------------------------------------------------
+
+
+class _FileHashes:
+    """sha256 of file contents, reused while (size, mtime_ns, inode) is unchanged (core's FileHasher)."""
+
+    def __init__(self, cache_dir: Path):
+        from xfer.core.fingerprint import FileHasher
+
+        self._hasher = FileHasher(cache_dir / ".file-hashes.json")
+
+    def file(self, path: Path) -> str:
+        try:
+            digest = self._hasher.file(path)
+        except OSError as error:
+            raise DataError(path, 0, f"cannot read file: {error.strerror or error}") from None
+        self._hasher.save()
+        return digest
+
+
+def _build_or_load(
+    spec: _PackSpec, key: str, parts: dict[str, Any], cache_dir: Path, num_proc: int
+) -> datasets.Dataset:
+    final = cache_dir / f"{_CACHE_PREFIX}{key[:24]}"
+    loaded = _load_cache(final, key)
+    if loaded is not None:
+        return loaded
+    with _exclusive(cache_dir / f".{final.name}.lock"):
+        loaded = _load_cache(final, key)  # another process may have built it while we waited
+        if loaded is not None:
+            return loaded
+        shutil.rmtree(final, ignore_errors=True)  # damaged (we hold the lock, nobody is writing it)
+        for stale in cache_dir.glob(f".{final.name}.tmp-*"):  # left by killed builds
+            shutil.rmtree(stale, ignore_errors=True)
+        temp = cache_dir / f".{final.name}.tmp-{os.getpid()}"
+        temp.mkdir()
+        try:
+            manifest = _build(spec, key, parts, temp, num_proc)
+            write_json(temp / MANIFEST, manifest)
+            fsync_dir(temp)
+            os.rename(temp, final)
+            fsync_dir(cache_dir)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+    loaded = _load_cache(final, key)
+    if loaded is None:  # pragma: no cover - only if the folder is tampered with right after the build
+        raise DataError(final, 0, "the example cache just built cannot be read back")
+    return loaded
+
+
+def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_proc: int) -> dict[str, Any]:
+    blocks = datasets.Dataset.from_dict({"block": list(range(spec.source.num_blocks))})
+    workers = min(num_proc, spec.source.num_blocks)
+    examples = blocks.map(
+        _pack_blocks,
+        batched=True,
+        batch_size=1,
+        with_rank=True,
+        num_proc=workers if workers > 1 else None,
+        remove_columns=["block"],
+        features=EXAMPLE_FEATURES,
+        cache_file_name=str(folder / "examples.arrow"),
+        load_from_cache_file=False,
+        new_fingerprint=key[:32],
+        fn_kwargs={"spec": spec},
+        desc="ELECTRA examples (tokenize + pack)",
+    )
+    if len(examples) == 0:
+        raise DataError(spec.source.name, 0, "the corpus has no tokens: no example could be built")
+    names = [Path(f["filename"]).name for f in examples.cache_files]
+    statistics = example_statistics(examples)
+    del examples
+    for name in names:
+        fsync_file(folder / name)
+    return {
+        "format": CACHE_FORMAT,
+        "key": key,
+        "inputs": parts,
+        "files": [{"name": n, "bytes": (folder / n).stat().st_size} for n in names],
+        "statistics": statistics,
+    }
+
+
+def _load_cache(folder: Path, key: str) -> datasets.Dataset | None:
+    """The cached examples, or None when absent or not exactly what the manifest promises."""
+    manifest = read_json(folder / MANIFEST)
+    if manifest is None or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
+        return None
+    try:
+        entries = manifest["files"]
+        if any((folder / e["name"]).stat().st_size != e["bytes"] for e in entries):
+            return None
+        parts = [datasets.Dataset.from_file(str(folder / e["name"])) for e in entries]
+        examples = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    except (OSError, KeyError, TypeError, ValueError, pa.ArrowException):
+        return None
+    if len(examples) != manifest.get("statistics", {}).get("examples"):
+        return None
+    return examples
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (released by the OS if the process dies)."""
+    with open(lock_path, "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# --- batches --------------------------------------------------------------------------------------
+
+
+def collate_examples(
+    input_ids: Sequence[Sequence[int]], segment_splits: Sequence[int], pad_id: int
+) -> dict[str, torch.Tensor]:
+    """Pad examples to the longest one: `input_ids`, `attention_mask` (1 = real), `token_type_ids`."""
+    lengths = np.fromiter((len(s) for s in input_ids), dtype=np.int64, count=len(input_ids))
+    flat = np.fromiter((t for s in input_ids for t in s), dtype=np.int64, count=int(lengths.sum()))
+    return _pad(flat, lengths, np.asarray(segment_splits, dtype=np.int64), pad_id)
+
+
+def _pad(flat: np.ndarray, lengths: np.ndarray, splits: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
+    rows, width = len(lengths), int(lengths.max(initial=0))
+    positions = np.arange(width)
+    real = positions[None, :] < lengths[:, None]
+    ids = np.full((rows, width), pad_id, dtype=np.int64)
+    ids[real] = flat  # row-major order of `real` is exactly the concatenation of the rows
+    types = real & (positions[None, :] >= splits[:, None])
+    return {
+        "input_ids": torch.from_numpy(ids),
+        "attention_mask": torch.from_numpy(real.astype(np.int64)),
+        "token_type_ids": torch.from_numpy(types.astype(np.int64)),
+    }
+
+
+class PretrainBatches:
+    """Padded pre-training batches with an exact cursor: a `xfer.core.data.BatchSource`.
+
+    Map-style examples (`datasets.Dataset`): `xfer.core.data.BatchStream` over row indices —
+    epoch permutations seeded by (seed, epoch), every rank computes the same global batch and
+    takes its slice `[rank::world_size]`, each share split into `accumulation` micro-batches;
+    rows are fetched with one Arrow `take` per micro-batch.
+
+    Streaming examples (`datasets.IterableDataset`): its shards (the corpus blocks) are read in an
+    order permuted every pass by (seed, pass), through a shuffle window: `shuffle_buffer` examples
+    per rank are read, permuted by (seed, rank, window) and served. The cursor is (pass, shard,
+    example in shard) at the start of the current window plus the offset inside it; resuming
+    re-reads that window (and the part of its first shard before it: at most one block) and
+    continues with exactly the batches the interrupted run would have produced. (Not
+    `IterableDataset.state_dict()`: it loses the contents of a shuffle buffer by design.)
+
+    `stream_sharding` chooses how ranks split a stream:
+    * `"examples"` (default): every rank reads the whole stream and keeps every `world_size`-th
+      example. Every rank's cursor is then the same, which is what exact resume needs while the
+      trainer checkpoints only rank 0's data cursor. Costs redundant tokenization (each rank
+      tokenizes the global batch's text each step, in the prefetch thread).
+    * `"shards"`: ranks read disjoint shards (shard i goes to rank i % world_size; needs at least
+      `world_size` shards) — no redundant work, but every rank has its own cursor: exact resume
+      under DDP needs every rank's `state_dict()` saved and restored to that rank. `load_state_dict`
+      accepts a list of per-rank states and refuses another rank's cursor.
+
+    Never touches the global torch/numpy/python RNGs (the trainer prefetches in a thread).
+    """
+
+    def __init__(
+        self,
+        examples: datasets.Dataset | datasets.IterableDataset,
+        global_batch: int,
+        seed: int,
+        pad_id: int,
+        rank: int = 0,
+        world_size: int = 1,
+        accumulation: int = 1,
+        *,
+        shuffle_buffer: int = 10_000,
+        stream_sharding: Literal["examples", "shards"] = "examples",
+    ):
+        share = global_batch // (world_size * accumulation) if world_size > 0 and accumulation > 0 else 0
+        if share == 0 or share * world_size * accumulation != global_batch:
+            raise ValueError(
+                f"batch size {global_batch} must be a multiple of world size {world_size} x accumulation {accumulation}"
+            )
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside world size {world_size}")
+        if shuffle_buffer < 1:
+            raise ValueError("shuffle_buffer must be at least 1")
+        if stream_sharding not in ("examples", "shards"):
+            raise ValueError(f"stream_sharding must be 'examples' or 'shards', got {stream_sharding!r}")
+        self.global_batch, self.seed, self.pad_id = global_batch, seed, pad_id
+        self.rank, self.world_size, self.accumulation = rank, world_size, accumulation
+        self._batches: BatchStream | None = None
+        self._stream: _ShuffledStream | None = None
+        if isinstance(examples, datasets.IterableDataset):
+            reader = _StreamReader(examples, seed, rank, world_size, stream_sharding)
+            self._stream = _ShuffledStream(reader, shuffle_buffer, seed, rank)
+        else:
+            self._examples = _check_columns(examples)
+            self._batches = BatchStream(
+                range(len(examples)),
+                global_batch,
+                self._collate_rows,
+                seed,
+                shuffle=True,
+                rank=rank,
+                world_size=world_size,
+                accumulation=accumulation,
+            )
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        return self._batches.steps_per_epoch if self._batches is not None else None
+
+    def next_step(self) -> list[dict[str, torch.Tensor]]:
+        """This rank's micro-batches for one optimizer step."""
+        if self._batches is not None:
+            return self._batches.next_step()
+        assert self._stream is not None
+        size = self.global_batch // (self.world_size * self.accumulation)
+        taken = self._stream.take(size * self.accumulation)
+        return [
+            collate_examples([ids for ids, _ in part], [split for _, split in part], self.pad_id)
+            for part in (taken[k * size : (k + 1) * size] for k in range(self.accumulation))
+        ]
+
+    def __iter__(self) -> Iterator[list[dict[str, torch.Tensor]]]:
+        return self
+
+    def __next__(self) -> list[dict[str, torch.Tensor]]:
+        return self.next_step()
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._batches is not None:
+            return {"kind": "map", **self._batches.state_dict()}
+        assert self._stream is not None
+        return {"kind": "stream", "seed": self.seed, "world_size": self.world_size, **self._stream.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
+        if isinstance(state, list):  # one state per rank (a trainer that saves every rank's cursor)
+            if len(state) != self.world_size:
+                raise ValueError(f"{len(state)} per-rank data cursors for world size {self.world_size}")
+            state = state[self.rank]
+        kind = "map" if self._batches is not None else "stream"
+        if state.get("kind") != kind:
+            raise ValueError(f"data cursor is for {state.get('kind')} examples, this run has {kind} examples")
+        if self._batches is not None:
+            self._batches.load_state_dict({k: v for k, v in state.items() if k != "kind"})
+            return
+        assert self._stream is not None
+        if state.get("seed") != self.seed or state.get("world_size") != self.world_size:
+            raise ValueError(
+                f"data cursor was saved with seed {state.get('seed')} and world size {state.get('world_size')}, "
+                f"this run has {self.seed} and {self.world_size}; cannot resume exactly"
+            )
+        self._stream.load_state_dict(state)
+
+    def _collate_rows(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        table = self._examples[indices]
+        column = table.column("input_ids").combine_chunks()
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+        if "segment_split" in table.column_names:
+            splits = table.column("segment_split").to_numpy().astype(np.int64)
+        else:  # token_type_ids: the first 1, or the length
+            types = table.column("token_type_ids").to_pylist()
+            splits = np.array([t.index(1) if 1 in t else len(t) for t in types], dtype=np.int64)
+        return _pad(flat, lengths, splits, self.pad_id)
+
+
+def _check_columns(examples: datasets.Dataset) -> datasets.Dataset:
+    """Arrow-formatted view with the columns batches need (input_ids + segment_split or token_type_ids)."""
+    columns = examples.column_names
+    if "input_ids" not in columns:
+        raise ValueError(f"examples need an 'input_ids' column, got {columns}")
+    kept = ["input_ids", *[c for c in ("segment_split", "token_type_ids") if c in columns][:1]]
+    if len(kept) == 1:
+        raise ValueError(f"examples need a 'segment_split' or 'token_type_ids' column, got {columns}")
+    if len(examples) == 0:
+        raise ValueError("cannot train on an empty set of examples")
+    return examples.select_columns(kept).with_format("arrow")
+
+
+# --- the streaming cursor -------------------------------------------------------------------------
+
+
+@dataclass
+class _Cursor:
+    """Where a stream reader is: pass over the shards, position in that pass's shard order,
+    examples already read from that shard, and examples read in total (assigns examples to ranks)."""
+
+    epoch: int = 0
+    shard_pos: int = 0
+    in_shard: int = 0
+    read: int = 0
+    epoch_read: int = 0
+
+
+class _StreamReader:
+    """Reads examples from an IterableDataset's shards in a seeded order, one pass after another."""
+
+    def __init__(self, examples: datasets.IterableDataset, seed: int, rank: int, world_size: int, sharding: str):
+        self.examples, self.seed, self.rank, self.world_size = examples, seed, rank, world_size
+        self.num_shards = examples.num_shards
+        self.by_shard = sharding == "shards" and world_size > 1
+        if self.by_shard:
+            if self.num_shards < world_size:
+                raise ValueError(
+                    f"stream_sharding='shards' needs at least {world_size} shards, the stream has {self.num_shards}; "
+                    "use stream_sharding='examples'"
+                )
+            self.shards = list(range(rank, self.num_shards, world_size))
+        else:
+            self.shards = list(range(self.num_shards))
+        self.cursor = _Cursor()
+        self._order: list[int] | None = None
+        self._iterator: Iterator[dict[str, Any]] | None = None
+
+    def _shard_order(self, epoch: int) -> list[int]:
+        # The same on every rank in "examples" mode (all ranks must read the same sequence).
+        permutation = np.random.default_rng([self.seed, epoch]).permutation(len(self.shards))
+        return [self.shards[i] for i in permutation]
+
+    def next_global(self) -> tuple[list[int], int, bool]:
+        """The next example of the sequence this rank reads, and whether it belongs to this rank."""
+        c = self.cursor
+        while True:
+            if self._order is None:
+                self._order = self._shard_order(c.epoch)
+            if c.shard_pos >= len(self._order):
+                if c.epoch_read == 0:
+                    raise ValueError("the example stream is empty: a whole pass over its shards yielded nothing")
+                c.epoch, c.shard_pos, c.in_shard, c.epoch_read = c.epoch + 1, 0, 0, 0
+                self._order = None
+                continue
+            if self._iterator is None:
+                shard = self.examples.shard(num_shards=self.num_shards, index=self._order[c.shard_pos], contiguous=True)
+                self._iterator = islice(iter(shard), c.in_shard, None)
+            example = next(self._iterator, None)
+            if example is None:
+                c.shard_pos, c.in_shard, self._iterator = c.shard_pos + 1, 0, None
+                continue
+            mine = self.by_shard or self.world_size == 1 or c.read % self.world_size == self.rank
+            c.in_shard, c.read, c.epoch_read = c.in_shard + 1, c.read + 1, c.epoch_read + 1
+            return example["input_ids"], _split_of(example), mine
+
+    def seek(self, cursor: _Cursor) -> None:
+        self.cursor = dataclasses.replace(cursor)
+        self._order, self._iterator = None, None
+
+
+def _split_of(example: dict[str, Any]) -> int:
+    if "segment_split" in example:
+        return int(example["segment_split"])
+    types = example.get("token_type_ids")
+    if types is None:
+        raise ValueError(f"streamed examples need 'segment_split' or 'token_type_ids', got {sorted(example)}")
+    return types.index(1) if 1 in types else len(types)
+
+
+class _ShuffledStream:
+    """A shuffle window over a `_StreamReader` whose state is small and exact (see PretrainBatches).
+
+    A window is filled by reading `size * reads_per_kept` examples of the reader's sequence, which
+    gives this rank exactly `size` examples in every mode, so all ranks fill windows in lockstep.
+    """
+
+    def __init__(self, reader: _StreamReader, size: int, seed: int, rank: int):
+        self.reader, self.size, self.seed, self.rank = reader, size, seed, rank
+        self.reads = size if reader.by_shard or reader.world_size == 1 else size * reader.world_size
+        self.window: list[tuple[list[int], int]] | None = None
+        self.window_no = -1  # number of the current window (-1: none yet)
+        self.window_start = _Cursor()
+        self.offset = 0
+
+    def take(self, count: int) -> list[tuple[list[int], int]]:
+        out: list[tuple[list[int], int]] = []
+        if self.window is None and self.window_no >= 0:  # resumed: rebuild the current window
+            self._fill(self.window_no)
+        while len(out) < count:
+            if self.window is None or self.offset >= len(self.window):
+                self._fill(self.window_no + 1)
+                self.offset = 0
+            assert self.window is not None
+            part = self.window[self.offset : self.offset + count - len(out)]
+            out.extend(part)
+            self.offset += len(part)
+        return out
+
+    def _fill(self, number: int) -> None:
+        """Read window `number` from the reader's cursor (which must be at that window's start)."""
+        self.window_start = dataclasses.replace(self.reader.cursor)
+        kept: list[tuple[list[int], int]] = []
+        for _ in range(self.reads):
+            ids, split, mine = self.reader.next_global()
+            if mine:
+                kept.append((ids, split))
+        order = np.random.default_rng([self.seed, self.rank, number]).permutation(len(kept))
+        self.window = [kept[i] for i in order]
+        self.window_no = number
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "window": self.window_no,
+            "offset": self.offset,
+            "window_size": self.size,
+            "cursor": dataclasses.asdict(self.window_start if self.window_no >= 0 else self.reader.cursor),
+            "num_shards": self.reader.num_shards,
+            "sharding": "shards" if self.reader.by_shard else "examples",
+            "rank": self.rank if self.reader.by_shard else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        expected = {
+            "window_size": self.size,
+            "num_shards": self.reader.num_shards,
+            "sharding": "shards" if self.reader.by_shard else "examples",
+            "rank": self.rank if self.reader.by_shard else None,
+        }
+        changed = {k: (state.get(k), v) for k, v in expected.items() if state.get(k) != v}
+        if changed:
+            raise ValueError(
+                "the data stream changed since the checkpoint ("
+                + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+                + "); cannot resume exactly"
+            )
+        self.reader.seek(_Cursor(**state["cursor"]))
+        self.window, self.window_no, self.offset = None, int(state["window"]), int(state["offset"])

@@ -1,0 +1,337 @@
+"""ELECTRA's pre-training examples: sentences of a document packed into `[CLS] a [SEP] b [SEP]`.
+
+Pure Python (no torch, no `datasets`) so it can run inside `datasets.map` worker processes and be
+tested on its own. Two parts:
+
+* `ExamplePacker` reproduces the example builder of google-research/electra
+  (`build_pretraining_dataset.py`, class `ExampleBuilder`) decision for decision, including the
+  order of its random draws, so a packer seeded like the original makes the same examples:
+  sentences accumulate until their token count reaches the target length (or the document ends);
+  with probability `single_segment_prob` (0.1) everything goes to the first segment, otherwise
+  the first segment aims at `(target - 3) // 2` tokens and a sentence joins it when the segment is
+  empty, when it stays strictly below that target, or — while the second segment is still empty
+  and the first below target — on a fair coin flip; the segments are then cut to
+  `max_length - 2` and `max_length - len(first) - 3` tokens; and with probability
+  `short_seq_prob` (0.05) the *next* example's target length is uniform in [5, max_length].
+* Blocks: a corpus is cut into blocks of about `block_bytes` (1 MiB) of text that end at document
+  boundaries, and every block is packed from a fresh packer with its own seeded RNG. That is what
+  makes the examples independent of the number of worker processes, and what gives streaming and
+  ranks their shards. It is the one deliberate difference from the original, which carried one
+  RNG and its target length across a whole process's files: here they restart at each block.
+  A document with no blank line for `MAX_SCAN_BLOCKS` blocks (64 MiB by default) is cut there,
+  as if the file had a blank line at that point (a single extra, shorter example).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import BinaryIO
+
+from xfer.core.errors import DataError
+from xfer.core.textfile import read_error
+
+BLOCK_BYTES = 1 << 20
+"""Text per block (files): large enough that per-block overhead vanishes, small enough to spread over
+processes and ranks, and to bound what a streaming resume re-reads."""
+
+BLOCK_ROWS = 10_000
+"""Rows per block (`datasets` sources): about 1 MiB of typical one-sentence-per-line text."""
+
+MAX_SCAN_BLOCKS = 64
+"""How far (in blocks) a cut point may move forward looking for a blank line before it cuts the document."""
+
+_READ_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class PackedExample:
+    """One pre-training example, unpadded.
+
+    `input_ids` is `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`; `segment_split` is the index of the
+    first token of segment b (token type 1 from there on), or `len(input_ids)` when there is no
+    second segment. `single_segment` and `target_length` record the packer's two random decisions
+    (for tests and statistics; they are not stored in the Arrow cache).
+    """
+
+    input_ids: list[int]
+    segment_split: int
+    single_segment: bool
+    target_length: int
+
+    @property
+    def token_type_ids(self) -> list[int]:
+        return [0] * self.segment_split + [1] * (len(self.input_ids) - self.segment_split)
+
+
+class ExamplePacker:
+    """Turns one block's stream of tokenized sentences and document ends into examples.
+
+    Feed `add_sentence(ids)` for each non-empty sentence and `end_document()` at each blank line
+    and at the end of the block; each may return a finished example. Deterministic given `rng`.
+    """
+
+    def __init__(
+        self,
+        max_length: int,
+        cls_id: int,
+        sep_id: int,
+        rng: random.Random,
+        short_seq_prob: float = 0.05,
+        single_segment_prob: float = 0.1,
+    ):
+        if max_length < 5:
+            raise ValueError(f"max_length must be at least 5 (room for [CLS] and two [SEP]), got {max_length}")
+        for name, p in (("short_seq_prob", short_seq_prob), ("single_segment_prob", single_segment_prob)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
+        self.max_length, self.cls_id, self.sep_id, self.rng = max_length, cls_id, sep_id, rng
+        self.short_seq_prob, self.single_segment_prob = short_seq_prob, single_segment_prob
+        self._sentences: list[Sequence[int]] = []
+        self._length = 0
+        self._target = max_length
+
+    def add_sentence(self, ids: Sequence[int]) -> PackedExample | None:
+        """Add one sentence's token ids; returns an example once the target length is reached.
+
+        A sentence with no tokens is ignored: in the original it joins a segment without changing
+        any length or any random draw, so ignoring it gives the same examples.
+        """
+        if not ids:
+            return None
+        self._sentences.append(ids)
+        self._length += len(ids)
+        if self._length >= self._target:
+            return self._create_example()
+        return None
+
+    def end_document(self) -> PackedExample | None:
+        """A blank line or the end of the block: flush what has accumulated (if anything)."""
+        if self._length == 0:
+            return None
+        return self._create_example()
+
+    def _create_example(self) -> PackedExample:
+        single = self.rng.random() < self.single_segment_prob
+        # The first segment target leaves room for [CLS] and two [SEP]; "single" never fills up.
+        first_target = self.max_length * 1000 if single else (self._target - 3) // 2
+        first: list[int] = []
+        second: list[int] = []
+        for sentence in self._sentences:
+            if (
+                not first
+                or len(first) + len(sentence) < first_target
+                or (not second and len(first) < first_target and self.rng.random() < 0.5)
+            ):
+                first.extend(sentence)
+            else:
+                second.extend(sentence)
+        first = first[: self.max_length - 2]
+        second = second[: max(0, self.max_length - len(first) - 3)]
+        target = self._target
+
+        self._sentences, self._length = [], 0
+        if self.rng.random() < self.short_seq_prob:
+            self._target = self.rng.randint(5, self.max_length)
+        else:
+            self._target = self.max_length
+
+        input_ids = [self.cls_id, *first, self.sep_id]
+        split = len(input_ids)
+        if second:
+            input_ids += [*second, self.sep_id]
+        return PackedExample(input_ids, split, single, target)
+
+
+def block_rng(seed: int, block: int) -> random.Random:
+    """The packer RNG of block `block`: a function of (seed, block) only, in every process.
+
+    `random.Random` seeded with a string hashes it with SHA-512 (independent of PYTHONHASHSEED).
+    """
+    return random.Random(f"xfer.electra.packing/{seed}/{block}")
+
+
+# -- text files -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Bytes `[start, end)` of one file; `start` is a line start and follows a document end."""
+
+    file: int
+    start: int
+    end: int
+
+
+def prefix_ends(paths: Sequence[Path], max_lines: int | None) -> list[int]:
+    """Byte length of each file to read so that at most `max_lines` lines are read in total.
+
+    Files past the limit get 0. A final line without a newline counts as a line.
+    """
+    sizes = [_file_size(p) for p in paths]
+    if max_lines is None:
+        return sizes
+    remaining, ends = max_lines, []
+    for path, size in zip(paths, sizes, strict=True):
+        if remaining <= 0:
+            ends.append(0)
+            continue
+        end, lines = _offset_after_lines(path, remaining)
+        ends.append(min(end, size))
+        remaining -= lines
+    return ends
+
+
+def _file_size(path: Path) -> int:
+    try:
+        if not path.is_file():
+            raise DataError(path, 0, "is a directory, expected a file" if path.is_dir() else "file not found")
+        return path.stat().st_size
+    except OSError as error:
+        raise DataError(path, 0, f"cannot read file: {error.strerror or error}") from None
+
+
+def _offset_after_lines(path: Path, count: int) -> tuple[int, int]:
+    """(byte offset just after the `count`-th line or the file end, lines found up to there)."""
+    offset, lines, last = 0, 0, b"\n"
+    with _open(path) as handle:
+        while chunk := handle.read(_READ_CHUNK_BYTES):
+            start = 0
+            while lines < count and (at := chunk.find(b"\n", start)) >= 0:
+                lines, start = lines + 1, at + 1
+            if lines == count:
+                return offset + start, lines
+            offset, last = offset + len(chunk), chunk[-1:]
+    return offset, lines + (last != b"\n")  # a last line without a newline is a line too
+
+
+def plan_text_blocks(paths: Sequence[Path], ends: Sequence[int], block_bytes: int = BLOCK_BYTES) -> list[TextBlock]:
+    """Cut each file's first `ends[i]` bytes into blocks that start after a blank line (or at 0).
+
+    Only the neighbourhood of each cut is read (seek, then scan forward to the next blank line),
+    so planning a large corpus costs little I/O. Depends only on the bytes and `block_bytes`.
+    """
+    if block_bytes < 1:
+        raise ValueError("block_bytes must be positive")
+    blocks: list[TextBlock] = []
+    for index, (path, end) in enumerate(zip(paths, ends, strict=True)):
+        if end <= 0:
+            continue
+        cuts = [0]
+        with _open(path) as handle:
+            candidate = block_bytes
+            while candidate < end:
+                if candidate > cuts[-1]:
+                    cut = _next_document_start(handle, candidate, end, block_bytes * MAX_SCAN_BLOCKS)
+                    if cut is None:
+                        break
+                    if cut > cuts[-1]:
+                        cuts.append(cut)
+                candidate += block_bytes
+        cuts.append(end)
+        blocks.extend(TextBlock(index, a, b) for a, b in pairwise(cuts) if b > a)
+    return blocks
+
+
+def _next_document_start(handle: BinaryIO, position: int, end: int, limit: int) -> int | None:
+    """The start of the first line after a blank line at or after `position` (None: none before `end`).
+
+    If no blank line comes within `limit` bytes, the line start reached there is returned: the
+    document is cut (see the module docstring).
+    """
+    handle.seek(position - 1)
+    if handle.read(1) != b"\n":
+        handle.readline()  # finish the line `position` falls into
+    line_start = handle.tell()
+    while line_start < end:
+        line = handle.readline()
+        if not line:
+            return None
+        next_start = line_start + len(line)
+        if not line.strip():
+            return min(next_start, end)
+        if next_start - position > limit:
+            return min(next_start, end)
+        line_start = next_start
+    return None
+
+
+def iter_text_lines(path: Path, start: int, end: int) -> Iterator[list[str]]:
+    """The lines (without the newline) of bytes `[start, end)` of `path`, in chunks of ~1 MiB.
+
+    Raises DataError naming file, line and column for bytes that are not UTF-8. A byte-order
+    mark at the very start of the file is dropped.
+    """
+    with _open(path) as handle:
+        handle.seek(start)
+        position = start
+        carry = b""
+        while position < end:
+            data = handle.read(min(_READ_CHUNK_BYTES, end - position))
+            if not data:
+                break
+            chunk_start = position - len(carry)
+            position += len(data)
+            data = carry + data
+            if position < end:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:  # one very long line: keep reading
+                    carry = data
+                    continue
+                data, carry = data[:cut], data[cut:]
+            else:
+                carry = b""
+            yield _decode_lines(path, data, chunk_start)
+        if carry:
+            yield _decode_lines(path, carry, position - len(carry))
+
+
+def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _utf8_error(path, offset + error.start, data[error.start]) from None
+    if offset == 0:
+        text = text.removeprefix("\ufeff")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the text ended with a newline
+    return lines
+
+
+def _utf8_error(path: Path, position: int, byte: int) -> DataError:
+    """The DataError for a bad byte at `position`: counts lines from the start (error path only)."""
+    line, line_start, offset = 1, 0, 0
+    with _open(path) as handle:
+        while offset < position and (chunk := handle.read(min(_READ_CHUNK_BYTES, position - offset))):
+            line += chunk.count(b"\n")
+            if (last := chunk.rfind(b"\n")) >= 0:
+                line_start = offset + last + 1
+            offset += len(chunk)
+    column = position - line_start + 1
+    return WorkerDataError(path, line, f"not valid UTF-8 (byte 0x{byte:02x} at column {column})", key="encoding")
+
+
+def _open(path: Path) -> BinaryIO:
+    try:
+        return open(path, "rb")
+    except OSError as error:
+        raise read_error(path, error) from None
+
+
+class WorkerDataError(DataError):
+    """A `DataError` that survives pickling, so `datasets.map` worker processes can raise it.
+
+    (`DataError.__init__` takes four arguments, and exceptions are unpickled by calling the
+    class with `args`, which holds only the formatted message.)
+    """
+
+    def __init__(self, path: str | Path, line: int, message: str, key: str | None = None):
+        super().__init__(path, line, message, key)
+        self._parts = (str(path), line, message, key)
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str, str | None]]:
+        return (type(self), self._parts)
