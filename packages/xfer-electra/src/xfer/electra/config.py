@@ -1,0 +1,98 @@
+"""Configs of the ELECTRA package (torch-free: `xfer validate` must not import torch).
+
+Defaults are the thesis's ELECTRA-Small settings (Tables 5.1/5.2, METHODS.md); each knob says
+what it changes. Objectives are chosen in a recipe as `objective: electra.rtd` or
+`objective: {name: electra.rtd, generator: {size: 0.5}}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from xfer.core.config import FieldError, knob
+
+Variant = Literal["electra", "electra_15", "replace_mlm", "all_tokens_mlm"]
+GeneratorKind = Literal["mlm", "two_tower", "unigram", "uniform"]
+
+
+@dataclass
+class GeneratorConfig:
+    """The generator (noise model) that proposes replacements."""
+
+    kind: GeneratorKind = knob(
+        "mlm",
+        "mlm: a small masked LM (ELECTRA); two_tower: a two-tower cloze model (ELECTRA-TT, Electric's "
+        "noise); unigram: token frequencies of the corpus; uniform: any vocabulary token (thesis 5.3.2).",
+    )
+    size: float = knob(
+        0.25,
+        "Hidden, FFN and head widths as a fraction of the discriminator's (1/4 small, 1/3 base); "
+        "heads = max(1, hidden // 64). Ignored by unigram/uniform.",
+        gt=0.0,
+        le=1.0,
+    )
+    layers: float = knob(1.0, "Depth as a fraction of the discriminator's (the thesis keeps the same depth).", gt=0.0)
+    tie_embeddings: bool = knob(
+        True,
+        "Share the whole embedding block (token, position, type embeddings and their LayerNorm) with the "
+        "discriminator; untied, the generator has its own embeddings of its hidden width.",
+    )
+    temperature: float = knob(1.0, "Sampling temperature (Gumbel-max on logits / temperature, in fp32).", gt=0.0)
+
+
+@dataclass
+class RTDConfig:
+    """`electra.rtd`: replaced token detection with a generator (ELECTRA) and its Table 5.7 ablations."""
+
+    mask_prob: float = knob(0.15, "Fraction of tokens replaced (0.25 for ELECTRA-Large).", gt=0.0, lt=1.0)
+    mask_fraction: float = knob(
+        0.85, "Of the chosen positions, the fraction shown to the generator as [MASK]; the rest keep their token."
+    )
+    generator: GeneratorConfig = knob(GeneratorConfig(), "The generator.")
+    gen_weight: float = knob(1.0, "Weight of the generator's MLM loss.", ge=0.0)
+    disc_weight: float = knob(50.0, "Weight of the discriminator's loss.", ge=0.0)
+    variant: Variant = knob(
+        "electra",
+        "electra: detect replaced tokens at every position; electra_15: only at the masked positions; "
+        "replace_mlm: MLM on generator-corrupted input; all_tokens_mlm: predict every token, with a copy "
+        "mechanism (Table 5.7).",
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.mask_fraction <= 1.0:
+            raise FieldError("mask_fraction", f"must be in [0, 1], got {self.mask_fraction!r}")
+        if self.variant != "electra" and self.generator.kind == "two_tower":
+            raise FieldError("variant", f"{self.variant!r} needs a masked generator (kind mlm, unigram or uniform)")
+
+
+@dataclass
+class MLMConfig:
+    """`electra.mlm`: the BERT baseline — masked language modelling, 80/10/10, no next-sentence task."""
+
+    mask_prob: float = knob(0.15, "Fraction of tokens predicted.", gt=0.0, lt=1.0)
+    mask: float = knob(0.8, "Of those, replaced by [MASK].", ge=0.0, le=1.0)
+    random: float = knob(0.1, "Of those, replaced by a random token (the rest are unchanged).", ge=0.0, le=1.0)
+
+    def __post_init__(self) -> None:
+        if self.mask + self.random > 1.0:
+            raise FieldError("random", f"mask + random must be at most 1, got {self.mask + self.random:g}")
+
+
+@dataclass
+class NCEConfig:
+    """`electric.nce`: Electric — an energy-based cloze model trained with NCE against a two-tower noise model."""
+
+    mask_prob: float = knob(0.15, "k = ceil(mask_prob * n) noise tokens per sequence of n tokens.", gt=0.0, lt=1.0)
+    generator: GeneratorConfig = knob(
+        GeneratorConfig(kind="two_tower"), "The noise model q: a two-tower cloze model (each tower generator-sized)."
+    )
+    gen_weight: float = knob(1.0, "Weight of the noise model's cloze (maximum-likelihood) loss.", ge=0.0)
+    disc_weight: float = knob(50.0, "Weight of the NCE binary classification loss.", ge=0.0)
+
+    def __post_init__(self) -> None:
+        if self.generator.kind != "two_tower":
+            raise FieldError(
+                ("generator", "kind"),
+                "Electric needs q(x_t | context) at every position: only a two_tower noise model gives it",
+            )

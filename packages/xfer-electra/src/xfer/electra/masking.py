@@ -1,0 +1,105 @@
+"""Which tokens to mask, and what to put there: the details METHODS.md pins.
+
+- Candidates are real (non-pad) tokens other than [CLS], [SEP] and [MASK].
+- A fixed count per sequence: round(mask_prob * n) with n the sequence's real tokens (special
+  tokens included, as the original counts `input_mask`), at least 1, at most
+  `max_predictions(mask_prob, max_length)` = int((mask_prob + 0.005) * max_length) (19 for 128),
+  and never more than the sequence has candidates. Positions are drawn uniformly *without*
+  replacement (the original draws with replacement and silently masks fewer tokens when a
+  position repeats; the intended count is what the papers describe). Electric's noise count is
+  ceil(mask_prob * n) (thesis 5.1.3).
+- ELECTRA: of the chosen positions, each becomes [MASK] with probability 0.85 and keeps its token
+  otherwise, in the generator's input — no random-token replacement.
+- BERT (the MLM baseline): 80% [MASK], 10% a random token, 10% unchanged.
+
+Everything runs on the batch's device from the global torch RNG, which the trainer checkpoints,
+so masks are drawn on the fly and resume stays exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+def max_predictions(mask_prob: float, max_length: int) -> int:
+    """The original's cap on masked tokens per sequence: int((mask_prob + 0.005) * max_length)."""
+    return max(1, int((mask_prob + 0.005) * max_length))
+
+
+@dataclass
+class Selection:
+    """Chosen positions of a [B, T] batch, as flat indices into the B*T token grid.
+
+    `flat` [M] (row-major, sorted by sequence), `rows` [M] the sequence of each, `count` [B] per
+    sequence, `chosen` [B, T] bool.
+    """
+
+    flat: Tensor
+    rows: Tensor
+    count: Tensor
+    chosen: Tensor
+
+
+def candidates(input_ids: Tensor, attention_mask: Tensor, special_ids: Tensor) -> Tensor:
+    """[B, T] bool: tokens that may be masked (real, not [CLS]/[SEP]/[MASK])."""
+    return attention_mask.bool() & ~torch.isin(input_ids, special_ids)
+
+
+def select(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    special_ids: Tensor,
+    mask_prob: float,
+    cap: int,
+    rounding: str = "round",
+) -> Selection:
+    """A fixed count of distinct candidate positions per sequence, uniformly at random."""
+    allowed = candidates(input_ids, attention_mask, special_ids)
+    n_tokens = attention_mask.sum(-1).float()
+    raw = torch.ceil(n_tokens * mask_prob) if rounding == "ceil" else torch.round(n_tokens * mask_prob)
+    count = torch.minimum(raw.long().clamp(1, cap), allowed.sum(-1))
+    # The top-`count` of i.i.d. uniform scores over the candidates is a uniform draw without replacement.
+    scores = torch.rand(input_ids.shape, device=input_ids.device).masked_fill_(~allowed, -1.0)
+    k = min(cap, input_ids.shape[1])
+    top = scores.topk(k, dim=-1).indices  # [B, k]
+    keep = torch.arange(k, device=input_ids.device)[None, :] < count[:, None]
+    chosen = torch.zeros_like(allowed).scatter_(1, top, keep)
+    flat = chosen.reshape(-1).nonzero().squeeze(1)
+    return Selection(flat, flat // input_ids.shape[1], count, chosen)
+
+
+def electra_generator_input(input_ids: Tensor, selection: Selection, mask_id: int, mask_fraction: float) -> Tensor:
+    """The generator's input: each chosen token becomes [MASK] with probability `mask_fraction`
+    (0.85) and is left unchanged otherwise. No random replacement."""
+    flat = input_ids.reshape(-1).clone()
+    to_mask = torch.rand(selection.flat.shape, device=input_ids.device) < mask_fraction
+    flat[selection.flat[to_mask]] = mask_id
+    return flat.view_as(input_ids)
+
+
+def bert_input(
+    input_ids: Tensor, selection: Selection, mask_id: int, vocab_size: int, mask: float = 0.8, random: float = 0.1
+) -> Tensor:
+    """BERT's corruption of the chosen tokens: [MASK] (80%), a random token (10%), unchanged (10%)."""
+    flat = input_ids.reshape(-1).clone()
+    draw = torch.rand(selection.flat.shape, device=input_ids.device)
+    masked = selection.flat[draw < mask]
+    randomized = selection.flat[(draw >= mask) & (draw < mask + random)]
+    flat[masked] = mask_id
+    flat[randomized] = torch.randint(vocab_size, randomized.shape, device=input_ids.device)
+    return flat.view_as(input_ids)
+
+
+@torch.no_grad()
+def gumbel_sample(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """One sample per row of `logits` [N, V] by the Gumbel-max trick, in float32, without gradient.
+
+    argmax(logits / T + g), g = -log(-log(u)): exactly a draw from softmax(logits / T). Done in
+    fp32 even under bf16 autocast: bf16 logits would round away most of the distribution's tail.
+    """
+    scaled = logits.detach().float() / temperature
+    uniform = torch.rand_like(scaled).clamp_(min=torch.finfo(torch.float32).tiny)
+    return (scaled - torch.log(-torch.log(uniform))).argmax(-1)

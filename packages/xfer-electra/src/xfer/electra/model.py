@@ -1,0 +1,81 @@
+"""The networks of ELECTRA pre-training, built from xfer-transformer's `Encoder`.
+
+- The discriminator is a plain `Encoder` (what fine-tuning starts from) plus a head.
+- The generator is an `Encoder` of the same depth and 1/4 the width (`generator_encoder_config`),
+  which, tied, *shares the discriminator's whole `Embeddings` block* (token, position and type
+  embeddings and their LayerNorm) and has its own `embeddings_project` (128 -> 64 for Small). Its
+  MLM head multiplies by those same word embeddings, so its input and output embeddings are tied.
+- `TwoTower` is the two-tower cloze model (Electric's noise model, ELECTRA-TT's generator): a
+  left-to-right and a right-to-left Transformer; the distribution at t comes from the LTR state
+  at t-1 and the RTL state at t+1, so it never sees token t. Both towers use the encoder's causal
+  attention masks, so nothing here re-implements attention.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import Tensor, nn
+
+from xfer.electra.config import GeneratorConfig
+from xfer.electra.heads import ClozeHead, GeneratorHead
+from xfer.transformer.encoder import Embeddings, Encoder, EncoderConfig
+from xfer.transformer.presets import generator_config
+
+
+def generator_encoder_config(disc: EncoderConfig, config: GeneratorConfig) -> EncoderConfig:
+    """The generator's size: widths x `size`, depth x `layers`; untied, embeddings of its own hidden width."""
+    gen = generator_config(disc, config.size)
+    gen = dataclasses.replace(gen, num_layers=max(1, round(disc.num_layers * config.layers)))
+    if not config.tie_embeddings:
+        gen = dataclasses.replace(gen, embedding_size=gen.hidden_size)
+    return gen
+
+
+def build_tower(config: EncoderConfig, shared: Embeddings | None) -> Encoder:
+    """An encoder that uses `shared` embeddings when given (tied) or its own."""
+    return Encoder(config, embeddings=shared)
+
+
+class MaskedGenerator(nn.Module):
+    """ELECTRA's generator: a small masked LM whose softmax is evaluated only at chosen rows."""
+
+    def __init__(self, config: EncoderConfig, shared: Embeddings | None):
+        super().__init__()
+        self.encoder = build_tower(config, shared)
+        self.head = GeneratorHead(config.hidden_size, config.embedding_size, config.vocab_size, config.layer_norm_eps)
+
+    def logits_at(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor, flat: Tensor) -> Tensor:
+        """Logits [M, V] at the flat positions `flat` of the [B, T] batch (the masked ones)."""
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
+        rows = hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat)
+        return self.head(rows, self.encoder.embeddings.word.weight)
+
+
+class TwoTower(nn.Module):
+    """Two causal Transformers whose shifted states predict each token from both sides of it."""
+
+    def __init__(self, config: EncoderConfig, shared: Embeddings | None):
+        super().__init__()
+        self.ltr = build_tower(config, shared)
+        # untied from the discriminator, the towers still share one embedding table (the cloze softmax's)
+        self.rtl = build_tower(config, shared if shared is not None else self.ltr.embeddings)
+        self.head = ClozeHead(2 * config.hidden_size, config.embedding_size, config.vocab_size, config.layer_norm_eps)
+
+    def context(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor:
+        """[B, T, 2H]: at position t, the LTR state at t-1 and the RTL state at t+1 (zeros past the ends)."""
+        ltr = self.ltr(input_ids, attention_mask, token_type_ids, causal="ltr").last_hidden_state
+        rtl = self.rtl(input_ids, attention_mask, token_type_ids, causal="rtl").last_hidden_state
+        # padding rows may hold anything (dense attention): never let them be a neighbour
+        real = attention_mask.to(rtl.dtype)[..., None]
+        ltr, rtl = ltr * real, rtl * real
+        before = torch.cat([torch.zeros_like(ltr[:, :1]), ltr[:, :-1]], dim=1)
+        after = torch.cat([rtl[:, 1:], torch.zeros_like(rtl[:, :1])], dim=1)
+        return torch.cat([before, after], dim=-1)
+
+    def logits_at(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor, flat: Tensor) -> Tensor:
+        """Cloze logits [M, V] at the flat positions `flat` (each from its context alone)."""
+        context = self.context(input_ids, attention_mask, token_type_ids)
+        rows = context.reshape(-1, context.shape[-1]).index_select(0, flat)
+        return self.head(rows, self.ltr.embeddings.word.weight)

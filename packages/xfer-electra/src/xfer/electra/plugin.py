@@ -1,0 +1,105 @@
+"""xfer-electra's plugin (namespace `electra`): registration only, cheap to import (no torch)."""
+
+from __future__ import annotations
+
+from xfer.core.hookspecs import hookimpl
+from xfer.core.specs import CommandSpec, ComponentSpec
+
+_M = "xfer.electra"
+
+
+@hookimpl
+def xfer_stages() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "stage",
+            "electra.pretrain",
+            f"{_M}.stage:run_pretrain",
+            "1",
+            f"{_M}.stage_config:PretrainConfig",
+            "Pre-train an encoder with ELECTRA (replaced token detection), Electric or MLM on your text, "
+            "optionally to a compute budget; outputs discriminator, generator and tokenizer (xfer + HF layouts).",
+            outputs=("discriminator", "generator", "tokenizer"),
+        ),
+        ComponentSpec(
+            "stage",
+            "electra.score",
+            f"{_M}.score_stage:run_score",
+            "1",
+            f"{_M}.score_config:ScoreConfig",
+            "Pseudo-log-likelihood of every line of a text file (Electric one pass, MLM n passes, ELECTRA-TT), "
+            "and n-best re-ranking with a weight chosen on a dev file.",
+            outputs=("scores",),
+        ),
+    ]
+
+
+@hookimpl
+def xfer_objectives() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "objective",
+            "electra.rtd",
+            f"{_M}.objective:RTDObjective",
+            "1",
+            f"{_M}.config:RTDConfig",
+            "ELECTRA: a small generator replaces 15% of tokens, the discriminator detects replacements at every "
+            "position (loss = MLM + 50 x detection); Table 5.7 ablations as variants.",
+        ),
+        ComponentSpec(
+            "objective",
+            "electra.mlm",
+            f"{_M}.objective:MLMObjective",
+            "1",
+            f"{_M}.config:MLMConfig",
+            "The BERT baseline: masked language modelling of 15% of tokens (80/10/10), no next-sentence task.",
+        ),
+    ]
+
+
+@hookimpl
+def xfer_models() -> list[ComponentSpec]:
+    return [
+        ComponentSpec(
+            "model",
+            "electra.generator_head",
+            f"{_M}.heads:GeneratorHead",
+            "1",
+            None,
+            "Head: MLM logits tied to the input embeddings (generator, BERT baseline); HF ElectraForMaskedLM.",
+        ),
+        ComponentSpec(
+            "model",
+            "electra.discriminator_head",
+            f"{_M}.heads:DiscriminatorHead",
+            "1",
+            None,
+            "Head: one replaced-token (or energy) logit per token; HF ElectraForPreTraining.",
+        ),
+        ComponentSpec(
+            "model",
+            "electra.cloze_head",
+            f"{_M}.heads:ClozeHead",
+            "1",
+            None,
+            "Head: the two-tower cloze model's softmax over [LTR state at t-1; RTL state at t+1].",
+        ),
+    ]
+
+
+@hookimpl
+def xfer_commands() -> list[CommandSpec]:
+    return [
+        CommandSpec(
+            "flops",
+            "analytic training FLOPs of a recipe's pre-training stages, per stage and objective",
+            f"{_M}.flops_cli:configure",
+            f"{_M}.flops_cli:run",
+        ),
+        CommandSpec(
+            "score",
+            "pseudo-log-likelihood of each line of a file with an ELECTRA/Electric/MLM checkpoint",
+            f"{_M}.score_cli:configure",
+            f"{_M}.score_cli:run",
+        ),
+    ]

@@ -1,0 +1,311 @@
+"""The `electra.pretrain` stage: text -> packed examples -> ELECTRA / Electric / MLM -> models.
+
+Wiring only: the data pipeline is `xfer.electra.data`, the objectives `xfer.electra.objective`,
+the loop the shared `Trainer`. Outputs:
+
+  discriminator/   xfer model dir (module `encoder` is what `transformer.finetune` takes as `init:`,
+                   `head` the detection/energy or MLM head) + tokenizer files; `hf/`: HF
+                   ElectraForPreTraining (or ElectraForMaskedLM for the MLM baseline)
+  generator/       the generator (xfer dir; `hf/`: ElectraForMaskedLM), or the two-tower cloze model
+                   (xfer only); empty for generator-less objectives (unigram/uniform noise)
+  tokenizer/       vocab.txt + tokenizer.json
+
+`init:` continues pre-training from released or earlier checkpoints: weights only, a fresh
+optimizer and schedule (unlike a resume, which the runner does on its own after an interruption).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from xfer.core import distributed as dist
+from xfer.core.errors import UserError
+from xfer.core.stage import StageContext
+from xfer.core.trainer import Trainer
+from xfer.electra import flops
+from xfer.electra.objective import PretrainingObjective, SpecialTokens
+from xfer.electra.stage_config import PretrainConfig
+
+
+def run_pretrain(ctx: StageContext) -> None:
+    """Pre-train, then write the discriminator, generator and tokenizer outputs."""
+    config: PretrainConfig = ctx.config
+    tokenizer = _tokenizer(config, ctx)
+    encoder_config, init_state = _encoder_config(config, ctx, tokenizer.vocab_size)
+    examples = _examples(config, ctx, tokenizer)
+    lengths = example_lengths(examples)
+    objective = _objective(config, ctx, encoder_config, tokenizer, examples)
+    if init_state is not None:
+        _load_init(objective, init_state, config, ctx)
+    steps, plan = _plan(config, objective, encoder_config, lengths)
+    train = dataclasses.replace(config.train, steps=steps)
+    source = _source(ctx, train, examples, tokenizer)
+    trainer = Trainer(train, objective, source, ctx.dir, device=ctx.device, events=ctx.events(), description="pretrain")
+    trainer.fit()
+    trainer.load_weights("last")  # the EMA weights when EMA is on: what the run's diagnostics describe
+    if ctx.is_main:
+        _export(ctx, config, objective, tokenizer, {"training_steps": steps, **plan})
+        ctx.report(_report(plan, steps))
+    for name in ("discriminator", "generator", "tokenizer"):
+        ctx.output_dir(name)
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+def _tokenizer(config: PretrainConfig, ctx: StageContext) -> Any:
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    source = config.tokenizer if config.tokenizer is not None else config.init
+    assert source is not None  # check_recipe
+    folder = ctx.resolve(source)
+    tokenizer = WordPieceTokenizer.from_dir(folder)
+    for name in ("cls_id", "sep_id", "mask_id", "pad_id"):
+        getattr(tokenizer, name)  # raises a clear error when the vocabulary lacks a special token
+    return tokenizer
+
+
+def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) -> tuple[Any, dict | None]:
+    """(discriminator EncoderConfig, initial weights or None): from `init`, or a preset."""
+    from xfer.transformer.presets import preset
+
+    if config.init is None:
+        overrides = {"vocab_size": vocab_size, **config.encoder}
+        overrides.setdefault("max_position_embeddings", max(512, config.max_length))
+        return preset(config.model, **overrides), None
+    encoder_config, state = read_checkpoint(ctx.resolve(config.init))
+    if config.encoder:
+        encoder_config = dataclasses.replace(encoder_config, **config.encoder)
+    if encoder_config.vocab_size < vocab_size:
+        raise UserError(
+            f"init checkpoint has {encoder_config.vocab_size} token embeddings but the tokenizer {vocab_size} tokens"
+        )
+    if encoder_config.max_position_embeddings < config.max_length:
+        raise UserError(
+            f"init checkpoint covers {encoder_config.max_position_embeddings} positions, max_length is {config.max_length}"
+        )
+    return encoder_config, state
+
+
+def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor]]]:
+    """(encoder config, {"encoder": state, "head": state (if any)}) of an xfer model dir or an HF folder."""
+    from xfer.transformer.hf import load_hf
+    from xfer.transformer.modelio import detect_format, load_model_dir
+
+    if detect_format(folder) == "xfer":
+        model_dir = load_model_dir(folder)
+        name = (
+            "encoder"
+            if "encoder" in model_dir.modules
+            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
+        )
+        states = {"encoder": model_dir.state_dicts[name]}
+        if "head" in model_dir.state_dicts:
+            states["head"] = model_dir.state_dicts["head"]
+        return model_dir.encoder_config(name), states
+    encoder_config, state, head = load_hf(folder)
+    states = {"encoder": state}
+    if head.state:
+        states["head"] = head.state
+    return encoder_config, states
+
+
+def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:
+    """The packed examples, built (or reused from the cache) on rank 0 first, then opened by every rank."""
+    from xfer.electra.data import build_examples
+
+    files = ctx.resolve_files(config.corpus.files) if config.corpus.files is not None else []
+    tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
+    cache = config.data_cache or ctx.dir / "data"
+
+    def build() -> Any:
+        return build_examples(
+            config.corpus,
+            files,
+            tokenizer_dir,
+            config.max_length,
+            cache,
+            ctx.seed,
+            short_seq_prob=config.short_seq_prob,
+            single_segment_prob=config.single_segment_prob,
+        )
+
+    if dist.world_size() > 1 and not config.corpus.streaming:
+        result = build() if ctx.is_main else None
+        dist.barrier()
+        return result if result is not None else build()  # a cache hit on the other ranks
+    return build()
+
+
+def example_lengths(examples: Any) -> np.ndarray | None:
+    """Real tokens of every packed example (None for a stream, whose lengths are not known ahead)."""
+    table = getattr(examples, "data", None)
+    if table is None:
+        return None
+    import pyarrow.compute as pc
+
+    return pc.list_value_length(table.column("input_ids")).to_numpy(zero_copy_only=False)
+
+
+def token_counts(examples: Any, vocab_size: int) -> np.ndarray:
+    """How often each token id occurs in the packed examples (the unigram generator's distribution)."""
+    table = getattr(examples, "data", None)
+    if table is None:
+        raise UserError("a unigram generator needs a map-style corpus (token counts of a stream are not known ahead)")
+    ids = table.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.bincount(ids, minlength=vocab_size)[:vocab_size]
+
+
+def _objective(
+    config: PretrainConfig, ctx: StageContext, encoder_config: Any, tokenizer: Any, examples: Any
+) -> PretrainingObjective:
+    cls = ctx.host.load("objective", config.objective.name)
+    settings = config.objective.config or ctx.host.config_class("objective", config.objective.name)()
+    unigram = None
+    generator = getattr(settings, "generator", None)
+    if generator is not None and generator.kind == "unigram":
+        unigram = torch.as_tensor(token_counts(examples, encoder_config.vocab_size), dtype=torch.float64)
+    tokens = SpecialTokens.of(tokenizer)
+    if unigram is not None:
+        return cls(encoder_config, tokens, config.max_length, settings, unigram_counts=unigram)
+    return cls(encoder_config, tokens, config.max_length, settings)
+
+
+def _load_init(objective: PretrainingObjective, states: dict, config: PretrainConfig, ctx: StageContext) -> None:
+    """Initial weights (not a resume): the discriminator, its head when it matches, the generator."""
+    encoder = objective.main_encoder
+    _load_strict(encoder, states["encoder"], "init encoder")
+    head = objective.exports()["discriminator"].get("head")
+    if head is not None and "head" in states and _same_shapes(head, states["head"]):
+        head.load_state_dict(states["head"])
+    if config.init_generator is not None:
+        generator = objective.exports().get("generator", {})
+        if "encoder" not in generator:
+            raise UserError(
+                f"init_generator: objective {config.objective.name!r} has no masked-LM generator to load into"
+            )
+        _, gen_states = read_checkpoint(ctx.resolve(config.init_generator))
+        tied = generator["encoder"].embeddings is encoder.embeddings
+        state = {k: v for k, v in gen_states["encoder"].items() if not (tied and k.startswith("embeddings."))}
+        missing, unexpected = generator["encoder"].load_state_dict(state, strict=False)
+        if unexpected or any(not k.startswith("embeddings.") for k in missing):
+            raise UserError(
+                f"init_generator does not match the generator: missing {missing[:3]}, unexpected {unexpected[:3]}"
+            )
+        if "head" in gen_states:
+            _load_strict(generator["head"], gen_states["head"], "init_generator head")
+
+
+def _same_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> bool:
+    own = module.state_dict()
+    return own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own)
+
+
+def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], what: str) -> None:
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        raise UserError(f"{what}: the checkpoint does not match the model ({str(exc).splitlines()[0]})") from None
+
+
+# --- planning -------------------------------------------------------------------------------------
+
+
+def _plan(
+    config: PretrainConfig, objective: PretrainingObjective, encoder_config: Any, lengths: Any
+) -> tuple[int, dict]:
+    """Steps to train and the FLOP accounting behind them (per sequence, per step, total)."""
+    sequence_lengths = lengths if lengths is not None and len(lengths) else np.full(1, config.max_length)
+    per_sequence = component_flops(config, objective, encoder_config, sequence_lengths)
+    batch = config.train.batch_size
+    per_step = batch * sum(per_sequence.values())
+    tokens_per_step = batch * float(np.mean(sequence_lengths))
+    steps = (
+        flops.steps_for_budget(config.budget, per_step, tokens_per_step)
+        if config.budget is not None
+        else int(config.train.steps or 0)
+    )
+    if steps <= 0:
+        raise UserError("electra.pretrain: set train.steps or a budget")
+    plan = {
+        "flops_per_step": per_step,
+        "flops_total": per_step * steps,
+        "tokens_per_step": tokens_per_step,
+        "flops_by_component_per_step": {k: batch * v for k, v in per_sequence.items()},
+        "lengths_from": "corpus" if lengths is not None and len(lengths) else f"max_length {config.max_length}",
+    }
+    return steps, plan
+
+
+def component_flops(config: PretrainConfig, objective: Any, encoder_config: Any, lengths: Any) -> dict[str, float]:
+    """Training FLOPs per sequence by component, for this stage's objective."""
+    from xfer.electra.model import generator_encoder_config
+
+    settings = config.objective.config
+    if settings is None:
+        settings = objective.config if objective is not None else None
+    generator = getattr(settings, "generator", None)
+    gen = None
+    if generator is not None and generator.kind in ("mlm", "two_tower"):
+        gen = flops.Arch.of(generator_encoder_config(encoder_config, generator))
+    return flops.training_flops(
+        config.objective.name, settings, flops.Arch.of(encoder_config), gen, lengths, config.max_length
+    )
+
+
+def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any) -> Any:
+    from xfer.electra.data import PretrainBatches
+
+    return PretrainBatches(
+        examples,
+        train.batch_size,
+        seed=ctx.seed,
+        pad_id=tokenizer.pad_id,
+        rank=dist.rank(),
+        world_size=dist.world_size(),
+        accumulation=train.grad_accum,
+    )
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+
+def _export(
+    ctx: StageContext, config: PretrainConfig, objective: PretrainingObjective, tokenizer: Any, meta: dict
+) -> None:
+    from xfer.transformer.hf import export_hf
+    from xfer.transformer.modelio import save_model_dir
+
+    common = {"objective": config.objective.name, "objective_config": _plain(config.objective.config), **meta}
+    tokenizer.save(ctx.output_dir("tokenizer"))
+    for output, modules in objective.exports().items():
+        folder = ctx.output_dir(output)
+        save_model_dir(folder, modules, {**common, "role": output})
+        tokenizer.save(folder)
+        if config.export_hf and "encoder" in modules:
+            hf = folder / "hf"
+            tokenizer.save(hf)
+            export_hf(hf, modules["encoder"], head=modules.get("head"), vocab_file=hf / "vocab.txt")
+
+
+def _plain(value: Any) -> Any:
+    from xfer.core.schema import to_plain
+
+    return to_plain(value) if value is not None else None
+
+
+def _report(plan: dict, steps: int) -> str:
+    rows = "\n".join(f"| {name} | {value:.3g} |" for name, value in plan["flops_by_component_per_step"].items())
+    return (
+        "## Compute\n\n"
+        f"{steps} steps; {plan['flops_per_step']:.3g} training FLOPs per step "
+        f"({plan['tokens_per_step']:.0f} real tokens per step, lengths from the {plan['lengths_from']}); "
+        f"{plan['flops_total']:.3g} FLOPs in total (matmul FLOPs, see `xfer flops`).\n\n"
+        "| component | FLOPs per step |\n|---|---|\n" + rows + "\n"
+    )

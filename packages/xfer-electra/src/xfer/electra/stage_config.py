@@ -1,0 +1,96 @@
+"""Config of the `electra.pretrain` stage (torch-free, so `xfer validate` stays fast).
+
+Defaults are ELECTRA-Small's (thesis Tables 5.1/5.2): lr 5e-4, batch 128, sequence length 128,
+10k warmup steps then linear decay to 0, AdamW (betas 0.9/0.999, eps 1e-6, weight decay 0.01 not
+on LayerNorm and biases), gradient clipping 1.0, 1M steps. `train.bias_correction: false` and
+`train.schedule: warmup_on_decay` reproduce the original TF optimizer exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
+from xfer.core.fingerprint import UNSIGNED
+from xfer.core.train_config import TrainConfig
+from xfer.electra.corpus import CorpusConfig
+from xfer.transformer.finetune_config import ENCODER_FIELDS, PresetName
+
+DEFAULT_TRAIN = TrainConfig(
+    steps=1_000_000,
+    batch_size=128,
+    lr=5e-4,
+    weight_decay=0.01,
+    warmup_steps=10_000,
+    schedule="linear",
+    clip_norm=1.0,
+    adam_eps=1e-6,
+    eval_every=None,
+    log_every=100,
+    checkpoint_every=1000,
+)
+
+
+@dataclass
+class Budget:
+    """A compute budget: the stage trains for as many steps as it buys (exactly one field)."""
+
+    flops: float | None = knob(None, "Training FLOPs (analytic matmul count, see `xfer flops`).", gt=0)
+    tokens: float | None = knob(None, "Real (non-pad) tokens seen by the model.", gt=0)
+    steps: int | None = knob(None, "Optimizer steps.", ge=1)
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("flops", "tokens", "steps") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise FieldError("flops", f"give exactly one of flops, tokens, steps (got {', '.join(given) or 'none'})")
+
+
+@dataclass
+class PretrainConfig:
+    """`electra.pretrain`: pre-train a Transformer encoder on unlabeled text."""
+
+    corpus: CorpusConfig = knob(doc="The text: files/globs/stage outputs or an HF `datasets` name/path.")
+    tokenizer: Input | None = knob(
+        None, "WordPiece folder (a transformer.vocab output, or vocab.txt/tokenizer.json); default: the one in `init`."
+    )
+    objective: ObjectiveRef = knob(
+        ObjectiveRef("electra.rtd"),
+        "electra.rtd (ELECTRA), electra.mlm (BERT baseline), electric.nce (Electric), with their options, "
+        "e.g. {name: electra.rtd, generator: {size: 0.5}}.",
+    )
+    model: PresetName = knob("electra-small", "Discriminator size for random init (ignored when `init` is given).")
+    encoder: Annotated[dict[str, Any], KeysOf.of(ENCODER_FIELDS, "encoder field")] = knob(
+        {}, "Overrides of the preset, e.g. {num_layers: 4, hidden_size: 128}."
+    )
+    init: Input | None = knob(
+        None,
+        "Continue pre-training from a checkpoint: an ELECTRA discriminator (HF folder or xfer model dir, e.g. an "
+        "earlier stage's `discriminator`). Weights only: the optimizer and schedule start afresh (not a resume).",
+    )
+    init_generator: Input | None = knob(
+        None, "The matching generator checkpoint (HF ElectraForMaskedLM folder or xfer dir); default: a fresh one."
+    )
+    max_length: int = knob(128, "Tokens per packed example, [CLS] and [SEP]s included.", ge=8)
+    single_segment_prob: float = knob(0.1, "Probability that an example has one segment only.", ge=0.0, le=1.0)
+    short_seq_prob: float = knob(0.05, "Probability that an example targets a random shorter length.", ge=0.0, le=1.0)
+    train: TrainConfig = knob(DEFAULT_TRAIN, "Optimisation (ELECTRA-Small defaults).")
+    budget: Budget | None = knob(
+        None, "Train to a compute budget instead of train.steps: {flops: 1e15}, {tokens: 1e8} or {steps: N}."
+    )
+    export_hf: bool = knob(True, "Also write each output in Hugging Face layout (`hf/` inside it).")
+    data_cache: Path | None = knob(
+        None,
+        "Where the packed Arrow examples are cached (default: inside the stage's folder). A shared folder "
+        "lets stages and runs with the same corpus, tokenizer and packing reuse one build.",
+        **{UNSIGNED: True},
+    )
+
+    def check_recipe(self) -> None:
+        if self.tokenizer is None and self.init is None:
+            raise FieldError(
+                "tokenizer", "give a tokenizer (e.g. a transformer.vocab stage's output) or an init checkpoint"
+            )
+        if self.corpus.streaming and self.budget is None and self.train.steps is None:
+            raise FieldError(("train", "steps"), "a streaming corpus has no epochs: set train.steps or a budget")

@@ -1,0 +1,316 @@
+"""The ELECTRA and Electric details METHODS.md pins, each checked on a tiny model.
+
+Mask count and candidates, 85/15 with no random replacement, BERT's 80/10/10, labels when the
+sample equals the original, loss weights, whole-embedding tying, generator logits only at the
+masked positions, no gradient from the discriminator into the generator, fp32 Gumbel sampling,
+the NCE correction, and the two-tower model's causality (by perturbing inputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from xfer.electra import masking
+from xfer.electra.config import GeneratorConfig, MLMConfig, NCEConfig, RTDConfig
+from xfer.electra.heads import GeneratorHead
+from xfer.electra.model import MaskedGenerator, TwoTower, generator_encoder_config
+from xfer.electra.objective import ElectricObjective, MLMObjective, RTDObjective, SpecialTokens
+from xfer.transformer.presets import preset
+
+TOKENS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)
+SPECIAL = torch.tensor([2, 3, 4])
+VOCAB = 300
+
+
+def config(**overrides):
+    return preset("tiny", vocab_size=VOCAB, num_layers=2, hidden_dropout=0.0, attention_dropout=0.0, **overrides)
+
+
+def packed_batch(lengths: list[int], seed: int = 0, width: int = 128) -> dict[str, torch.Tensor]:
+    """[CLS] a [SEP] b [SEP] sequences of the given lengths, right-padded to `width`."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.zeros(len(lengths), width, dtype=torch.long)
+    types = torch.zeros_like(ids)
+    mask = torch.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = torch.randint(5, VOCAB, (n,), generator=g)
+        ids[row, 0], ids[row, n // 2], ids[row, n - 1] = 2, 3, 3
+        types[row, n // 2 + 1 : n] = 1
+        mask[row, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+# --- masking ---------------------------------------------------------------------------------------
+
+
+def test_mask_count_is_fixed_capped_and_only_on_candidates() -> None:
+    assert masking.max_predictions(0.15, 128) == 19
+    batch = packed_batch([128, 100, 40, 7, 4])
+    torch.manual_seed(0)
+    selection = masking.select(batch["input_ids"], batch["attention_mask"], SPECIAL, 0.15, 19)
+    # round(0.15 n) capped at 19, at least 1, never more than the candidates (n - 3 here)
+    assert selection.count.tolist() == [19, 15, 6, 1, 1]
+    chosen_ids = batch["input_ids"].reshape(-1)[selection.flat]
+    assert not torch.isin(chosen_ids, torch.tensor([0, 2, 3, 4])).any(), "never pad, [CLS], [SEP] or [MASK]"
+    assert selection.chosen.sum(-1).tolist() == selection.count.tolist(), "distinct positions"
+    assert (selection.rows == selection.flat // 128).all()
+    empty = packed_batch([3])  # [CLS] [SEP] [SEP]: nothing to mask
+    none = masking.select(empty["input_ids"], empty["attention_mask"], SPECIAL, 0.15, 19)
+    assert none.count.tolist() == [0] and none.flat.numel() == 0
+
+
+def test_positions_are_uniform_over_candidates() -> None:
+    batch = packed_batch([20] * 4000)
+    torch.manual_seed(1)
+    selection = masking.select(batch["input_ids"], batch["attention_mask"], SPECIAL, 0.15, 19)
+    frequency = selection.chosen.float().mean(0)[:20]
+    candidates = [t for t in range(20) if t not in (0, 10, 19)]
+    expected = 3 / 17  # round(0.15 * 20) = 3 of the 17 candidates
+    assert torch.allclose(frequency[candidates], torch.full((17,), expected), atol=0.02)
+    assert frequency[[0, 10, 19]].sum() == 0
+
+
+def test_electra_generator_input_is_85_percent_mask_15_unchanged_never_random() -> None:
+    batch = packed_batch([128] * 200)
+    torch.manual_seed(2)
+    selection = masking.select(batch["input_ids"], batch["attention_mask"], SPECIAL, 0.15, 19)
+    shown = masking.electra_generator_input(batch["input_ids"], selection, 4, 0.85)
+    original = batch["input_ids"].reshape(-1)[selection.flat]
+    seen = shown.reshape(-1)[selection.flat]
+    masked = (seen == 4).float().mean().item()
+    assert abs(masked - 0.85) < 0.02
+    assert bool(((seen == 4) | (seen == original)).all()), "no random-token replacement"
+    untouched = ~selection.chosen
+    assert torch.equal(shown[untouched], batch["input_ids"][untouched])
+
+
+def test_bert_input_is_80_10_10() -> None:
+    batch = packed_batch([128] * 200)
+    torch.manual_seed(3)
+    selection = masking.select(batch["input_ids"], batch["attention_mask"], SPECIAL, 0.15, 19)
+    shown = masking.bert_input(batch["input_ids"], selection, 4, VOCAB).reshape(-1)[selection.flat]
+    original = batch["input_ids"].reshape(-1)[selection.flat]
+    as_mask = (shown == 4).float().mean().item()
+    unchanged = (shown == original).float().mean().item()
+    assert abs(as_mask - 0.8) < 0.02 and abs(unchanged - 0.1 - 0.1 / VOCAB) < 0.02
+    assert abs(1 - as_mask - unchanged - 0.1) < 0.02, "~10% random tokens"
+
+
+def test_gumbel_sampling_draws_from_the_softmax_in_fp32() -> None:
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]]).expand(40000, -1).to(torch.bfloat16)
+    torch.manual_seed(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        draws = masking.gumbel_sample(logits)
+    frequency = torch.bincount(draws, minlength=4).float() / draws.numel()
+    assert torch.allclose(frequency, torch.softmax(logits[0].float(), -1), atol=0.01)
+    with_temperature = masking.gumbel_sample(torch.tensor([[2.0, 0.0]]).expand(40000, -1), temperature=2.0)
+    assert abs((with_temperature == 0).float().mean().item() - torch.sigmoid(torch.tensor(1.0)).item()) < 0.01
+
+
+# --- ELECTRA -----------------------------------------------------------------------------------------
+
+
+def test_generator_is_narrow_same_depth_and_shares_the_whole_embedding_block() -> None:
+    disc = preset("electra-small", vocab_size=VOCAB)
+    gen = generator_encoder_config(disc, GeneratorConfig())
+    assert (gen.hidden_size, gen.intermediate_size, gen.num_heads, gen.num_layers) == (64, 256, 1, 12)
+    assert gen.embedding_size == 128
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
+    generator = objective.generator
+    assert isinstance(generator, MaskedGenerator)
+    assert generator.encoder.embeddings is objective.discriminator.embeddings, "token, position, type + LayerNorm"
+    assert generator.encoder.embeddings_project is not objective.discriminator.embeddings_project
+    untied = RTDObjective(config(), TOKENS, 128, RTDConfig(generator=GeneratorConfig(tie_embeddings=False)))
+    assert untied.generator.encoder.embeddings is not untied.discriminator.embeddings
+
+
+def test_generator_output_embeddings_are_its_input_embeddings() -> None:
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
+    word = objective.discriminator.embeddings.word.weight
+    head = objective.generator.head
+    rows = torch.randn(3, objective.generator.encoder.config.hidden_size)
+    expected = F.linear(head.norm(F.gelu(head.dense(rows))), word, head.bias)
+    assert torch.allclose(head(rows, word), expected)
+    assert not any(p.shape == word.shape for p in head.parameters()), "no separate output matrix"
+
+
+def test_generator_logits_only_at_masked_positions(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    forward = GeneratorHead.forward
+
+    def spy(self, hidden, word):
+        seen.append(hidden.shape[0])
+        return forward(self, hidden, word)
+
+    monkeypatch.setattr(GeneratorHead, "forward", spy)
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
+    batch = packed_batch([128, 60, 9])
+    torch.manual_seed(5)
+    objective(batch)
+    assert seen == [19 + 9 + 1], "softmax rows = masked positions only, not every token"
+
+
+@pytest.mark.parametrize(("gen_weight", "disc_weight"), [(1.0, 50.0), (2.0, 10.0)])
+def test_loss_is_weighted_generator_mlm_plus_weighted_detection(gen_weight: float, disc_weight: float) -> None:
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig(gen_weight=gen_weight, disc_weight=disc_weight))
+    torch.manual_seed(6)
+    out = objective(packed_batch([128, 77]))
+    expected = gen_weight * out.metrics["gen_loss"] + disc_weight * out.metrics["main_loss"]
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_replaced_labels_are_exactly_where_the_sample_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Half the samples equal the original token, half differ: only the differing ones are positives."""
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
+    batch = packed_batch([128, 64])
+    captured: dict[str, torch.Tensor] = {}
+
+    def half_right(self, batch_, selection):
+        originals = batch_["input_ids"].reshape(-1).index_select(0, selection.flat)
+        wanted = torch.where(originals == 5, 6, 5)  # a different token ...
+        wanted[::2] = originals[::2]  # ... except at every other position
+        captured["flat"], captured["differs"] = selection.flat, wanted != originals
+        logits = torch.full((originals.numel(), VOCAB), -1e4)
+        logits[torch.arange(originals.numel()), wanted] = 1e4
+        return logits, logits.new_zeros(())
+
+    monkeypatch.setattr(RTDObjective, "_generate", half_right)
+    labels_seen: dict[str, torch.Tensor] = {}
+    bce = F.binary_cross_entropy_with_logits
+
+    def spy(logits: torch.Tensor, labels: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        labels_seen["y"] = labels
+        return bce(logits, labels, *args, **kwargs)
+
+    monkeypatch.setattr(F, "binary_cross_entropy_with_logits", spy)
+    objective(batch)
+    real = batch["attention_mask"].reshape(-1).nonzero().squeeze(1)
+    expected = torch.zeros(batch["input_ids"].numel())
+    expected[captured["flat"][captured["differs"]]] = 1.0
+    assert torch.equal(labels_seen["y"], expected[real])
+    assert 0 < captured["differs"].sum() < captured["differs"].numel()
+
+
+def test_discriminator_loss_never_reaches_generator_weights() -> None:
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig(gen_weight=0.0))
+    batch = packed_batch([128, 90])
+    torch.manual_seed(7)
+    objective(batch).loss.backward()
+    own = [p for n, p in objective.generator.named_parameters() if not n.startswith("encoder.embeddings.")]
+    assert all(p.grad is None or not p.grad.any() for p in own), "disc -> generator gradient"
+    assert objective.discriminator.embeddings.word.weight.grad.any(), "the shared embeddings do learn"
+
+
+def test_a_sample_equal_to_the_original_is_labelled_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Force the generator's samples to be the original tokens: nothing is 'replaced'."""
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
+    batch = packed_batch([128, 64])
+
+    def perfect(self, batch_, selection):
+        originals = batch_["input_ids"].reshape(-1).index_select(0, selection.flat)
+        logits = torch.full((originals.numel(), VOCAB), -1e4)
+        logits[torch.arange(originals.numel()), originals] = 1e4
+        return logits, logits.new_zeros(())
+
+    monkeypatch.setattr(RTDObjective, "_generate", perfect)
+    out = objective(batch)
+    assert out.metrics["replaced"].item() == 0.0 and out.metrics["sampled_accuracy"].item() == 100.0
+    assert out.metrics["disc_recall"].item() == 0.0  # no positives at all
+
+
+def test_discriminator_loss_is_bce_over_every_real_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
+    batch = packed_batch([128, 50])
+    rows_seen: list[int] = []
+    head_forward = type(objective.head).forward
+
+    def spy(self, hidden):
+        rows_seen.append(hidden.shape[0])
+        return head_forward(self, hidden)
+
+    monkeypatch.setattr(type(objective.head), "forward", spy)
+    objective(batch)
+    assert rows_seen == [178], "every non-pad token, [CLS]/[SEP] included, no padding"
+    fifteen = RTDObjective(config(), TOKENS, 128, RTDConfig(variant="electra_15"))
+    rows_seen.clear()
+    fifteen(batch)
+    assert rows_seen == [19 + 8], "ELECTRA-15%: only the masked positions"
+
+
+# --- the MLM baseline --------------------------------------------------------------------------------
+
+
+def test_mlm_baseline_predicts_only_masked_positions_with_tied_softmax() -> None:
+    objective = MLMObjective(config(), TOKENS, 128, MLMConfig())
+    batch = packed_batch([128, 31])
+    torch.manual_seed(8)
+    out = objective(batch)
+    torch.manual_seed(8)
+    selection = objective.select(batch)
+    assert selection.flat.numel() == 19 + 5  # round(0.15 * 31) = 5
+    assert out.loss.item() == pytest.approx(math.log(VOCAB), rel=0.05), "untrained: ~uniform over the vocabulary"
+    assert objective.exports()["discriminator"]["head"] is objective.mlm.head
+
+
+# --- Electric -------------------------------------------------------------------------------------------
+
+
+def test_two_tower_prediction_at_t_never_sees_token_t() -> None:
+    torch.manual_seed(9)
+    tower = TwoTower(config(), shared=None).eval()
+    batch = packed_batch([40, 25], seed=1)
+    ids, mask, types = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+    every = mask.reshape(-1).nonzero().squeeze(1)
+    base = tower.logits_at(ids, mask, types, every)
+    for t in (1, 7, 20, 38):
+        changed = ids.clone()
+        changed[0, t] = (changed[0, t] + 17) % (VOCAB - 5) + 5
+        after = tower.logits_at(changed, mask, types, every)
+        diff = (after - base).abs().amax(-1)[:40]
+        assert diff[t] == 0, f"q at {t} depends on token {t}"
+        assert diff[t - 1] > 0 and diff[t + 1] > 0, "neighbours do see it (from the right and from the left)"
+        assert torch.equal(after[40:], base[40:]), "other sequences are unaffected"
+
+
+def test_electric_nce_correction_and_all_replaced_positions_are_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    objective = ElectricObjective(config(), TOKENS, 128, NCEConfig())
+    batch = packed_batch([128, 41])
+    captured: dict[str, torch.Tensor] = {}
+    bce = F.binary_cross_entropy_with_logits
+
+    def spy(logits, labels, *args, **kwargs):
+        captured["logits"], captured["labels"] = logits.detach(), labels
+        return bce(logits, labels, *args, **kwargs)
+
+    monkeypatch.setattr(F, "binary_cross_entropy_with_logits", spy)
+    monkeypatch.setattr(masking, "gumbel_sample", lambda logits, temperature=1.0: logits.argmax(-1) * 0 + 7)
+    torch.manual_seed(10)
+    out = objective(batch)
+    torch.manual_seed(10)
+    selection = objective.select(batch, rounding="ceil")
+    assert selection.count.tolist() == [
+        math.ceil(0.15 * 128) if math.ceil(0.15 * 128) <= 19 else 19,
+        math.ceil(0.15 * 41),
+    ]
+    real = batch["attention_mask"].reshape(-1).nonzero().squeeze(1)
+    noised = batch["input_ids"].reshape(-1).index_copy(0, selection.flat, torch.full_like(selection.flat, 7))
+    labels = torch.zeros(batch["input_ids"].numel(), dtype=torch.bool)
+    labels[selection.flat] = True
+    assert torch.equal(captured["labels"], labels[real].float()), "every replaced position is noise"
+    with torch.no_grad():
+        log_q = (
+            objective.generator.logits_at(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], real)
+            .float()
+            .log_softmax(-1)
+        )
+        energy = objective.energy(noised.view_as(batch["input_ids"]), batch, real)
+    k = selection.count.float()
+    n = batch["attention_mask"].sum(-1).float()
+    correction = (k / (n - k)).log()[real // 128]
+    expected = energy + log_q.gather(1, noised[real][:, None]).squeeze(1) + correction
+    assert torch.allclose(captured["logits"], expected, atol=1e-5), "noise logit = E + log(k q / (n - k))"
+    assert out.metrics["replaced"].item() == pytest.approx(100.0 * labels.sum().item() / real.numel())
