@@ -46,6 +46,14 @@ class MaskedGenerator(nn.Module):
         self.encoder = build_tower(config, shared)
         self.head = GeneratorHead(config.hidden_size, config.embedding_size, config.vocab_size, config.layer_norm_eps)
 
+    @classmethod
+    def from_modules(cls, encoder: Encoder, head: GeneratorHead) -> MaskedGenerator:
+        """Reassemble a saved generator (modules `encoder` and `head` of its model directory)."""
+        model = cls.__new__(cls)
+        nn.Module.__init__(model)
+        model.encoder, model.head = encoder, head
+        return model
+
     def logits_at(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor, flat: Tensor) -> Tensor:
         """Logits [M, V] at the flat positions `flat` of the [B, T] batch (the masked ones)."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
@@ -62,6 +70,14 @@ class TwoTower(nn.Module):
         # untied from the discriminator, the towers still share one embedding table (the cloze softmax's)
         self.rtl = build_tower(config, shared if shared is not None else self.ltr.embeddings)
         self.head = ClozeHead(2 * config.hidden_size, config.embedding_size, config.vocab_size, config.layer_norm_eps)
+
+    @classmethod
+    def from_modules(cls, ltr: Encoder, rtl: Encoder, head: ClozeHead) -> TwoTower:
+        """Reassemble a saved two-tower model (modules `ltr`, `rtl`, `head` of its model directory)."""
+        model = cls.__new__(cls)
+        nn.Module.__init__(model)
+        model.ltr, model.rtl, model.head = ltr, rtl, head
+        return model
 
     def context(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor:
         """[B, T, 2H]: at position t, the LTR state at t-1 and the RTL state at t+1 (zeros past the ends)."""
