@@ -282,7 +282,8 @@ def _export(
     from xfer.transformer.hf import export_hf
     from xfer.transformer.modelio import save_model_dir
 
-    common = {"objective": config.objective.name, "objective_config": _plain(config.objective.config), **meta}
+    # the objective's effective settings (defaults filled in): scoring reads mask_prob and the generator kind
+    common = {"objective": config.objective.name, "objective_config": _plain(objective.config), **meta}
     tokenizer.save(ctx.output_dir("tokenizer"))
     for output, modules in objective.exports().items():
         folder = ctx.output_dir(output)
