@@ -10,6 +10,10 @@ Which splits a stage reads: its config's `data_splits()` if it defines one (a li
 `(TaskRef, splits)`), otherwise every task found in its config with the train and dev splits.
 Tasks whose config reads from an earlier stage's output are skipped: that data does not exist
 before the run.
+
+A stage config may also define `preflight(self) -> list[UserError]` for checks of its own that
+need to read files (a pre-training corpus, a checkpoint's vocabulary against the tokenizer's, a
+compute budget against the cost of one step). It must skip what comes from earlier stages.
 """
 
 from __future__ import annotations
@@ -47,6 +51,16 @@ def preflight_diagnostics(recipe: Recipe, host: PluginHost | None = None) -> lis
     host = host or default_host()
     found: list[Diagnostic] = []
     for stage, plan in recipe.stages.items():
+        own_checks = getattr(plan.config, "preflight", None)
+        if callable(own_checks):
+            try:
+                problems = list(own_checks())
+            except UserError as exc:
+                problems = [exc]
+            except Exception as exc:  # a plugin bug must not look like the user's data problem, nor crash
+                problems = [UserError(f"its pre-flight check failed ({type(exc).__name__}: {exc}); plugin bug")]
+            for problem in problems:
+                found.append(_diagnostic(problem, f"stage {stage!r}", recipe, stage, ""))
         for ref, splits in stage_tasks(plan.config):
             if _reads_stage_outputs(ref.config):
                 continue
@@ -105,7 +119,7 @@ def _diagnostic(problem: UserError, context: str, recipe: Recipe, stage: str, ta
     if isinstance(problem, DataError) and (problem.line or Path(problem.path).exists()):
         return Diagnostic(Location(problem.path, problem.line), f"{_message(problem)} ({context})")
     text = _message(problem) if isinstance(problem, DataError) else str(problem)
-    return Diagnostic(_stage_location(recipe, stage), f"{context}: {text.removeprefix(task + ': ')}")
+    return Diagnostic(_stage_location(recipe, stage), f"{context}: {text.removeprefix(task + ': ') if task else text}")
 
 
 def _stage_location(recipe: Recipe, stage: str) -> Location:

@@ -267,7 +267,7 @@ class Validator:
                 ok = False
                 continue
             default = _dataclass_default(fields[key])
-            if default is not None and type(default) is hints[key]:
+            if default is not None and type(default) is hints[key] and not isinstance(default, _REFERENCES):
                 values[key] = self.dataclass(child, hints[key], child_path, base=default)
                 self.provenance[child_path] = child.origin
             else:
@@ -437,6 +437,10 @@ class Validator:
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
         return INVALID if config is INVALID else ref_type(name, config)
+
+
+_REFERENCES = (ComponentRef, Input, Files)
+"""Dataclass-valued types that are written as references, never merged key by key into a default."""
 
 
 def _doc_of(f: dataclasses.Field) -> str:

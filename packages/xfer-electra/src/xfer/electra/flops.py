@@ -111,9 +111,16 @@ def training_flops(
 
 
 def steps_for_budget(budget: Any, flops_per_step: float, tokens_per_step: float) -> int:
-    """Optimizer steps that a `budget` (flops, tokens or steps) buys."""
+    """Optimizer steps that a `budget` (flops, tokens or steps) buys; ValueError if not even one."""
     if budget.steps is not None:
         return int(budget.steps)
     if budget.tokens is not None:
-        return max(1, int(budget.tokens // tokens_per_step))
-    return max(1, int(budget.flops // flops_per_step))
+        steps, what = (
+            int(budget.tokens // tokens_per_step),
+            f"tokens {budget.tokens:.3g} < {tokens_per_step:.0f} per step",
+        )
+    else:
+        steps, what = int(budget.flops // flops_per_step), f"flops {budget.flops:.3g} < {flops_per_step:.3g} per step"
+    if steps < 1:
+        raise ValueError(f"the budget does not buy one training step (budget.{what})")
+    return steps

@@ -111,8 +111,8 @@ def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor
         return model_dir.encoder_config(name), states
     encoder_config, state, head = load_hf(folder)
     states = {"encoder": state}
-    if head.state:
-        states["head"] = head.state
+    if head.state_dict:
+        states["head"] = head.state_dict
     return encoder_config, states
 
 
@@ -226,11 +226,14 @@ def _plan(
     batch = config.train.batch_size
     per_step = batch * sum(per_sequence.values())
     tokens_per_step = batch * float(np.mean(sequence_lengths))
-    steps = (
-        flops.steps_for_budget(config.budget, per_step, tokens_per_step)
-        if config.budget is not None
-        else int(config.train.steps or 0)
-    )
+    try:
+        steps = (
+            flops.steps_for_budget(config.budget, per_step, tokens_per_step)
+            if config.budget is not None
+            else int(config.train.steps or 0)
+        )
+    except ValueError as exc:
+        raise UserError(f"electra.pretrain: {exc}") from None
     if steps <= 0:
         raise UserError("electra.pretrain: set train.steps or a budget")
     plan = {
@@ -243,13 +246,41 @@ def _plan(
     return steps, plan
 
 
+def objective_settings(config: PretrainConfig) -> Any:
+    """The objective's config as the recipe gives it, or its defaults (for the built-in objectives)."""
+    from xfer.electra.config import MLMConfig, NCEConfig, RTDConfig
+
+    if config.objective.config is not None:
+        return config.objective.config
+    defaults = {"electra.rtd": RTDConfig, "electra.mlm": MLMConfig, "electric.nce": NCEConfig}
+    cls = defaults.get(config.objective.name)
+    return cls() if cls is not None else None
+
+
+def planned_step(config: PretrainConfig, vocab_size: int | None) -> tuple[float, float]:
+    """(training FLOPs, real tokens) of one step of full-length sequences, before anything is built."""
+    from xfer.transformer.presets import preset
+
+    if config.init is not None and config.init.path is not None:
+        encoder_config = read_checkpoint(config.init.path)[0]
+    else:
+        size = {"vocab_size": vocab_size} if vocab_size else {}
+        encoder_config = preset(config.model, **{**size, **config.encoder})
+    full = np.full(1, config.max_length)
+    per_sequence = component_flops(config, None, encoder_config, full)
+    return config.train.batch_size * sum(per_sequence.values()), float(config.train.batch_size * config.max_length)
+
+
 def component_flops(config: PretrainConfig, objective: Any, encoder_config: Any, lengths: Any) -> dict[str, float]:
     """Training FLOPs per sequence by component, for this stage's objective."""
     from xfer.electra.model import generator_encoder_config
 
-    settings = config.objective.config
+    settings = objective.config if objective is not None else objective_settings(config)
     if settings is None:
-        settings = objective.config if objective is not None else None
+        raise UserError(
+            f"objective {config.objective.name!r} has no FLOP formula in xfer.electra.flops: "
+            "a budget in flops or tokens needs one (use budget.steps)"
+        )
     generator = getattr(settings, "generator", None)
     gen = None
     if generator is not None and generator.kind in ("mlm", "two_tower"):

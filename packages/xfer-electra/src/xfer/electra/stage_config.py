@@ -87,6 +87,12 @@ class PretrainConfig:
         **{UNSIGNED: True},
     )
 
+    def preflight(self) -> list[Any]:
+        """Checks that read files, run before any stage trains (see `xfer.electra.checks`)."""
+        from xfer.electra.checks import preflight
+
+        return preflight(self)
+
     def check_recipe(self) -> None:
         if self.tokenizer is None and self.init is None:
             raise FieldError(
