@@ -341,6 +341,8 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 loaded = loaded[split]
             return loaded
         hf_cache = str(cache_dir / "hf-datasets")
+        if not path.exists() and (path.is_absolute() or name.startswith(".")):
+            raise DataError(name, 0, "no such file or folder")
         if path.is_file():
             builder = _FILE_BUILDERS.get(path.suffix.lower())
             if builder is None:
