@@ -217,10 +217,10 @@ CASES = [
     ),
     (
         "unknown namespace names the distribution",
-        GOOD.replace("kind: testing.fit\n    task: {", "kind: electra.pretrain\n    task: {"),
+        GOOD.replace("kind: testing.fit\n    task: {", "kind: gpt.pretrain\n    task: {"),
         5,
         11,
-        r"no installed plugin provides namespace 'electra' .*pip install xfer-electra",
+        r"no installed plugin provides namespace 'gpt' .*pip install xfer-gpt",
     ),
     ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
 ]
