@@ -214,7 +214,7 @@ class _TextSource:
     def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:
         return {
             "kind": "files",
-            "sha256": [hashes.file(Path(p)) for p in self.paths],
+            "sha256": hashes.files(self.paths),
             "bytes_read": self.ends,
             "blocks": [[b.file, b.start, b.end] for b in self.blocks],
         }
@@ -244,7 +244,7 @@ class _RowSource:
         identity = dict(self.identity)
         files = identity.pop("files", None)
         if files:
-            identity["sha256"] = [hashes.file(Path(f)) for f in files]
+            identity["sha256"] = hashes.files(files)
         return {"kind": "dataset", **identity, "blocks": self.blocks}
 
 
@@ -482,13 +482,13 @@ class _FileHashes:
 
         self._hasher = FileHasher(cache_dir / ".file-hashes.json")
 
-    def file(self, path: Path) -> str:
+    def files(self, paths: Sequence[str]) -> list[str]:
         try:
-            digest = self._hasher.file(path)
+            digests = [self._hasher.file(Path(p)) for p in paths]
         except OSError as error:
-            raise DataError(path, 0, f"cannot read file: {error.strerror or error}") from None
+            raise DataError(error.filename or "corpus", 0, f"cannot read file: {error.strerror or error}") from None
         self._hasher.save()
-        return digest
+        return digests
 
 
 def _build_or_load(
