@@ -22,23 +22,32 @@ _PROBE_BYTES = 1 << 20
 
 
 def preflight(config: Any) -> list[UserError]:
+    """Every problem found; each check runs on its own, so one does not hide another."""
     problems: list[UserError] = []
-    problems += _empty_corpus(config)
     tokenizer_vocab = _tokenizer_vocab_size(config)
     init_vocab = _checkpoint_vocab_size(config.init.path) if config.init is not None and config.init.path else None
-    if tokenizer_vocab is not None and init_vocab is not None and tokenizer_vocab > init_vocab:
-        problems.append(
-            DataError(
-                str(config.init.path),
-                0,
-                f"the checkpoint has {init_vocab} token embeddings but the tokenizer ({_tokenizer_dir(config)}) "
-                f"has {tokenizer_vocab} tokens: use the checkpoint's own vocabulary",
-                key="init",
-            )
-        )
+    checks = [lambda: _empty_corpus(config), lambda: _vocabulary(config, tokenizer_vocab, init_vocab)]
     if config.budget is not None and config.budget.steps is None:
-        problems += _budget(config, tokenizer_vocab or init_vocab)
+        checks.append(lambda: _budget(config, tokenizer_vocab or init_vocab))
+    for check in checks:
+        try:
+            problems += check()
+        except UserError as exc:
+            problems.append(exc)
     return problems
+
+
+def _vocabulary(config: Any, tokenizer_vocab: int | None, init_vocab: int | None) -> list[UserError]:
+    if tokenizer_vocab is None or init_vocab is None or tokenizer_vocab <= init_vocab:
+        return []
+    return [
+        DataError(
+            str(config.init.path),
+            0,
+            f"the checkpoint has {init_vocab} token embeddings but the tokenizer ({_tokenizer_dir(config)}) "
+            f"has {tokenizer_vocab} tokens: use the checkpoint's own vocabulary",
+        )
+    ]
 
 
 def _empty_corpus(config: Any) -> list[UserError]:

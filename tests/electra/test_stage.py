@@ -1,0 +1,218 @@
+"""The `electra.pretrain` stage end to end on the toy corpus: outputs in xfer and HF layouts (loadable
+by `transformers` with equal outputs), `init:` continuation, every objective, compute budgets,
+bad input before training, and the conformance kit (determinism, SIGKILL-and-resume)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from xfer.core.errors import RecipeError
+from xfer.core.preflight import check_data
+from xfer.core.recipe import load_recipe
+from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
+from xfer.transformer.modelio import load_model_dir
+
+TINY = "{num_layers: 1, hidden_size: 64, embedding_size: 32, intermediate_size: 128, num_heads: 2}"
+
+RECIPE = f"""
+name: pre
+seed: 2
+stages:
+  corpus: {{kind: toy.corpus, sentences: 600}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 200, min_frequency: 1}}
+  fit:
+    kind: electra.pretrain
+    corpus: {{files: corpus.text}}
+    tokenizer: vocab.tokenizer
+    model: tiny
+    encoder: {TINY}
+    max_length: 32
+    objective: {{name: electra.rtd}}
+    train: {{steps: 8, batch_size: 8, warmup_steps: 2, log_every: 1, checkpoint_every: 3}}
+"""
+
+
+def host():
+    return make_host(autoload=True)
+
+
+class TestElectraConformance(ComponentConformance):
+    component = ("objective", "electra.rtd")
+    config_path = "stages.fit.objective"
+    recipe = RECIPE
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pretrained")
+    run_recipe_file(write_recipe(root, RECIPE), root / "run", host())
+    return root / "run" / "fit" / "outputs"
+
+
+def _batch(tokenizer_dir: Path) -> dict[str, torch.Tensor]:
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    tokenizer = WordPieceTokenizer.from_dir(tokenizer_dir)
+    encoded = [tokenizer.encode_pair(t, None, max_length=32) for t in ("the dog sees a cat .", "a cat runs")]
+    width = max(len(e.input_ids) for e in encoded)
+    ids = torch.zeros(len(encoded), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, e in enumerate(encoded):
+        ids[row, : len(e.input_ids)] = torch.tensor(e.input_ids)
+        mask[row, : len(e.input_ids)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+def test_outputs_load_in_transformers_with_equal_outputs(pretrained: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    batch = _batch(pretrained / "tokenizer")
+    real = batch["attention_mask"].bool()
+    disc = load_model_dir(pretrained / "discriminator")
+    encoder, head = disc.build("encoder").eval(), disc.build("head").eval()
+    hf_disc = transformers.ElectraForPreTraining.from_pretrained(pretrained / "discriminator" / "hf").eval()
+    with torch.no_grad():
+        hidden = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+        ours = head(hidden[real])
+        theirs = hf_disc(**batch).logits[real]
+    assert torch.allclose(ours, theirs, atol=1e-5), "ElectraForPreTraining gives the discriminator's logits"
+
+    gen = load_model_dir(pretrained / "generator")
+    g_encoder, g_head = gen.build("encoder").eval(), gen.build("head").eval()
+    hf_gen = transformers.ElectraForMaskedLM.from_pretrained(pretrained / "generator" / "hf").eval()
+    with torch.no_grad():
+        hidden = g_encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+        ours = g_head(hidden[real], g_encoder.embeddings.word.weight)
+        theirs = hf_gen(**batch).logits[real]
+    assert torch.allclose(ours, theirs, atol=1e-4), "ElectraForMaskedLM gives the generator's logits"
+    assert hf_gen.config.hidden_size == 16 and hf_gen.config.embedding_size == 32, "generator: 1/4 width, tied size"
+    shared = [k for k in disc.state_dicts["encoder"] if k.startswith("embeddings.")]
+    assert shared and all(torch.equal(disc.state_dicts["encoder"][k], gen.state_dicts["encoder"][k]) for k in shared), (
+        "the whole embedding block is shared"
+    )
+
+
+def test_finetune_and_init_take_the_discriminator(pretrained: Path, tmp_path: Path) -> None:
+    """Continue pre-training from the HF export with lr 0: weights in = weights out (fresh optimizer)."""
+    text = f"""
+name: again
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    init: {pretrained / "discriminator" / "hf"}
+    init_generator: {pretrained / "generator" / "hf"}
+    max_length: 32
+    train: {{steps: 2, batch_size: 8, lr: 0.0, warmup_steps: 0, log_every: 1}}
+"""
+    run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    before = load_model_dir(pretrained / "discriminator").state_dicts["encoder"]
+    after = load_model_dir(tmp_path / "run/more/outputs/discriminator").state_dicts["encoder"]
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    gen_before = load_model_dir(pretrained / "generator").state_dicts["head"]
+    gen_after = load_model_dir(tmp_path / "run/more/outputs/generator").state_dicts["head"]
+    assert all(torch.equal(gen_before[k], gen_after[k]) for k in gen_before)
+    state = json.loads((tmp_path / "run/more/checkpoints" / "step-0000002" / "state.json").read_text())
+    assert state["step"] == 2 and state["total_steps"] == 2, "a new schedule, not a resume of the old one"
+
+
+@pytest.mark.parametrize(
+    ("objective", "modules"),
+    [
+        ("{name: electra.mlm}", {"discriminator": {"encoder", "head"}, "generator": {"encoder", "head"}}),
+        ("{name: electric.nce}", {"discriminator": {"encoder", "head"}, "generator": {"ltr", "rtl", "head"}}),
+        ("{name: electra.rtd, generator: {kind: unigram}}", {"discriminator": {"encoder", "head"}}),
+    ],
+    ids=["mlm", "electric", "unigram"],
+)
+def test_every_objective_trains_and_exports(objective: str, modules: dict, tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, RECIPE)
+    run_recipe_file(path, tmp_path / "run", host(), [f"stages.fit.objective={objective}", "stages.fit.train.steps=2"])
+    outputs = tmp_path / "run/fit/outputs"
+    for output, names in modules.items():
+        assert set(load_model_dir(outputs / output).modules) == names
+    metrics = [json.loads(line) for line in (tmp_path / "run/fit/metrics.jsonl").read_text().splitlines()]
+    train = [m for m in metrics if m["split"] == "train"]
+    assert train and all(m["tokens_per_s"] > 0 for m in train)
+
+
+def test_budget_buys_its_steps(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, RECIPE)
+    overrides = ["stages.fit.budget={tokens: 1000}", "stages.fit.train.checkpoint_every=100"]
+    run_recipe_file(path, tmp_path / "run", host(), overrides)
+    meta = json.loads((tmp_path / "run/fit/outputs/discriminator/xfer_model.json").read_text())
+    assert meta["training_steps"] == int(1000 // meta["tokens_per_step"]) >= 1
+    assert meta["flops_total"] == pytest.approx(meta["flops_per_step"] * meta["training_steps"])
+    report = (tmp_path / "run/fit/report.md").read_text()
+    assert f"{meta['training_steps']} steps" in report and "generator softmax (masked positions)" in report
+
+
+def test_bad_input_is_reported_before_any_training(tmp_path: Path) -> None:
+    (tmp_path / "blank.txt").write_text("\n\n  \n")
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab/vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *map(str, range(95))])
+    )
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "electra", "vocab_size": 50}))
+    text = """
+stages:
+  fit:
+    kind: electra.pretrain
+    corpus: {files: blank.txt}
+    tokenizer: vocab
+    init: ckpt
+    budget: {flops: 10}
+"""
+    recipe = load_recipe(write_recipe(tmp_path, text), host=host())
+    with pytest.raises(RecipeError) as caught:
+        check_data(recipe, host())
+    messages = "\n".join(str(d) for d in caught.value.diagnostics)
+    assert "blank.txt" in messages and "no text" in messages
+    assert "50 token embeddings but the tokenizer" in messages and "100 tokens" in messages
+    for bad, wanted in (
+        ("{name: electra.rtd, generator: {size: 2}}", "must be at most 1"),
+        ("{name: electric.nce, generator: {kind: mlm}}", "two_tower"),
+    ):
+        with pytest.raises(RecipeError, match=wanted):
+            load_recipe(write_recipe(tmp_path, RECIPE), [f"stages.fit.objective={bad}"], host())
+    with pytest.raises(RecipeError, match="path not found|matches no file|no file"):
+        load_recipe(
+            write_recipe(tmp_path, RECIPE.replace("files: corpus.text}", "files: [nothing*.txt]}")), host=host()
+        )
+
+
+@pytest.mark.skipif(
+    shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
+    reason="torchrun not installed",
+)
+def test_two_processes_follow_the_single_process_loss_curve(tmp_path: Path) -> None:
+    """Masks and dropout are drawn per rank, so curves match in expectation, not bitwise."""
+    path = write_recipe(
+        tmp_path, RECIPE.replace("steps: 8,", "steps: 16,").replace("checkpoint_every: 3", "checkpoint_every: 16")
+    )
+    run_recipe_file(path, tmp_path / "single", host(), ["stages.fit.train.log_every=8"])
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [torchrun, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(path)]
+    command += ["--run-dir", str(tmp_path / "ddp"), "stages.fit.train.log_every=8"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def curve(run: str) -> dict[int, float]:
+        lines = (tmp_path / run / "fit/metrics.jsonl").read_text().splitlines()
+        return {m["step"]: m["loss"] for m in map(json.loads, lines) if m["split"] == "train"}
+
+    single, ddp = curve("single"), curve("ddp")
+    assert single.keys() == ddp.keys() == {8, 16}
+    for step in single:
+        assert ddp[step] == pytest.approx(single[step], rel=0.15), (step, single, ddp)
+    assert ddp[16] < ddp[8] and single[16] < single[8]
