@@ -30,6 +30,13 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from xfer.transformer.kernels import dropout as _kernel_dropout
 
 
+EMBEDDING_STD = 0.5
+"""Initial std of word and character embeddings. The original starts from GloVe 300d vectors,
+whose components have std ~0.4; with a 1/sqrt(dim) init (0.09 here) the first LSTM's inputs are
+so small (its outputs start at std 0.05) that NER stays on "everything is O" for ~400 SGD steps
+(measured: dev F1 29 vs 60 after 400 steps of 10% CoNLL-2003 with std 0.5; std 1.0 gave 58)."""
+
+
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Inverted dropout; on CPU xfer's kernel that draws the mask from random bits (bernoulli_
     costs ~10% of a CVT step there)."""
@@ -130,7 +137,7 @@ class CharCNN(nn.Module):
     def __init__(self, n_chars: int, char_dim: int, filters: int, widths: list[int]):
         super().__init__()
         self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
-        nn.init.xavier_uniform_(self.embedding.weight)
+        nn.init.normal_(self.embedding.weight, std=EMBEDDING_STD)
         with torch.no_grad():
             self.embedding.weight[0].zero_()
         self.convs = nn.ModuleList(nn.Conv1d(char_dim, filters, w) for w in widths)
@@ -209,7 +216,7 @@ class WordEncoder(nn.Module):
         input_size = 0
         if not features_only:
             self.word_embedding = nn.Embedding(n_words, sizes["word_dim"], padding_idx=0)
-            nn.init.normal_(self.word_embedding.weight, std=sizes["word_dim"] ** -0.5)
+            nn.init.normal_(self.word_embedding.weight, std=EMBEDDING_STD)
             with torch.no_grad():
                 self.word_embedding.weight[:2].zero_()  # <pad>, <unk>: an unseen word adds nothing
             self.char_cnn = CharCNN(n_chars, sizes["char_dim"], sizes["char_filters"], sizes["char_widths"])

@@ -18,7 +18,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "cvt.train",
             f"{_M}.stage:run_train",
-            "1",
+            "2",  # 2: embeddings start at std 0.5
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",
