@@ -55,3 +55,37 @@ def test_analytic_flops_match_the_counter_within_5_percent(name, cls, settings) 
     # the sequences of a length bucket, work the analytic count (real tokens only) leaves out.
     measured, analytic = measured_and_analytic(name, cls, settings, [128, 128, 77, 128, 128, 121, 128, 19])
     assert analytic == pytest.approx(measured, rel=0.05)
+
+
+def test_xfer_flops_prints_each_pretraining_stage(tmp_path, capsys) -> None:
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+    from xfer.testing import make_host, write_recipe
+
+    recipe = write_recipe(
+        tmp_path,
+        """
+stages:
+  corpus: {kind: toy.corpus, sentences: 10}
+  vocab: {kind: transformer.vocab, files: corpus.text, size: 1000}
+  electra: {kind: electra.pretrain, corpus: {files: corpus.text}, tokenizer: vocab.tokenizer, model: tiny,
+            budget: {flops: 1e13}}
+  mlm: {kind: electra.pretrain, corpus: {files: corpus.text}, tokenizer: vocab.tokenizer, model: tiny,
+        objective: electra.mlm, budget: {flops: 1e13}}
+""",
+    )
+    set_default_host(make_host(autoload=True))
+    try:
+        assert cli.main(["flops", str(recipe), "--json"]) == 0
+    finally:
+        set_default_host(None)
+    electra, mlm = __import__("json").loads(capsys.readouterr().out)
+    assert electra["vocab_size"] == mlm["vocab_size"] == 1000, "the vocab stage's size"
+    assert electra["flops_total"] <= 1e13 < electra["flops_total"] + electra["flops_per_step"]
+    assert mlm["steps"] > electra["steps"], "MLM is cheaper per step: more steps for the same compute"
+    assert set(electra["per_step"]) == {
+        "generator",
+        "generator softmax (masked positions)",
+        "discriminator",
+        "discriminator head",
+    }

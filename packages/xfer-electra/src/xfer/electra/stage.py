@@ -257,17 +257,19 @@ def objective_settings(config: PretrainConfig) -> Any:
     return cls() if cls is not None else None
 
 
-def planned_step(config: PretrainConfig, vocab_size: int | None) -> tuple[float, float]:
-    """(training FLOPs, real tokens) of one step of full-length sequences, before anything is built."""
+def planned_encoder(config: PretrainConfig, vocab_size: int | None) -> Any:
+    """The discriminator's EncoderConfig as the recipe implies it, before anything is built."""
     from xfer.transformer.presets import preset
 
     if config.init is not None and config.init.path is not None:
-        encoder_config = read_checkpoint(config.init.path)[0]
-    else:
-        size = {"vocab_size": vocab_size} if vocab_size else {}
-        encoder_config = preset(config.model, **{**size, **config.encoder})
-    full = np.full(1, config.max_length)
-    per_sequence = component_flops(config, None, encoder_config, full)
+        return read_checkpoint(config.init.path)[0]
+    size = {"vocab_size": vocab_size} if vocab_size else {}
+    return preset(config.model, **{**size, **config.encoder})
+
+
+def planned_step(config: PretrainConfig, vocab_size: int | None) -> tuple[float, float]:
+    """(training FLOPs, real tokens) of one step of full-length sequences, before anything is built."""
+    per_sequence = component_flops(config, None, planned_encoder(config, vocab_size), np.full(1, config.max_length))
     return config.train.batch_size * sum(per_sequence.values()), float(config.train.batch_size * config.max_length)
 
 

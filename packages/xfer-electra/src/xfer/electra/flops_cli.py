@@ -1,0 +1,87 @@
+"""`xfer flops RECIPE [key=value ...]`: the analytic training FLOPs of a recipe's pre-training stages.
+
+For every `electra.pretrain` stage: FLOPs per step by component (generator, its softmax,
+discriminator, heads), per step, and in total for `train.steps` or the stage's `budget`, so two
+objectives can be matched on compute before anything runs. Sequences are costed at full
+`max_length` (packed data is mostly full; the stage's report gives the figure for the actual
+corpus lengths). The vocabulary size comes from the tokenizer folder, the `transformer.vocab`
+stage that makes it, or the `init` checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", type=Path, help="recipe YAML file")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, as for `xfer run`")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from xfer.core.plugins import default_host
+    from xfer.core.recipe import load_recipe
+
+    recipe = load_recipe(args.recipe, args.overrides, default_host())
+    rows = [stage_flops(recipe, name) for name, plan in recipe.stages.items() if plan.kind == "electra.pretrain"]
+    if not rows:
+        print(f"{args.recipe}: no electra.pretrain stage")
+        return 0
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for row in rows:
+        print(f"stage {row['stage']}: {row['objective']}, batch {row['batch_size']} x {row['max_length']} tokens")
+        for component, value in row["per_step"].items():
+            print(f"  {component:<40} {value:>12.4g} FLOPs/step")
+        print(f"  {'total per step':<40} {row['flops_per_step']:>12.4g}")
+        print(f"  {row['steps']} steps ({row['steps_from']}): {row['flops_total']:.4g} FLOPs")
+    return 0
+
+
+def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
+    """One pre-training stage's FLOPs: by component per step, per step, and in total."""
+    import numpy as np
+
+    from xfer.core.errors import UserError
+    from xfer.electra import flops
+    from xfer.electra.checks import _checkpoint_vocab_size, _tokenizer_vocab_size
+    from xfer.electra.stage import component_flops, planned_encoder
+
+    config = recipe.stages[name].config
+    vocab = _tokenizer_vocab_size(config)
+    if vocab is None and config.tokenizer is not None and config.tokenizer.is_reference:
+        vocab = getattr(recipe.stages[config.tokenizer.stage].config, "size", None)
+    if vocab is None and config.init is not None and config.init.path is not None:
+        vocab = _checkpoint_vocab_size(config.init.path)
+    encoder = planned_encoder(config, vocab)
+    batch = config.train.batch_size
+    by_component = {
+        k: v * batch for k, v in component_flops(config, None, encoder, np.full(1, config.max_length)).items()
+    }
+    per_step = sum(by_component.values())
+    if config.budget is not None:
+        try:
+            steps = flops.steps_for_budget(config.budget, per_step, float(batch * config.max_length))
+        except ValueError as exc:
+            raise UserError(f"stage {name!r}: {exc}") from None
+        steps_from = "budget"
+    else:
+        steps, steps_from = int(config.train.steps or 0), "train.steps"
+    return {
+        "stage": name,
+        "objective": config.objective.name,
+        "batch_size": batch,
+        "max_length": config.max_length,
+        "vocab_size": encoder.vocab_size,
+        "per_step": by_component,
+        "flops_per_step": per_step,
+        "steps": steps,
+        "steps_from": steps_from,
+        "flops_total": per_step * steps,
+    }
