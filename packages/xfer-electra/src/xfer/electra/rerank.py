@@ -1,0 +1,359 @@
+"""n-best re-ranking with pseudo-log-likelihoods (thesis 5.4.5): argmax_x f(x | s) + λ·PLL(x).
+
+Torch-free: it takes the PLLs as numbers, so any scorer (or a test) can feed it.
+
+Input: JSONL, one object per source sentence (blank lines are skipped):
+
+    {"id": "utt-17",                          # optional (default: the line number); unique per file
+     "hypotheses": [{"text": "the cat sat", "score": -4.21},   # score: the base system's f(x | s),
+                    {"text": "the cat sad", "score": -4.35}],  #   higher is better (a log-prob)
+     "reference": "the cat sat"}               # needed in the dev file; optional in the test file
+
+Other keys of a hypothesis (e.g. "am_score") are carried to the output unchanged. A hypothesis
+may not carry keys the output writes ("pll", "total", "rank_before"). Errors name file and line.
+
+Choosing λ: every value of the grid (default 0, 0.05, ..., 1.0: the thesis's grid plus 0, so that
+re-ranking never makes dev worse than the base system) is tried on the dev file; the best dev
+metric wins, ties go to the smallest λ. The metric is corpus BLEU (sacrebleu, detokenised,
+13a tokenisation, one reference; higher is better, its signature is recorded) or WER (word edit
+distance over whitespace-split words, summed over the corpus, divided by the reference words, in
+percent; case-sensitive; lower is better). Within a list, equal totals keep the list's order
+(the earlier hypothesis wins), so "before" (λ = 0) is the base system's argmax, not necessarily
+the first hypothesis. For WER the oracle (the best hypothesis of each list) is reported too.
+
+Output per list: the hypotheses sorted by total = score + λ·PLL (best first), each with its
+"pll", "total" and "rank_before" (its 0-based rank under the base score), and "best" (text).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import DataError, UserError
+from xfer.core.textfile import read_text
+
+METRICS = ("bleu", "wer")
+DEFAULT_LAMBDAS: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
+_OUTPUT_KEYS = ("pll", "total", "rank_before")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    text: str
+    score: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NBestList:
+    id: Any
+    hypotheses: tuple[Hypothesis, ...]
+    reference: str | None
+    path: str
+    line: int
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def read_nbest(path: str | Path, need_reference: bool = False) -> list[NBestList]:
+    """The n-best lists of a JSONL file, validated (see the module doc for the schema)."""
+    path = Path(path)
+    lists: list[NBestList] = []
+    seen: dict[Any, int] = {}
+    rows = read_text(path).split("\n")
+    for number, raw in enumerate(rows, start=1):
+        if not raw.strip():
+            continue
+        entry = _entry(json_object(raw, path, number), path, number, need_reference)
+        key = json.dumps(entry.id, sort_keys=True)
+        if key in seen:
+            raise DataError(path, number, f"duplicate id {entry.id!r} (first on line {seen[key]})", key="id")
+        seen[key] = number
+        lists.append(entry)
+    if not lists:
+        raise DataError(path, 0, "no n-best lists")
+    return lists
+
+
+def json_object(raw: str, path: Path, number: int) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise DataError(path, number, f"not valid JSON: {error.msg} (column {error.colno})") from None
+    if not isinstance(value, dict):
+        raise DataError(path, number, f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool) -> NBestList:
+    unknown = sorted(set(value) - {"id", "hypotheses", "reference"})
+    if unknown:
+        raise DataError(path, number, f"unknown key(s) {', '.join(unknown)} (expected id, hypotheses, reference)")
+    identifier = value.get("id", number)
+    if not isinstance(identifier, (str, int)) or isinstance(identifier, bool):
+        raise DataError(path, number, f"must be a string or an integer, got {type(identifier).__name__}", key="id")
+    reference = value.get("reference")
+    if reference is None and need_reference:
+        raise DataError(path, number, "missing: the dev file needs a reference to choose λ", key="reference")
+    if reference is not None and not isinstance(reference, str):
+        raise DataError(path, number, f"must be a string, got {type(reference).__name__}", key="reference")
+    raw = value.get("hypotheses")
+    if not isinstance(raw, list) or not raw:
+        raise DataError(path, number, "must be a non-empty list of {text, score} objects", key="hypotheses")
+    hypotheses = []
+    for i, item in enumerate(raw):
+        where = f"hypotheses[{i}]"
+        if not isinstance(item, dict):
+            raise DataError(path, number, f"expected an object, got {type(item).__name__}", key=where)
+        text, score = item.get("text"), item.get("score")
+        if not isinstance(text, str):
+            raise DataError(path, number, f"'text' must be a string, got {type(text).__name__}", key=where)
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise DataError(path, number, f"'score' must be a finite number, got {score!r}", key=where)
+        clash = [k for k in _OUTPUT_KEYS if k in item]
+        if clash:
+            raise DataError(path, number, f"{', '.join(clash)}: reserved for the output", key=where)
+        extra = {k: v for k, v in item.items() if k not in ("text", "score")}
+        hypotheses.append(Hypothesis(text, float(score), extra))
+    return NBestList(identifier, tuple(hypotheses), reference, str(path), number)
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+def word_errors(reference: str, hypothesis: str) -> int:
+    """Levenshtein distance between the whitespace-split words (substitutions, insertions, deletions)."""
+    ref, hyp = reference.split(), hypothesis.split()
+    previous = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, start=1):
+        current = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, start=1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (r != h))
+        previous = current
+    return previous[-1]
+
+
+def wer(references: Sequence[str], hypotheses: Sequence[str]) -> float:
+    """Corpus word error rate in percent: total word edits / total reference words."""
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
+    words = sum(len(r.split()) for r in references)
+    if words == 0:
+        raise UserError("WER is undefined: the references have no words")
+    return 100.0 * sum(word_errors(r, h) for r, h in zip(references, hypotheses, strict=True)) / words
+
+
+def corpus_metric(metric: str, references: Sequence[str], hypotheses: Sequence[str]) -> tuple[float, str | None]:
+    """(value in percent, sacrebleu signature or None)."""
+    if metric == "wer":
+        return wer(references, hypotheses), None
+    if metric == "bleu":
+        from xfer.core.metrics import corpus_bleu
+
+        result = corpus_bleu(list(references), list(hypotheses))
+        return result.score, result.signature
+    raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+
+
+def better(metric: str, a: float, b: float) -> bool:
+    """Whether `a` is strictly better than `b` for `metric`."""
+    return a < b if metric == "wer" else a > b
+
+
+# --- re-ranking ---------------------------------------------------------------------------------
+
+
+def _check_aligned(lists: Sequence[NBestList], plls: Sequence[Sequence[float]]) -> None:
+    if len(lists) != len(plls) or any(len(n.hypotheses) != len(p) for n, p in zip(lists, plls, strict=False)):
+        raise ValueError("plls must hold one value per hypothesis of every list")
+
+
+def best_indices(lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> list[int]:
+    """The index of the best hypothesis of every list under score + lam * pll (ties: the earliest)."""
+    _check_aligned(lists, plls)
+    chosen = []
+    for nbest, values in zip(lists, plls, strict=True):
+        totals = [h.score + lam * p for h, p in zip(nbest.hypotheses, values, strict=True)]
+        chosen.append(max(range(len(totals)), key=lambda i: (totals[i], -i)))
+    return chosen
+
+
+def evaluate(metric: str, lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> float:
+    references = _references(lists)
+    picks = best_indices(lists, plls, lam)
+    return corpus_metric(metric, references, [n.hypotheses[i].text for n, i in zip(lists, picks, strict=True)])[0]
+
+
+def _references(lists: Sequence[NBestList]) -> list[str]:
+    missing = next((n for n in lists if n.reference is None), None)
+    if missing is not None:
+        raise DataError(missing.path, missing.line, "missing: needed to compute the metric", key="reference")
+    return [n.reference for n in lists]  # type: ignore[misc]
+
+
+def choose_lambda(
+    metric: str,
+    lists: Sequence[NBestList],
+    plls: Sequence[Sequence[float]],
+    grid: Sequence[float] = DEFAULT_LAMBDAS,
+) -> tuple[float, list[tuple[float, float]]]:
+    """(best λ on these lists, [(λ, metric)] for the whole grid); ties go to the smallest λ."""
+    if not grid:
+        raise UserError("the λ grid is empty")
+    table = [(float(lam), evaluate(metric, lists, plls, lam)) for lam in sorted(grid)]
+    best_lam, best_value = table[0]
+    for lam, value in table[1:]:
+        if better(metric, value, best_value):
+            best_lam, best_value = lam, value
+    return best_lam, table
+
+
+def oracle(lists: Sequence[NBestList]) -> float:
+    """WER of the best hypothesis of each list (fewest word errors; the floor any re-ranker can reach)."""
+    references = _references(lists)
+    picks = [
+        min((h.text for h in n.hypotheses), key=lambda t, r=r: word_errors(r, t))
+        for n, r in zip(lists, references, strict=True)
+    ]
+    return wer(references, picks)
+
+
+def reranked(lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> list[dict[str, Any]]:
+    """Output records: every list's hypotheses sorted by total (best first) with pll, total, rank_before."""
+    _check_aligned(lists, plls)
+    out = []
+    for nbest, values in zip(lists, plls, strict=True):
+        base_order = sorted(range(len(nbest.hypotheses)), key=lambda i: (-nbest.hypotheses[i].score, i))
+        rank_before = {index: rank for rank, index in enumerate(base_order)}
+        totals = [h.score + lam * p for h, p in zip(nbest.hypotheses, values, strict=True)]
+        order = sorted(range(len(totals)), key=lambda i: (-totals[i], i))
+        hypotheses = [
+            {
+                "text": nbest.hypotheses[i].text,
+                "score": nbest.hypotheses[i].score,
+                **nbest.hypotheses[i].extra,
+                "pll": values[i],
+                "total": totals[i],
+                "rank_before": rank_before[i],
+            }
+            for i in order
+        ]
+        record: dict[str, Any] = {"id": nbest.id, "best": nbest.hypotheses[order[0]].text}
+        if nbest.reference is not None:
+            record["reference"] = nbest.reference
+        record["hypotheses"] = hypotheses
+        out.append(record)
+    return out
+
+
+def summary(metric: str, lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> dict[str, Any]:
+    """Metric before (λ = 0) and after (λ) on lists with references (without: counts and a note)."""
+    result: dict[str, Any] = {"lists": len(lists), "hypotheses": sum(len(n.hypotheses) for n in lists)}
+    if any(n.reference is None for n in lists):
+        return {**result, "note": "no references: metric not computed"}
+    result |= {"before": evaluate(metric, lists, plls, 0.0), "after": evaluate(metric, lists, plls, lam)}
+    if metric == "wer":
+        result["oracle"] = oracle(lists)
+    return result
+
+
+@dataclass
+class RerankResult:
+    """λ chosen on dev, the grid's dev metrics, before/after summaries and the re-ranked records."""
+
+    metric: str
+    lam: float
+    grid: list[tuple[float, float]]
+    signature: str | None
+    dev: dict[str, Any]
+    test: dict[str, Any] | None
+    dev_records: list[dict[str, Any]]
+    test_records: list[dict[str, Any]] | None
+
+    def report(self) -> dict[str, Any]:
+        """What `report.json` holds."""
+        out: dict[str, Any] = {"metric": self.metric, "lambda": self.lam}
+        if self.signature:
+            out["signature"] = self.signature
+        out["dev"] = self.dev
+        if self.test is not None:
+            out["test"] = self.test
+        out["grid"] = [{"lambda": lam, "dev": value} for lam, value in self.grid]
+        return out
+
+    def markdown(self) -> str:
+        """A report section: λ, and the metric before/after on dev and test."""
+        name = "BLEU" if self.metric == "bleu" else "WER"
+        rows = [
+            f"| {split} | {s['lists']} | {_fmt(s.get('before'))} | {_fmt(s.get('after'))} |"
+            for split, s in (("dev", self.dev), ("test", self.test))
+            if s is not None
+        ]
+        text = (
+            f"## n-best re-ranking\n\nλ = {self.lam:g} chosen on dev from {len(self.grid)} values "
+            f"({'higher' if self.metric == 'bleu' else 'lower'} {name} is better).\n\n"
+            f"| split | lists | {name} before | {name} after |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        )
+        if self.signature:
+            text += f"\nsacrebleu: `{self.signature}`\n"
+        return text
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def rerank_nbest(
+    metric: str,
+    dev: Sequence[NBestList],
+    dev_plls: Sequence[Sequence[float]],
+    test: Sequence[NBestList] | None = None,
+    test_plls: Sequence[Sequence[float]] | None = None,
+    grid: Sequence[float] = DEFAULT_LAMBDAS,
+) -> RerankResult:
+    """Choose λ on dev, then re-rank dev and (optionally) test with it."""
+    if metric not in METRICS:
+        raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    lam, table = choose_lambda(metric, dev, dev_plls, grid)
+    references = _references(dev)
+    signature = corpus_metric(metric, references, [n.hypotheses[0].text for n in dev])[1]
+    test_summary = test_records = None
+    if test is not None:
+        assert test_plls is not None
+        test_summary, test_records = summary(metric, test, test_plls, lam), reranked(test, test_plls, lam)
+    return RerankResult(
+        metric,
+        lam,
+        table,
+        signature,
+        summary(metric, dev, dev_plls, lam),
+        test_summary,
+        reranked(dev, dev_plls, lam),
+        test_records,
+    )
+
+
+def parse_grid(text: str) -> list[float]:
+    """`"0,0.1,0.5"` -> [0.0, 0.1, 0.5] (finite numbers; for --lambdas)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise UserError(f"--lambdas: {part.strip()!r} is not a number") from None
+        if not math.isfinite(value):
+            raise UserError(f"--lambdas: {part.strip()!r} is not finite")
+        values.append(value)
+    return values
+
+
+def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    from xfer.core.atomic import atomic_write_text
+
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

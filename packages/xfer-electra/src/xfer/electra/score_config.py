@@ -1,0 +1,127 @@
+"""Config of the `electra.score` stage (torch-free, so `xfer validate` stays fast).
+
+score:
+  kind: electra.score
+  checkpoint: electric.discriminator       # a pre-training stage's output, or a model folder
+  files: data/sentences.txt                # .txt (a text per line) or .jsonl ({"text": ...})
+  nbest_dev: data/nbest.dev.jsonl          # optional re-ranking (schema: xfer.electra.rerank)
+  nbest_test: data/nbest.test.jsonl
+  metric: wer
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from xfer.core.config import FieldError, Files, Input, knob
+from xfer.electra.rerank import DEFAULT_LAMBDAS
+
+Method = Literal["auto", "electric", "mlm", "electra-tt", "two-tower"]
+
+
+@dataclass
+class ScoreConfig:
+    """`electra.score`: pseudo-log-likelihoods of texts, and n-best re-ranking with them."""
+
+    checkpoint: Input = knob(
+        doc="The model: an electra.pretrain stage's `discriminator` output (or its folder), or a HF "
+        "ElectraForMaskedLM/ElectraForPreTraining folder. A generator's folder works too (mlm / two-tower)."
+    )
+    generator: Input | None = knob(
+        None,
+        "The generator for electra-tt (two-tower) or mlm on an ELECTRA checkpoint; default: the `generator` "
+        "folder next to the checkpoint (what electra.pretrain writes).",
+    )
+    method: Method = knob(
+        "auto",
+        "auto: electric for Electric, electra-tt for ELECTRA with a two-tower generator, mlm for the MLM baseline "
+        "and for ELECTRA with a masked-LM generator; electric (1 pass), mlm (n passes), electra-tt (1 pass of "
+        "each model), two-tower (the cloze model alone).",
+    )
+    files: Files | None = knob(
+        None,
+        "Texts to score: .txt files (one text per line) and/or .jsonl files (an object with a `text` field per "
+        "line); paths, globs or earlier stages' outputs (every .txt/.jsonl inside).",
+    )
+    text_field: str = knob("text", "The field of a .jsonl record that holds its text.")
+    nbest_dev: Files | None = knob(
+        None,
+        "n-best lists (JSONL, every list with a reference) on which λ of score + λ·PLL is chosen; several "
+        "files are one dev set.",
+    )
+    nbest_test: Files | None = knob(None, "n-best lists re-ranked with the λ chosen on dev (references optional).")
+    metric: Literal["bleu", "wer"] | None = knob(
+        None, "Re-ranking metric: bleu (sacrebleu corpus BLEU, maximised) or wer (minimised). Required with nbest_dev."
+    )
+    lambdas: list[float] = knob(
+        list(DEFAULT_LAMBDAS), "λ grid tried on dev (default 0, 0.05, ..., 1.0; ties go to the smallest λ)."
+    )
+    batch_size: int = knob(64, "Sequences per forward pass (for mlm: masked copies, one per scored token).", ge=1)
+    max_length: int | None = knob(
+        None,
+        "Longest input in tokens, [CLS]/[SEP] included; longer texts are scored in overlapping windows (each "
+        "token once). Default: the checkpoint's recorded max_length, else its position embeddings.",
+        ge=3,
+    )
+    empty: Literal["error", "zero"] = knob(
+        "error", "An empty text is an error naming file and line (error), or scores 0 over 0 tokens (zero)."
+    )
+    precision: Literal["fp32", "bf16"] = knob(
+        "fp32", "fp32 (exact sums, the default) or bf16 autocast (faster on CPUs with AMX / on GPUs)."
+    )
+
+    def __post_init__(self) -> None:
+        if not self.lambdas:
+            raise FieldError("lambdas", "give at least one value")
+        bad = [v for v in self.lambdas if not math.isfinite(v)]
+        if bad:
+            raise FieldError("lambdas", f"must be finite numbers, got {bad[0]!r}")
+        if not self.text_field.strip():
+            raise FieldError("text_field", "must name a field")
+
+    def check_recipe(self) -> None:
+        if self.files is None and self.nbest_dev is None:
+            raise FieldError("files", "give files to score and/or nbest_dev (n-best lists to re-rank)")
+        if self.nbest_test is not None and self.nbest_dev is None:
+            raise FieldError("nbest_dev", "nbest_test is re-ranked with the λ chosen on nbest_dev: give nbest_dev")
+        if self.nbest_dev is not None and self.metric is None:
+            raise FieldError("metric", "re-ranking needs a metric: bleu or wer")
+        if self.nbest_dev is None and self.metric is not None:
+            raise FieldError("metric", "metric is only used with nbest_dev")
+
+    def preflight(self) -> list[Any]:
+        """Read every input file given as a path (not earlier stages' outputs) before anything runs.
+
+        Blank texts are found here; texts that only tokenize to nothing, and special tokens, while
+        scoring (they need the checkpoint's tokenizer)."""
+        from xfer.core.errors import DataError, UserError
+        from xfer.electra.rerank import read_nbest
+        from xfer.electra.scoring import EMPTY_MESSAGE, read_texts
+
+        problems: list[UserError] = []
+        for path in _paths(self.files):
+            try:
+                lines = read_texts(path, "auto", self.text_field)
+            except UserError as error:
+                problems.append(error)
+                continue
+            blank = next((line for line in lines if not line.text.strip()), None)
+            if blank is not None and self.empty == "error":
+                problems.append(DataError(blank.path, blank.line, EMPTY_MESSAGE))
+        for files, need_reference in ((self.nbest_dev, True), (self.nbest_test, False)):
+            for path in _paths(files):
+                try:
+                    read_nbest(path, need_reference)
+                except UserError as error:
+                    problems.append(error)
+        return problems
+
+
+def _paths(files: Files | None) -> list[Path]:
+    if files is None:
+        return []
+    return [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]

@@ -1,0 +1,131 @@
+"""The `electra.score` stage: PLLs of text files, and n-best re-ranking, inside a recipe.
+
+Output `scores/`:
+
+  <file>.jsonl        one record per scored line: {"line", "id"?, "pll", "tokens", "method",
+                      "windows"? (when the text needed more than one window), "empty"?}
+                      (names get a numeric prefix when two inputs share one)
+  rerank/dev.jsonl    re-ranked dev lists (schema: `xfer.electra.rerank`), and test.jsonl
+  rerank/report.json  metric, λ, sacrebleu signature, dev/test before/after, the dev metric per λ
+  summary.json        method, checkpoint, generator, max_length and what each input held
+
+The report gets the method, the counts, the speed and the re-ranking table. Every rank scores
+its share of the texts (DDP under torchrun), rank 0 writes. Scoring is deterministic, so a
+re-run (after a kill, or with a changed checkpoint) writes the same files again.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from xfer.core import distributed as dist
+from xfer.core.atomic import write_json
+from xfer.core.stage import StageContext
+from xfer.electra import rerank, scoring
+from xfer.electra.score_config import ScoreConfig
+
+
+def run_score(ctx: StageContext) -> None:
+    config: ScoreConfig = ctx.config
+    loaded = scoring.load_scorer(
+        ctx.resolve(config.checkpoint),
+        ctx.resolve(config.generator) if config.generator is not None else None,
+        config.method,
+        ctx.device,
+        config.max_length,
+    )
+    out = ctx.output_dir("scores")
+    options: dict[str, Any] = {
+        "batch_size": config.batch_size,
+        "empty": config.empty,
+        "precision": config.precision,
+        "rank": dist.rank(),
+        "world_size": dist.world_size(),
+    }
+    summary: dict[str, Any] = {
+        "method": loaded.method,
+        "checkpoint": str(loaded.checkpoint),
+        "generator": str(loaded.generator) if loaded.generator else None,
+        "max_length": loaded.max_length,
+        "notes": loaded.notes,
+        "files": [],
+    }
+    report = [f"## PLL scoring\n\nMethod: {loaded.describe()}.\n"]
+    report += [f"- {note}\n" for note in loaded.notes]
+
+    files = ctx.resolve_files(config.files, suffixes=(".txt", ".jsonl")) if config.files is not None else []
+    if config.files is not None and not files:
+        from xfer.core.errors import UserError
+
+        raise UserError("files: no .txt or .jsonl file found to score")
+    rows = []
+    for path, name in zip(files, output_names(files), strict=True):
+        lines = scoring.read_texts(path, "auto", config.text_field)
+        started = time.perf_counter()
+        scores = scoring.score_lines(loaded, lines, **options)
+        seconds = time.perf_counter() - started
+        windowed = sum(1 for s in scores if s.windows > 1)
+        empty = sum(1 for s in scores if s.empty)
+        if ctx.is_main:
+            rerank.write_jsonl(
+                out / name, [scoring.record(li, s, loaded.method) for li, s in zip(lines, scores, strict=True)]
+            )
+        summary["files"].append(
+            {"input": str(path), "output": name, "lines": len(lines), "windowed": windowed, "empty": empty}
+        )
+        rows.append(
+            f"| {path.name} | {len(lines)} | {sum(s.tokens for s in scores)} | {windowed} | {empty} | "
+            f"{len(lines) / max(seconds, 1e-9):.1f} |"
+        )
+    if rows:
+        report.append(
+            "\n| file | lines | tokens | windowed | empty | lines/s |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows)
+            + "\n"
+        )
+
+    if config.nbest_dev is not None:
+        result = _rerank(ctx, config, loaded, options)
+        if ctx.is_main:
+            folder = out / "rerank"
+            folder.mkdir(parents=True, exist_ok=True)
+            rerank.write_jsonl(folder / "dev.jsonl", result.dev_records)
+            if result.test_records is not None:
+                rerank.write_jsonl(folder / "test.jsonl", result.test_records)
+            write_json(folder / "report.json", {"method": loaded.method, **result.report()})
+        summary["rerank"] = {"lambda": result.lam, "metric": result.metric}
+        report.append("\n" + result.markdown())
+    if ctx.is_main:
+        write_json(out / "summary.json", summary)
+        ctx.report("".join(report))
+
+
+def _rerank(
+    ctx: StageContext, config: ScoreConfig, loaded: scoring.LoadedScorer, options: dict[str, Any]
+) -> rerank.RerankResult:
+    assert config.nbest_dev is not None and config.metric is not None
+    dev = _read_lists(ctx, config.nbest_dev, need_reference=True)
+    test = _read_lists(ctx, config.nbest_test, need_reference=False) if config.nbest_test is not None else None
+    groups = [dev] if test is None else [dev, test]
+    plls = scoring.score_nbest(loaded, groups, **options)
+    return rerank.rerank_nbest(config.metric, dev, plls[0], test, plls[1] if test is not None else None, config.lambdas)
+
+
+def _read_lists(ctx: StageContext, files: Any, need_reference: bool) -> list[rerank.NBestList]:
+    from xfer.core.errors import UserError
+
+    paths = ctx.resolve_files(files, suffixes=(".jsonl",))
+    if not paths:
+        raise UserError("no .jsonl n-best file found")
+    lists: list[rerank.NBestList] = []
+    for path in paths:
+        lists += rerank.read_nbest(path, need_reference)
+    return lists
+
+
+def output_names(paths: list[Path]) -> list[str]:
+    """`<stem>.jsonl` for each input; a numeric prefix for every input whose stem is not unique."""
+    stems = [p.stem for p in paths]
+    return [f"{s}.jsonl" if stems.count(s) == 1 else f"{i:02d}-{s}.jsonl" for i, s in enumerate(stems)]
