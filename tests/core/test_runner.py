@@ -275,3 +275,21 @@ def test_stage_import_failure_marks_the_stage_failed_and_fires_the_finish_hook(t
     assert ("start", "fit", "broken.fit", False) in recorder.events
     assert ("finish", "fit", "failed", []) in recorder.events
     assert "failed to import" in (tmp_path / "run/fit/report.md").read_text()
+
+
+def test_only_runs_the_named_stages_and_what_they_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe, run = write_recipe(tmp_path, CHAIN), tmp_path / "run"
+    set_default_host(host_with())
+    try:
+        assert cli.main(["run", str(recipe), "--run-dir", str(run), "--only", "first"]) == 0
+        assert "[corpus] not selected" in capsys.readouterr().out
+        assert (run / "first" / "stage.json").exists()
+        assert not (run / "corpus").exists() and not (run / "second").exists()
+        assert cli.main(["run", str(recipe), "--run-dir", str(run), "--only", "second"]) == 0
+        out = capsys.readouterr().out
+        assert "[first] up to date, skipped" in out and "[second] running" in out  # second reads first
+        assert not (run / "corpus").exists()
+        assert cli.main(["run", str(recipe), "--run-dir", str(run), "--only", "secnd"]) == 2
+        assert "no stage 'secnd'; did you mean 'second'?" in capsys.readouterr().err
+    finally:
+        set_default_host(None)

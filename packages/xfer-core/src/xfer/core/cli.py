@@ -1,6 +1,6 @@
 """The `xfer` command line.
 
-    xfer run RECIPE [key=value ...] [--run-dir DIR] [--fork NEW | --force] [--device auto]
+    xfer run RECIPE [key=value ...] [--run-dir DIR] [--fork NEW | --force] [--device auto] [--only STAGES]
     xfer validate RECIPE [key=value ...]      check everything, run nothing
     xfer validate RECIPE --data               ... and read every task's data files (the run's pre-flight)
     xfer show RECIPE [key=value ...]          resolved recipe, with where each value came from
@@ -75,6 +75,11 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     )
     group.add_argument("--force", action="store_true", help="accept a changed recipe: re-run changed stages in place")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    run.add_argument(
+        "--only",
+        metavar="STAGE[,STAGE]",
+        help="run only these stages and the stages they read from (others are left as they are)",
+    )
 
     validate = sub.add_parser("validate", help="validate a recipe without running it")
     _recipe_args(validate)
@@ -189,8 +194,11 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     recipe = load_recipe(args.recipe, args.overrides, host)
     from xfer.core.preflight import check_data
 
-    check_data(recipe, host)  # every stage's data read before the first stage trains
-    result = run_recipe(recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host)
+    only = recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip()) if args.only else None
+    check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
+    result = run_recipe(
+        recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
+    )
     if dist.is_main():
         print(f"run directory: {result.run_dir.resolve()}")
         for stage in result.stages:

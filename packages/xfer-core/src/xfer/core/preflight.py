@@ -40,17 +40,21 @@ def preflight(recipe: Recipe, host: PluginHost | None = None) -> list[str]:
     return [str(d) for d in preflight_diagnostics(recipe, host)]
 
 
-def check_data(recipe: Recipe, host: PluginHost | None = None) -> None:
-    """Raise `PreflightError` listing every data problem; return quietly when there is none."""
-    diagnostics = preflight_diagnostics(recipe, host)
+def check_data(recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None) -> None:
+    """Raise `PreflightError` listing every data problem (of the `only` stages when given)."""
+    diagnostics = preflight_diagnostics(recipe, host, only)
     if diagnostics:
         raise PreflightError(diagnostics)
 
 
-def preflight_diagnostics(recipe: Recipe, host: PluginHost | None = None) -> list[Diagnostic]:
+def preflight_diagnostics(
+    recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None
+) -> list[Diagnostic]:
     host = host or default_host()
     found: list[Diagnostic] = []
     for stage, plan in recipe.stages.items():
+        if only is not None and stage not in only:
+            continue
         own_checks = getattr(plan.config, "preflight", None)
         if callable(own_checks):
             try:

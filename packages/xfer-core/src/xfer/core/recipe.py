@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError
+from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.schema import INVALID, Validator, did_you_mean, resolve_path, to_plain
 from xfer.core.specs import ComponentSpec
@@ -54,6 +55,26 @@ class Recipe:
     stages: dict[str, StagePlan]  # in execution (topological) order
     provenance: dict[str, str]
     overrides: tuple[str, ...] = ()
+
+    def needed_for(self, names: Iterable[str]) -> set[str]:
+        """The named stages and every stage they read from, transitively (what `--only` runs).
+
+        An unknown name is a `UserError` with a did-you-mean, so a typo never runs nothing.
+        """
+        wanted = list(names)
+        for name in wanted:
+            if name not in self.stages:
+                raise UserError(
+                    f"--only: recipe {self.name!r} has no stage {name!r}{did_you_mean(name, self.stages)} "
+                    f"(stages: {', '.join(self.stages)})"
+                )
+        needed: set[str] = set()
+        while wanted:
+            name = wanted.pop()
+            if name not in needed:
+                needed.add(name)
+                wanted.extend(self.stages[name].deps)
+        return needed
 
     def resolved(self) -> dict[str, Any]:
         """The recipe with every default filled in and paths absolute: what actually runs."""

@@ -190,8 +190,12 @@ def run_recipe(
     device: str = "auto",
     host: PluginHost | None = None,
     log: Any = print,
+    only: set[str] | None = None,
 ) -> RunResult:
     """Run every stage of `recipe` in order; see the module docstring for skip/resume rules.
+
+    `only`: run just these stages and what they read from (`Recipe.needed_for`); the others are
+    left as they are (a run directory can hold stages of one recipe run at different times).
 
     The run directory (the fork target with `fork`) is locked for the duration: a second
     `xfer run` on it is refused, and `xfer status` can tell a dead owner from a live one.
@@ -200,7 +204,7 @@ def run_recipe(
     dist.select_device(device)  # a bad --device is refused before anything is created
     lock = _lock_run_dir(fork if fork is not None else (run_dir or default_run_dir(recipe)))
     try:
-        return _run_recipe(recipe, run_dir, force=force, fork=fork, device=device, host=host, log=log)
+        return _run_recipe(recipe, run_dir, force=force, fork=fork, device=device, host=host, log=log, only=only)
     finally:
         if lock is not None:
             lock.release()
@@ -215,6 +219,7 @@ def _run_recipe(
     device: str,
     host: PluginHost | None,
     log: Any,
+    only: set[str] | None = None,
 ) -> RunResult:
     """The body of `run_recipe`, run while rank 0 holds the run directory's lock."""
     host = host or default_host()
@@ -227,7 +232,11 @@ def _run_recipe(
     fingerprints: dict[str, str] = {}
     hasher = FileHasher(hash_cache_path(run_dir)) if dist.is_main() else None
     result = RunResult(run_dir)
+    selected = recipe.needed_for(only) if only is not None else set(recipe.stages)
     for name, plan in recipe.stages.items():
+        if name not in selected:
+            say(f"[{name}] not selected (--only), left as it is")
+            continue
         signature = None
         if hasher is not None:  # rank 0 reads the inputs once; the others get its verdict
             signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)

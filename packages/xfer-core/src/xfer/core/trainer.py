@@ -35,7 +35,6 @@ from xfer.core.errors import TrainingDiverged, UserError
 from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
 from xfer.core.train_config import TrainConfig
 
-
 COUNT_METRIC = "tokens"
 """A metric with this name is a count (e.g. real tokens in the micro-batch): summed over
 accumulation micro-batches and ranks instead of averaged, and the trainer logs `tokens_per_s`."""
