@@ -1,0 +1,163 @@
+"""`xfer score CHECKPOINT [FILE]`: the pseudo-log-likelihood of every line of a file, and n-best re-ranking.
+
+    xfer score runs/pre/fit/outputs/discriminator sentences.txt --out plls.jsonl
+    xfer score CKPT --nbest-dev dev.nbest.jsonl --nbest-test test.nbest.jsonl --metric wer --rerank-dir rr/
+
+FILE is plain text (one text per line) or `.jsonl` (an object with a `text` field per line; an
+`id` is carried over). Output: one JSON object per input line, in input order —
+`{"line", "id"?, "pll", "tokens", "method", "windows"?, "empty"?}` (with `--pieces`, also the
+word pieces and per-piece scores) — to `--out` (written atomically) or stdout; a summary (method,
+checkpoint, counts, lines/s) goes to stderr. Texts longer than max_length are scored in
+overlapping windows (every piece once, with context; the record says how many windows); an empty
+line is an error naming file:line unless `--empty zero`. See `xfer.electra.scoring` for the methods
+and `xfer.electra.rerank` for the n-best schema. Bad input exits with code 2 and a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+METHOD_CHOICES = ("auto", "electric", "mlm", "electra-tt", "two-tower")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[0] if __doc__ else None
+    parser.add_argument("checkpoint", type=Path, help="model folder: an electra.pretrain `discriminator` output")
+    parser.add_argument(
+        "file", type=Path, nargs="?", help="texts to score: .txt (one per line) or .jsonl (a `text` field)"
+    )
+    parser.add_argument("--generator", type=Path, help="generator folder (default: `generator/` next to CHECKPOINT)")
+    parser.add_argument(
+        "--method",
+        choices=METHOD_CHOICES,
+        default="auto",
+        help="auto (from the checkpoint's objective), electric (1 pass), mlm (n passes), electra-tt, two-tower",
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default 64)")
+    parser.add_argument("--max-length", type=int, help="longest input in tokens incl. [CLS]/[SEP]; longer: windows")
+    parser.add_argument(
+        "--format", choices=("auto", "text", "jsonl"), default="auto", help="input format (auto: by suffix)"
+    )
+    parser.add_argument("--text-field", default="text", help="the JSONL field holding the text (default text)")
+    parser.add_argument(
+        "--empty", choices=("error", "zero"), default="error", help="an empty line: error (default) or PLL 0"
+    )
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="fp32 (default) or bf16")
+    parser.add_argument("--pieces", action="store_true", help="also write each line's word pieces and their scores")
+    parser.add_argument("--out", type=Path, help="output JSONL file (default: stdout)")
+    parser.add_argument("--device", default="auto", help="auto (a GPU if any), cpu, cuda, cuda:1, ...")
+    rerank = parser.add_argument_group("n-best re-ranking (total = base score + λ·PLL, λ chosen on dev)")
+    rerank.add_argument("--nbest-dev", type=Path, help="JSONL n-best lists with references (chooses λ)")
+    rerank.add_argument("--nbest-test", type=Path, help="JSONL n-best lists re-ranked with the dev λ")
+    rerank.add_argument("--metric", choices=("bleu", "wer"), help="bleu (sacrebleu corpus BLEU) or wer")
+    rerank.add_argument("--lambdas", help="comma-separated λ grid (default 0,0.05,...,1)")
+    rerank.add_argument("--rerank-dir", type=Path, help="folder for dev.jsonl, test.jsonl and report.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    from xfer.core.errors import UserError
+
+    _check_args(args)
+    from xfer.core import distributed as dist
+    from xfer.electra import rerank, scoring
+
+    grid = rerank.parse_grid(args.lambdas) if args.lambdas is not None else list(rerank.DEFAULT_LAMBDAS)
+    # read every input before loading the model: a typo in a file fails fast
+    lines = scoring.read_texts(args.file, args.format, args.text_field) if args.file is not None else None
+    dev = rerank.read_nbest(args.nbest_dev, need_reference=True) if args.nbest_dev is not None else None
+    test = rerank.read_nbest(args.nbest_test) if args.nbest_test is not None else None
+
+    loaded = scoring.load_scorer(
+        args.checkpoint, args.generator, args.method, dist.select_device(args.device), args.max_length
+    )
+    log = _stderr
+    log(f"method: {loaded.describe()}")
+    for note in loaded.notes:
+        log(f"note: {note}")
+
+    if lines is not None:
+        started = time.perf_counter()
+        scores = scoring.score_lines(loaded, lines, args.batch_size, args.empty, args.precision)
+        seconds = time.perf_counter() - started
+        tokenizer = loaded.tokenizer if args.pieces else None
+        records = [scoring.record(li, s, loaded.method, tokenizer) for li, s in zip(lines, scores, strict=True)]
+        _write(records, args.out)
+        windowed = sum(1 for s in scores if s.windows > 1)
+        empty = sum(1 for s in scores if s.empty)
+        log(
+            f"scored {len(lines)} lines ({sum(s.tokens for s in scores)} pieces) of {args.file} in {seconds:.2f}s "
+            f"({len(lines) / max(seconds, 1e-9):.1f} lines/s)"
+            + (f"; {windowed} longer than max_length {loaded.max_length}, scored in windows" if windowed else "")
+            + (f"; {empty} empty, scored 0" if empty else "")
+        )
+
+    if dev is not None:
+        groups = [dev] if test is None else [dev, test]
+        plls = scoring.score_nbest(loaded, groups, args.batch_size, args.empty, args.precision)
+        result = rerank.rerank_nbest(args.metric, dev, plls[0], test, plls[1] if test is not None else None, grid)
+        if args.rerank_dir is not None:
+            from xfer.core.atomic import write_json
+
+            if args.rerank_dir.exists() and not args.rerank_dir.is_dir():
+                raise UserError(f"--rerank-dir {args.rerank_dir}: exists and is not a folder")
+            args.rerank_dir.mkdir(parents=True, exist_ok=True)
+            rerank.write_jsonl(args.rerank_dir / "dev.jsonl", result.dev_records)
+            if result.test_records is not None:
+                rerank.write_jsonl(args.rerank_dir / "test.jsonl", result.test_records)
+            write_json(args.rerank_dir / "report.json", {"method": loaded.method, **result.report()})
+            log(f"re-ranked lists and report.json written to {args.rerank_dir}")
+        print(result.markdown(), file=sys.stderr if args.file is not None and args.out is None else sys.stdout)
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Argument mistakes argparse cannot see, before anything is loaded."""
+    from xfer.core.errors import UserError
+
+    if args.file is None and args.nbest_dev is None:
+        raise UserError("nothing to do: give a FILE to score and/or --nbest-dev (n-best lists to re-rank)")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.max_length is not None and args.max_length < 3:
+        raise UserError(f"--max-length {args.max_length} cannot hold [CLS], one piece and [SEP]")
+    if args.nbest_dev is None:
+        for flag, value in (
+            ("--nbest-test", args.nbest_test),
+            ("--metric", args.metric),
+            ("--lambdas", args.lambdas),
+            ("--rerank-dir", args.rerank_dir),
+        ):
+            if value is not None:
+                raise UserError(f"{flag} needs --nbest-dev (λ is chosen on the dev lists)")
+    elif args.metric is None:
+        raise UserError("--nbest-dev needs --metric bleu or --metric wer")
+    if args.out is not None:
+        if args.file is None:
+            raise UserError("--out is where FILE's scores go: give a FILE")
+        inputs = [p for p in (args.file, args.nbest_dev, args.nbest_test) if p is not None]
+        if any(args.out.resolve() == p.resolve() for p in inputs):
+            raise UserError(f"--out {args.out} is an input file: it would be overwritten")
+        if args.out.is_dir():
+            raise UserError(f"--out {args.out} is a folder: give a file name")
+
+
+def _write(records: list[dict[str, Any]], out: Path | None) -> None:
+    import json
+
+    if out is None:
+        for record in records:
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return
+    from xfer.electra.rerank import write_jsonl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out, records)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
