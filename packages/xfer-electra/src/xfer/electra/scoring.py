@@ -24,7 +24,8 @@ added around it and never scored). Methods, by what the checkpoint can do:
   thesis's "TwoTower" baseline of Table 5.9. One pass.
 
 Long texts: a text of more than max_length - 2 pieces is scored in overlapping windows of
-max_length tokens ([CLS] window [SEP]) that advance by half a window; every piece is scored
+max_length tokens ([CLS] window [SEP]) that advance by half a window (the last one is moved back to
+end at the text's end, so every window is full); every piece is scored
 exactly once, in the window where it has the most context on its nearer side (the doc-stride
 rule of BERT's SQuAD code), so no token is dropped and none is scored without context. The
 result says how many windows a text took. max_length defaults to what the checkpoint records
@@ -131,21 +132,16 @@ class Segment:
 
 def windows(n: int, budget: int) -> list[tuple[int, int, list[int]]]:
     """`(start, end, owned)` windows over `n` pieces, each at most `budget` long, advancing by
-    `budget // 2`; `owned` are the pieces this window scores. Every piece is owned exactly once,
+    `budget // 2` (the last one ends at `n`, a full window); `owned` are the pieces this window scores. Every piece is owned exactly once,
     by the window giving it the largest min(left context, right context) (ties: the earlier)."""
     if budget < 1:
         raise ValueError(f"a window must hold at least one piece, got budget {budget}")
     if n <= budget:
         return [(0, n, list(range(n)))]
     stride = max(1, budget // 2)
-    spans = []
-    start = 0
-    while True:
-        end = min(n, start + budget)
-        spans.append((start, end))
-        if end >= n:
-            break
-        start += stride
+    starts = list(range(0, n - budget, stride))
+    starts.append(n - budget)  # the last window ends at the text's end and is full: its head gets context too
+    spans = [(start, start + budget) for start in starts]
     owner = [0] * n
     best = [-1] * n
     for index, (lo, hi) in enumerate(spans):
@@ -538,6 +534,8 @@ def load_scorer(
             raise UserError(
                 f"{gen.path} was trained with {gen.objective} but {main.path} with {main.objective}: not a pair"
             )
+    elif generator is not None:
+        notes.append(f"generator {generator} ignored: method {method} scores with the checkpoint alone")
     if method == "electra-tt" and "mask_prob" not in main.objective_config:
         notes.append("mask_prob: 0.15 (the checkpoint does not record its objective's)")
 
