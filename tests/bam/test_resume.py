@@ -8,6 +8,7 @@ from pathlib import Path
 from xfer.testing import assert_same_weights, make_host, output_tensors, run_cli, run_recipe_file
 
 from .bam_recipes import ENCODER, write_regression_data
+from .conftest import SUBPROCESS_ENV
 
 RECIPE = f"""
 name: bam-resume
@@ -21,17 +22,17 @@ stages:
     encoder: {ENCODER}
     max_length: 40
     tasks: &tasks
-      - {{name: toy/agreement, train_size: 48, dev_size: 16}}
+      - {{name: toy/pos, train_size: 48, dev_size: 16}}
       - {{name: glue/tsv, train: sts_train.tsv, dev: sts_dev.tsv, text_a_column: a, text_b_column: b,
          label_column: score, type: regression, metrics: [spearman]}}
-    train: {{steps: 6, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 3, eval_every: null, precision: fp32}}
+    train: {{steps: 4, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 2, eval_every: null, precision: fp32}}
   student:
     kind: bam.student
     init: teachers.init
     teachers: teachers.predictions
     max_length: 40
     tasks: *tasks
-    train: {{steps: 12, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 3, eval_every: null, precision: fp32}}
+    train: {{steps: 6, batch_size: 16, lr: 2e-3, log_every: 1, checkpoint_every: 2, eval_every: null, precision: fp32}}
 """
 
 
@@ -42,10 +43,10 @@ def test_killed_in_teachers_and_in_student_then_resumed_is_exact(tmp_path: Path)
     run_recipe_file(recipe, tmp_path / "reference", make_host(autoload=True))
 
     args = ["run", str(recipe), "--run-dir", str(tmp_path / "killed")]
-    first = run_cli(args, kill_at_step=4)  # inside the first teacher (6 steps each)
+    first = run_cli(args, kill_at_step=3, env=SUBPROCESS_ENV)  # inside the first teacher (4 steps each)
     assert first.returncode == -9, first.stderr[-2000:]
     assert not (tmp_path / "killed/student").exists()
-    second = run_cli(args, kill_at_step=9)  # the teachers finish; killed inside the student (12 steps)
+    second = run_cli(args, kill_at_step=5, env=SUBPROCESS_ENV)  # the teachers finish; killed in the student (6 steps)
     assert second.returncode == -9, second.stderr[-2000:]
     assert "[teachers] resuming" in second.stdout
     third = run_recipe_file(recipe, tmp_path / "killed", make_host(autoload=True))
