@@ -1,0 +1,179 @@
+"""Benchmark: pseudo-log-likelihood scoring, Electric (one pass) vs MLM (n passes), and how their PLLs agree.
+
+1. Speed (default): sentences/s of `xfer.electra.scoring` at sentence lengths 32, 64 and 128 tokens
+   ([CLS] + pieces + [SEP]) with two models of the same ELECTRA-Small size (12 layers, hidden 256,
+   embeddings 128, vocabulary 30522) and *random* weights (speed does not depend on training):
+   an Electric energy model (encoder + one-logit head, one pass scores every token) and a masked
+   LM (encoder + tied-softmax head, one pass per token, rows of all sentences batched, softmax
+   only at the masked row). Random piece ids, so tokenization is not timed. Both methods run
+   interleaved (E, M, M, E, ...) over --repeats; the ratio is Electric/MLM sentences/s at each length.
+2. Correlation (--electric DIR --mlm DIR --texts FILE): the PLL of the first --sentences lines of
+   FILE under both checkpoints (e.g. tiny models pre-trained on the toy corpus, held-in lines),
+   and Spearman's rho of the two PLLs, of the per-token PLLs (PLL / pieces: length controlled),
+   and within groups of equal piece count.
+
+Prints the CPU flags. Run the speed part alone on the machine:
+    cpu-slot --all .venv/bin/python tools/bench_pll.py [--lengths 32 64 128] [--repeats 2]
+    cpu-slot .venv/bin/python tools/bench_pll.py --electric RUN/electric/outputs/discriminator \\
+        --mlm RUN/mlm/outputs/discriminator --texts RUN/corpus/outputs/text/toy.txt --sentences 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def cpu_flags() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "?")
+    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
+    wanted = [f for f in flags if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")]
+    return f"{model}; {os.cpu_count()} logical CPUs; flags: {' '.join(wanted)}"
+
+
+# --- speed -----------------------------------------------------------------------------------------
+
+
+def _scorers(preset: str, max_length: int) -> dict[str, object]:
+    import torch
+
+    from xfer.electra.heads import DiscriminatorHead
+    from xfer.electra.model import MaskedGenerator
+    from xfer.electra.scoring import ElectricScorer, LoadedScorer, MLMScorer
+    from xfer.transformer.encoder import Encoder
+    from xfer.transformer.presets import preset as preset_config
+
+    torch.manual_seed(0)
+    config = preset_config(preset, max_position_embeddings=max(512, max_length))
+    tokens = SimpleNamespace(cls_id=101, sep_id=102, mask_id=103)  # BERT's ids; only these three are used
+    electric = ElectricScorer(Encoder(config), DiscriminatorHead(config.hidden_size))
+    mlm = MLMScorer(MaskedGenerator(config, None), tokens.mask_id)
+    out = {}
+    for name, scorer in (("electric", electric), ("mlm", mlm)):
+        scorer.eval()
+        out[name] = LoadedScorer(scorer, tokens, name, max_length, Path("<random>"), None)
+    return out
+
+
+def _pieces(count: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    import random
+
+    rng = random.Random(seed)
+    return [[rng.randrange(1000, vocab) for _ in range(length - 2)] for _ in range(count)]
+
+
+def speed(args: argparse.Namespace) -> None:
+    import torch
+
+    from xfer.electra.scoring import score_pieces
+
+    scorers = _scorers(args.preset, max(args.lengths))
+    vocab = 30522
+    print(
+        f"models: {args.preset} encoders (random weights), {sum(p.numel() for p in scorers['electric'].scorer.parameters()) / 1e6:.1f}M "
+        f"parameters (Electric) / {sum(p.numel() for p in scorers['mlm'].scorer.parameters()) / 1e6:.1f}M (MLM); "
+        f"precision {args.precision}; batch {args.batch_size} sequences; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
+    counts = {"electric": args.electric_sentences, "mlm": args.mlm_sentences}
+    rows = []
+    for length in args.lengths:
+        need = {"electric": counts["electric"], "mlm": max(1, counts["mlm"] * 128 // length)}
+        data = {m: _pieces(need[m], length, vocab, length) for m in need}
+        rates: dict[str, list[float]] = {"electric": [], "mlm": []}
+        for method in ("electric", "mlm"):  # warm-up (allocator, kernels)
+            score_pieces(scorers[method], data[method][:2], args.batch_size, args.precision)
+        for repeat in range(args.repeats):
+            order = ("electric", "mlm") if repeat % 2 == 0 else ("mlm", "electric")
+            for method in order:
+                texts = data[method][: need[method]]
+                started = time.perf_counter()
+                score_pieces(scorers[method], texts, args.batch_size, args.precision)
+                rates[method].append(len(texts) / (time.perf_counter() - started))
+        e, m = statistics.median(rates["electric"]), statistics.median(rates["mlm"])
+        rows.append((length, e, m, need))
+        print(
+            f"length {length:>4}: Electric {e:8.2f} sentences/s ({need['electric']} sentences), "
+            f"MLM {m:8.3f} sentences/s ({need['mlm']} sentences, {length - 2} passes each): ratio {e / m:6.1f}x",
+            flush=True,
+        )
+    print("\n| length (tokens) | Electric sentences/s | MLM sentences/s | Electric / MLM |\n|---|---|---|---|")
+    for length, e, m, _ in rows:
+        print(f"| {length} | {e:.2f} | {m:.3f} | {e / m:.1f}x |")
+
+
+# --- correlation ----------------------------------------------------------------------------------
+
+
+def correlation(args: argparse.Namespace) -> None:
+    from collections import defaultdict
+
+    from scipy.stats import spearmanr
+
+    from xfer.electra import scoring
+
+    lines = [line for line in scoring.read_texts(args.texts) if line.text.strip()][: args.sentences]
+    results = {}
+    for name, folder in (("electric", args.electric), ("mlm", args.mlm)):
+        loaded = scoring.load_scorer(folder, method=name)
+        started = time.perf_counter()
+        scores = scoring.score_lines(loaded, lines, args.batch_size)
+        seconds = time.perf_counter() - started
+        print(f"{loaded.describe()}: {len(lines)} lines in {seconds:.1f}s ({len(lines) / seconds:.1f} lines/s)")
+        results[name] = scores
+    electric, mlm = results["electric"], results["mlm"]
+    if [s.pieces for s in electric] != [s.pieces for s in mlm]:
+        raise SystemExit("the two checkpoints tokenize differently: train them on one vocabulary")
+    total = spearmanr([s.pll for s in electric], [s.pll for s in mlm]).statistic
+    per_token = spearmanr([s.pll / s.tokens for s in electric], [s.pll / s.tokens for s in mlm]).statistic
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, s in enumerate(electric):
+        groups[s.tokens].append(i)
+    within = []
+    for members in groups.values():
+        if len(members) >= 10:
+            rho = spearmanr([electric[i].pll for i in members], [mlm[i].pll for i in members]).statistic
+            within.append((len(members), rho))
+    pooled = sum(n * r for n, r in within) / sum(n for n, _ in within) if within else float("nan")
+    length_rho = spearmanr([s.tokens for s in electric], [s.pll for s in mlm]).statistic
+    print(f"\nSpearman rho over {len(lines)} held-in sentences of {args.texts}:")
+    print(f"  PLL (sentence totals)                      {total:.3f}")
+    print(f"  PLL / pieces (length-controlled)           {per_token:.3f}")
+    print(f"  within equal piece counts (weighted mean)  {pooled:.3f}  ({len(within)} groups of >= 10 sentences)")
+    print(f"  (MLM PLL vs piece count alone              {length_rho:.3f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--preset", default="small", help="encoder size of both models (default small)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--electric-sentences", type=int, default=64, help="sentences per Electric timing")
+    parser.add_argument("--mlm-sentences", type=int, default=4, help="MLM sentences per timing at length 128 (x 128/L)")
+    parser.add_argument("--electric", type=Path, help="correlation: an electric.nce checkpoint")
+    parser.add_argument("--mlm", type=Path, help="correlation: an electra.mlm checkpoint")
+    parser.add_argument("--texts", type=Path, help="correlation: held-in text, one sentence per line")
+    parser.add_argument("--sentences", type=int, default=1000)
+    args = parser.parse_args()
+    print(f"CPU: {cpu_flags()}")
+    if args.electric or args.mlm or args.texts:
+        if not (args.electric and args.mlm and args.texts):
+            parser.error("the correlation needs --electric, --mlm and --texts")
+        correlation(args)
+    else:
+        speed(args)
+
+
+if __name__ == "__main__":
+    main()
