@@ -90,6 +90,7 @@ class TestUdPosConformance(_ColumnFiles):
 class TestColumnsConformance(_ColumnFiles):
     component = ("task", "conll/columns")
     recipe = tiny_finetune_recipe("{name: conll/columns, train_file: train.txt, dev_file: dev.txt, scheme: BIO}")
+    resume_covered_by = "TestNerConformance"  # conll/ner is this reader with fixed columns
 
 
 class TestUdParseConformance(ComponentConformance):

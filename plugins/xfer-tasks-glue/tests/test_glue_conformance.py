@@ -46,6 +46,11 @@ def write_glue_folder(spec: GlueSpec, folder: Path, seed: int) -> None:
         (folder / spec.files[split]).write_text("\n".join(rows) + "\n")
 
 
+_RESUME_CHECKED: dict[tuple[bool, bool, bool], str] = {}
+"""One kill-and-resume check per file-layout family (header?, sentence pair?, regression?): the
+resume itself is the trainer's and the data order the reader's, shared within a family."""
+
+
 def _conformance_class(spec: GlueSpec) -> type:
     def prepare(self, directory: Path) -> None:
         write_glue_folder(spec, directory / spec.folder, seed=len(spec.key))
@@ -59,6 +64,9 @@ def _conformance_class(spec: GlueSpec) -> type:
         "__doc__": f"Conformance of glue/{spec.key}.",
     }
     name = "Test" + "".join(part.capitalize() for part in spec.key.split("-")) + "Conformance"
+    family = (spec.layout.header, spec.layout.text_b is not None, spec.score_range is not None)
+    attributes["resume_covered_by"] = _RESUME_CHECKED.get(family)
+    _RESUME_CHECKED.setdefault(family, name)
     return type(name, (ComponentConformance,), attributes)
 
 

@@ -51,3 +51,4 @@ class TestSquadV2Conformance(TestSquadConformance):
     component = ("task", "squad/v2")
     recipe = tiny_finetune_recipe("{name: squad/v2, train_file: train.json, dev_file: dev.json}", max_length=48)
     version = "2.0"
+    resume_covered_by = "TestSquadConformance"  # the same reader, windows and featurizer

@@ -347,8 +347,8 @@ def teacher_key(setup: Setup, data: TaskData, weights: str) -> str:
 
 
 def write_results(ctx: StageContext, groups: list[Group], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """`results/results.json` in `transformer.finetune`'s layout (tools/results_table.py reads both)."""
-    from xfer.transformer.finetune import summarize
+    """`results/results.json` in `transformer.finetune`'s layout (`xfer results` reads it)."""
+    from xfer.core.results import summarize
 
     results = {}
     for group in groups:

@@ -93,6 +93,9 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     status.add_argument("run_dir", type=Path)
     status.add_argument("--json", action="store_true")
 
+    results = sub.add_parser("results", help="print the dev results of runs or stages as one Markdown table")
+    results.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_STAGE_DIR")
+
     plugins = sub.add_parser("plugins", help="list plugins, their hooks and components")
     plugins.add_argument("--json", action="store_true")
 
@@ -200,10 +203,28 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
         recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
     )
     if dist.is_main():
+        from xfer.core.results import results_table
+
+        table = results_table([result.run_dir / stage.name for stage in result.stages])
+        if table:
+            print(f"\nResults (dev; every score in percent):\n{table}\n")
         print(f"run directory: {result.run_dir.resolve()}")
         for stage in result.stages:
             if stage.report:
                 print(f"report ({stage.name}): {stage.report.resolve()}")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core.results import results_table
+
+    table = results_table(args.paths)
+    if table is None:
+        print(
+            f"no results yet under {', '.join(map(str, args.paths))} (no finished stage wrote outputs/results/results.json)"
+        )
+        return 1
+    print(table)
     return 0
 
 
@@ -401,6 +422,7 @@ COMMANDS = {
     "validate": cmd_validate,
     "show": cmd_show,
     "status": cmd_status,
+    "results": cmd_results,
     "plugins": cmd_plugins,
     "components": cmd_components,
     "explain": cmd_explain,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.data import BatchStream
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
+from xfer.core.results import HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext
 from xfer.core.tasks import Task
 from xfer.core.trainer import Trainer
@@ -76,26 +76,6 @@ def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path 
             "transformer.finetune needs a tokenizer: set `tokenizer:` (e.g. a transformer.vocab stage's output) or `init:`"
         )
     return WordPieceTokenizer.from_dir(folder)
-
-
-def summarize(runs: list[dict[str, Any]], metrics: list[str]) -> dict[str, dict[str, float]]:
-    """median / mean / std (sample; 0 for one run) / min / max of each of `metrics` over runs.
-
-    Only metrics: a run record also carries bookkeeping (trial, seed, steps, checkpoint) that
-    has no median worth reporting."""
-    out: dict[str, dict[str, float]] = {}
-    for metric in metrics:
-        values = [r[metric] for r in runs if isinstance(r.get(metric), (int, float))]
-        if not values:
-            continue
-        out[metric] = {
-            "median": statistics.median(values),
-            "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values),
-            "max": max(values),
-        }
-    return out
 
 
 def run_finetune(ctx: StageContext) -> None:
@@ -202,8 +182,7 @@ def _finetune_task(
             write_json(done, record, indent=None)
         runs.append(record)
     _save_models(ctx, config, ref.name, runs, build, tokenizer, info, info.main_metric)
-    metric_names = [k for k in runs[0] if k not in BOOKKEEPING]
-    return {"main_metric": info.main_metric, "runs": runs, "summary": summarize(runs, metric_names)}
+    return task_result(info.main_metric, runs)
 
 
 BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")
@@ -299,11 +278,4 @@ def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
 
 
 def _results_table(results: dict[str, Any]) -> str:
-    lines = ["## Results (dev)", "", "| task | metric | median | mean | std | runs |", "|---|---|---|---|---|---|"]
-    for task, result in results.items():
-        for metric, s in result["summary"].items():
-            marker = " **(main)**" if metric == result["main_metric"] else ""
-            lines.append(
-                f"| {task} | {metric}{marker} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |"
-            )
-    return "\n".join(lines)
+    return "\n".join(["## Results (dev)", "", HEADER, *markdown_rows("finetune", results)])

@@ -1,0 +1,62 @@
+"""`xfer results`: one table from every stage's results.json, bookkeeping never summarised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xfer.core import cli
+from xfer.core.results import RESULTS_FILE, summarize, task_result
+
+
+def write_stage(run: Path, name: str, results: dict | str) -> None:
+    (run / name).mkdir(parents=True)
+    (run / name / "stage.json").write_text(json.dumps({"status": "completed"}))
+    path = run / name / RESULTS_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text(results if isinstance(results, str) else json.dumps(results))
+
+
+def test_summary_covers_metrics_only() -> None:
+    runs = [
+        {"trial": 0, "seed": 1, "steps": 10, "accuracy": 80.0},
+        {"trial": 1, "seed": 2, "steps": 10, "accuracy": 90.0},
+    ]
+    summary = summarize(runs)
+    assert set(summary) == {"accuracy"}
+    assert summary["accuracy"] == {
+        "median": 85.0,
+        "mean": 85.0,
+        "std": pytest.approx(7.0710678),
+        "min": 80.0,
+        "max": 90.0,
+    }
+
+
+def test_results_table_in_recipe_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    (run).mkdir()
+    (run / "recipe.resolved.yaml").write_text("name: r\nstages:\n  zeta: {kind: x}\n  alpha: {kind: x}\n")
+    runs = [
+        {"trial": t, "seed": t + 1, "mcc": v, "accuracy": a}
+        for t, (v, a) in enumerate([(10.0, 60.0), (30.0, 70.0), (20.0, 65.0)])
+    ]
+    write_stage(run, "zeta", {"glue/cola": task_result("mcc", runs)})
+    write_stage(run, "alpha", {"glue/rte": task_result("accuracy", runs[:1])})
+    assert cli.main(["results", str(run)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "| zeta | glue/cola | mcc | **20.0** | 20.0 ± 10.0 | 10.0–30.0 | 3 | accuracy 65.0 |"
+    assert lines[3].startswith("| alpha | glue/rte | accuracy | **60.0** |")
+
+
+def test_bad_or_missing_results_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["results", str(tmp_path / "nowhere")]) == 2
+    assert "no such run or stage folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["results", str(tmp_path / "empty")]) == 1
+    assert "no results yet" in capsys.readouterr().out
+    write_stage(tmp_path / "run", "broken", '{"glue/cola": {"main_metric": "mcc"')
+    assert cli.main(["results", str(tmp_path / "run")]) == 2
+    assert "results.json: unreadable results file" in capsys.readouterr().err
