@@ -29,7 +29,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from xfer.transformer.kernels import dropout as _kernel_dropout
 
-
 EMBEDDING_STD = 0.5
 """Initial std of word and character embeddings. The original starts from GloVe 300d vectors,
 whose components have std ~0.4; with a 1/sqrt(dim) init (0.09 here) the first LSTM's inputs are

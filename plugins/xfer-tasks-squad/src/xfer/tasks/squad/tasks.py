@@ -33,9 +33,7 @@ class SquadTask(Task):
 
     def info(self) -> TaskInfo:
         info = super().info()
-        info.extra.update(
-            squad_version="1.1" if self.version == 1 else "2.0", unanswerable=self.version == 2
-        )
+        info.extra.update(squad_version="1.1" if self.version == 1 else "2.0", unanswerable=self.version == 2)
         return info
 
     def examples(self, split: Split) -> list[Example]:
