@@ -41,11 +41,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
 
-# A timing is "quiet" if other tasks waited for a CPU during less than this share of it (PSI).
-QUIET = 0.10
+from benchlib import QUIET, cpu_pressure, peak_rss_growth, timed
 
 
 def _inputs(batch: int, seq: int, vocab: int, min_length: int | None = None):
@@ -99,35 +96,8 @@ def _step(model, ids, mask, bf16: bool) -> None:
     model.zero_grad(set_to_none=True)
 
 
-def _rss_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _stall_us() -> int | None:
-    """Cumulative microseconds in which some runnable task waited for a CPU (Linux PSI), or None."""
-    try:
-        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-        return int(first.split("total=")[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _cpu_pressure() -> str:
-    """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), if available."""
-    try:
-        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-        return first.split()[1].replace("avg10=", "") + "%"
-    except (OSError, IndexError):
-        return "n/a"
-
-
 def _memory_child(args: argparse.Namespace) -> None:
     """Subprocess: build one model, measure peak RSS growth over warm-up + timed steps."""
-    import resource
-
     import torch
 
     models = _build(args)
@@ -135,16 +105,13 @@ def _memory_child(args: argparse.Namespace) -> None:
     del models
     ids, mask = _inputs(args.batch, args.seq, 30522, args.min_length)
     bf16 = args.child_precision == "bf16"
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        method = "VmHWM after clear_refs"
-    except OSError:
-        method = "ru_maxrss"
-    base = _rss_kib("VmRSS")
-    for _ in range(args.warmup + args.steps):
-        _step(model, ids, mask, bf16)
-    peak = _rss_kib("VmHWM") if method.startswith("VmHWM") else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"peak_mib": (peak - base) / 1024, "method": method, "threads": torch.get_num_threads()}))
+
+    def steps() -> None:
+        for _ in range(args.warmup + args.steps):
+            _step(model, ids, mask, bf16)
+
+    peak, method = peak_rss_growth(steps)
+    print(json.dumps({"peak_mib": peak, "method": method, "threads": torch.get_num_threads()}))
 
 
 def _measure_memory(args: argparse.Namespace, model: str, precision: str) -> dict:
@@ -203,7 +170,7 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq}, "
         f"real tokens {real} ({real / ids.numel():.0%}), lengths uniform [{args.seq // 4 if args.min_length is None else args.min_length}, {args.seq}], "
-        f"{'eval' if args.eval else 'train'} mode, cpu pressure {_cpu_pressure()}"
+        f"{'eval' if args.eval else 'train'} mode, cpu pressure {cpu_pressure()}"
     )
     precisions = args.precisions.split(",")
     results: dict[tuple[str, str], list[float]] = {}
@@ -216,14 +183,12 @@ def main() -> None:
         order = list(models)
         for r in range(args.repeats):
             for name in order if r % 2 == 0 else order[::-1]:
-                stall0, start = _stall_us(), time.perf_counter()
-                for _ in range(args.steps):
-                    _step(models[name], ids, mask, bf16)
-                elapsed, stall1 = time.perf_counter() - start, _stall_us()
+                elapsed, share = timed(
+                    lambda m=models[name], b=bf16: [_step(m, ids, mask, b) for _ in range(args.steps)]
+                )
                 results.setdefault((name, precision), []).append(elapsed / args.steps)
-                share = (stall1 - stall0) / 1e6 / elapsed if stall0 is not None and stall1 is not None else 0.0
                 stalls.setdefault((name, precision), []).append(share)
-    print(f"cpu pressure after timing: {_cpu_pressure()}")
+    print(f"cpu pressure after timing: {cpu_pressure()}")
     memory = {}
     if not args.no_memory:
         for precision in precisions:

@@ -16,6 +16,8 @@ import string
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import datasets
@@ -325,9 +327,8 @@ def test_failed_build_leaves_no_cache_and_damage_is_rebuilt(kit: dict, tmp_path:
     assert rows(build(kit, cache)) == expected
 
 
-def test_killed_build_leaves_nothing_usable(kit: dict, tmp_path: Path) -> None:
-    """SIGKILL in the middle of a build: only a hidden temporary folder remains, and it is never used."""
-    cache = tmp_path / "cache"
+def build_in_subprocess(kit: dict, cache: Path, kill_at_block: int | None = None) -> subprocess.Popen:
+    """`build_examples` in a fresh interpreter that dies (SIGKILL) when it reaches block `kill_at_block`."""
     script = textwrap.dedent(
         f"""
         import os, signal
@@ -337,24 +338,60 @@ def test_killed_build_leaves_nothing_usable(kit: dict, tmp_path: Path) -> None:
         from xfer.electra.corpus import CorpusConfig
         real = data._PackSpec.pack_block
         def pack(self, block):
-            if block == 4:
+            if block == {kill_at_block!r}:
                 os.kill(os.getpid(), signal.SIGKILL)
             return real(self, block)
         data._PackSpec.pack_block = pack
         files = [Path(p) for p in {[str(f) for f in kit["files"]]!r}]
         corpus = CorpusConfig(files=Files(tuple(map(str, files))))
-        data.build_examples(corpus, files, Path({str(kit["vocab"])!r}), 24, Path({str(cache)!r}), 1,
-                            block_bytes={SMALL_BLOCKS})
+        examples = data.build_examples(corpus, files, Path({str(kit["vocab"])!r}), 24, Path({str(cache)!r}), 1,
+                                       block_bytes={SMALL_BLOCKS})
+        print(len(examples))
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120)
-    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    return subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_killed_build_leaves_nothing_usable(kit: dict, tmp_path: Path) -> None:
+    """SIGKILL in the middle of a build: only a hidden temporary folder remains, and it is never used."""
+    cache = tmp_path / "cache"
+    process = build_in_subprocess(kit, cache, kill_at_block=4)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGKILL, err.decode()[-2000:]
     leftovers = [p.name for p in cache.iterdir() if not p.name.endswith(".lock")]
     assert not [n for n in leftovers if n.startswith("electra-examples-")], leftovers
     assert any(".tmp-" in n for n in leftovers), leftovers
     assert len(build(kit, cache)) > 0
     assert not [p for p in cache.iterdir() if ".tmp-" in p.name], "stale temporary build not cleaned up"
+
+
+def test_concurrent_builds_build_once(kit: dict, examples, tmp_path: Path, monkeypatch) -> None:
+    """Two builders of the same examples at once (ranks, runs): one builds, the other waits and loads.
+
+    Threads stand in for processes: the build lock is an flock on a file opened by each caller,
+    which excludes another open file of the same process exactly as it excludes another process.
+    """
+    real, packed = electra_data._PackSpec.pack_block, []
+
+    def slow_pack(self, block):
+        packed.append(block)
+        time.sleep(0.02)  # long enough for the second builder to arrive mid-build
+        return real(self, block)
+
+    monkeypatch.setattr(electra_data._PackSpec, "pack_block", slow_pack)
+    results: list = [None, None]
+
+    def run(index: int) -> None:
+        results[index] = rows(build(kit, tmp_path / "cache"))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results[0] == results[1] == rows(examples)
+    assert sorted(packed) == sorted(set(packed)), "two builders packed the same blocks"
 
 
 def test_same_seed_same_examples_and_num_proc_does_not_matter(kit: dict, examples, tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ import torch
 
 from xfer.core.atomic import fsync_dir, fsync_file, read_json, write_json
 from xfer.core.data import BatchStream
-from xfer.core.errors import DataError
+from xfer.core.errors import DataError, UserError
 from xfer.electra.corpus import CorpusConfig
 from xfer.electra.packing import (
     BLOCK_BYTES,
@@ -487,7 +487,8 @@ class _FileHashes:
             digests = [self._hasher.file(Path(p)) for p in paths]
         except OSError as error:
             raise DataError(error.filename or "corpus", 0, f"cannot read file: {error.strerror or error}") from None
-        self._hasher.save()
+        with contextlib.suppress(OSError):  # only a speed-up for the next call: never fatal
+            self._hasher.save()  # (another builder in this process may be replacing the same file)
         return digests
 
 
@@ -806,7 +807,7 @@ class _StreamReader:
                 self._order = self._shard_order(c.epoch)
             if c.shard_pos >= len(self._order):
                 if c.epoch_read == 0:
-                    raise ValueError("the example stream is empty: a whole pass over its shards yielded nothing")
+                    raise UserError("the corpus stream yields no examples: a whole pass over it found no tokens")
                 c.epoch, c.shard_pos, c.in_shard, c.epoch_read = c.epoch + 1, 0, 0, 0
                 self._order = None
                 continue

@@ -45,6 +45,7 @@ MAX_SCAN_BLOCKS = 64
 """How far (in blocks) a cut point may move forward looking for a blank line before it cuts the document."""
 
 _READ_CHUNK_BYTES = 1 << 20
+_SINGLE_SEGMENT_TARGET = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +117,9 @@ class ExamplePacker:
 
     def _create_example(self) -> PackedExample:
         single = self.rng.random() < self.single_segment_prob
-        # The first segment target leaves room for [CLS] and two [SEP]; "single" never fills up.
-        first_target = self.max_length * 1000 if single else (self._target - 3) // 2
+        # The first-segment target leaves room for [CLS] and two [SEP]. "Single" uses the original's
+        # 100,000 (not infinity): a sentence that long still goes through the coin flip, as there.
+        first_target = _SINGLE_SEGMENT_TARGET if single else (self._target - 3) // 2
         first: list[int] = []
         second: list[int] = []
         for sentence in self._sentences:
