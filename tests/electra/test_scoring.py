@@ -220,6 +220,23 @@ def test_auto_picks_the_method_from_the_checkpoint_and_refuses_mismatches(ckpt: 
         scoring.load_scorer(ckpt["electric"], max_length=MAX_POSITIONS + 1)
 
 
+def test_hf_exports_score_like_the_xfer_checkpoint(ckpt: dict[str, Path], tmp_path: Path) -> None:
+    from xfer.transformer.hf import export_hf
+    from xfer.transformer.modelio import load_model_dir
+
+    for name, method in (("mlm", "auto"), ("electric", "electric")):  # HF ElectraForPreTraining has no objective
+        folder = tmp_path / name
+        model = load_model_dir(ckpt[name])
+        scoring.load_scorer(ckpt[name]).tokenizer.save(folder)
+        export_hf(folder, model.build("encoder"), head=model.build("head"), vocab_file=folder / "vocab.txt")
+        hf = scoring.load_scorer(folder, method=method)
+        assert hf.method == name
+        expected = [s.pll for s in _pll(scoring.load_scorer(ckpt[name]), SENTENCES[:2])]
+        assert [s.pll for s in _pll(hf, SENTENCES[:2])] == pytest.approx(expected, abs=1e-4)
+    with pytest.raises(UserError, match="pass the method"):
+        scoring.load_scorer(tmp_path / "electric")
+
+
 def test_scores_do_not_depend_on_order_or_batching(ckpt: dict[str, Path]) -> None:
     loaded = scoring.load_scorer(ckpt["tt"])
     reference = {s: r.pll for s, r in zip(SENTENCES, _pll(loaded, SENTENCES, 64), strict=True)}
@@ -432,11 +449,20 @@ def test_score_stage_reads_its_files_before_running(ckpt: dict[str, Path], tmp_p
 
     bad = tmp_path / "bad.txt"
     bad.write_text("the cat\n\n")
+    nbest = tmp_path / "nbest.jsonl"
+    nbest.write_text(
+        '{"hypotheses": [{"text": "a", "score": 0}], "reference": "a"}\n{"hypotheses": [{"text": " ", "score": 0}]}\n'
+    )
     recipe = write_recipe(
-        tmp_path, f"name: s\nstages:\n  s: {{kind: electra.score, checkpoint: {ckpt['tt']}, files: {bad}}}\n"
+        tmp_path,
+        f"name: s\nstages:\n  s: {{kind: electra.score, checkpoint: {ckpt['tt']}, files: {bad}, nbest_dev: {nbest}, metric: wer}}\n",
     )
     problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
     assert any(f"{bad}:2" in p and "empty text" in p for p in problems), problems
+    assert any(f"{nbest}:2: reference: missing" in p for p in problems), problems
+    nbest.write_text('{"hypotheses": [{"text": "a", "score": 0}, {"text": "", "score": 1}], "reference": "a"}\n')
+    problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
+    assert any(f"{nbest}:1: a hypothesis is an empty text" in p for p in problems), problems
 
 
 def test_xfer_score_command(ckpt: dict[str, Path], texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

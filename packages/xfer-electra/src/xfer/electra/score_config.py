@@ -96,8 +96,8 @@ class ScoreConfig:
     def preflight(self) -> list[Any]:
         """Read every input file given as a path (not earlier stages' outputs) before anything runs.
 
-        Blank texts are found here; texts that only tokenize to nothing, and special tokens, while
-        scoring (they need the checkpoint's tokenizer)."""
+        Blank texts and hypotheses are found here; texts that only tokenize to nothing, and special
+        tokens, while scoring (they need the checkpoint's tokenizer)."""
         from xfer.core.errors import DataError, UserError
         from xfer.electra.rerank import read_nbest
         from xfer.electra.scoring import EMPTY_MESSAGE, read_texts
@@ -115,9 +115,13 @@ class ScoreConfig:
         for files, need_reference in ((self.nbest_dev, True), (self.nbest_test, False)):
             for path in _paths(files):
                 try:
-                    read_nbest(path, need_reference)
+                    lists = read_nbest(path, need_reference)
                 except UserError as error:
                     problems.append(error)
+                    continue
+                blank = next((n for n in lists if any(not h.text.strip() for h in n.hypotheses)), None)
+                if blank is not None and self.empty == "error":
+                    problems.append(DataError(blank.path, blank.line, f"a hypothesis is an {EMPTY_MESSAGE}"))
         return problems
 
 
