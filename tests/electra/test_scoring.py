@@ -111,7 +111,11 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "objective_config": {"mask_prob": 0.15, "generator": {"kind": "two_tower"}},
     }
     tt = {"objective": "electra.rtd", "objective_config": {"mask_prob": 0.25, "generator": {"kind": "two_tower"}}}
-    rtd = {"objective": "electra.rtd", "objective_config": {"mask_prob": 0.15, "generator": {"kind": "mlm"}}}
+    rtd = {
+        "objective": "electra.rtd",
+        "objective_config": {"mask_prob": 0.15, "generator": {"kind": "mlm"}},
+        "max_length": 20,  # the length it was trained on: the default window
+    }
     base = {"objective": "electra.mlm", "objective_config": {"mask_prob": 0.15}}
     out = {
         "electric": _save(root / "electric" / "discriminator", detector, electric, tokenizer),
@@ -209,7 +213,10 @@ def test_electra_tt_inverts_the_discriminator_with_the_cloze_model(ckpt: dict[st
 
 
 def test_auto_picks_the_method_from_the_checkpoint_and_refuses_mismatches(ckpt: dict[str, Path]) -> None:
-    assert scoring.load_scorer(ckpt["rtd"]).method == "mlm"  # ELECTRA + masked generator: the generator's MLM
+    rtd = scoring.load_scorer(ckpt["rtd"])
+    assert rtd.method == "mlm" and rtd.max_length == 20  # ELECTRA + masked generator: the generator's MLM
+    assert not any("position embeddings" in note for note in rtd.notes)
+    assert any("position embeddings" in note for note in scoring.load_scorer(ckpt["electric"]).notes)
     assert scoring.load_scorer(ckpt["electric_gen"]).method == "two-tower"
     two_tower = scoring.load_scorer(ckpt["electric"], method="two-tower")
     assert isinstance(two_tower.scorer, scoring.TwoTowerScorer)

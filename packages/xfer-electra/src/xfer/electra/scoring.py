@@ -549,6 +549,12 @@ def load_scorer(
     default = min([positions, *trained])
     if max_length is None:
         max_length = default
+        if not trained:
+            notes.append(
+                f"max_length {max_length} from the position embeddings: the checkpoint does not record the length it "
+                "was trained on; if that was shorter, pass it (--max-length / max_length) so that longer texts are "
+                "windowed instead of read with untrained positions"
+            )
     elif max_length > positions:
         raise UserError(f"max_length {max_length} exceeds the model's {positions} position embeddings")
     elif max_length < 3:
