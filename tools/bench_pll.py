@@ -106,9 +106,25 @@ def speed(args: argparse.Namespace) -> None:
             f"MLM {m:8.3f} sentences/s ({need['mlm']} sentences, {length - 2} passes each): ratio {e / m:6.1f}x",
             flush=True,
         )
-    print("\n| length (tokens) | Electric sentences/s | MLM sentences/s | Electric / MLM |\n|---|---|---|---|")
+    print(
+        "\n| length (tokens) | Electric sentences/s | MLM sentences/s | Electric / MLM | forward FLOPs ratio (analytic) |"
+        "\n|---|---|---|---|---|"
+    )
     for length, e, m, _ in rows:
-        print(f"| {length} | {e:.2f} | {m:.3f} | {e / m:.1f}x |")
+        print(f"| {length} | {e:.2f} | {m:.3f} | {e / m:.1f}x | {flops_ratio(scorers, length):.1f}x |")
+
+
+def flops_ratio(scorers: dict[str, object], length: int) -> float:
+    """MLM / Electric matmul FLOPs per sentence of `length` tokens (`xfer.electra.flops`'s counting):
+    Electric = one encoder pass + the energy head at every piece; MLM = one encoder pass + one
+    softmax row per piece."""
+    from xfer.electra import flops
+
+    arch = flops.Arch.of(scorers["electric"].scorer.encoder.config)
+    pieces = length - 2
+    electric = flops.encoder_forward(arch, length) + flops.detection_head_forward(arch, pieces)
+    mlm = pieces * (flops.encoder_forward(arch, length) + flops.softmax_head_forward(arch, 1))
+    return float(mlm / electric)
 
 
 # --- correlation ----------------------------------------------------------------------------------
