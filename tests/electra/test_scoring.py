@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -518,3 +521,25 @@ def test_xfer_score_command(ckpt: dict[str, Path], texts: Path, tmp_path: Path, 
         assert "Traceback" not in err and any(m in err for m in message.split("|")), (argv, err)
     assert main(["score", str(ckpt["electric"]), str(empty), "--empty", "zero"]) == 0
     assert '"empty": true' in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun not installed")
+def test_two_processes_write_what_one_process_writes(ckpt: dict[str, Path], texts: Path, tmp_path: Path) -> None:
+    dev, _ = _nbest_files(tmp_path)
+    recipe = write_recipe(
+        tmp_path,
+        f"name: ddp\nstages:\n  score: {{kind: electra.score, checkpoint: {ckpt['mlm']}, files: {texts}, "
+        f"nbest_dev: {dev}, metric: wer, max_length: 8}}\n",
+    )
+    run_recipe_file(recipe, tmp_path / "one", make_host(autoload=True))
+    command = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node=2"]
+    command += ["-m", "xfer.core.cli", "run", str(recipe), "--run-dir", str(tmp_path / "two")]
+    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, two = (tmp_path / run / "score" / "outputs" / "scores" for run in ("one", "two"))
+    records = [[json.loads(x) for x in (d / "sentences.jsonl").read_text().splitlines()] for d in (one, two)]
+    assert [r["pll"] for r in records[1]] == pytest.approx([r["pll"] for r in records[0]], abs=1e-4)
+    assert [{**r, "pll": 0} for r in records[1]] == [{**r, "pll": 0} for r in records[0]]
+    assert any(r.get("windows", 1) > 1 for r in records[0])  # windows are split across ranks too
+    reports = [json.loads((d / "rerank" / "report.json").read_text()) for d in (one, two)]
+    assert reports[1]["lambda"] == reports[0]["lambda"] and reports[1]["dev"] == reports[0]["dev"]
