@@ -538,7 +538,7 @@ def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_p
         load_from_cache_file=False,
         new_fingerprint=key[:32],
         fn_kwargs={"spec": spec},
-        desc="ELECTRA examples (tokenize + pack)",
+        desc="ELECTRA examples: tokenize + pack corpus blocks",
     )
     if len(examples) == 0:
         raise DataError(spec.source.name, 0, "the corpus has no tokens: no example could be built")
