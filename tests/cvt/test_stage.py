@@ -32,7 +32,7 @@ class TestCvtStageConformance(ComponentConformance):
         write_tiny_data(directory)
 
 
-MULTI = tiny_cvt_recipe(CHUNK, PARSE, MT, extra="    parse_decoding: mst")
+MULTI = tiny_cvt_recipe(CHUNK, PARSE, MT, steps=6, extra="    parse_decoding: mst")
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,12 @@ def test_multitask_outputs(multitask):
 
     run = multitask / "run" / "fit" / "outputs"
     results = json.loads((run / "results" / "results.json").read_text())
-    run0 = results["runs"][0]
-    assert {"conll/chunking/f1", "conll/ud-parse/las", "mt/parallel/bleu", "mean"} <= set(run0)
-    assert run0["mt/parallel/bleu_signature"].startswith("nrefs:1|")
+    assert list(results) == ["conll/chunking", "conll/ud-parse", "mt/parallel", "all tasks"]
+    assert [results[t]["main_metric"] for t in results] == ["f1", "las", "bleu", "mean"]
+    assert {"f1", "precision", "recall"} <= set(results["conll/chunking"]["summary"])
+    assert {"las", "uas"} <= set(results["conll/ud-parse"]["runs"][0])
+    assert results["mt/parallel"]["runs"][0]["bleu_signature"].startswith("nrefs:1|")
+    assert results["all tasks"]["runs"][0]["trial"] == 0
     model = load_model_dir(run / "model")
     assert model.modules["cvt"]["type"] == "CvtObjective"
     assert set(model.meta["cvt"]["tasks"]) == {"conll/chunking", "conll/ud-parse", "mt/parallel"}
@@ -151,3 +154,17 @@ def test_results_table_lists_each_task_main_metric(multitask, capsys):
         "all tasks mean",
     ]
     assert any("(not finished)" in line for line in table)
+
+
+def test_results_follow_the_shared_layout(multitask):
+    """`xfer results` (xfer.core.results) reads the stage's results: one row per task."""
+    from xfer.core.results import results_table
+
+    table = results_table([multitask / "run"])
+    assert table is not None
+    assert [row.split("|")[2].strip() for row in table.splitlines()[2:]] == [
+        "conll/chunking",
+        "conll/ud-parse",
+        "mt/parallel",
+        "all tasks",
+    ]

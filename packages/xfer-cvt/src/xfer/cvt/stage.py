@@ -11,7 +11,8 @@ Outputs:
   model/                 the median trial's weights (EMA weights when EMA is on: what was scored)
                          as an xfer model dir, with vocab.json and targets-<task>.json
   predictions/<task>/    per-trial prediction files for the `predict` splits
-  results/results.json   per task: every trial's metrics, and mean/std/median of each
+  results/results.json   per task: every trial's metrics and their median/mean/std, in the
+                         layout of `xfer.core.results` (`xfer results RUN` prints it)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from xfer.core.atomic import write_json
 from xfer.core.data import AlternatingSource, MultiTaskSource
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
+from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext
 from xfer.core.tasks import ParsingExample, TaggingExample, Task, TaskInfo, TranslationExample
 from xfer.core.trainer import Trainer
@@ -356,26 +358,6 @@ def make_evaluators(
     return evaluators
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """mean / std (sample) / median / min / max of every numeric metric over trials."""
-    out: dict[str, dict[str, float]] = {}
-    for metric in runs[0]:
-        values = [r[metric] for r in runs if isinstance(r.get(metric), (int, float)) and metric not in BOOKKEEPING]
-        if len(values) != len(runs) or not values:
-            continue
-        out[metric] = {
-            "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "median": statistics.median(values),
-            "min": min(values),
-            "max": max(values),
-        }
-    return out
-
-
-BOOKKEEPING = ("trial", "seed", "steps", "checkpoint", "seconds")
-
-
 def run_train(ctx: StageContext) -> None:
     config: CvtConfig = ctx.config
     if config.train.steps is None:
@@ -541,19 +523,13 @@ def finish(
     metric = main_metric(config, tasks)
     ranked = sorted(runs, key=lambda r: (r[metric], r["trial"]))
     median = ranked[(len(ranked) - 1) // 2]
-    results = {
-        "main_metric": metric,
-        "mode": config.mode,
-        "task_metrics": {t.name: t.info.main_metric for t in tasks},
-        "runs": runs,
-        "summary": summarize(runs),
-    }
+    results = results_layout(tasks, runs)
     ctx.output_dir("predictions")
     model_dir = ctx.output_dir("model")
     if not ctx.is_main:
         return
     write_json(ctx.output_dir("results") / "results.json", results)
-    ctx.report(results_table(results))
+    ctx.report(results_report(config.mode, results))
     trial = median["trial"]
     prepared = prepare(config, tasks, unlabeled_counts, ctx.seed + trial, vectors)
     objective = build_objective(config, tasks, prepared, transformer, vectors, ctx.seed + trial, torch.device("cpu"))
@@ -589,19 +565,38 @@ def finish(
     save_model_dir(model_dir, {"cvt": objective}, meta, files=files)
 
 
-def results_table(results: dict[str, Any]) -> str:
+def results_layout(tasks: list[TaskData], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """results.json in the shared layout of `xfer.core.results` (task -> main_metric/summary/runs).
+
+    A trial's record carries every task's metrics as `<task>/<metric>` (plus `mean`) when several
+    tasks train together; here each task gets its own entry with its own metrics under their plain
+    names, and a multi-task stage adds `all tasks` (main metric `mean`, what picks the median trial)."""
+    multitask = len(tasks) > 1
+    results: dict[str, Any] = {}
+    for t in tasks:
+        prefix = f"{t.name}/" if multitask else ""
+        task_runs = [
+            {k: v for k, v in r.items() if k in BOOKKEEPING}
+            | {k[len(prefix) :]: v for k, v in r.items() if k.startswith(prefix) and k not in BOOKKEEPING}
+            for r in runs
+        ]
+        results[t.name] = task_result(t.info.main_metric, task_runs)
+    if multitask:
+        results["all tasks"] = task_result("mean", [{k: r[k] for k in (*BOOKKEEPING, "mean") if k in r} for r in runs])
+    return results
+
+
+def results_report(mode: str, results: dict[str, Any]) -> str:
+    """report.md's results: the table `xfer results` prints, and any BLEU signature."""
     lines = [
-        f"## Results (dev, mode {results['mode']})",
+        f"## Results (dev, mode {mode}; every score in percent)",
         "",
-        "| metric | mean | std | median | min | max | runs |",
-        "|---|---|---|---|---|---|---|",
+        HEADER,
+        *markdown_rows("this stage", results),
     ]
-    for metric, s in results["summary"].items():
-        marker = " **(main)**" if metric == results["main_metric"] else ""
-        lines.append(
-            f"| {metric}{marker} | {s['mean']:.2f} | {s['std']:.2f} | {s['median']:.2f} | {s['min']:.2f} | {s['max']:.2f} | {len(results['runs'])} |"
-        )
-    signatures = sorted({v for r in results["runs"] for k, v in r.items() if k.endswith("bleu_signature")})
+    signatures = sorted(
+        {v for result in results.values() for r in result["runs"] for k, v in r.items() if k.endswith("bleu_signature")}
+    )
     for signature in signatures:
         lines.append(f"\nBLEU signature: `{signature}`")
     return "\n".join(lines)
