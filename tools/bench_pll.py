@@ -84,6 +84,12 @@ def speed(args: argparse.Namespace) -> None:
         f"precision {args.precision}; batch {args.batch_size} sequences; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads"
     )
+    if args.flops_only:
+        print("\n| length (tokens) | encoder passes Electric / MLM | forward FLOPs ratio MLM / Electric (analytic) |")
+        print("|---|---|---|")
+        for length in args.lengths:
+            print(f"| {length} | 1 / {length - 2} | {flops_ratio(scorers, length):.1f}x |")
+        return
     counts = {"electric": args.electric_sentences, "mlm": args.mlm_sentences}
     rows = []
     for length in args.lengths:
@@ -172,11 +178,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--preset", default="small", help="encoder size of both models (default small)")
+    parser.add_argument("--preset", default="electra-small", help="encoder size of both models (default electra-small)")
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--electric-sentences", type=int, default=64, help="sentences per Electric timing")
     parser.add_argument("--mlm-sentences", type=int, default=4, help="MLM sentences per timing at length 128 (x 128/L)")
+    parser.add_argument("--flops-only", action="store_true", help="print the analytic FLOPs ratios, time nothing")
     parser.add_argument("--electric", type=Path, help="correlation: an electric.nce checkpoint")
     parser.add_argument("--mlm", type=Path, help="correlation: an electra.mlm checkpoint")
     parser.add_argument("--texts", type=Path, help="correlation: held-in text, one sentence per line")
