@@ -95,25 +95,10 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
 
 def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor]]]:
     """(encoder config, {"encoder": state, "head": state (if any)}) of an xfer model dir or an HF folder."""
-    from xfer.transformer.hf import load_hf
-    from xfer.transformer.modelio import detect_format, load_model_dir
+    from xfer.transformer.modelio import read_encoder
 
-    if detect_format(folder) == "xfer":
-        model_dir = load_model_dir(folder)
-        name = (
-            "encoder"
-            if "encoder" in model_dir.modules
-            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
-        )
-        states = {"encoder": model_dir.state_dicts[name]}
-        if "head" in model_dir.state_dicts:
-            states["head"] = model_dir.state_dicts["head"]
-        return model_dir.encoder_config(name), states
-    encoder_config, state, head = load_hf(folder)
-    states = {"encoder": state}
-    if head.state_dict:
-        states["head"] = head.state_dict
-    return encoder_config, states
+    encoder_config, state, head = read_encoder(folder)
+    return encoder_config, {"encoder": state} | ({"head": head} if head else {})
 
 
 def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:

@@ -44,24 +44,13 @@ def slug(name: str) -> str:
 
 def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[str, torch.Tensor] | None, Path | None]:
     """(encoder config, encoder weights or None for random init, folder holding the tokenizer)."""
-    from xfer.transformer.hf import load_hf
-    from xfer.transformer.modelio import detect_format, load_model_dir
+    from xfer.transformer.modelio import read_encoder
     from xfer.transformer.presets import preset
 
     if config.init is None:
         return preset(config.model, **config.encoder), None, None
     folder = ctx.resolve(config.init)
-    if detect_format(folder) == "xfer":
-        model_dir = load_model_dir(folder)
-        name = (
-            "encoder"
-            if "encoder" in model_dir.modules
-            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
-        )
-        encoder_config = model_dir.encoder_config(name)
-        state = model_dir.state_dicts[name]
-    else:
-        encoder_config, state, _ = load_hf(folder)
+    encoder_config, state, _ = read_encoder(folder)
     if config.encoder:
         encoder_config = replace(encoder_config, **config.encoder)
     return encoder_config, state, folder

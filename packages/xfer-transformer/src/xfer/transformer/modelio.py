@@ -232,3 +232,24 @@ def detect_format(path: str | Path) -> str:
     if (path / "config.json").is_file():
         return "hf"
     raise CheckpointError(f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)")
+
+
+def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], dict[str, Tensor] | None]:
+    """(encoder config, encoder weights, head weights or None) of an xfer model dir or an HF folder.
+
+    The one way stages start from a checkpoint (fine-tuning, continued pre-training, Transformer
+    features): an xfer dir's module named "encoder" (else its first module of type encoder) and
+    its "head"; an HF folder through `load_hf`, with the head its architecture maps to."""
+    path = Path(path)
+    if detect_format(path) == "xfer":
+        model_dir = load_model_dir(path)
+        name = (
+            "encoder"
+            if "encoder" in model_dir.modules
+            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
+        )
+        return model_dir.encoder_config(name), model_dir.state_dicts[name], model_dir.state_dicts.get("head")
+    from xfer.transformer.hf import load_hf
+
+    encoder_config, state, head = load_hf(path)
+    return encoder_config, state, (head.state_dict or None)
