@@ -162,20 +162,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from xfer.testing import ComponentConformance
+from xfer.transformer.testing import tiny_finetune_recipe
 
-RECIPE = """
-stages:
-  corpus: {{kind: toy.corpus, sentences: 200}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
-  fit:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}}
-    max_length: 32
-    tasks: [{{name: {name}/tsv, labels: [neg, pos], train_file: train.tsv, dev_file: dev.tsv}}]
-    objective: {{name: {name}.weighted, class_weights: [1.0, 2.0]}}
-    train: {{steps: 6, batch_size: 4, log_every: 1, checkpoint_every: 2, precision: fp32}}
-"""
+RECIPE = tiny_finetune_recipe(
+    "{{name: {name}/tsv, labels: [neg, pos], train_file: train.tsv, dev_file: dev.tsv}}",
+    objective="{{name: {name}.weighted, class_weights: [1.0, 2.0]}}",
+    max_length=32,
+    steps=6,
+    batch_size=4,
+    checkpoint_every=2,
+)
 
 
 class Data:

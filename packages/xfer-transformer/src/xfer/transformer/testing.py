@@ -16,12 +16,22 @@ from __future__ import annotations
 TINY_ENCODER = "{num_layers: 1, hidden_size: 32, embedding_size: 32, intermediate_size: 64, num_heads: 2}"
 
 
-def tiny_finetune_recipe(task: str, *, max_length: int = 40, steps: int = 8, checkpoint_every: int = 3) -> str:
-    """A recipe whose stage `fit` fine-tunes on `task` (a YAML flow mapping) for `steps` steps.
+def tiny_finetune_recipe(
+    task: str,
+    *,
+    max_length: int = 40,
+    steps: int = 8,
+    checkpoint_every: int = 3,
+    batch_size: int = 8,
+    objective: str | None = None,
+) -> str:
+    """A recipe whose stage `fit` fine-tunes on `task` (a YAML flow mapping) for `steps` steps,
+    with the task type's default objective or `objective` (a YAML flow mapping or name).
 
     `log_every: 1` so a conformance kill lands on an exact step; fp32 so weights compare bitwise
     across processes on any machine.
     """
+    objective_line = f"\n    objective: {objective}" if objective else ""
     return f"""
 stages:
   corpus: {{kind: toy.corpus, sentences: 200}}
@@ -32,6 +42,6 @@ stages:
     encoder: {TINY_ENCODER}
     max_length: {max_length}
     tasks:
-      - {task}
-    train: {{steps: {steps}, batch_size: 8, log_every: 1, checkpoint_every: {checkpoint_every}, precision: fp32}}
+      - {task}{objective_line}
+    train: {{steps: {steps}, batch_size: {batch_size}, log_every: 1, checkpoint_every: {checkpoint_every}, precision: fp32}}
 """
