@@ -11,6 +11,8 @@
    FILE under both checkpoints (e.g. tiny models pre-trained on the toy corpus, held-in lines),
    and Spearman's rho of the two PLLs, of the per-token PLLs (PLL / pieces: length controlled),
    and within groups of equal piece count.
+3. Synthetic n-best lists (--make-nbest DIR --texts FILE): dev/test lists of corrupted sentences with
+   noisy base scores, to re-rank with `xfer score --nbest-dev`.
 
 Prints the CPU flags. Run the speed part alone on the machine:
     cpu-slot --all .venv/bin/python tools/bench_pll.py [--lengths 32 64 128] [--repeats 2]
@@ -174,6 +176,59 @@ def correlation(args: argparse.Namespace) -> None:
     print(f"  (MLM PLL vs piece count alone              {length_rho:.3f})")
 
 
+# --- synthetic n-best lists ----------------------------------------------------------------------
+
+
+def make_nbest(args: argparse.Namespace) -> None:
+    """dev.jsonl and test.jsonl n-best lists built from sentences of --texts (use held-out ones).
+
+    Each list: the sentence itself and --hypotheses - 1 corruptions of it (two adjacent words
+    swapped, a word deleted, a word replaced by a word of another sentence, a word repeated), in
+    random order. The base score mimics an imperfect recogniser: -(word errors) + Gaussian noise
+    of std --noise, so the base system often prefers a corrupted hypothesis; a PLL that knows the
+    language should move the reference up. Deterministic given --seed.
+    """
+    import random
+
+    from xfer.electra import rerank, scoring
+
+    rng = random.Random(args.seed)
+    sentences = [line.text.split() for line in scoring.read_texts(args.texts) if len(line.text.split()) >= 3]
+    sentences = sentences[: 2 * args.sentences]
+    vocabulary = sorted({w for words in sentences for w in words})
+
+    def corrupt(words: list[str]) -> list[str]:
+        out, i = list(words), rng.randrange(len(words) - 1)
+        kind = rng.randrange(4)
+        if kind == 0:
+            out[i], out[i + 1] = out[i + 1], out[i]
+        elif kind == 1:
+            del out[i]
+        elif kind == 2:
+            out[i] = rng.choice([w for w in vocabulary if w != out[i]])
+        else:
+            out.insert(i, out[i])
+        return out
+
+    args.make_nbest.mkdir(parents=True, exist_ok=True)
+    for split, part in (("dev", sentences[0::2]), ("test", sentences[1::2])):
+        records = []
+        for number, words in enumerate(part):
+            reference = " ".join(words)
+            texts = {reference}
+            while len(texts) < args.hypotheses:
+                texts.add(" ".join(corrupt(words)))
+            ordered = sorted(texts)
+            rng.shuffle(ordered)
+            hypotheses = [
+                {"text": t, "score": round(-rerank.word_errors(reference, t) + rng.gauss(0, args.noise), 4)}
+                for t in ordered
+            ]
+            records.append({"id": f"{split}-{number}", "hypotheses": hypotheses, "reference": reference})
+        rerank.write_jsonl(args.make_nbest / f"{split}.jsonl", records)
+        print(f"{args.make_nbest / f'{split}.jsonl'}: {len(records)} lists of {args.hypotheses}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128])
@@ -188,9 +243,17 @@ def main() -> None:
     parser.add_argument("--mlm", type=Path, help="correlation: an electra.mlm checkpoint")
     parser.add_argument("--texts", type=Path, help="correlation: held-in text, one sentence per line")
     parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--make-nbest", type=Path, help="write synthetic dev/test n-best lists from --texts here")
+    parser.add_argument("--hypotheses", type=int, default=5, help="--make-nbest: hypotheses per list")
+    parser.add_argument("--noise", type=float, default=1.5, help="--make-nbest: std of the base score's noise")
+    parser.add_argument("--seed", type=int, default=0, help="--make-nbest: seed")
     args = parser.parse_args()
     print(f"CPU: {cpu_flags()}")
-    if args.electric or args.mlm or args.texts:
+    if args.make_nbest:
+        if not args.texts:
+            parser.error("--make-nbest needs --texts")
+        make_nbest(args)
+    elif args.electric or args.mlm or args.texts:
         if not (args.electric and args.mlm and args.texts):
             parser.error("the correlation needs --electric, --mlm and --texts")
         correlation(args)
