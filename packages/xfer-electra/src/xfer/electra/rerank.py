@@ -21,6 +21,11 @@ percent; case-sensitive; lower is better). Within a list, equal totals keep the 
 (the earlier hypothesis wins), so "before" (λ = 0) is the base system's argmax, not necessarily
 the first hypothesis. For WER the oracle (the best hypothesis of each list) is reported too.
 
+A PLL is a sum over tokens, so it favours short hypotheses (each token adds a negative term); λ
+chosen on dev is what balances that against the base score. An empty hypothesis is an error
+naming its file and line unless empty texts are scored 0 (`empty: zero` / `--empty zero`): that
+is the highest PLL possible, so only use it when the base score already penalises empty output.
+
 Output per list: the hypotheses sorted by total = score + λ·PLL (best first), each with its
 "pll", "total" and "rank_before" (its 0-based rank under the base score), and "best" (text).
 """
