@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     dev = rerank.read_nbest(args.nbest_dev, need_reference=True) if args.nbest_dev is not None else None
     test = rerank.read_nbest(args.nbest_test) if args.nbest_test is not None else None
 
+    _prepare_outputs(args)  # an unwritable output fails now, not after the scoring
     loaded = scoring.load_scorer(
         args.checkpoint, args.generator, args.method, dist.select_device(args.device), args.max_length
     )
@@ -102,13 +103,13 @@ def run(args: argparse.Namespace) -> int:
         if args.rerank_dir is not None:
             from xfer.core.atomic import write_json
 
-            if args.rerank_dir.exists() and not args.rerank_dir.is_dir():
-                raise UserError(f"--rerank-dir {args.rerank_dir}: exists and is not a folder")
-            args.rerank_dir.mkdir(parents=True, exist_ok=True)
-            rerank.write_jsonl(args.rerank_dir / "dev.jsonl", result.dev_records)
-            if result.test_records is not None:
-                rerank.write_jsonl(args.rerank_dir / "test.jsonl", result.test_records)
-            write_json(args.rerank_dir / "report.json", {"method": loaded.method, **result.report()})
+            try:
+                rerank.write_jsonl(args.rerank_dir / "dev.jsonl", result.dev_records)
+                if result.test_records is not None:
+                    rerank.write_jsonl(args.rerank_dir / "test.jsonl", result.test_records)
+                write_json(args.rerank_dir / "report.json", {"method": loaded.method, **result.report()})
+            except OSError as error:
+                raise UserError(f"--rerank-dir {args.rerank_dir}: cannot write: {error}") from None
             log(f"re-ranked lists and report.json written to {args.rerank_dir}")
         print(result.markdown(), file=sys.stderr if args.file is not None and args.out is None else sys.stdout)
     return 0
@@ -145,6 +146,21 @@ def _check_args(args: argparse.Namespace) -> None:
             raise UserError(f"--out {args.out} is a folder: give a file name")
 
 
+def _prepare_outputs(args: argparse.Namespace) -> None:
+    """Create the output folders; a path that cannot be written is a UserError, not a traceback."""
+    from xfer.core.errors import UserError
+
+    if args.rerank_dir is not None and args.rerank_dir.exists() and not args.rerank_dir.is_dir():
+        raise UserError(f"--rerank-dir {args.rerank_dir}: exists and is not a folder")
+    for flag, folder in (("--out", args.out.parent if args.out else None), ("--rerank-dir", args.rerank_dir)):
+        if folder is None:
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"{flag}: cannot create {folder}: {error.strerror or error}") from None
+
+
 def _write(records: list[dict[str, Any]], out: Path | None) -> None:
     import json
 
@@ -153,10 +169,13 @@ def _write(records: list[dict[str, Any]], out: Path | None) -> None:
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         sys.stdout.flush()
         return
+    from xfer.core.errors import UserError
     from xfer.electra.rerank import write_jsonl
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out, records)
+    try:
+        write_jsonl(out, records)
+    except OSError as error:
+        raise UserError(f"--out {out}: cannot write: {error.strerror or error}") from None
 
 
 def _stderr(message: str) -> None:
