@@ -220,3 +220,13 @@ def test_every_variant_is_a_recipe(tmp_path: Path) -> None:
     path = prepare(tmp_path, recipe(STUDENTS + STUDENT_VARIANTS + s2m2s2m))
     plan = load_recipe(path, host=make_host(autoload=True))
     assert list(plan.stages)[-4:] == ["finetune_after_multi", "multi_multi", "s2m2s", "s2m2s2m"]
+
+
+def test_compare_system_names_may_hold_equals_signs(tmp_path: Path) -> None:
+    from xfer.bam.compare import _split_spec
+
+    (tmp_path / "l0").mkdir()
+    assert _split_spec(f"BAM lambda=0={tmp_path / 'l0'}") == ("BAM lambda=0", "=", tmp_path / "l0")
+    assert _split_spec(f"BAM={tmp_path / 'l0'}") == ("BAM", "=", tmp_path / "l0")
+    assert _split_spec(str(tmp_path / "l0")) == ("", "", tmp_path / "l0")
+    assert _split_spec("A=missing") == ("A", "=", Path("missing"))  # reported as a missing folder later

@@ -108,11 +108,22 @@ def _slug(task: str) -> str:
     return module_name(task)
 
 
+def _split_spec(spec: str) -> tuple[str, str, Path]:
+    """NAME=FOLDER or FOLDER. Names may hold '=' ("S2M lambda=0"=runs/x/distill_l0): the split is at
+    the first '=' after which an existing folder follows; without one, at the first '='."""
+    if Path(spec).exists():
+        return "", "", Path(spec)
+    for i, char in enumerate(spec):
+        if char == "=" and Path(spec[i + 1 :]).exists():
+            return spec[:i], "=", Path(spec[i + 1 :])
+    name, sep, path = spec.partition("=")
+    return name, sep, Path(path if sep else spec)
+
+
 def parse_systems(specs: list[str]) -> list[System]:
     systems: list[System] = []
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        folder = Path(path if sep else spec)
+        name, sep, folder = _split_spec(spec)
         if not folder.exists():
             raise UserError(f"{folder}: no such folder")
         stages = stage_folders(folder)
