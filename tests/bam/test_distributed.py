@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ ENCODER = (
     "hidden_dropout: 0.0, attention_dropout: 0.0}"
 )
 TASKS = """
-      - {name: toy/agreement, train_size: 48, dev_size: 16}
+      - {name: glue/rte, data_dir: RTE}
       - {name: glue/tsv, train: sts_train.tsv, dev: sts_dev.tsv, text_a_column: a, text_b_column: b,
          label_column: score, type: regression, metrics: [spearman]}"""
 RECIPE = f"""
@@ -58,6 +59,20 @@ stages:
 """
 
 
+def write_rte_data(directory: Path, train: int = 48, dev: int = 16) -> None:
+    """An RTE-format folder (accuracy only: no scikit-learn import in the workers, unlike toy MCC)."""
+    rng = random.Random(1)
+    words = ["the", "a", "cat", "dog", "runs", "sleeps", "big", "small", "red", "blue", "slowly", "house", "tree"]
+    (directory / "RTE").mkdir()
+    for split, n in (("train", train), ("dev", dev)):
+        lines = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            a, b = rng.sample(words, 5), rng.sample(words, 4)
+            label = "entailment" if len(set(a) & set(b)) >= 2 else "not_entailment"
+            lines.append(f"{i}\t{' '.join(a)}\t{' '.join(b)}\t{label}")
+        (directory / "RTE" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _torchrun() -> str | None:
     found = shutil.which("torchrun")
     local = Path(sys.executable).with_name("torchrun")
@@ -67,6 +82,7 @@ def _torchrun() -> str | None:
 @pytest.mark.skipif(_torchrun() is None, reason="torchrun not installed")
 def test_two_process_student_matches_single_process(tmp_path: Path) -> None:
     recipe = prepare(tmp_path, RECIPE)
+    write_rte_data(tmp_path)
     run_recipe_file(recipe, tmp_path / "single", make_host(autoload=True))
     # the DDP run starts from the same teachers (copied): only the student trains under torchrun
     shutil.copytree(tmp_path / "single", tmp_path / "ddp", ignore=shutil.ignore_patterns("student"))
@@ -92,7 +108,7 @@ def test_two_process_student_matches_single_process(tmp_path: Path) -> None:
     ]
     assert_same_weights(*models, rtol=1e-4)
     # the student's own training-set predictions (keyed by its weights' hash, so the files differ by name)
-    for task in ("toy/agreement", "glue/tsv"):
+    for task in ("glue/rte", "glue/tsv"):
         values = []
         for stage in (single, ddp):
             entry = json.loads((stage / "outputs/predictions/index.json").read_text())["tasks"][task]
@@ -106,11 +122,11 @@ def test_two_process_student_matches_single_process(tmp_path: Path) -> None:
     assert lambdas == pytest.approx([r["gold_weight"] for r in reference if r["split"] == "train"])
     # dev metrics from predictions gathered over both ranks equal the single process's
     results = [json.loads((d / "outputs/results/results.json").read_text()) for d in (single, ddp)]
-    for task in ("toy/agreement", "glue/tsv"):
+    for task in ("glue/rte", "glue/tsv"):
         a, b = (r[task]["runs"][0] for r in results)
         assert {k: v for k, v in b.items() if k != "checkpoint"} == pytest.approx(
             {k: v for k, v in a.items() if k != "checkpoint"}, rel=1e-3, abs=1e-3
         )
         gold = json.loads((ddp / "outputs/results/dev" / task.replace("/", "-") / "gold.json").read_text())
         predictions = json.loads((ddp / "outputs/results/dev" / task.replace("/", "-") / "trial-0.json").read_text())
-        assert len(predictions["predictions"]) == len(gold["ids"]) == {"toy/agreement": 16, "glue/tsv": 24}[task]
+        assert len(predictions["predictions"]) == len(gold["ids"]) == {"glue/rte": 16, "glue/tsv": 24}[task]
