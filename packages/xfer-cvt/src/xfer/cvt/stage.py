@@ -189,21 +189,11 @@ def load_transformer(ctx: StageContext, config: CvtConfig) -> tuple[Any, dict[st
     f = config.features
     if f.init is None:
         return None
-    from xfer.transformer.hf import load_hf
-    from xfer.transformer.modelio import detect_format, load_model_dir
+    from xfer.transformer.modelio import read_encoder
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     folder = ctx.resolve(f.init)
-    if detect_format(folder) == "xfer":
-        model_dir = load_model_dir(folder)
-        name = (
-            "encoder"
-            if "encoder" in model_dir.modules
-            else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
-        )
-        encoder_config, state = model_dir.encoder_config(name), model_dir.state_dicts[name]
-    else:
-        encoder_config, state, _ = load_hf(folder)
+    encoder_config, state, _ = read_encoder(folder)
     tokenizer = WordPieceTokenizer.from_dir(ctx.resolve(f.tokenizer) if f.tokenizer is not None else folder)
     if f.max_length > encoder_config.max_position_embeddings:
         raise UserError(
