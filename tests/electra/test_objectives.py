@@ -314,3 +314,18 @@ def test_electric_nce_correction_and_all_replaced_positions_are_noise(monkeypatc
     expected = energy + log_q.gather(1, noised[real][:, None]).squeeze(1) + correction
     assert torch.allclose(captured["logits"], expected, atol=1e-5), "noise logit = E + log(k q / (n - k))"
     assert out.metrics["replaced"].item() == pytest.approx(100.0 * labels.sum().item() / real.numel())
+
+
+def test_a_collapsed_discriminator_is_reported_and_a_learning_one_is_not() -> None:
+    """The stage warns when detection ends at the base rate (loss = entropy of the replaced share, AUC ~50)."""
+    from xfer.electra.stage import detection_collapse
+
+    def row(step: int, loss: float, auc: float) -> dict:
+        return {"step": step, "split": "train", "main_loss": loss, "replaced": 14.0, "disc_auc": auc}
+
+    base = -(0.14 * math.log(0.14) + 0.86 * math.log(0.86))  # 0.405
+    collapsed = [row(s, base - 0.002, 54.0) for s in (100, 150, 200)]
+    assert "collapsed" in detection_collapse(collapsed) and "up to step 200" in detection_collapse(collapsed)
+    assert detection_collapse([*collapsed[:2], row(200, 0.30, 85.0)]) is None  # recovered at the end
+    assert detection_collapse([row(s, 0.25, 90.0) for s in (100, 150, 200)]) is None
+    assert detection_collapse(collapsed[:2]) is None  # too few rows to judge

@@ -16,7 +16,11 @@ optimizer and schedule (unlike a resume, which the runner does on its own after 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +56,10 @@ def run_pretrain(ctx: StageContext) -> None:
     if ctx.is_main:
         _export(ctx, config, objective, tokenizer, {"training_steps": steps, **plan})
         ctx.report(_report(plan, steps))
+        warning = detection_collapse(read_train_rows(ctx.dir / "metrics.jsonl"))
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+            ctx.report(f"## Warning\n\n{warning}\n")
     for name in ("discriminator", "generator", "tokenizer"):
         ctx.output_dir(name)
 
@@ -327,4 +335,44 @@ def _report(plan: dict, steps: int) -> str:
         f"({plan['tokens_per_step']:.0f} real tokens per step, lengths from the {plan['lengths_from']}); "
         f"{plan['flops_total']:.3g} FLOPs in total (matmul FLOPs, see `xfer flops`).\n\n"
         "| component | FLOPs per step |\n|---|---|\n" + rows + "\n"
+    )
+
+
+# --- diagnostics ----------------------------------------------------------------------------------
+
+
+def read_train_rows(path: Path) -> list[dict[str, Any]]:
+    """The training log rows of a metrics.jsonl (unreadable lines are skipped: diagnostics only)."""
+    rows = []
+    with contextlib.suppress(OSError), path.open(encoding="utf-8") as lines:
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                row = json.loads(line)
+                if isinstance(row, dict) and row.get("split") == "train":
+                    rows.append(row)
+    return rows
+
+
+def detection_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | None:
+    """A message when replaced-token detection ended at the base rate, else None.
+
+    The discriminator can sit at "never replaced" — its loss then equals the entropy of the
+    replaced fraction and its AUC is ~50 — while the generator keeps improving, so the total loss
+    still falls. Seen on small encoders with a high peak learning rate (1e-3 after a short warmup);
+    ELECTRA-Small's 5e-4 with a long warmup, or embeddings narrower than the hidden size, avoid it.
+    """
+    tail = [r for r in rows if {"main_loss", "replaced", "disc_auc"} <= set(r)][-last:]
+    if len(tail) < last:
+        return None
+    for row in tail:
+        p = min(max(row["replaced"] / 100.0, 1e-6), 1 - 1e-6)
+        base = -(p * math.log(p) + (1 - p) * math.log(1 - p))
+        if row["main_loss"] < 0.97 * base or row["disc_auc"] > 60.0:
+            return None
+    row = tail[-1]
+    return (
+        f"replaced-token detection collapsed: over the last {last} logged steps (up to step {row['step']}) the "
+        f"discriminator's loss stayed at the entropy of the replaced fraction ({row['main_loss']:.3f}) with AUC "
+        f"{row['disc_auc']:.1f}, i.e. it predicts 'original' everywhere. Lower train.lr, lengthen the warmup, or use "
+        f"embeddings narrower than the hidden size; see docs/results.md (ELECTRA)."
     )
