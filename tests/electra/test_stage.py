@@ -76,6 +76,7 @@ def test_outputs_load_in_transformers_with_equal_outputs(pretrained: Path) -> No
     batch = _batch(pretrained / "tokenizer")
     real = batch["attention_mask"].bool()
     disc = load_model_dir(pretrained / "discriminator")
+    assert disc.meta["max_length"] == 32 and disc.meta["objective"] == "electra.rtd"  # what scoring reads
     encoder, head = disc.build("encoder").eval(), disc.build("head").eval()
     hf_disc = transformers.ElectraForPreTraining.from_pretrained(pretrained / "discriminator" / "hf").eval()
     with torch.no_grad():

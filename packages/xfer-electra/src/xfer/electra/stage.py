@@ -309,7 +309,13 @@ def _export(
     from xfer.transformer.modelio import save_model_dir
 
     # the objective's effective settings (defaults filled in): scoring reads mask_prob and the generator kind
-    common = {"objective": config.objective.name, "objective_config": _plain(objective.config), **meta}
+    # and max_length, the longest input the position embeddings were trained on
+    common = {
+        "objective": config.objective.name,
+        "objective_config": _plain(objective.config),
+        "max_length": config.max_length,
+        **meta,
+    }
     tokenizer.save(ctx.output_dir("tokenizer"))
     for output, modules in objective.exports().items():
         folder = ctx.output_dir(output)
