@@ -66,7 +66,8 @@ def test_trials_results_and_outputs(finetuned: Path) -> None:
         or agreement["runs"][0] != agreement["runs"][1]
     )
     report = (finetuned / "report.md").read_text()
-    assert "| toy/chunk | f1 **(main)** |" in report
+    median = chunk["summary"]["f1"]["median"]
+    assert f"| finetune | toy/chunk | f1 | **{median:.1f}** |" in report  # the `xfer results` table
     model = finetuned / "outputs/models/toy-chunk"
     meta = json.loads((model / "xfer_model.json").read_text())
     assert meta["task"] == "toy/chunk" and meta["labels"][0] == "B-ADVP" and (model / "vocab.txt").exists()
