@@ -60,3 +60,15 @@ def test_bad_or_missing_results_are_clear(tmp_path: Path, capsys: pytest.Capture
     write_stage(tmp_path / "run", "broken", '{"glue/cola": {"main_metric": "mcc"')
     assert cli.main(["results", str(tmp_path / "run")]) == 2
     assert "results.json: unreadable results file" in capsys.readouterr().err
+
+
+def test_report_plots_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from xfer.core.report import write_report
+
+    rows = [{"step": s, "split": "train", "loss": 1.0 / s} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("XFER_REPORT_PLOTS", "0")
+    text = write_report(tmp_path, "t", {}, []).read_text()
+    assert "not drawn (XFER_REPORT_PLOTS=0)" in text and not (tmp_path / "plots").exists()
+    monkeypatch.setenv("XFER_REPORT_PLOTS", "1")
+    assert "![train loss](plots/train-loss.png)" in write_report(tmp_path, "t", {}, []).read_text()

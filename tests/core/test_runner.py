@@ -55,7 +55,8 @@ def stage_times(run: Path) -> dict[str, float]:
     return {s: json.loads((run / s / "stage.json").read_text())["started"] for s in ("corpus", "first", "second")}
 
 
-def test_lifecycle_hooks_and_run_layout(tmp_path: Path) -> None:
+def test_lifecycle_hooks_and_run_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XFER_REPORT_PLOTS", "1")  # the test session's default is off (conftest.py)
     recorder = Recorder()
     recipe = write_recipe(tmp_path, CHAIN)
     result = run_recipe_file(recipe, tmp_path / "run", host_with(recorder))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,26 +50,6 @@ class Kit:
 
     def states(self, sentences: list[list[str]], p: float = 0.0) -> Any:
         return self.encoder(self.batch(sentences), p)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _lean_runs() -> Any:
-    """Tiny models on one thread (a second OpenMP thread only spins on these sizes, and burns a
-    shared machine's CPU: ~10x the CPU time of a subprocess run), and runs skip report.md's
-    matplotlib curves (~0.3 s of CPU per metric, not under test here): in-process by a patch, in
-    subprocesses (`run_cli`, torchrun) through the `cvt_quiet_reports` plugin module.
-    Module-scoped, so the tests of other directories keep their threads and plots."""
-    here = str(Path(__file__).parent)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    modules = [m for m in os.environ.get("XFER_PLUGIN_MODULES", "").split(",") if m]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("xfer.core.report._plot", lambda *args, **kwargs: None)
-        patch.setenv("XFER_PLUGIN_MODULES", ",".join([*modules, "cvt_quiet_reports"]))
-        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
-        patch.setenv("OMP_NUM_THREADS", "1")
-        yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ on small generated files in each task's own format."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -112,13 +111,6 @@ class TestUdParseConformance(ComponentConformance):
         if write_tiny_data is None:
             pytest.skip("xfer-cvt is not installed (it provides the stage that trains parsers)")
         write_tiny_data(directory)
-
-    @pytest.fixture(autouse=True, scope="class")
-    def _no_report_plots(self) -> Iterator[None]:
-        """In-process runs skip report.md's matplotlib curves (not under test here)."""
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("xfer.core.report._plot", lambda *args, **kwargs: None)
-            yield
 
     def test_kill_and_resume(self) -> None:  # type: ignore[override]
         """Resuming is the stage's business: tests/cvt/test_stage.py kills cvt.train with SIGKILL and

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,13 +116,6 @@ class TestParallelConformance(ComponentConformance):
         if write_tiny_data is None:
             pytest.skip("xfer-cvt is not installed (it provides the stage that trains translation models)")
         write_tiny_data(directory)
-
-    @pytest.fixture(autouse=True, scope="class")
-    def _no_report_plots(self) -> Iterator[None]:
-        """In-process runs skip report.md's matplotlib curves (not under test here)."""
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("xfer.core.report._plot", lambda *args, **kwargs: None)
-            yield
 
     def test_kill_and_resume(self) -> None:  # type: ignore[override]
         """Resuming is the stage's business: tests/cvt/test_stage.py kills cvt.train with SIGKILL and

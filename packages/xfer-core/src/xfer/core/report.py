@@ -3,13 +3,15 @@
 Built from the stage's metrics.jsonl after the stage ends (also when it fails), plus the
 Markdown sections the stage added with `ctx.report(...)`. Plots use matplotlib's Agg backend (no
 display needed): one PNG per metric and split, one line per run within the stage (e.g. per
-trial or task), so curves of several seeds can be compared at a glance.
+trial or task), so curves of several seeds can be compared at a glance. `XFER_REPORT_PLOTS=0`
+skips drawing them (about a second of CPU per stage: test suites and quick runs set it).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -89,7 +91,8 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
             if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and k != "trial":
                 metrics_by_split[r.get("split", "train")].add(k)
     plots = []
-    for split in ("train", "dev"):
+    draw = os.environ.get("XFER_REPORT_PLOTS", "1") != "0"
+    for split in ("train", "dev") if draw else ():
         for metric in sorted(metrics_by_split.get(split, ())):
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{split}-{metric}")
             made = _plot(records, split, metric, stage_dir / "plots" / f"{safe}.png")
@@ -99,6 +102,8 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
         lines += ["## Training curves", ""]
         lines += [f"![{split} {metric}](plots/{path.name})" for split, metric, path in plots]
         lines.append("")
+    if records and not draw:
+        lines += ["_Training curves not drawn (XFER_REPORT_PLOTS=0)._", ""]
     if not records:
         lines.append("_No metrics were logged._")
     path = stage_dir / "report.md"
