@@ -21,26 +21,16 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import platform
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from benchlib import describe_cpu
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = str(Path(os.environ.get("XFER_DATA", REPO.parent / "shared" / "data")) / "unlabeled" / "*" / "*.txt")
-
-
-def cpu_flags() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor()
-    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "?")
-    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
-    wanted = [f for f in flags if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")]
-    return f"{model}; {os.cpu_count()} logical CPUs; flags: {' '.join(wanted)}"
 
 
 def main() -> None:
@@ -71,7 +61,7 @@ def main() -> None:
     lines = sum(f.read_bytes().count(b"\n") for f in files)
     if args.max_lines is not None:
         lines = min(lines, args.max_lines)
-    print(f"cpu: {cpu_flags()}")
+    print(f"cpu: {describe_cpu()}; {os.cpu_count()} logical CPUs")
     print(f"corpus: {len(files)} files, {size / 2**20:.1f} MiB, {lines:,} lines; max_length {args.max_length}")
     work = Path(tempfile.mkdtemp(prefix="bench-electra-data-"))
     try:

@@ -24,23 +24,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-
-def cpu_flags() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor()
-    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "?")
-    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
-    wanted = [f for f in flags if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")]
-    return f"{model}; {os.cpu_count()} logical CPUs; flags: {' '.join(wanted)}"
-
+from benchlib import describe_cpu
 
 # --- speed -----------------------------------------------------------------------------------------
 
@@ -248,7 +237,7 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=1.5, help="--make-nbest: std of the base score's noise")
     parser.add_argument("--seed", type=int, default=0, help="--make-nbest: seed")
     args = parser.parse_args()
-    print(f"CPU: {cpu_flags()}")
+    print(f"CPU: {describe_cpu()}; {os.cpu_count()} logical CPUs")
     if args.make_nbest:
         if not args.texts:
             parser.error("--make-nbest needs --texts")
