@@ -13,9 +13,6 @@ from xfer.testing import make_host, run_recipe_file
 
 from .bam_recipes import STUDENTS, prepare, recipe
 
-SUBPROCESS_ENV: dict[str, str] = {}
-"""Extra environment of the subprocess runs (run_cli, torchrun); the defaults come from conftest.py."""
-
 
 @pytest.fixture(scope="module")
 def bam_run(tmp_path_factory: pytest.TempPathFactory) -> Path:

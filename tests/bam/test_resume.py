@@ -8,7 +8,6 @@ from pathlib import Path
 from xfer.testing import assert_same_weights, make_host, output_tensors, run_cli, run_recipe_file
 
 from .bam_recipes import ENCODER, write_regression_data
-from .conftest import SUBPROCESS_ENV
 
 RECIPE = f"""
 name: bam-resume
@@ -43,10 +42,10 @@ def test_killed_in_teachers_and_in_student_then_resumed_is_exact(tmp_path: Path)
     run_recipe_file(recipe, tmp_path / "reference", make_host(autoload=True))
 
     args = ["run", str(recipe), "--run-dir", str(tmp_path / "killed")]
-    first = run_cli(args, kill_at_step=3, env=SUBPROCESS_ENV)  # inside the first teacher (4 steps each)
+    first = run_cli(args, kill_at_step=3)  # inside the first teacher (4 steps each)
     assert first.returncode == -9, first.stderr[-2000:]
     assert not (tmp_path / "killed/student").exists()
-    second = run_cli(args, kill_at_step=5, env=SUBPROCESS_ENV)  # the teachers finish; killed in the student (6 steps)
+    second = run_cli(args, kill_at_step=5)  # the teachers finish; killed in the student (6 steps)
     assert second.returncode == -9, second.stderr[-2000:]
     assert "[teachers] resuming" in second.stdout
     third = run_recipe_file(recipe, tmp_path / "killed", make_host(autoload=True))

@@ -9,6 +9,7 @@ defaults of `train:` differ: teachers use single-task fine-tuning settings (ELEC
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,16 +22,8 @@ from xfer.transformer.finetune_config import DEFAULT_TRAIN, ENCODER_FIELDS, Pres
 TEACHER_TRAIN = DEFAULT_TRAIN
 """Single-task fine-tuning, as `transformer.finetune` (ELECTRA-Small: lr 3e-4, layer decay 0.8, 3 epochs)."""
 
-STUDENT_TRAIN = TrainConfig(
-    epochs=6.0,
-    batch_size=128,
-    lr=1e-4,
-    weight_decay=0.01,
-    warmup_fraction=0.1,
-    layer_decay=0.9,
-    eval_every="epoch",
-    checkpoint_every="epoch",
-    log_every=50,
+STUDENT_TRAIN = dataclasses.replace(
+    DEFAULT_TRAIN, epochs=6.0, batch_size=128, lr=1e-4, weight_decay=0.01, layer_decay=0.9
 )
 """BAM's multi-task settings (thesis 3.3 and the original code): longer, larger batches, lr 1e-4, decay 0.9."""
 

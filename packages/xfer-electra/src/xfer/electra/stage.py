@@ -16,9 +16,7 @@ optimizer and schedule (unlike a resume, which the runner does on its own after 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
@@ -56,7 +54,9 @@ def run_pretrain(ctx: StageContext) -> None:
     if ctx.is_main:
         _export(ctx, config, objective, tokenizer, {"training_steps": steps, **plan})
         ctx.report(_report(plan, steps))
-        warning = detection_collapse(read_train_rows(ctx.dir / "metrics.jsonl"))
+        from xfer.core.report import read_metrics
+
+        warning = detection_collapse([r for r in read_metrics(ctx.dir / "metrics.jsonl") if r.get("split") == "train"])
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
             ctx.report(f"## Warning\n\n{warning}\n")
@@ -345,18 +345,6 @@ def _report(plan: dict, steps: int) -> str:
 
 
 # --- diagnostics ----------------------------------------------------------------------------------
-
-
-def read_train_rows(path: Path) -> list[dict[str, Any]]:
-    """The training log rows of a metrics.jsonl (unreadable lines are skipped: diagnostics only)."""
-    rows = []
-    with contextlib.suppress(OSError), path.open(encoding="utf-8") as lines:
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                row = json.loads(line)
-                if isinstance(row, dict) and row.get("split") == "train":
-                    rows.append(row)
-    return rows
 
 
 def detection_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | None:
