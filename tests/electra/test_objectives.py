@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -329,3 +330,22 @@ def test_a_collapsed_discriminator_is_reported_and_a_learning_one_is_not() -> No
     assert detection_collapse([*collapsed[:2], row(200, 0.30, 85.0)]) is None  # recovered at the end
     assert detection_collapse([row(s, 0.25, 90.0) for s in (100, 150, 200)]) is None
     assert detection_collapse(collapsed[:2]) is None  # too few rows to judge
+
+
+def test_a_collapse_in_the_unigram_phase_says_to_train_longer() -> None:
+    """With the generator's loss at the corpus's unigram entropy, the advice is more steps, not a lower lr."""
+    from xfer.electra.stage import detection_collapse, unigram_entropy
+
+    assert unigram_entropy(np.array([1.0, 1.0, 0.0, 2.0])) == pytest.approx(
+        -(2 * 0.25 * math.log(0.25) + 0.5 * math.log(0.5))
+    )
+    assert unigram_entropy(np.zeros(3)) is None
+    base = -(0.14 * math.log(0.14) + 0.86 * math.log(0.86))
+    rows = [
+        {"step": s, "main_loss": base, "replaced": 14.0, "disc_auc": 55.0, "gen_loss": 6.8} for s in (100, 150, 200)
+    ]
+    in_phase = detection_collapse(rows, unigram_entropy=6.85)
+    assert "unigram entropy (6.85)" in in_phase and "more steps" in in_phase
+    past_phase = detection_collapse(rows, unigram_entropy=8.0)  # the generator already beats the unigram model
+    assert "collapsed" in past_phase and "unigram entropy" not in past_phase
+    assert "unigram entropy" not in detection_collapse(rows)  # a stream: no counts, no claim

@@ -221,3 +221,18 @@ def test_real_qnli_dev_only():
     assert len(t.examples("dev")) == 5463
     with pytest.raises(DataError, match="the train split of QNLITask is missing"):
         t.examples("train")  # QNLI train is not in the shared data: a clear error, not an empty list
+
+
+def test_a_random_subsample_is_seeded_in_file_order_and_spans_the_file(tmp_path):
+    """`subsample: random` keeps N rows drawn by seed (not the first N), in file order, reproducibly."""
+    write(tmp_path / "train.tsv", "sentence\tlabel\n" + "".join(f"s{i}\t{i % 2}\n" for i in range(100)))
+    kept = [int(e.text_a[1:]) for e in task(SST2Task, tmp_path, max_examples=10, subsample="random").examples("train")]
+    assert len(kept) == 10 and kept == sorted(kept) and max(kept) >= 50  # spread over the file
+    again = [int(e.text_a[1:]) for e in task(SST2Task, tmp_path, max_examples=10, subsample="random").examples("train")]
+    assert again == kept
+    other = task(SST2Task, tmp_path, max_examples=10, subsample="random", subsample_seed=1).examples("train")
+    assert [int(e.text_a[1:]) for e in other] != kept
+    everything = task(SST2Task, tmp_path, max_examples=1000, subsample="random").examples("train")
+    assert len(everything) == 100  # N at least the split's size keeps all
+    with pytest.raises(ValueError, match="subsample must be"):
+        GlueTaskConfig(subsample="shuffle")

@@ -56,7 +56,14 @@ def run_pretrain(ctx: StageContext) -> None:
         ctx.report(_report(plan, steps))
         from xfer.core.report import read_metrics
 
-        warning = detection_collapse([r for r in read_metrics(ctx.dir / "metrics.jsonl") if r.get("split") == "train"])
+        entropy = _corpus_unigram_entropy(examples, tokenizer)
+        if entropy is not None:
+            ctx.report(
+                f"Corpus unigram entropy: {entropy:.3f} nats (a generator or MLM loss at this value has not "
+                "started to use context).\n"
+            )
+        rows = [r for r in read_metrics(ctx.dir / "metrics.jsonl") if r.get("split") == "train"]
+        warning = detection_collapse(rows, unigram_entropy=entropy)
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
             ctx.report(f"## Warning\n\n{warning}\n")
@@ -153,6 +160,28 @@ def token_counts(examples: Any, vocab_size: int) -> np.ndarray:
         raise UserError("a unigram generator needs a map-style corpus (token counts of a stream are not known ahead)")
     ids = table.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
     return np.bincount(ids, minlength=vocab_size)[:vocab_size]
+
+
+def _corpus_unigram_entropy(examples: Any, tokenizer: Any) -> float | None:
+    """Entropy (nats) of the corpus's non-special tokens, None for a stream (counts not known ahead).
+
+    A masked-LM loss at this value means a model that predicts the unigram distribution, i.e.
+    one that does not use context yet (see `detection_collapse`).
+    """
+    if getattr(examples, "data", None) is None:
+        return None
+    counts = token_counts(examples, tokenizer.vocab_size).astype(np.float64)
+    counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id]] = 0.0
+    return unigram_entropy(counts)
+
+
+def unigram_entropy(counts: np.ndarray) -> float | None:
+    """Entropy in nats of the distribution proportional to `counts` (None when all are zero)."""
+    total = float(counts.sum())
+    if total <= 0:
+        return None
+    p = counts[counts > 0] / total
+    return float(-(p * np.log(p)).sum())
 
 
 def _objective(
@@ -347,13 +376,17 @@ def _report(plan: dict, steps: int) -> str:
 # --- diagnostics ----------------------------------------------------------------------------------
 
 
-def detection_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | None:
+def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entropy: float | None = None) -> str | None:
     """A message when replaced-token detection ended at the base rate, else None.
 
     The discriminator can sit at "never replaced" — its loss then equals the entropy of the
     replaced fraction and its AUC is ~50 — while the generator keeps improving, so the total loss
-    still falls. Seen here on CPU-sized runs (hidden 128, a ~70-step warmup, lr 5e-4 or 1e-3): detection
-    is learned during warmup, then lost; docs/results.md ("ELECTRA: pre-training") has the runs.
+    still falls. The cause seen on CPU-sized runs (docs/results.md, "ELECTRA: pre-training") is a
+    budget too small to leave the *unigram phase*: the generator's loss falls to the corpus's
+    unigram entropy within a few hundred steps, so its samples become unigram draws — the same
+    distribution as the tokens they replace — and a discriminator that does not use context yet
+    cannot tell them apart. Given the corpus's `unigram_entropy`, the message says when that is
+    the case (the generator's loss is still within 5% of it).
     """
     tail = [r for r in rows if {"main_loss", "replaced", "disc_auc"} <= set(r)][-last:]
     if len(tail) < last:
@@ -364,9 +397,19 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | None:
         if row["main_loss"] < 0.97 * base or row["disc_auc"] > 60.0:
             return None
     row = tail[-1]
-    return (
+    message = (
         f"replaced-token detection collapsed: over the last {last} logged steps (up to step {row['step']}) the "
         f"discriminator's loss stayed at the entropy of the replaced fraction ({row['main_loss']:.3f}) with AUC "
-        f"{row['disc_auc']:.1f}, i.e. it predicts 'original' everywhere: this discriminator is not a useful encoder. "
-        f"Try a lower train.lr, a longer warmup or a longer run; see docs/results.md (ELECTRA: pre-training)."
+        f"{row['disc_auc']:.1f}, i.e. it predicts 'original' everywhere: this discriminator is not a useful encoder."
+    )
+    gen_loss = row.get("gen_loss")
+    if unigram_entropy is not None and gen_loss is not None and gen_loss >= 0.95 * unigram_entropy:
+        return (
+            f"{message} The generator's loss ({gen_loss:.2f} nats) is still at the corpus's unigram entropy "
+            f"({unigram_entropy:.2f}): neither network uses context yet, so the generator samples unigram draws "
+            "that a context-free discriminator cannot tell from the originals. Train for more steps (a larger "
+            "budget, or a smaller batch at the same budget); see docs/results.md (ELECTRA: pre-training)."
+        )
+    return (
+        f"{message} Try a longer run, a lower train.lr or a longer warmup; see docs/results.md (ELECTRA: pre-training)."
     )

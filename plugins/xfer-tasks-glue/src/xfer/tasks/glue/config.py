@@ -30,14 +30,21 @@ class GlueTaskConfig:
     )
     max_examples: int | None = knob(
         None,
-        "Keep only the FIRST N examples of each split (file order), for quick runs. "
+        "Keep only N examples of each split (which ones: `subsample`), for quick runs. "
         "None keeps everything; nothing is ever dropped otherwise.",
     )
+    subsample: Literal["first", "random"] = knob(
+        "first",
+        "Which examples max_examples keeps: 'first' the first N rows (file order); 'random' a random N "
+        "drawn with subsample_seed, kept in file order (fairer for files sorted by genre or label, like STS-B).",
+    )
+    subsample_seed: int = knob(0, "Seed of subsample: random (the same seed keeps the same examples).")
 
     def __post_init__(self) -> None:
         if self.source not in ("local", "hub"):
             raise ValueError(f"source must be 'local' or 'hub', not {self.source!r}")
         check_max_examples(self.max_examples)
+        check_subsample(self.subsample)
 
     def check_recipe(self) -> None:
         """In a recipe a local task must say where its data is (Python callers may leave it unset)."""
@@ -84,7 +91,13 @@ class TsvTaskConfig:
         "False: fields are taken verbatim, quote characters included (like GLUE's files). "
         "True: CSV quoting with double quotes (fields may then contain the delimiter and newlines).",
     )
-    max_examples: int | None = knob(None, "Keep only the FIRST N examples of each split, for quick runs.")
+    max_examples: int | None = knob(
+        None, "Keep only N examples of each split (which ones: `subsample`), for quick runs."
+    )
+    subsample: Literal["first", "random"] = knob(
+        "first", "Which examples max_examples keeps: the 'first' N rows, or a seeded 'random' N in file order."
+    )
+    subsample_seed: int = knob(0, "Seed of subsample: random (the same seed keeps the same examples).")
 
     def __post_init__(self) -> None:
         problems = tsv_config_problems(self)
@@ -99,6 +112,11 @@ REGRESSION_METRICS = ("pearson", "spearman", "pearson_spearman_avg")
 def check_max_examples(value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"max_examples must be a positive integer or null, not {value!r}")
+
+
+def check_subsample(value: object) -> None:
+    if value not in ("first", "random"):
+        raise ValueError(f"subsample must be 'first' or 'random', not {value!r}")
 
 
 def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
@@ -134,8 +152,9 @@ def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
     for key in ("text_a_column", "text_b_column", "label_column", "id_column"):
         if isinstance(getattr(cfg, key), str) and not cfg.header:
             problems.append(f"{key} is a column name but header is false")
-    try:
-        check_max_examples(cfg.max_examples)
-    except ValueError as err:
-        problems.append(str(err))
+    for check, value in ((check_max_examples, cfg.max_examples), (check_subsample, cfg.subsample)):
+        try:
+            check(value)
+        except ValueError as err:
+            problems.append(str(err))
     return problems

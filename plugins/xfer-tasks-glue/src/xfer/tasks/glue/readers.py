@@ -133,6 +133,8 @@ def read_sentence_examples(
     delimiter: str = "\t",
     quoting: bool = False,
     max_examples: int | None = None,
+    subsample: str = "first",
+    subsample_seed: int = 0,
 ) -> list[SentenceExample]:
     """Read `path` into SentenceExamples with ids `<split>-<index>`; labels are validated.
 
@@ -186,4 +188,24 @@ def read_sentence_examples(
                 label=label,
             )
         )
-    return examples if max_examples is None else examples[:max_examples]
+    return keep_examples(examples, max_examples, subsample, subsample_seed)
+
+
+def keep_examples(
+    examples: list[SentenceExample], max_examples: int | None, subsample: str = "first", seed: int = 0
+) -> list[SentenceExample]:
+    """The examples `max_examples` keeps: the first N (`first`) or a seeded random N (`random`).
+
+    A random subset stays in file order and depends only on the seed and the split's size, so
+    every system of a comparison sees the same examples. It exists because "the first N" is a
+    biased sample of files sorted by genre or label (STS-B's training pairs are image captions
+    first).
+    """
+    if max_examples is None or max_examples >= len(examples):
+        return examples
+    if subsample == "first":
+        return examples[:max_examples]
+    import random
+
+    chosen = sorted(random.Random(seed).sample(range(len(examples)), max_examples))
+    return [examples[i] for i in chosen]

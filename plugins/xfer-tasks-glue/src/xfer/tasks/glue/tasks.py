@@ -17,7 +17,7 @@ from xfer.core.tasks import Example, SentenceExample, Split, Task, TaskInfo
 from xfer.tasks.glue import scoring
 from xfer.tasks.glue.benchmark import GLUE_SPECS, GlueSpec
 from xfer.tasks.glue.config import GlueTaskConfig, TsvTaskConfig
-from xfer.tasks.glue.readers import TableLayout, read_sentence_examples
+from xfer.tasks.glue.readers import TableLayout, keep_examples, read_sentence_examples
 
 SPLITS = ("train", "dev", "test")
 
@@ -84,7 +84,7 @@ class GlueTask(Task):
             from xfer.tasks.glue.hub import load_hub_split
 
             examples = load_hub_split(self.spec, split, self.name)
-            return examples if cfg.max_examples is None else examples[: cfg.max_examples]
+            return keep_examples(examples, cfg.max_examples, cfg.subsample, cfg.subsample_seed)
         path = self.split_path(split)
         if not path.is_file():
             raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
@@ -97,6 +97,8 @@ class GlueTask(Task):
             regression=self.spec.type == "regression",
             regression_bounds=self.spec.score_range,
             max_examples=cfg.max_examples,
+            subsample=cfg.subsample,
+            subsample_seed=cfg.subsample_seed,
         )
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
@@ -237,6 +239,8 @@ class TsvTask(Task):
                 delimiter=cfg.delimiter,
                 quoting=cfg.quoting,
                 max_examples=cfg.max_examples,
+                subsample=cfg.subsample,
+                subsample_seed=cfg.subsample_seed,
             )
         return list(self._cache[split])
 
