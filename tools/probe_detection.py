@@ -1,0 +1,173 @@
+"""What can an ELECTRA discriminator detect? A diagnostic for a stalled `electra.pretrain` run.
+
+    python tools/probe_detection.py runs/electra-vs-mlm-cpu/electra [--checkpoint step-0002400]
+
+Loads a checkpoint of an `electra.rtd` stage (the latest by default; the run may still be going),
+takes `--examples` packed examples from the stage's own data cache, replaces the usual 15% of
+positions in four ways and prints the discriminator's AUC for each:
+
+- its own generator's samples (what training sees),
+- unigram samples (the corpus's token distribution: a context-free detector scores ~50),
+- uniform samples over the vocabulary (rare tokens give these away without context),
+- the masked tokens shuffled across the batch (also unigram-distributed, from real text).
+
+A discriminator that uses context detects unigram and shuffled replacements well above 50; one
+that only learned token identity detects uniform samples and nothing else. docs/results.md
+("ELECTRA: pre-training") reads these numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stage_dir", type=Path, help="an electra.pretrain stage directory (RUN_DIR/STAGE)")
+    parser.add_argument("--checkpoint", help="checkpoint name under checkpoints/ (default: the latest)")
+    parser.add_argument("--examples", type=int, default=256, help="packed examples to probe (default 256)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        for name, replaced, auc in probe(args.stage_dir, args.checkpoint, args.examples, args.seed):
+            print(f"{name:40s} replaced {replaced:5.1f}%   discriminator AUC {auc:5.1f}")
+    except ProbeError as exc:
+        print(f"probe_detection: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class ProbeError(Exception):
+    """A stage directory this probe cannot read (the message says why)."""
+
+
+def probe(stage_dir: Path, checkpoint: str | None, n_examples: int, seed: int) -> list[tuple[str, float, float]]:
+    from safetensors.torch import load_file
+    from sklearn.metrics import roc_auc_score
+
+    from xfer.electra import masking
+    from xfer.electra.config import GeneratorConfig, RTDConfig
+    from xfer.electra.objective import RTDObjective, SpecialTokens
+    from xfer.transformer.presets import preset
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    config = _stage_config(stage_dir)
+    objective_config = dict(config["objective"])
+    if objective_config.pop("name") != "electra.rtd" or objective_config["generator"]["kind"] != "mlm":
+        raise ProbeError(f"{stage_dir}: only electra.rtd stages with an mlm generator can be probed")
+    tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, config))
+    encoder = preset(
+        config["model"],
+        vocab_size=tokenizer.vocab_size,
+        max_position_embeddings=max(512, config["max_length"]),
+        **config["encoder"],
+    )
+    rtd = RTDConfig(**{**objective_config, "generator": GeneratorConfig(**objective_config["generator"])})
+    objective = RTDObjective(encoder, SpecialTokens.of(tokenizer), config["max_length"], rtd)
+    weights = _checkpoint_dir(stage_dir, checkpoint) / "model.safetensors"
+    missing, unexpected = objective.load_state_dict(load_file(weights), strict=False)
+    shared = "generator.encoder.embeddings."  # tied: stored once, under the discriminator
+    if unexpected or any(not k.startswith(shared) for k in missing):
+        raise ProbeError(f"{weights}: does not match the stage's model (missing {missing}, unexpected {unexpected})")
+    objective.eval()
+
+    torch.manual_seed(seed)
+    batch, counts = _batch(stage_dir, n_examples, seed, tokenizer)
+    ids, attention = batch["input_ids"], batch["attention_mask"]
+    real = attention.reshape(-1).nonzero().squeeze(1)
+    ordinary = torch.ones(tokenizer.vocab_size, dtype=torch.float64)
+    for special in (tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id):
+        counts[special] = ordinary[special] = 0.0
+
+    def own_generator(selection: masking.Selection, originals: torch.Tensor) -> torch.Tensor:
+        logits, _ = objective._generate(batch, selection)
+        return masking.gumbel_sample(logits, rtd.generator.temperature)
+
+    def draw(weights: torch.Tensor) -> object:
+        return lambda selection, originals: torch.multinomial(weights / weights.sum(), originals.numel(), True)
+
+    kinds = {
+        "own generator samples": own_generator,
+        "unigram samples": draw(counts),
+        "uniform samples": draw(ordinary),
+        "masked tokens shuffled across the batch": lambda s, o: o[torch.randperm(o.numel())],
+    }
+    rows = []
+    with torch.no_grad():
+        for name, replace in kinds.items():
+            selection = objective.select(batch)
+            originals = ids.reshape(-1).index_select(0, selection.flat)
+            new = replace(selection, originals)
+            corrupted = ids.reshape(-1).index_copy(0, selection.flat, new).view_as(ids)
+            labels = torch.zeros(ids.numel(), dtype=torch.bool)
+            labels[selection.flat] = new != originals
+            hidden = objective.discriminator(corrupted, attention, batch["token_type_ids"]).last_hidden_state
+            logits = objective.head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, real)).float()
+            y = labels.index_select(0, real).numpy()
+            rows.append((name, 100.0 * y.mean(), 100.0 * roc_auc_score(y, logits.numpy())))
+    return rows
+
+
+def _stage_config(stage_dir: Path) -> dict:
+    status = stage_dir / "stage.json"
+    try:
+        config = json.loads(status.read_text(encoding="utf-8"))["signature"]["config"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ProbeError(f"{status}: not a readable stage status ({exc})") from None
+    if config.get("kind") != "electra.pretrain":
+        raise ProbeError(f"{status}: kind {config.get('kind')!r}, not electra.pretrain")
+    return config
+
+
+def _tokenizer_dir(stage_dir: Path, config: dict) -> Path:
+    own = stage_dir / "outputs" / "tokenizer"
+    if own.is_dir():
+        return own
+    source = str(config.get("tokenizer") or "")
+    stage, _, output = source.partition(".")
+    candidate = stage_dir.parent / stage / "outputs" / output if output else Path(source)
+    if not candidate.is_dir():
+        raise ProbeError(f"{stage_dir}: cannot find the tokenizer ({source!r}; looked in {candidate})")
+    return candidate
+
+
+def _checkpoint_dir(stage_dir: Path, name: str | None) -> Path:
+    root = stage_dir / "checkpoints"
+    if name is None:
+        latest = root / "latest"
+        if not latest.is_file():
+            raise ProbeError(f"{root}: no checkpoint yet")
+        name = latest.read_text(encoding="utf-8").strip()
+    folder = root / name
+    if not (folder / "model.safetensors").is_file():
+        raise ProbeError(f"{folder}: no model.safetensors (checkpoints: {sorted(p.name for p in root.iterdir())})")
+    return folder
+
+
+def _batch(stage_dir: Path, n: int, seed: int, tokenizer: object) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """`n` random packed examples of the stage's data cache as one padded batch, and token counts."""
+    import pyarrow as pa
+
+    files = sorted((stage_dir / "data").glob("electra-examples-*/examples.arrow"))
+    if not files:
+        raise ProbeError(f"{stage_dir / 'data'}: no packed examples (a streamed corpus is not cached)")
+    table = pa.ipc.open_stream(files[0]).read_all()
+    ids_column = table.column("input_ids").combine_chunks()
+    pick = np.random.default_rng(seed).choice(len(table), size=min(n, len(table)), replace=False)
+    from xfer.electra.data import collate_examples
+
+    sequences = [ids_column[int(i)].values.to_numpy() for i in pick]
+    batch = collate_examples(sequences, table.column("segment_split").to_numpy()[pick], tokenizer.pad_id)
+    all_ids = ids_column.flatten().to_numpy()
+    counts = torch.from_numpy(np.bincount(all_ids, minlength=tokenizer.vocab_size).astype(np.float64))
+    return batch, counts
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
