@@ -347,5 +347,6 @@ def test_a_collapse_in_the_unigram_phase_says_to_train_longer() -> None:
     in_phase = detection_collapse(rows, unigram_entropy=6.85)
     assert "unigram entropy (6.85)" in in_phase and "more steps" in in_phase
     past_phase = detection_collapse(rows, unigram_entropy=8.0)  # the generator already beats the unigram model
-    assert "collapsed" in past_phase and "unigram entropy" not in past_phase
+    assert "generator uses context" in past_phase and "neither network" not in past_phase
     assert "unigram entropy" not in detection_collapse(rows)  # a stream: no counts, no claim
+    assert "more steps" in detection_collapse(rows) and "train.lr" not in detection_collapse(rows)

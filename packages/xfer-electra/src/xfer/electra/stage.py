@@ -400,16 +400,22 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entrop
     message = (
         f"replaced-token detection collapsed: over the last {last} logged steps (up to step {row['step']}) the "
         f"discriminator's loss stayed at the entropy of the replaced fraction ({row['main_loss']:.3f}) with AUC "
-        f"{row['disc_auc']:.1f}, i.e. it predicts 'original' everywhere: this discriminator is not a useful encoder."
+        f"{row['disc_auc']:.1f}: it gives nearly the same answer for every token. (It may still fine-tune better than "
+        "random init: docs/results.md has such a run.)"
     )
     gen_loss = row.get("gen_loss")
-    if unigram_entropy is not None and gen_loss is not None and gen_loss >= 0.95 * unigram_entropy:
+    see = "see docs/results.md (ELECTRA: pre-training)"
+    if unigram_entropy is None or gen_loss is None:
+        return f"{message} Train for more steps; {see}."
+    if gen_loss >= 0.95 * unigram_entropy:
         return (
             f"{message} The generator's loss ({gen_loss:.2f} nats) is still at the corpus's unigram entropy "
             f"({unigram_entropy:.2f}): neither network uses context yet, so the generator samples unigram draws "
             "that a context-free discriminator cannot tell from the originals. Train for more steps (a larger "
-            "budget, or a smaller batch at the same budget); see docs/results.md (ELECTRA: pre-training)."
+            f"budget, or a smaller batch at the same budget); {see}."
         )
     return (
-        f"{message} Try a longer run, a lower train.lr or a longer warmup; see docs/results.md (ELECTRA: pre-training)."
+        f"{message} The generator uses context (loss {gen_loss:.2f} nats, below the corpus's unigram entropy "
+        f"{unigram_entropy:.2f}) but the discriminator does not yet detect its samples: it learns context more "
+        f"slowly than its generator at this budget. Train for more steps; {see}."
     )
