@@ -99,7 +99,10 @@ def gumbel_sample(logits: Tensor, temperature: float = 1.0) -> Tensor:
 
     argmax(logits / T + g), g = -log(-log(u)): exactly a draw from softmax(logits / T). Done in
     fp32 even under bf16 autocast: bf16 logits would round away most of the distribution's tail.
+    Everything after the division (a fresh tensor) is in place: the [masked positions x vocabulary]
+    noise is the costliest non-matmul work of an ELECTRA step (in place: 100 ms instead of 172 ms
+    for 600 x 16000 on one CPU thread; `exponential_()` for -log(u) was slower still, 245 ms).
     """
     scaled = logits.detach().float() / temperature
     uniform = torch.rand_like(scaled).clamp_(min=torch.finfo(torch.float32).tiny)
-    return (scaled - torch.log(-torch.log(uniform))).argmax(-1)
+    return scaled.sub_(uniform.log_().neg_().log_()).argmax(-1)
