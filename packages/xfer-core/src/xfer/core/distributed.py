@@ -6,6 +6,7 @@ trainer call these unconditionally. Rule: only rank 0 writes files; every rank c
 
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Any
 
@@ -39,6 +40,14 @@ def init_from_env() -> None:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend=backend)
+    # Tear the group down before interpreter exit: left to process teardown, gloo's threads were
+    # destroyed while joinable and a rank aborted ("terminate called without an active exception").
+    atexit.register(_destroy_process_group)
+
+
+def _destroy_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def select_device(name: str = "auto") -> torch.device:
