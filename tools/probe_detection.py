@@ -161,11 +161,11 @@ def _batch(stage_dir: Path, n: int, seed: int, tokenizer: object) -> tuple[dict[
     ids_column = table.column("input_ids").combine_chunks()
     pick = np.random.default_rng(seed).choice(len(table), size=min(n, len(table)), replace=False)
     from xfer.electra.data import collate_examples
+    from xfer.electra.stage import table_token_counts
 
     sequences = [ids_column[int(i)].values.to_numpy() for i in pick]
     batch = collate_examples(sequences, table.column("segment_split").to_numpy()[pick], tokenizer.pad_id)
-    all_ids = ids_column.flatten().to_numpy()
-    counts = torch.from_numpy(np.bincount(all_ids, minlength=tokenizer.vocab_size).astype(np.float64))
+    counts = torch.from_numpy(table_token_counts(table, tokenizer.vocab_size).astype(np.float64))
     return batch, counts
 
 

@@ -158,6 +158,11 @@ def token_counts(examples: Any, vocab_size: int) -> np.ndarray:
     table = getattr(examples, "data", None)
     if table is None:
         raise UserError("a unigram generator needs a map-style corpus (token counts of a stream are not known ahead)")
+    return table_token_counts(table, vocab_size)
+
+
+def table_token_counts(table: Any, vocab_size: int) -> np.ndarray:
+    """Token-id counts of a packed-examples Arrow table (its `input_ids` column)."""
     ids = table.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
     return np.bincount(ids, minlength=vocab_size)[:vocab_size]
 
