@@ -25,7 +25,8 @@ T, W = 100, 10  # total steps, warmup steps
         ("warmup_on_decay", [0.0, 0.95 * 0.5, 0.9, 0.45, 0.01, 0.0]),
         ("constant", [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
         ("constant_warmup", [0.0, 0.5, 1.0, 1.0, 1.0, 1.0]),
-        ("inverse_sqrt_t", [1.0, *(1 / (1 + 0.005 * math.sqrt(t)) for t in (5, 10, 55, 99, 100))]),
+        # CVT (cvt_text): min(1, t/W) / (1 + 0.005 sqrt(t)); the warm-up is the original's too
+        ("inverse_sqrt_t", [0.0, *(min(1, t / W) / (1 + 0.005 * math.sqrt(t)) for t in (5, 10, 55, 99, 100))]),
     ],
 )
 def test_lr_multiplier_at_key_steps(schedule: str, expected: list[float]) -> None:

@@ -15,7 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xfer.electra import masking
+from xfer.electra import masking, sampling
+from xfer.electra import objective as objective_module
 from xfer.electra.config import GeneratorConfig, MLMConfig, NCEConfig, RTDConfig
 from xfer.electra.heads import GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower, generator_encoder_config
@@ -101,15 +102,66 @@ def test_bert_input_is_80_10_10() -> None:
     assert abs(1 - as_mask - unchanged - 0.1) < 0.02, "~10% random tokens"
 
 
-def test_gumbel_sampling_draws_from_the_softmax_in_fp32() -> None:
+def test_sampling_draws_from_the_softmax_in_fp32() -> None:
     logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]]).expand(40000, -1).to(torch.bfloat16)
     torch.manual_seed(4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        draws = masking.gumbel_sample(logits)
+        draws = sampling.sample_softmax(logits)
     frequency = torch.bincount(draws, minlength=4).float() / draws.numel()
     assert torch.allclose(frequency, torch.softmax(logits[0].float(), -1), atol=0.01)
-    with_temperature = masking.gumbel_sample(torch.tensor([[2.0, 0.0]]).expand(40000, -1), temperature=2.0)
+    with_temperature = sampling.sample_softmax(torch.tensor([[2.0, 0.0]]).expand(40000, -1), temperature=2.0)
     assert abs((with_temperature == 0).float().mean().item() - torch.sigmoid(torch.tensor(1.0)).item()) < 0.01
+
+
+def test_two_level_sampling_never_draws_zero_mass_and_reaches_every_block() -> None:
+    """Ids of probability zero (-inf logits, the padding of the last block) are never drawn, and a
+    rare id in the padded last block is (relative mass 4.5e-5, 200k draws: ~9 expected)."""
+    vocab = 3 * sampling.BLOCK + 5
+    logits = torch.full((vocab,), float("-inf"))
+    logits[[0, sampling.BLOCK - 1, sampling.BLOCK, 2 * sampling.BLOCK + 3, vocab - 1]] = torch.tensor(
+        [0.0, -1.0, 1.0, -2.0, 0.5]
+    )
+    torch.manual_seed(5)
+    draws = sampling.sample_softmax(logits.expand(100_000, -1))
+    assert torch.isfinite(logits[draws]).all() and draws.max() < vocab, "drew an id of probability zero"
+    frequency = torch.bincount(draws, minlength=vocab).float() / draws.numel()
+    assert torch.allclose(frequency, torch.softmax(logits, -1), atol=0.01)
+    rare = torch.full((vocab,), float("-inf"))
+    rare[0], rare[vocab - 1] = 10.0, 0.0
+    counts = torch.bincount(sampling.sample_softmax(rare.expand(200_000, -1)), minlength=vocab)
+    assert counts[vocab - 1] > 0 and counts[0] + counts[vocab - 1] == counts.sum()
+
+
+def test_fused_generator_loss_matches_cross_entropy_and_its_gradient() -> None:
+    torch.manual_seed(6)
+    logits = (torch.randn(37, 700) * 4).requires_grad_()
+    targets = torch.randint(700, (37,))
+    step = sampling.generator_loss_and_sample(logits, targets)
+    step.loss.backward()
+    fused_grad = logits.grad.clone()
+    logits.grad = None
+    reference = F.cross_entropy(logits, targets)
+    reference.backward()
+    assert torch.allclose(step.loss, reference, atol=1e-5)
+    assert torch.allclose(fused_grad, logits.grad, atol=1e-6)
+    assert step.sampled.shape == (37,) and not step.sampled.requires_grad
+    assert step.accuracy.item() == pytest.approx(100.0 * (logits.argmax(-1) == targets).float().mean().item())
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 logits: loss in fp32, gradient in bf16
+        half = logits.detach().bfloat16().requires_grad_()
+        out = sampling.generator_loss_and_sample(half, targets)
+    out.loss.backward()
+    assert out.loss.dtype == torch.float32 and half.grad.dtype == torch.bfloat16
+    assert torch.allclose(out.loss, F.cross_entropy(half.float(), targets), atol=1e-5)
+
+
+def test_fused_generator_samples_follow_the_softmax() -> None:
+    logits = torch.tensor([[1.0, 0.0, 2.0, -1.0, 0.5]]).repeat(40000, 1)
+    torch.manual_seed(7)
+    draws = sampling.generator_loss_and_sample(logits, torch.zeros(40000, dtype=torch.long)).sampled
+    frequency = torch.bincount(draws, minlength=5).float() / draws.numel()
+    assert torch.allclose(frequency, torch.softmax(logits[0], -1), atol=0.01)
+    hot = sampling.generator_loss_and_sample(logits, torch.zeros(40000, dtype=torch.long), temperature=0.25).sampled
+    assert abs((hot == 2).float().mean().item() - torch.softmax(logits[0] / 0.25, -1)[2].item()) < 0.01
 
 
 # --- ELECTRA -----------------------------------------------------------------------------------------
@@ -177,7 +229,7 @@ def test_replaced_labels_are_exactly_where_the_sample_differs(monkeypatch: pytes
         captured["flat"], captured["differs"] = selection.flat, wanted != originals
         logits = torch.full((originals.numel(), VOCAB), -1e4)
         logits[torch.arange(originals.numel()), wanted] = 1e4
-        return logits, logits.new_zeros(())
+        return sampling.generator_loss_and_sample(logits, originals)
 
     monkeypatch.setattr(RTDObjective, "_generate", half_right)
     labels_seen: dict[str, torch.Tensor] = {}
@@ -215,7 +267,7 @@ def test_a_sample_equal_to_the_original_is_labelled_real(monkeypatch: pytest.Mon
         originals = batch_["input_ids"].reshape(-1).index_select(0, selection.flat)
         logits = torch.full((originals.numel(), VOCAB), -1e4)
         logits[torch.arange(originals.numel()), originals] = 1e4
-        return logits, logits.new_zeros(())
+        return sampling.generator_loss_and_sample(logits, originals)
 
     monkeypatch.setattr(RTDObjective, "_generate", perfect)
     out = objective(batch)
@@ -288,7 +340,7 @@ def test_electric_nce_correction_and_all_replaced_positions_are_noise(monkeypatc
         return bce(logits, labels, *args, **kwargs)
 
     monkeypatch.setattr(F, "binary_cross_entropy_with_logits", spy)
-    monkeypatch.setattr(masking, "gumbel_sample", lambda logits, temperature=1.0: logits.argmax(-1) * 0 + 7)
+    monkeypatch.setattr(objective_module, "sample_softmax", lambda logits, temperature=1.0: logits.argmax(-1) * 0 + 7)
     torch.manual_seed(10)
     out = objective(batch)
     torch.manual_seed(10)

@@ -32,8 +32,8 @@ def lr_multiplier(schedule: Schedule, step: int, total_steps: int, warmup_steps:
         return 1.0
     if schedule == "constant_warmup":
         return warm
-    if schedule == "inverse_sqrt_t":
-        return 1.0 / (1.0 + cvt_rate * math.sqrt(step))
+    if schedule == "inverse_sqrt_t":  # cvt_text: lr * min(1, t / warm-up) / (1 + 0.005 sqrt(t)), warm-up 5000
+        return warm / (1.0 + cvt_rate * math.sqrt(step))
     if schedule == "warmup_on_decay":
         return max(0.0, 1.0 - step / max(1, total_steps)) * warm
     if schedule == "linear":

@@ -38,7 +38,9 @@ class GeneratorConfig:
         "Share the whole embedding block (token, position, type embeddings and their LayerNorm) with the "
         "discriminator; untied, the generator has its own embeddings of its hidden width.",
     )
-    temperature: float = knob(1.0, "Sampling temperature (Gumbel-max on logits / temperature, in fp32).", gt=0.0)
+    temperature: float = knob(
+        1.0, "Sampling temperature: replacements are drawn from softmax(logits / temperature), in fp32.", gt=0.0
+    )
 
 
 @dataclass

@@ -11,8 +11,9 @@ The ELECTRA step (METHODS.md, in order):
 1. choose round(0.15 n) distinct candidate positions (`masking.select`);
 2. the generator sees them as [MASK] (85%) or unchanged (15%), and its softmax is computed only
    at those positions; MLM loss = cross-entropy to the original tokens;
-3. sample replacements by Gumbel-max in fp32 without gradient, so no gradient flows from the
-   discriminator into the generator;
+3. sample replacements from the generator's softmax in fp32 without gradient (`sampling`: exact
+   inverse-CDF draws sharing the loss's exponentials, instead of the original's Gumbel-max), so
+   no gradient flows from the discriminator into the generator;
 4. the discriminator reads the corrupted sequence; a position is "replaced" only where the sample
    differs from the original; sigmoid BCE averaged over every real (non-pad) token;
 5. loss = 1.0 * MLM + 50.0 * discriminator.
@@ -32,6 +33,7 @@ from xfer.electra import masking
 from xfer.electra.config import MLMConfig, NCEConfig, RTDConfig
 from xfer.electra.heads import DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower, generator_encoder_config
+from xfer.electra.sampling import GeneratorStep, generator_loss_and_sample, sample_softmax
 from xfer.transformer.encoder import Encoder, EncoderConfig
 
 
@@ -176,35 +178,37 @@ class RTDObjective(PretrainingObjective):
             out["generator"] = {"ltr": self.generator.ltr, "rtl": self.generator.rtl, "head": self.generator.head}
         return out
 
-    def _generate(self, batch: dict[str, Tensor], selection: masking.Selection) -> tuple[Tensor, Tensor]:
-        """(generator logits [M, V] at the chosen positions, generator loss)."""
+    def _generate(self, batch: dict[str, Tensor], selection: masking.Selection) -> GeneratorStep:
+        """The generator's loss, its fp32 samples at the chosen positions (no gradient) and its
+        argmax accuracy."""
         ids, attention, types = batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
         originals = ids.reshape(-1).index_select(0, selection.flat)
+        temperature = self.config.generator.temperature
         if isinstance(self.generator, MaskedGenerator):
             masked = masking.electra_generator_input(ids, selection, self.tokens.mask, self.config.mask_fraction)
             logits = self.generator.logits_at(masked, attention, types, selection.flat)
-            return logits, _cross_entropy(logits, originals)[0]
+            return generator_loss_and_sample(logits, originals, temperature)
         if isinstance(self.generator, TwoTower):  # a cloze model: trained on every candidate, unmasked input
             cand = masking.candidates(ids, attention, self.special_ids).reshape(-1).nonzero().squeeze(1)
             all_logits = self.generator.logits_at(ids, attention, types, cand)
-            loss = _cross_entropy(all_logits, ids.reshape(-1).index_select(0, cand))[0]
-            return all_logits.index_select(0, torch.searchsorted(cand, selection.flat)), loss
-        logits = self.fixed_log_probs.expand(selection.flat.numel(), -1)
-        return logits, logits.new_zeros(())
+            step = generator_loss_and_sample(all_logits, ids.reshape(-1).index_select(0, cand), temperature)
+            return step._replace(sampled=step.sampled.index_select(0, torch.searchsorted(cand, selection.flat)))
+        sampled = sample_softmax(self.fixed_log_probs.expand(selection.flat.numel(), -1), temperature)
+        accuracy = 100.0 * (originals == self.fixed_log_probs.argmax()).float().mean()
+        return GeneratorStep(self.fixed_log_probs.new_zeros(()), sampled, accuracy)
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         ids = batch["input_ids"]
         selection = self.select(batch)
         originals = ids.reshape(-1).index_select(0, selection.flat)
-        gen_logits, gen_loss = self._generate(batch, selection)
-        sampled = masking.gumbel_sample(gen_logits, self.config.generator.temperature)
+        gen_loss, sampled, gen_accuracy = self._generate(batch, selection)
         corrupted = ids.reshape(-1).index_copy(0, selection.flat, sampled).view_as(ids)
         replaced = torch.zeros(ids.numel(), dtype=torch.bool, device=ids.device)
         replaced[selection.flat] = sampled != originals  # a sample equal to the original is real
         real = _real_rows(batch)
         metrics: dict[str, Tensor] = {
             "gen_loss": gen_loss.detach(),
-            "gen_accuracy": 100.0 * (gen_logits.detach().argmax(-1) == originals).float().mean(),
+            "gen_accuracy": gen_accuracy,
             "sampled_accuracy": 100.0 * (sampled == originals).float().mean(),
             "replaced": 100.0 * replaced.index_select(0, real).float().mean(),
             "tokens": real.new_tensor(real.numel(), dtype=torch.float32),
@@ -320,7 +324,7 @@ class ElectricObjective(PretrainingObjective):
         targets = ids.reshape(-1).index_select(0, real)
         cloze_loss = F.nll_loss(log_q[is_candidate], targets[is_candidate])
         at_selection = torch.searchsorted(real, selection.flat)
-        sampled = masking.gumbel_sample(log_q.index_select(0, at_selection), self.config.generator.temperature)
+        sampled = sample_softmax(log_q.index_select(0, at_selection), self.config.generator.temperature)
         noised = ids.reshape(-1).index_copy(0, selection.flat, sampled)
         is_noise = torch.zeros(ids.numel(), dtype=torch.bool, device=ids.device)
         is_noise[selection.flat] = True  # every replaced position is noise, even if the sample equals the original

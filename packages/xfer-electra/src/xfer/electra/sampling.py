@@ -1,0 +1,114 @@
+"""Drawing the generator's replacements: exact softmax samples in fp32, fused with its loss.
+
+METHODS.md asks for samples from softmax(logits / T) in fp32 without gradient (the original
+uses the Gumbel-max trick). Any exact sampler of that distribution is the same algorithm; what
+differs is the cost on the [masked positions x vocabulary] logits, the largest non-matmul tensor
+of an ELECTRA step. Gumbel-max needs a uniform draw, two logarithms and an argmax per entry
+(on CPU the random draw alone is ~130 ms for 614 x 30522 on one thread, and does not get
+faster with more threads). Inverse-CDF sampling needs one random number per *row*: exp(x - max)
+once, which the generator's cross-entropy needs anyway. `generator_loss_and_sample` therefore
+computes the loss, its gradient, the sample and the argmax accuracy from a single fp32
+exponential pass (the `cross_entropy` + Gumbel + two argmaxes it replaces made ~9 passes).
+
+Precision: a single fp32 cumulative sum over 30k probabilities would round away tokens whose
+probability is below ~6e-8 of the running total. The CDF is therefore inverted in two levels —
+first a block of `BLOCK` tokens by block masses, then a token inside the block by its own
+cumulative sum — so a token is lost only if its whole block holds < ~6e-8 of the mass, or
+the token < ~6e-8 of its block's mass.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+BLOCK = 256
+
+
+def _below(total: Tensor, uniform: Tensor) -> Tensor:
+    """uniform * total, kept strictly below total (fp32 rounding of the product may reach it)."""
+    return torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
+
+
+def _exp_blocks(x: Tensor, top: Tensor) -> Tensor:
+    """exp(x - top) [N, V] written into a zero-padded [N, blocks, BLOCK] buffer (one pass, no copy
+    to pad it afterwards); `[..., :V]` of its flat view are the weights."""
+    n, vocab = x.shape
+    blocks = -(-vocab // BLOCK)
+    buffer = x.new_empty(n, blocks * BLOCK)
+    buffer[:, vocab:] = 0.0
+    torch.sub(x, top, out=buffer[:, :vocab]).exp_()
+    return buffer.view(n, blocks, BLOCK)
+
+
+def _draw(blocks: Tensor) -> tuple[Tensor, Tensor]:
+    """(one index per row drawn with probability weight / row total, the row totals [N, 1]) from
+    non-negative weights in blocks [N, K, BLOCK], each row with positive mass.
+
+    A returned index always has positive weight: the draw u is < the row's total, and the search
+    takes the first block (then token) whose cumulative mass exceeds u."""
+    n, count, _ = blocks.shape
+    block_cdf = blocks.sum(-1).cumsum_(-1)
+    total = block_cdf[:, -1:]
+    noise = torch.rand(n, 2, device=blocks.device, dtype=torch.float32)
+    block = torch.searchsorted(block_cdf, _below(total, noise[:, :1]), right=True).clamp_(max=count - 1).squeeze(1)
+    within_cdf = blocks[torch.arange(n, device=blocks.device), block].cumsum(-1)
+    token = torch.searchsorted(within_cdf, _below(within_cdf[:, -1:], noise[:, 1:]), right=True)
+    return block * BLOCK + token.clamp_(max=BLOCK - 1).squeeze(1), total
+
+
+@torch.no_grad()
+def sample_softmax(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """One draw per row from softmax(logits / temperature), computed in fp32 (also under bf16
+    autocast: bf16 logits would round away most of the distribution's tail), without gradient."""
+    scaled = logits.detach().float() / temperature
+    return _draw(_exp_blocks(scaled, scaled.max(-1, keepdim=True).values))[0]
+
+
+class GeneratorStep(NamedTuple):
+    """The generator's contribution to one step."""
+
+    loss: Tensor  # mean cross-entropy over the rows, fp32, with gradient
+    sampled: Tensor  # [N] one draw per row from softmax(logits / T), no gradient
+    accuracy: Tensor  # percent of rows whose argmax is the target
+
+
+class _CrossEntropyWithSample(torch.autograd.Function):
+    """Mean cross-entropy whose forward pass also draws a T = 1 sample and the argmax, sharing
+    the fp32 exponentials; backward is the usual (softmax - one-hot) / N."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x = logits.detach().float()
+        top, argmax = x.max(-1, keepdim=True)
+        blocks = _exp_blocks(x, top)
+        sampled, total = _draw(blocks)
+        loss = (total.log() + top - x.gather(1, targets[:, None])).mean()
+        ctx.save_for_backward(blocks, total, targets)
+        ctx.logits_dtype, ctx.vocab_size = logits.dtype, logits.shape[1]
+        ctx.mark_non_differentiable(sampled, argmax)
+        return loss, sampled, argmax.squeeze(1)
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _sampled: Tensor, _argmax: Tensor) -> tuple[Tensor, None]:
+        blocks, total, targets = ctx.saved_tensors
+        scale = grad_loss / targets.numel()
+        vocab = ctx.vocab_size
+        grad = blocks.view(targets.numel(), -1)[:, :vocab] * (scale / total)  # not in place: backward may run twice
+        grad[torch.arange(targets.numel(), device=grad.device), targets] -= scale
+        return grad.to(ctx.logits_dtype), None
+
+
+def generator_loss_and_sample(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> GeneratorStep:
+    """Cross-entropy of `logits` [N, V] against `targets` [N], a sample per row from
+    softmax(logits / temperature) and the argmax accuracy, in fp32, from one exponential pass
+    (a second one only when temperature != 1)."""
+    if targets.numel() == 0:
+        zero = logits.sum() * 0.0
+        return GeneratorStep(zero.float(), targets.new_empty(0), zero.detach().float())
+    loss, sampled, argmax = _CrossEntropyWithSample.apply(logits, targets)
+    if temperature != 1.0:
+        sampled = sample_softmax(logits, temperature)
+    return GeneratorStep(loss, sampled, 100.0 * (argmax == targets).float().mean())
