@@ -402,3 +402,14 @@ def test_a_collapse_in_the_unigram_phase_says_to_train_longer() -> None:
     assert "generator uses context" in past_phase and "neither network" not in past_phase
     assert "unigram entropy" not in detection_collapse(rows)  # a stream: no counts, no claim
     assert "more steps" in detection_collapse(rows) and "train.lr" not in detection_collapse(rows)
+
+
+def test_diverged_logits_still_sample_ids_inside_the_vocabulary() -> None:
+    """NaN logits (a diverged run) must reach the trainer's non-finite-loss check, not an
+    out-of-range embedding lookup: every id stays below the vocabulary size (not a multiple of
+    the block)."""
+    vocab = sampling.BLOCK + 3
+    logits = torch.full((64, vocab), float("nan"))
+    assert int(sampling.sample_softmax(logits).max()) < vocab
+    step = sampling.generator_loss_and_sample(logits, torch.zeros(64, dtype=torch.long))
+    assert int(step.sampled.max()) < vocab and not torch.isfinite(step.loss)

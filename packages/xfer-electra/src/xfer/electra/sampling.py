@@ -43,12 +43,14 @@ def _exp_blocks(x: Tensor, top: Tensor) -> Tensor:
     return buffer.view(n, blocks, BLOCK)
 
 
-def _draw(blocks: Tensor) -> tuple[Tensor, Tensor]:
+def _draw(blocks: Tensor, vocab: int) -> tuple[Tensor, Tensor]:
     """(one index per row drawn with probability weight / row total, the row totals [N, 1]) from
     non-negative weights in blocks [N, K, BLOCK], each row with positive mass.
 
     A returned index always has positive weight: the draw u is < the row's total, and the search
-    takes the first block (then token) whose cumulative mass exceeds u."""
+    takes the first block (then token) whose cumulative mass exceeds u. (Rows with NaN weights,
+    from diverged logits, still get an id below `vocab`, so the step reaches the trainer's check
+    of its non-finite loss instead of failing on an out-of-range embedding lookup.)"""
     n, count, _ = blocks.shape
     block_cdf = blocks.sum(-1).cumsum_(-1)
     total = block_cdf[:, -1:]
@@ -56,7 +58,7 @@ def _draw(blocks: Tensor) -> tuple[Tensor, Tensor]:
     block = torch.searchsorted(block_cdf, _below(total, noise[:, :1]), right=True).clamp_(max=count - 1).squeeze(1)
     within_cdf = blocks[torch.arange(n, device=blocks.device), block].cumsum(-1)
     token = torch.searchsorted(within_cdf, _below(within_cdf[:, -1:], noise[:, 1:]), right=True)
-    return block * BLOCK + token.clamp_(max=BLOCK - 1).squeeze(1), total
+    return (block * BLOCK + token.squeeze(1)).clamp_(max=vocab - 1), total
 
 
 @torch.no_grad()
@@ -64,7 +66,7 @@ def sample_softmax(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """One draw per row from softmax(logits / temperature), computed in fp32 (also under bf16
     autocast: bf16 logits would round away most of the distribution's tail), without gradient."""
     scaled = logits.detach().float() / temperature
-    return _draw(_exp_blocks(scaled, scaled.max(-1, keepdim=True).values))[0]
+    return _draw(_exp_blocks(scaled, scaled.max(-1, keepdim=True).values), scaled.shape[1])[0]
 
 
 class GeneratorStep(NamedTuple):
@@ -84,7 +86,7 @@ class _CrossEntropyWithSample(torch.autograd.Function):
         x = logits.detach().float()
         top, argmax = x.max(-1, keepdim=True)
         blocks = _exp_blocks(x, top)
-        sampled, total = _draw(blocks)
+        sampled, total = _draw(blocks, x.shape[1])
         loss = (total.log() + top - x.gather(1, targets[:, None])).mean()
         ctx.save_for_backward(blocks, total, targets)
         ctx.logits_dtype, ctx.vocab_size = logits.dtype, logits.shape[1]
