@@ -41,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {component:<40} {value:>12.4g} FLOPs/step")
         print(f"  {'total per step':<40} {row['flops_per_step']:>12.4g}")
         print(f"  {row['steps']} steps ({row['steps_from']}): {row['flops_total']:.4g} FLOPs")
+        if row["steps_from"] == "budget":
+            print(
+                f"  (every sequence counted {row['max_length']} tokens long; the stage plans from its corpus's "
+                "real lengths, so shorter sequences buy it more steps: its report.md gives the figure)"
+            )
     return 0
 
 
