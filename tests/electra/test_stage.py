@@ -217,3 +217,18 @@ def test_two_processes_follow_the_single_process_loss_curve(tmp_path: Path) -> N
     for step in single:
         assert ddp[step] == pytest.approx(single[step], rel=0.15), (step, single, ddp)
     assert ddp[16] < ddp[8] and single[16] < single[8]
+
+
+def test_probe_detection_tool_reads_a_pretraining_stage(pretrained: Path, capsys: pytest.CaptureFixture) -> None:
+    """Keeps tools/probe_detection.py from rotting (it reaches into the objective's internals)."""
+    import importlib.util
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "probe_detection.py"
+    spec = importlib.util.spec_from_file_location("probe_detection", tool)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(pretrained.parent), "--examples", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all("discriminator AUC" in line for line in lines)
+    assert module.main([str(pretrained.parent.parent)]) == 2, "a run directory is not a stage directory"
