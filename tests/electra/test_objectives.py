@@ -413,3 +413,13 @@ def test_diverged_logits_still_sample_ids_inside_the_vocabulary() -> None:
     assert int(sampling.sample_softmax(logits).max()) < vocab
     step = sampling.generator_loss_and_sample(logits, torch.zeros(64, dtype=torch.long))
     assert int(step.sampled.max()) < vocab and not torch.isfinite(step.loss)
+
+
+def test_fused_generator_loss_refuses_a_second_backward_instead_of_a_wrong_gradient() -> None:
+    """Its backward reuses the saved buffer in place; autograd's version check must catch a retained
+    graph run twice."""
+    logits = torch.randn(5, 300, requires_grad=True)
+    step = sampling.generator_loss_and_sample(logits, torch.randint(300, (5,)))
+    step.loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        step.loss.backward()
