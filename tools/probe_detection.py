@@ -86,7 +86,7 @@ def probe(stage_dir: Path, checkpoint: str | None, n_examples: int, seed: int) -
         counts[special] = ordinary[special] = 0.0
 
     def own_generator(selection: masking.Selection, originals: torch.Tensor) -> torch.Tensor:
-        return objective._generate(batch, selection).sampled
+        return objective._generate(batch, selection, originals).sampled
 
     def draw(weights: torch.Tensor) -> object:
         return lambda selection, originals: torch.multinomial(weights / weights.sum(), originals.numel(), True)

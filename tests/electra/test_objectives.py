@@ -222,8 +222,7 @@ def test_replaced_labels_are_exactly_where_the_sample_differs(monkeypatch: pytes
     batch = packed_batch([128, 64])
     captured: dict[str, torch.Tensor] = {}
 
-    def half_right(self, batch_, selection):
-        originals = batch_["input_ids"].reshape(-1).index_select(0, selection.flat)
+    def half_right(self, batch_, selection, originals):
         wanted = torch.where(originals == 5, 6, 5)  # a different token ...
         wanted[::2] = originals[::2]  # ... except at every other position
         captured["flat"], captured["differs"] = selection.flat, wanted != originals
@@ -263,8 +262,7 @@ def test_a_sample_equal_to_the_original_is_labelled_real(monkeypatch: pytest.Mon
     objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
     batch = packed_batch([128, 64])
 
-    def perfect(self, batch_, selection):
-        originals = batch_["input_ids"].reshape(-1).index_select(0, selection.flat)
+    def perfect(self, batch_, selection, originals):
         logits = torch.full((originals.numel(), VOCAB), -1e4)
         logits[torch.arange(originals.numel()), originals] = 1e4
         return sampling.generator_loss_and_sample(logits, originals)

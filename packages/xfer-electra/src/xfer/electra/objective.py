@@ -178,11 +178,10 @@ class RTDObjective(PretrainingObjective):
             out["generator"] = {"ltr": self.generator.ltr, "rtl": self.generator.rtl, "head": self.generator.head}
         return out
 
-    def _generate(self, batch: dict[str, Tensor], selection: masking.Selection) -> GeneratorStep:
+    def _generate(self, batch: dict[str, Tensor], selection: masking.Selection, originals: Tensor) -> GeneratorStep:
         """The generator's loss, its fp32 samples at the chosen positions (no gradient) and its
-        argmax accuracy."""
+        argmax accuracy against `originals`, the tokens at those positions."""
         ids, attention, types = batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
-        originals = ids.reshape(-1).index_select(0, selection.flat)
         temperature = self.config.generator.temperature
         if isinstance(self.generator, MaskedGenerator):
             masked = masking.electra_generator_input(ids, selection, self.tokens.mask, self.config.mask_fraction)
@@ -201,7 +200,7 @@ class RTDObjective(PretrainingObjective):
         ids = batch["input_ids"]
         selection = self.select(batch)
         originals = ids.reshape(-1).index_select(0, selection.flat)
-        gen_loss, sampled, gen_accuracy = self._generate(batch, selection)
+        gen_loss, sampled, gen_accuracy = self._generate(batch, selection, originals)
         corrupted = ids.reshape(-1).index_copy(0, selection.flat, sampled).view_as(ids)
         replaced = torch.zeros(ids.numel(), dtype=torch.bool, device=ids.device)
         replaced[selection.flat] = sampled != originals  # a sample equal to the original is real
