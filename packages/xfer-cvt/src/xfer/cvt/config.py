@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from xfer.core.config import ExistingPath, FieldError, Files, Input, KeysOf, TaskRef, knob
+from xfer.core.config import FieldError, Files, Input, KeysOf, TaskRef, knob
 from xfer.core.train_config import TrainConfig
 
 PresetName = Literal["tiny", "cpu", "thesis"]
@@ -141,8 +141,10 @@ class VocabConfig:
         "in supervised mode these embeddings would never be trained).",
         ge=0,
     )
-    vectors: ExistingPath | None = knob(
-        None, "Pre-trained word vectors (GloVe or word2vec text format) to initialise embeddings; dim = word_dim."
+    vectors: Input | None = knob(
+        None,
+        "Pre-trained word vectors to initialise embeddings, dim = word_dim: a GloVe or word2vec text file, or a "
+        "cvt.vectors stage's output (e.g. vectors.vectors).",
     )
     vectors_limit: int | None = knob(
         100000, "Also add the first N words of the vectors file to the vocabulary (None: all).", ge=0

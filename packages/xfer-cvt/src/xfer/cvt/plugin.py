@@ -1,4 +1,4 @@
-"""xfer-cvt's plugin (namespace `cvt`): the `cvt.train` stage.
+"""xfer-cvt's plugin (namespace `cvt`): the `cvt.train` and `cvt.vectors` stages.
 
 Registration only, cheap to import (no torch): the host imports every plugin at start-up.
 """
@@ -23,5 +23,15 @@ def xfer_stages() -> list[ComponentSpec]:
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",
             outputs=("model", "predictions", "results"),
-        )
+        ),
+        ComponentSpec(
+            "stage",
+            "cvt.vectors",
+            f"{_M}.vectors:run_vectors",
+            "1",
+            f"{_M}.vectors:VectorsConfig",
+            "Word vectors from unlabeled text (PPMI + truncated SVD) in GloVe format, for cvt.train's vocab.vectors "
+            "when no GloVe file is at hand.",
+            outputs=("vectors",),
+        ),
     ]

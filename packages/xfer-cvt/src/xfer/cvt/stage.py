@@ -22,7 +22,6 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -358,9 +357,12 @@ def run_train(ctx: StageContext) -> None:
     corpus, unlabeled_counts = read_unlabeled(ctx, config)
     vectors = None
     if config.vocab.vectors is not None:
-        vectors = read_vectors(
-            Path(config.vocab.vectors), config.resolved_sizes()["word_dim"], config.vocab.vectors_limit
-        )
+        path = ctx.resolve(config.vocab.vectors)
+        if path.is_dir():  # a cvt.vectors output
+            from xfer.cvt.vectors import VECTORS_FILE
+
+            path = path / VECTORS_FILE
+        vectors = read_vectors(path, config.resolved_sizes()["word_dim"], config.vocab.vectors_limit)
     transformer = load_transformer(ctx, config)
     train_config = config.train
     if dist.world_size() > 1 and not train_config.find_unused_parameters:

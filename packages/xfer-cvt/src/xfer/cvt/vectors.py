@@ -1,0 +1,190 @@
+"""The `cvt.vectors` stage: word vectors from unlabeled text (PPMI + truncated SVD), GloVe format.
+
+Why: the thesis starts every CVT model, the supervised baselines included, from GloVe vectors
+trained on billions of words. Offline there is no GloVe, and a model starting from random
+vectors learns an embedding only for the words of its labeled data: in CVT mode the unlabeled
+corpus can shape embeddings only through the auxiliary losses, slowly (after 1,500 steps the
+unlabeled-only rows were still at their initial norm). This stage computes count-based vectors
+from the unlabeled corpus itself, in minutes on one CPU core, and writes them in GloVe's text
+format so that `vocab.vectors` reads them exactly as it reads GloVe.
+
+Method (Levy, Goldberg & Dagan 2015, "Improving distributional similarity with lessons learned
+from word embeddings"): co-occurrence counts within `window` words on each side of a word,
+weighted 1/distance as GloVe does, never across lines; positive PMI with the context
+distribution smoothed by the power 0.75; a truncated SVD of the PPMI matrix (randomized, seeded:
+the same corpus gives the same file); vectors U·sqrt(S) ("eigenvalue weighting" 0.5), scaled so
+that their components have standard deviation `std` (the encoder's random-init scale).
+
+Words are counted under the same key the CVT vocabulary uses (`vocab.embedding_key`: lower-cased,
+digits -> 0, PTB escapes undone), so every vector row matches a vocabulary entry.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from xfer.core.atomic import atomic_path
+from xfer.core.config import Files, knob
+from xfer.core.errors import UserError
+from xfer.core.stage import StageContext
+
+VECTORS_FILE = "vectors.txt"
+
+
+@dataclass
+class VectorsConfig:
+    files: Files = knob(doc="Unlabeled text (paths, globs or stage outputs), one tokenized sentence per line.")
+    dim: int = knob(120, "Vector size: the CVT model's word_dim (preset `cpu`: 120, `thesis`: 300).", ge=1)
+    words: int = knob(50000, "Vectors for at most this many words (the most frequent).", ge=1)
+    min_count: int = knob(5, "Words seen fewer times get no vector.", ge=1)
+    window: int = knob(5, "Context words on each side (weighted 1/distance).", ge=1)
+    lowercase: bool = knob(True, "Count words lower-cased, as `vocab.lowercase` looks them up (keep them equal).")
+    tokenize: Literal["whitespace", "punct"] = knob(
+        "whitespace", "As unlabeled.tokenize: whitespace for tokenized corpora, punct to split punctuation off."
+    )
+    max_lines: int | None = knob(None, "Read only the first N lines of the corpus (None: all).", ge=1)
+    std: float = knob(0.5, "Standard deviation of the written components (the CVT encoder's init scale).", gt=0)
+
+
+def sentences_of(ctx: StageContext, config: VectorsConfig) -> Iterable[list[str]]:
+    from xfer.cvt.data import UnlabeledCorpus
+
+    files = ctx.resolve_files(config.files)
+    if not files:
+        raise UserError(f"stage {ctx.name}: no text files found in {config.files}")
+    corpus = UnlabeledCorpus(files, chunk_lines=10000, max_length=10**9, tokenizer=config.tokenize)
+    left = config.max_lines
+    for index, chunk in enumerate(corpus.chunks):
+        if left is not None and left <= 0:
+            return
+        yield from corpus.read(index, left)
+        if left is not None:
+            left -= chunk.lines
+
+
+def count_words(sentences: Iterable[Sequence[str]], lowercase: bool) -> tuple[Counter[str], list[list[str]]]:
+    """Key counts and the sentences as keys (kept: the corpus is read once)."""
+    from xfer.cvt.vocab import embedding_key
+
+    counts: Counter[str] = Counter()
+    keyed: list[list[str]] = []
+    for sentence in sentences:
+        keys = [embedding_key(w, lowercase) for w in sentence]
+        counts.update(keys)
+        keyed.append(keys)
+    return counts, keyed
+
+
+def cooccurrences(keyed: Sequence[Sequence[str]], index: dict[str, int], window: int):
+    """Symmetric co-occurrence counts [V, V] (scipy CSR), each pair weighted 1/distance."""
+    from scipy import sparse
+
+    gap = [-1] * window  # no window reaches across a line
+    flat: list[int] = []
+    for keys in keyed:
+        flat.extend(index.get(k, -1) for k in keys)
+        flat.extend(gap)
+    ids = np.asarray(flat, dtype=np.int64)
+    size = len(index)
+    total = sparse.csr_matrix((size, size), dtype=np.float64)
+    for distance in range(1, window + 1):
+        left, right = ids[:-distance], ids[distance:]
+        keep = (left >= 0) & (right >= 0)
+        rows, cols = left[keep], right[keep]
+        weights = np.full(rows.shape, 1.0 / distance)
+        pairs = sparse.coo_matrix((weights, (rows, cols)), shape=(size, size)).tocsr()
+        total = total + pairs + pairs.T
+    return total.tocsr()
+
+
+def ppmi(counts, smoothing: float = 0.75):
+    """Positive PMI of a co-occurrence matrix, contexts' distribution raised to `smoothing`."""
+    from scipy import sparse
+
+    coo = counts.tocoo()
+    total = coo.data.sum()
+    row_p = np.asarray(counts.sum(axis=1)).ravel() / total
+    context = np.asarray(counts.sum(axis=0)).ravel() ** smoothing
+    context_p = context / context.sum()
+    with np.errstate(divide="ignore"):
+        values = np.log(coo.data / total) - np.log(row_p[coo.row]) - np.log(context_p[coo.col])
+    keep = values > 0
+    return sparse.csr_matrix((values[keep], (coo.row[keep], coo.col[keep])), shape=counts.shape)
+
+
+def truncated_svd(matrix, rank: int, seed: int, oversample: int = 10, power_iterations: int = 4):
+    """(U [n, rank], S [rank]) by randomized SVD (Halko, Martinsson & Tropp 2011), seeded."""
+    rng = np.random.default_rng(seed)
+    n = matrix.shape[1]
+    k = min(rank + oversample, min(matrix.shape))
+    q, _ = np.linalg.qr(matrix @ rng.standard_normal((n, k)))
+    for _ in range(power_iterations):
+        q, _ = np.linalg.qr(matrix.T @ q)
+        q, _ = np.linalg.qr(matrix @ q)
+    u_small, s, _ = np.linalg.svd((matrix.T @ q).T, full_matrices=False)
+    return (q @ u_small)[:, :rank], s[:rank]
+
+
+def train_vectors(
+    sentences: Iterable[Sequence[str]],
+    *,
+    dim: int,
+    words: int,
+    min_count: int,
+    window: int,
+    lowercase: bool,
+    std: float,
+    seed: int,
+) -> tuple[list[str], np.ndarray]:
+    """(words by decreasing count, vectors [len(words), dim])."""
+    counts, keyed = count_words(sentences, lowercase)
+    vocabulary = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count][:words]
+    if len(vocabulary) <= dim:
+        raise UserError(
+            f"{len(vocabulary)} words are seen at least {min_count} times: too few for {dim}-dimensional vectors "
+            "(more text, a lower min_count or a smaller dim)"
+        )
+    index = {w: i for i, w in enumerate(vocabulary)}
+    u, s = truncated_svd(ppmi(cooccurrences(keyed, index, window)), dim, seed)
+    vectors = u * np.sqrt(s)[None, :]
+    informative = np.linalg.norm(vectors, axis=1) > 0  # a word whose every PMI is <= 0 gets no vector
+    vocabulary = [w for w, keep in zip(vocabulary, informative, strict=True) if keep]
+    vectors = vectors[informative]
+    vectors *= std / max(float(vectors.std()), 1e-12)
+    return vocabulary, vectors.astype(np.float32)
+
+
+def write_vectors(path: Path, vocabulary: Sequence[str], vectors: np.ndarray) -> None:
+    """GloVe text format: `word v1 ... vd`, one word per line, most frequent first."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for word, row in zip(vocabulary, vectors, strict=True):
+            out.write(word + " " + " ".join(f"{x:.5f}" for x in row) + "\n")
+
+
+def run_vectors(ctx: StageContext) -> None:
+    """Write `outputs/vectors/vectors.txt` (read by cvt.train's `vocab.vectors: STAGE.vectors`)."""
+    config: VectorsConfig = ctx.config
+    out = ctx.output_dir("vectors")
+    if not ctx.is_main:
+        return
+    vocabulary, vectors = train_vectors(
+        sentences_of(ctx, config),
+        dim=config.dim,
+        words=config.words,
+        min_count=config.min_count,
+        window=config.window,
+        lowercase=config.lowercase,
+        std=config.std,
+        seed=ctx.seed,
+    )
+    write_vectors(out / VECTORS_FILE, vocabulary, vectors)
+    ctx.report(
+        f"{len(vocabulary)} word vectors of size {config.dim} (PPMI + truncated SVD, window {config.window}) "
+        f"from {len(ctx.resolve_files(config.files))} file(s)."
+    )
