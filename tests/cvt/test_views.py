@@ -249,3 +249,28 @@ def test_beam_search_of_width_one_is_greedy_decoding(kit, sentences):
         assert tokens == greedy[1:]
     wide = module.beam_search(states, beam=3, max_length=7, length_penalty=1.0)
     assert all(len(t) <= 6 for t in wide)
+
+
+def test_a_frozen_unk_gives_unknown_words_only_their_characters(kit):
+    """`vocab.train_unk: false`: an out-of-vocabulary word reads a zero word vector that gets no
+    gradient, whatever the <unk> row holds; with the default the row is looked up and trained."""
+    from xfer.cvt.vocab import UNK
+
+    k = kit()
+    unknown = [["bob", "saw", "zebras", "."]]
+    assert k.batch(unknown)["words"][0, 3].item() == UNK
+    with torch.no_grad():
+        k.encoder.word_embedding.weight[UNK].normal_()  # as if trained on unlabeled text
+    trained = k.states(unknown).full
+    k.encoder.train_unk = False
+    frozen = k.states(unknown).full
+    with torch.no_grad():
+        k.encoder.word_embedding.weight[UNK].zero_()
+    assert torch.equal(frozen, k.states(unknown).full)  # the row's value does not matter
+    k.encoder.train_unk = True
+    assert torch.equal(frozen, k.states(unknown).full)  # ... and equals a zero <unk>
+    assert not torch.equal(trained, frozen)
+    k.encoder.train_unk = False
+    k.states(unknown).full.sum().backward()
+    grad = k.encoder.word_embedding.weight.grad
+    assert grad[UNK].abs().sum() == 0 and grad[k.vocab.word_id("bob")].abs().sum() > 0

@@ -150,6 +150,13 @@ class VocabConfig:
         100000, "Also add the first N words of the vectors file to the vocabulary (None: all).", ge=0
     )
     char_min_count: int = knob(1, "Characters seen fewer times are <unk> for the char-CNN.", ge=1)
+    train_unk: bool = knob(
+        True,
+        "Train the <unk> word embedding (original code). False: it stays zero, so a word outside the vocabulary "
+        "contributes only its characters, in every mode alike. In cvt/word_dropout modes a trained <unk> learns "
+        "only from unlabeled text (labeled words are all in the vocabulary), where a small vocabulary makes it the "
+        "most frequent word.",
+    )
 
 
 @dataclass

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from xfer.cvt.vocab import PAD, UNK
 from xfer.transformer.kernels import dropout as _kernel_dropout
 
 EMBEDDING_STD = 0.5
@@ -207,9 +208,11 @@ class WordEncoder(nn.Module):
         features: TransformerFeatures | None = None,
         features_only: bool = False,
         packed: bool = False,
+        train_unk: bool = True,
     ):
         super().__init__()
         self.sizes, self.packed, self.features_only = dict(sizes), packed, features_only
+        self.train_unk = train_unk
         self.word_embedding: nn.Embedding | None = None
         self.char_cnn: CharCNN | None = None
         input_size = 0
@@ -238,7 +241,10 @@ class WordEncoder(nn.Module):
         width = batch["words"].shape[1]
         parts = []
         if self.word_embedding is not None and self.char_cnn is not None:
-            words = dropout(self.word_embedding(batch["words"]), p, self.training)
+            ids = batch["words"]
+            if not self.train_unk:  # <unk> looked up as <pad>: a zero row that gets no gradient
+                ids = ids.masked_fill(ids == UNK, PAD)
+            words = dropout(self.word_embedding(ids), p, self.training)
             rows = self.char_cnn(batch["chars"], batch["char_lengths"])
             chars = dropout(rows[batch["slots"]], p, self.training)  # per token, as the original
             parts.append(words + chars if self.sizes["char_combine"] == "sum" else torch.cat([words, chars], dim=-1))

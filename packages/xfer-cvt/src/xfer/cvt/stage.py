@@ -243,6 +243,7 @@ def build_objective(
         features=features,
         features_only=features is not None and config.features.combine == "replace",
         packed=packed,
+        train_unk=config.vocab.train_unk,
     )
     if vectors and encoder.word_embedding is not None:
         with torch.no_grad():
