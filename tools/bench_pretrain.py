@@ -18,6 +18,11 @@ bench prints which it has and skips bf16 otherwise, where it would be emulated a
 
 Peak memory: each side and precision in a fresh subprocess: growth of peak RSS over its steps.
 
+Page faults: minor faults per timed step (`getrusage`), per side. A step that allocates large fresh
+tensors pays for zero-filling their pages each time (glibc returns big blocks to the kernel on
+free); the peer's [32 x 128 x 30522] logits make this a large share of its step, which is why its
+time moves with the machine's page-fault cost from session to session.
+
 MFU: model FLOPs per step (`xfer.electra.flops`: the matmul FLOPs the ELECTRA algorithm needs,
 the same number for both sides; the peer's extra work, a 30522-way softmax at every position,
 is waste, not model FLOPs) / step time / the best FLOP/s of a 2048^3 matmul measured in this run.
@@ -33,6 +38,7 @@ import dataclasses
 import inspect
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -153,9 +159,12 @@ def main() -> None:
                 for _ in range(args.warmup):
                     step()
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+            faults: dict[str, list[int]] = {name: [] for name in sides}
             for r in range(args.repeats):
                 for name in list(sides) if r % 2 == 0 else list(sides)[::-1]:
+                    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                     times[name].append(timed(sides[name]))
+                    faults[name].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
         memory = {} if args.no_memory else {name: _memory(name, precision, args.warmup) for name in sides}
         for name in sides:
             seconds = statistics.median(t for t, _ in times[name])
@@ -169,15 +178,16 @@ def main() -> None:
                     "quiet_step_s": statistics.median(quiet) if len(quiet) >= 3 else None,
                     "mfu": model_flops / seconds / peaks[precision],
                     "peak_mib": memory.get(name, {}).get("peak_mib"),
+                    "faults": statistics.median(faults[name]),
                 }
             )
     print(f"matmul peak: {', '.join(f'{p} {v / 1e9:.0f} GFLOP/s' for p, v in peaks.items())}")
-    print(f"{'side':5} {'prec':5} {'step s':>7} {'tokens/s':>9} {'MFU':>6} {'peak MiB':>9}")
+    print(f"{'side':5} {'prec':5} {'step s':>7} {'tokens/s':>9} {'MFU':>6} {'peak MiB':>9} {'faults/step':>12}")
     for row in rows:
         memory_text = f"{row['peak_mib']:9.0f}" if row["peak_mib"] is not None else f"{'-':>9}"
         print(
             f"{row['side']:5} {row['precision']:5} {row['step_s']:7.3f} {row['tokens_per_s']:9.0f} "
-            f"{row['mfu']:6.1%} {memory_text}"
+            f"{row['mfu']:6.1%} {memory_text} {row['faults']:12.0f}"
         )
     for precision in precisions:
         xfer, hf = (next(r for r in rows if r["side"] == s and r["precision"] == precision) for s in ("xfer", "hf"))

@@ -154,6 +154,61 @@ def test_fused_generator_loss_matches_cross_entropy_and_its_gradient() -> None:
     assert torch.allclose(out.loss, F.cross_entropy(half.float(), targets), atol=1e-5)
 
 
+def _projection_case(rows: int = 29, vocab: int = 700, dim: int = 16):
+    torch.manual_seed(11)
+    features = torch.randn(rows, dim, requires_grad=True)
+    weight = (torch.randn(vocab, dim) * 0.5).requires_grad_()
+    bias = (torch.randn(vocab) * 0.1).requires_grad_()
+    return features, weight, bias, torch.randint(vocab, (rows,))
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_fused_projection_matches_linear_then_cross_entropy(bf16: bool) -> None:
+    """The projection fused into the loss (with workspace buffers) gives F.linear + cross-entropy's
+    loss and gradients for features, embeddings and bias, in fp32 and under bf16 autocast."""
+    features, weight, bias, targets = _projection_case()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        step = sampling.generator_step_from_features(features, weight, bias, targets, sampling.OutputWorkspace())
+    step.loss.backward()
+    fused = [features.grad, weight.grad, bias.grad]
+    for tensor in (features, weight, bias):
+        tensor.grad = None
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = F.linear(features, weight, bias)
+    reference = F.cross_entropy(logits.float(), targets)
+    reference.backward()
+    tolerance = 2e-2 if bf16 else 1e-5
+    assert step.loss.dtype == torch.float32 and torch.allclose(step.loss, reference, atol=tolerance)
+    for mine, theirs in zip(fused, [features.grad, weight.grad, bias.grad], strict=True):
+        assert mine.dtype == theirs.dtype == torch.float32
+        assert torch.allclose(mine, theirs, atol=tolerance * 0.1, rtol=tolerance)
+    assert step.accuracy.item() == pytest.approx(100.0 * (logits.argmax(-1) == targets).float().mean().item())
+
+
+def test_fused_projection_reuses_its_buffers_and_refuses_an_interleaved_backward() -> None:
+    features, weight, bias, targets = _projection_case()
+    workspace = sampling.OutputWorkspace()
+    first = sampling.generator_step_from_features(features, weight, bias, targets, workspace)
+    pointer = workspace.get("exp", 1, 3 * sampling.BLOCK, torch.float32, features.device).data_ptr()
+    second = sampling.generator_step_from_features(features, weight, bias, targets, workspace)
+    assert workspace.get("exp", 1, 3 * sampling.BLOCK, torch.float32, features.device).data_ptr() == pointer
+    second.loss.backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        first.loss.backward()  # its saved exponentials were overwritten by the second forward
+
+
+def test_fused_projection_samples_follow_the_softmax() -> None:
+    weight = torch.eye(5)
+    logits = torch.tensor([1.0, 0.0, 2.0, -1.0, 0.5])
+    features = logits.repeat(40000, 1)  # features @ I = the logits
+    torch.manual_seed(8)
+    step = sampling.generator_step_from_features(
+        features, weight, torch.zeros(5), torch.zeros(40000, dtype=torch.long), sampling.OutputWorkspace()
+    )
+    frequency = torch.bincount(step.sampled, minlength=5).float() / step.sampled.numel()
+    assert torch.allclose(frequency, torch.softmax(logits, -1), atol=0.01)
+
+
 def test_fused_generator_samples_follow_the_softmax() -> None:
     logits = torch.tensor([[1.0, 0.0, 2.0, -1.0, 0.5]]).repeat(40000, 1)
     torch.manual_seed(7)
@@ -193,13 +248,13 @@ def test_generator_output_embeddings_are_its_input_embeddings() -> None:
 
 def test_generator_logits_only_at_masked_positions(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    forward = GeneratorHead.forward
+    features = GeneratorHead.features
 
-    def spy(self, hidden, word):
+    def spy(self, hidden):
         seen.append(hidden.shape[0])
-        return forward(self, hidden, word)
+        return features(self, hidden)
 
-    monkeypatch.setattr(GeneratorHead, "forward", spy)
+    monkeypatch.setattr(GeneratorHead, "features", spy)
     objective = RTDObjective(config(), TOKENS, 128, RTDConfig())
     batch = packed_batch([128, 60, 9])
     torch.manual_seed(5)

@@ -78,9 +78,13 @@ class GeneratorHead(nn.Module):
             "initializer_range": self.initializer_range,
         }
 
+    def features(self, hidden: Tensor) -> Tensor:
+        """`hidden` [N, H] rows -> the [N, E] features the vocabulary projection reads."""
+        return self.norm(F.gelu(self.dense(hidden)))
+
     def forward(self, hidden: Tensor, word_embeddings: Tensor) -> Tensor:
         """`hidden` [N, H] rows -> logits [N, vocab] against the tied `word_embeddings` [vocab, E]."""
-        h = self.norm(F.gelu(self.dense(hidden)))
+        h = self.features(hidden)
         return F.linear(h, word_embeddings.to(h.dtype), self.bias.to(h.dtype))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xfer.electra.config import GeneratorConfig
@@ -54,11 +55,16 @@ class MaskedGenerator(nn.Module):
         model.encoder, model.head = encoder, head
         return model
 
+    def features_at(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor, flat: Tensor) -> Tensor:
+        """The head's features [M, E] at the flat positions `flat` of the [B, T] batch (the masked
+        ones): what the tied vocabulary projection reads."""
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
+        return self.head.features(hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat))
+
     def logits_at(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor, flat: Tensor) -> Tensor:
         """Logits [M, V] at the flat positions `flat` of the [B, T] batch (the masked ones)."""
-        hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
-        rows = hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat)
-        return self.head(rows, self.encoder.embeddings.word.weight)
+        h = self.features_at(input_ids, attention_mask, token_type_ids, flat)
+        return F.linear(h, self.encoder.embeddings.word.weight.to(h.dtype), self.head.bias.to(h.dtype))
 
 
 class TwoTower(nn.Module):

@@ -33,7 +33,13 @@ from xfer.electra import masking
 from xfer.electra.config import MLMConfig, NCEConfig, RTDConfig
 from xfer.electra.heads import DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower, generator_encoder_config
-from xfer.electra.sampling import GeneratorStep, generator_loss_and_sample, sample_softmax
+from xfer.electra.sampling import (
+    GeneratorStep,
+    OutputWorkspace,
+    generator_loss_and_sample,
+    generator_step_from_features,
+    sample_softmax,
+)
 from xfer.transformer.encoder import Encoder, EncoderConfig
 
 
@@ -165,6 +171,7 @@ class RTDObjective(PretrainingObjective):
         else:  # uniform over every ordinary token
             log_probs = torch.zeros(vocab).masked_fill(never, float("-inf"))
         self.register_buffer("fixed_log_probs", log_probs, persistent=kind == "unigram")
+        self.output_workspace = OutputWorkspace()  # the generator softmax's buffers, reused every step
 
     @property
     def main_encoder(self) -> Encoder:
@@ -185,8 +192,9 @@ class RTDObjective(PretrainingObjective):
         temperature = self.config.generator.temperature
         if isinstance(self.generator, MaskedGenerator):
             masked = masking.electra_generator_input(ids, selection, self.tokens.mask, self.config.mask_fraction)
-            logits = self.generator.logits_at(masked, attention, types, selection.flat)
-            return generator_loss_and_sample(logits, originals, temperature)
+            features = self.generator.features_at(masked, attention, types, selection.flat)
+            word, bias = self.generator.encoder.embeddings.word.weight, self.generator.head.bias
+            return generator_step_from_features(features, word, bias, originals, self.output_workspace, temperature)
         if isinstance(self.generator, TwoTower):  # a cloze model: trained on every candidate, unmasked input
             cand = masking.candidates(ids, attention, self.special_ids).reshape(-1).nonzero().squeeze(1)
             all_logits = self.generator.logits_at(ids, attention, types, cand)

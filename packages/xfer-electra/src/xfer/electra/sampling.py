@@ -10,6 +10,13 @@ once, which the generator's cross-entropy needs anyway. `generator_loss_and_samp
 computes the loss, its gradient, the sample and the argmax accuracy from a single fp32
 exponential pass (the `cross_entropy` + Gumbel + two argmaxes it replaces made ~9 passes).
 
+`generator_step_from_features` goes one step further for the training step: it also owns the
+vocabulary projection (features @ embeddings.T + bias), so that every [rows x vocabulary] tensor
+of the step — the logits, the exponentials, the gradient — lives in buffers an `OutputWorkspace`
+keeps from step to step. On CPU a fresh tensor of that size is returned to the kernel when freed
+and costs its page faults again on the next step (~20 ms per 75 MB here, more than the matmul
+that fills it); the reused buffers cost nothing after the first step.
+
 Precision: a single fp32 cumulative sum over 30k probabilities would round away tokens whose
 probability is below ~6e-8 of the running total. The CDF is therefore inverted in two levels —
 first a block of `BLOCK` tokens by block masses, then a token inside the block by its own
@@ -22,6 +29,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 BLOCK = 256
@@ -104,6 +112,102 @@ class _CrossEntropyWithSample(torch.autograd.Function):
         grad = blocks.view(targets.numel(), -1).mul_(scale / total)[:, :vocab]
         grad[torch.arange(targets.numel(), device=grad.device), targets] -= scale
         return grad.to(ctx.logits_dtype), None
+
+
+class OutputWorkspace:
+    """Buffers for the [rows x vocabulary] tensors of `generator_step_from_features`, kept between
+    steps. A buffer is grown (never shrunk) when a step has more rows. One workspace serves one
+    forward/backward at a time: a second forward before the first one's backward overwrites the
+    saved buffers, and that backward then fails autograd's version check instead of computing a
+    wrong gradient."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, torch.dtype, torch.device, int], Tensor] = {}
+
+    def get(self, name: str, rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """A contiguous [rows, cols] view of the named buffer (contents undefined)."""
+        key = (name, dtype, device, cols)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.shape[0] < rows:
+            buffer = torch.empty(-(-rows // 64) * 64, cols, dtype=dtype, device=device)
+            self._buffers = {k: v for k, v in self._buffers.items() if k[0] != name} | {key: buffer}
+        return buffer[:rows]
+
+
+def _compute_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
+    """The matmul dtype an `F.linear` would use here: autocast's when it is on, else the input's."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return dtype
+
+
+class _ProjectionLossAndSample(torch.autograd.Function):
+    """`_CrossEntropyWithSample` of `features @ weight.T + bias`, the projection included, with
+    every [rows x vocabulary] tensor in workspace buffers (see the module docstring). The matmuls
+    run in the autocast dtype when autocast is on (as `F.linear` would), the softmax in fp32."""
+
+    @staticmethod
+    def forward(ctx, features, weight, bias, targets, workspace):  # type: ignore[override]
+        device, (n, vocab) = features.device, (features.shape[0], weight.shape[0])
+        dtype = _compute_dtype(device, features.dtype)
+        h, w = features.detach().to(dtype), weight.detach().to(dtype)
+        logits = workspace.get("logits", n, vocab, dtype, device)
+        with torch.autocast(device.type, enabled=False):
+            torch.addmm(bias.detach().to(dtype), h, w.t(), out=logits)
+        top, argmax = logits.max(-1, keepdim=True)
+        top = top.float()
+        blocks_count = -(-vocab // BLOCK)
+        flat = workspace.get("exp", n, blocks_count * BLOCK, torch.float32, device)
+        flat[:, vocab:] = 0.0
+        torch.sub(logits, top, out=flat[:, :vocab]).exp_()
+        blocks = flat.view(n, blocks_count, BLOCK)
+        sampled, total = _draw(blocks, vocab)
+        loss = (total.log() + top - logits.gather(1, targets[:, None]).float()).mean()
+        ctx.save_for_backward(flat, total, targets, h, w)
+        ctx.workspace, ctx.vocab = workspace, vocab
+        ctx.dtypes = (features.dtype, weight.dtype, bias.dtype)
+        ctx.mark_non_differentiable(sampled, argmax)
+        return loss, sampled, argmax.squeeze(1)
+
+    @staticmethod
+    def backward(ctx, grad_loss, _sampled, _argmax):  # type: ignore[override]
+        flat, total, targets, h, w = ctx.saved_tensors
+        n, vocab = targets.numel(), ctx.vocab
+        scale = grad_loss / n
+        grad = flat.mul_(scale / total)[:, :vocab]  # in place, as _CrossEntropyWithSample
+        grad[torch.arange(n, device=grad.device), targets] -= scale
+        grad_bias = grad.sum(0)
+        if h.dtype != torch.float32:  # the low-precision copy goes into the (now free) logits buffer
+            grad = ctx.workspace.get("logits", n, vocab, h.dtype, h.device).copy_(grad)
+        with torch.autocast(h.device.type, enabled=False):
+            grad_features = grad @ w
+            grad_weight = grad.t() @ h
+        features_dtype, weight_dtype, bias_dtype = ctx.dtypes
+        return (
+            grad_features.to(features_dtype),
+            grad_weight.to(weight_dtype),
+            grad_bias.to(bias_dtype),
+            None,
+            None,
+        )
+
+
+def generator_step_from_features(
+    features: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    targets: Tensor,
+    workspace: OutputWorkspace,
+    temperature: float = 1.0,
+) -> GeneratorStep:
+    """`generator_loss_and_sample(features @ weight.T + bias, targets, temperature)`, with the
+    vocabulary projection fused in and its large tensors in `workspace` (same loss, gradients and
+    sampling distribution; see `_ProjectionLossAndSample`)."""
+    if targets.numel() == 0 or temperature != 1.0:
+        logits = F.linear(features, weight.to(features.dtype), bias.to(features.dtype))
+        return generator_loss_and_sample(logits, targets, temperature)
+    loss, sampled, argmax = _ProjectionLossAndSample.apply(features, weight, bias, targets, workspace)
+    return GeneratorStep(loss, sampled, 100.0 * (argmax == targets).float().mean())
 
 
 def generator_loss_and_sample(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> GeneratorStep:
