@@ -252,8 +252,8 @@ def test_beam_search_of_width_one_is_greedy_decoding(kit, sentences):
 
 
 def test_a_frozen_unk_gives_unknown_words_only_their_characters(kit):
-    """`vocab.train_unk: false`: an out-of-vocabulary word reads a zero word vector that gets no
-    gradient, whatever the <unk> row holds; with the default the row is looked up and trained."""
+    """`vocab.train_unk: false` (the default): an out-of-vocabulary word reads a zero word vector that
+    gets no gradient, whatever the <unk> row holds; with `true` the row is looked up and trained."""
     from xfer.cvt.vocab import UNK
 
     k = kit()
@@ -261,6 +261,8 @@ def test_a_frozen_unk_gives_unknown_words_only_their_characters(kit):
     assert k.batch(unknown)["words"][0, 3].item() == UNK
     with torch.no_grad():
         k.encoder.word_embedding.weight[UNK].normal_()  # as if trained on unlabeled text
+    assert k.encoder.train_unk is False  # the default
+    k.encoder.train_unk = True
     trained = k.states(unknown).full
     k.encoder.train_unk = False
     frozen = k.states(unknown).full

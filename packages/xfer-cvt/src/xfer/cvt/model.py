@@ -208,7 +208,7 @@ class WordEncoder(nn.Module):
         features: TransformerFeatures | None = None,
         features_only: bool = False,
         packed: bool = False,
-        train_unk: bool = True,
+        train_unk: bool = False,
     ):
         super().__init__()
         self.sizes, self.packed, self.features_only = dict(sizes), packed, features_only
