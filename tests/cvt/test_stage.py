@@ -144,16 +144,66 @@ def test_vocabulary_follows_the_data_each_mode_learns_from(tmp_path):
 def test_results_table_lists_each_task_main_metric(multitask, capsys):
     from xfer.cvt.results import main
 
-    assert main([str(multitask / "run" / "fit"), str(multitask / "missing")]) == 0
+    assert main([str(multitask / "run" / "fit")]) == 0
     table = capsys.readouterr().out.splitlines()
-    rows = [line for line in table if line.startswith("| fit ")]
+    rows = [line for line in table if line.startswith("| run/fit ")]
     assert [row.split("|")[2].strip() for row in rows] == [
         "conll/chunking f1",
         "conll/ud-parse las",
         "mt/parallel bleu",
         "all tasks mean",
     ]
-    assert any("(not finished)" in line for line in table)
+
+
+def test_results_table_refuses_a_path_that_is_no_stage(multitask, capsys):
+    from xfer.cvt.results import main
+
+    assert main([str(multitask / "run" / "fit"), str(multitask / "run" / "fitt")]) == 2
+    assert "run/fitt: not a stage directory (no stage.json) nor a run directory" in capsys.readouterr().err
+    assert main([str(multitask / "run")]) == 0  # a run directory: its cvt.train stages
+    assert capsys.readouterr().out.splitlines()[2].startswith("| run/fit | conll/chunking f1 |")
+
+
+def test_results_table_shows_the_finished_trials_of_a_running_stage(multitask, tmp_path, capsys):
+    """A stage without results.json yet (still running) lists the trials it has finished."""
+    import shutil
+
+    from xfer.core.results import RESULTS_FILE
+    from xfer.cvt.results import main
+
+    running = tmp_path / "live" / "fit"
+    shutil.copytree(multitask / "run" / "fit", running)
+    (running / RESULTS_FILE).unlink()
+    assert main([str(running)]) == 0
+    done = json.loads((running / "trials" / "trial-0" / "done.json").read_text())
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.startswith("| live/fit | (not finished) conll/chunking/f1 |")
+    assert f"| {done['conll/chunking/f1']:.1f} | 1 so far |" in row
+    shutil.rmtree(running / "trials" / "trial-0")
+    assert main([str(running)]) == 0
+    assert "no trial finished yet" in capsys.readouterr().out
+
+
+def test_results_curve_counts_labeled_minibatches(multitask, capsys):
+    """Mode cvt alternates labeled and unlabeled minibatches: dev at step s is at s/2 labeled ones."""
+    from xfer.cvt.results import main
+
+    stage = multitask / "run" / "fit"
+    dev = [json.loads(line) for line in (stage / "metrics.jsonl").read_text().splitlines()]
+    dev = [row for row in dev if row["split"] == "dev"]
+    assert main(["--curve", str(stage)]) == 0
+    header, _, *rows = capsys.readouterr().out.splitlines()
+    assert header.split("|")[2:-1] == [f" {row['step'] // 2} " for row in dev]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "run/fit conll/chunking/f1",
+        "run/fit conll/ud-parse/las",
+        "run/fit mt/parallel/bleu",
+    ]
+    assert rows[1].split("|")[2:-1] == [f" {row['conll/ud-parse/las']:.1f} " for row in dev]
+    assert main(["--curve", "--metric", "uas", str(stage)]) == 0
+    assert capsys.readouterr().out.splitlines()[2].startswith("| run/fit conll/ud-parse/uas |")
+    assert main(["--curve", "--metric", "f2", str(stage)]) == 2
+    assert "no dev metric 'f2'" in capsys.readouterr().err
 
 
 def test_results_follow_the_shared_layout(multitask):

@@ -1,21 +1,34 @@
-"""Print a Markdown table of `cvt.train` results with the thesis's statistic (what docs/results.md is built from).
+"""Print Markdown tables of `cvt.train` results with the thesis's statistic (what docs/results.md is built from).
 
-    python -m xfer.cvt.results runs/cvt-chunking/*/ runs/cvt-ner/*/
+    python -m xfer.cvt.results runs/cvt-chunking runs/cvt-ner/cvt-10     # run or stage directories
+    python -m xfer.cvt.results --curve runs/cvt-ner/supervised-10 runs/cvt-ner/cvt-10
 
 `xfer results` prints medians (the GLUE protocol); the CVT chapter reports means over seeds, so
 this table leads with mean ± sample std, then min–max, the per-trial values, the other metrics'
 means and the mean training time per trial. It reads the shared results.json layout
-(`xfer.core.results`); stages without one (not finished) are listed as such.
+(`xfer.core.results`); a stage still running is listed with the trials it has finished.
+
+`--curve` prints, from each stage's metrics.jsonl, the dev score against the number of *labeled*
+minibatches taken (the semi-supervised modes alternate a labeled and an unlabeled minibatch, so
+step s of mode cvt or word_dropout has taken s/2 labeled ones): modes compared at equal labeled
+data, averaged over the trials that reached each point (their number in brackets where fewer
+trials than elsewhere in the table did). Rows are labelled run/stage.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from xfer.core.results import read_results
+from xfer.core.errors import UserError
+from xfer.core.results import BOOKKEEPING, read_results
+
+NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
 
 
 def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
@@ -34,23 +47,168 @@ def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
     )
 
 
+def finished_trials(stage: Path) -> list[dict[str, Any]]:
+    """The run records of the trials a running stage has finished (trials/trial-N/done.json)."""
+    records = []
+    for done in sorted((stage / "trials").glob("trial-*/done.json")):
+        try:
+            records.append(json.loads(done.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{done}: unreadable trial record ({error})") from None
+    return records
+
+
+def first_metric(record: dict[str, Any]) -> str | None:
+    """A record's first score: the (first task's) main metric, as stages write it first."""
+    return next((k for k, v in record.items() if k not in NOT_METRICS and _number(v)), None)
+
+
+def unfinished_row(stage: Path) -> str:
+    records = finished_trials(stage)
+    metric = first_metric(records[0]) if records else None
+    if metric is None:
+        return f"| {label(stage)} | (not finished; no trial finished yet) | | | | | | |"
+    values = " / ".join(f"{r[metric]:.1f}" for r in records if _number(r.get(metric)))
+    return f"| {label(stage)} | (not finished) {metric} | | | {values} | {len(records)} so far | | |"
+
+
 def stage_rows(stage: Path) -> list[str]:
     results = read_results(stage)
     if results is None:
-        return [f"| {stage.name} | (not finished) | | | | | | |"]
-    return [task_row(stage.name, task, result) for task, result in results.items()]
+        return [unfinished_row(stage)]
+    return [task_row(label(stage), task, result) for task, result in results.items()]
+
+
+def stage_kind(stage: Path) -> str:
+    path = stage / "stage.json"
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["kind"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise UserError(f"{path}: unreadable stage record ({error!r})") from None
+
+
+def cvt_stages(path: Path) -> list[Path]:
+    """The cvt.train stage directories a path names: the stage itself, or a run directory's."""
+    if (path / "stage.json").is_file():
+        kind = stage_kind(path)
+        if kind != "cvt.train":
+            raise UserError(f"{path}: a {kind} stage, not cvt.train")
+        return [path]
+    stages = sorted(p.parent for p in path.glob("*/stage.json")) if path.is_dir() else []
+    if not stages:
+        raise UserError(f"{path}: not a stage directory (no stage.json) nor a run directory holding stages")
+    return [stage for stage in stages if stage_kind(stage) == "cvt.train"]
+
+
+def stage_mode(stage: Path) -> str:
+    """The stage's `mode` from stage.json (what its steps mean in labeled minibatches)."""
+    path = stage / "stage.json"
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["signature"]["config"]["mode"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise UserError(f"{path}: no cvt.train stage record with a mode ({error!r})") from None
+
+
+def curve_metrics(stage: Path, rows: list[dict[str, Any]], metric: str | None) -> list[str]:
+    """The dev keys to plot: `metric` (a key or a key's last part), else each task's main metric."""
+    keys = [k for k in rows[0] if k not in NOT_METRICS] if rows else []
+    if metric is not None:
+        chosen = [k for k in keys if k == metric or k.endswith("/" + metric)]
+        if not chosen:
+            raise UserError(f"{stage / 'metrics.jsonl'}: no dev metric {metric!r}; it has {', '.join(keys)}")
+        return chosen
+    results = read_results(stage)
+    if results is not None:
+        if len(results) == 1:
+            return [next(iter(results.values()))["main_metric"]]
+        return [f"{task}/{r['main_metric']}" for task, r in results.items() if f"{task}/{r['main_metric']}" in keys]
+    return [keys[0]] if keys else []
+
+
+def dev_rows(stage: Path) -> list[dict[str, Any]]:
+    path = stage / "metrics.jsonl"
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: unreadable ({error})") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # a line cut by a kill mid-write: the run rewrites it on resume
+                continue
+            raise UserError(f"{path}:{number}: not a JSON line") from None
+        if row.get("split") == "dev":
+            rows.append(row)
+    return rows
+
+
+def curve_table(stages: list[Path], metric: str | None) -> list[str]:
+    """Dev score by labeled minibatches: one row per (stage, metric), mean over trials."""
+    table: dict[str, dict[int, list[float]]] = {}
+    for stage in stages:
+        per_labeled = 1 if stage_mode(stage) == "supervised" else 2
+        rows = dev_rows(stage)
+        for key in curve_metrics(stage, rows, metric):
+            points: dict[int, list[float]] = defaultdict(list)
+            for row in rows:
+                if _number(row.get(key)):
+                    points[int(row["step"]) // per_labeled].append(float(row[key]))
+            table[f"{label(stage)} {key}"] = points
+    columns = sorted({n for points in table.values() for n in points})
+    most = max((len(v) for points in table.values() for v in points.values()), default=0)
+    lines = [
+        "| stage, dev metric \\ labeled minibatches | " + " | ".join(str(n) for n in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for name, points in table.items():
+        cells = [cell(points[n], most) if n in points else "" for n in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def cell(values: list[float], most: int) -> str:
+    """A mean, with its trial count when fewer trials than elsewhere in the table reached it."""
+    mean = f"{statistics.fmean(values):.1f}"
+    return mean if len(values) == most else f"{mean} ({len(values)})"
+
+
+def label(stage: Path) -> str:
+    """run/stage: stage names repeat across run directories (cvt-10 in each recipe's runs)."""
+    return f"{stage.parent.name}/{stage.name}"
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m xfer.cvt.results", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("stages", nargs="+", type=Path, help="stage directories (runs/NAME/STAGE)")
+    parser.add_argument("--curve", action="store_true", help="dev score by labeled minibatches instead")
+    parser.add_argument("--metric", help="with --curve: the dev metric to follow (default: each task's main one)")
+    args = parser.parse_args(argv)
+    try:
+        stages = [stage for path in args.stages for stage in cvt_stages(path)]
+        if args.curve:
+            lines = curve_table(stages, args.metric)
+        else:
+            lines = [
+                "| stage | task / metric | mean ± std | min–max | per trial | trials | other metrics (mean) | min/trial |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for stage in stages:
+                lines.extend(stage_rows(stage))
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    print("| stage | task / metric | mean ± std | min–max | per trial | trials | other metrics (mean) | min/trial |")
-    print("|---|---|---|---|---|---|---|---|")
-    for folder in argv:
-        for line in stage_rows(Path(folder)):
-            print(line)
+    print("\n".join(lines))
     return 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 if __name__ == "__main__":
