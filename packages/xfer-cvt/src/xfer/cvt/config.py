@@ -155,7 +155,7 @@ class VocabConfig:
         "Train the <unk> word embedding (true: the original code, whose GloVe vocabulary makes <unk> rare). False "
         "(default): it stays zero, so a word outside the vocabulary contributes only its characters, in every mode "
         "alike. Labeled words are all in the vocabulary, so a trained <unk> learns only from unlabeled text in the "
-        "cvt/word_dropout modes, where a data-sized vocabulary leaves mostly rare names unknown: measured on 10%-label "
+        "cvt/word_dropout modes, i.e. from another domain's rare words: measured on 10%-label "
         "CoNLL-2003, the CVT model then tagged unknown dev words as entities (docs/results.md, section CVT).",
     )
 
