@@ -107,7 +107,8 @@ class UnlabeledConfig:
     )
     tokenize: Literal["whitespace", "punct"] = knob(
         "whitespace",
-        "whitespace: lines are already tokenized (as the shared corpora); punct: also split punctuation off "
+        "whitespace: lines are already tokenized (as ../shared/data/unlabeled is, but for its raw state_union "
+        "part); punct: also split punctuation off "
         "words (the same tokenizer translation tasks use for raw text).",
     )
     chunk_lines: int = knob(
