@@ -155,6 +155,12 @@ def test_results_table_lists_each_task_main_metric(multitask, capsys):
     ]
 
 
+def test_results_table_keeps_a_small_std_visible():
+    from xfer.cvt.results import spread
+
+    assert [spread(0.047), spread(0.0), spread(0.46)] == ["0.05", "0.0", "0.5"]
+
+
 def test_results_table_refuses_a_path_that_is_no_stage(multitask, capsys):
     from xfer.cvt.results import main
 
