@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import UserError
-from xfer.core.results import BOOKKEEPING, read_results
+from xfer.core.results import BOOKKEEPING, read_results, stage_dirs_of
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
 
@@ -84,34 +84,36 @@ def stage_rows(stage: Path) -> list[str]:
     return [task_row(label(stage), task, result) for task, result in results.items()]
 
 
-def stage_kind(stage: Path) -> str:
+def stage_config(stage: Path) -> dict[str, Any]:
+    """The stage record's kind and config (stage.json), read once per stage."""
     path = stage / "stage.json"
     try:
-        return str(json.loads(path.read_text(encoding="utf-8"))["kind"])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return {"kind": str(record["kind"]), **record.get("signature", {}).get("config", {})}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
         raise UserError(f"{path}: unreadable stage record ({error!r})") from None
 
 
 def cvt_stages(path: Path) -> list[Path]:
-    """The cvt.train stage directories a path names: the stage itself, or a run directory's."""
-    if (path / "stage.json").is_file():
-        kind = stage_kind(path)
-        if kind != "cvt.train":
-            raise UserError(f"{path}: a {kind} stage, not cvt.train")
-        return [path]
-    stages = sorted(p.parent for p in path.glob("*/stage.json")) if path.is_dir() else []
+    """The cvt.train stage directories a path names: the stage itself, or a run directory's (in
+    recipe order, as `xfer results` lists them)."""
+    stages = stage_dirs_of([path]) if path.is_dir() else []
     if not stages:
         raise UserError(f"{path}: not a stage directory (no stage.json) nor a run directory holding stages")
-    return [stage for stage in stages if stage_kind(stage) == "cvt.train"]
+    if stages == [path]:
+        kind = stage_config(path)["kind"]
+        if kind != "cvt.train":
+            raise UserError(f"{path}: a {kind} stage, not cvt.train")
+        return stages
+    return [stage for stage in stages if stage_config(stage)["kind"] == "cvt.train"]
 
 
 def stage_mode(stage: Path) -> str:
-    """The stage's `mode` from stage.json (what its steps mean in labeled minibatches)."""
-    path = stage / "stage.json"
-    try:
-        return str(json.loads(path.read_text(encoding="utf-8"))["signature"]["config"]["mode"])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise UserError(f"{path}: no cvt.train stage record with a mode ({error!r})") from None
+    """The stage's `mode` (what its steps mean in labeled minibatches)."""
+    mode = stage_config(stage).get("mode")
+    if mode is None:
+        raise UserError(f"{stage / 'stage.json'}: no cvt.train stage record with a mode")
+    return str(mode)
 
 
 def curve_metrics(stage: Path, rows: list[dict[str, Any]], metric: str | None) -> list[str]:
