@@ -16,6 +16,7 @@ from xfer.testing import ComponentConformance, make_host, run_recipe_file, write
 CHUNK = "{name: conll/chunking, train_file: chunk-train.txt, dev_file: chunk-dev.txt}"
 PARSE = "{name: conll/ud-parse, train_file: train.conllu, dev_file: dev.conllu}"
 MT = "{name: mt/parallel, data_dir: mt, source_lang: en, target_lang: xx}"
+UNLABELED_LINE = "    unlabeled: {files: [unlabeled.txt], chunk_lines: 16, pool_batches: 2}\n"
 
 
 class TestCvtStageConformance(ComponentConformance):
@@ -108,11 +109,36 @@ def test_recipe_mistakes_are_reported_with_their_lines(tmp_path):
 
 
 def test_semi_supervised_modes_need_unlabeled_files(tmp_path):
-    text = tiny_cvt_recipe(CHUNK).replace(
-        "    unlabeled: {files: [unlabeled.txt], chunk_lines: 16, pool_batches: 2}\n", ""
-    )
-    assert "set unlabeled.files" in recipe_errors(tmp_path, text)
+    text = tiny_cvt_recipe(CHUNK).replace(UNLABELED_LINE, "")
+    assert "set unlabeled.files or unlabeled.task_sentences" in recipe_errors(tmp_path, text)
     load_recipe(write_recipe(tmp_path, text.replace("mode: cvt", "mode: supervised")), host=make_host(autoload=True))
+
+
+def test_task_sentences_are_read_as_unlabeled_text(tmp_path):
+    """Every training sentence, the labeled tenth included, feeds the unlabeled stream (the
+    vocabulary, built from what each mode learns from, shows the left-out sentences' words)."""
+    write_tiny_data(tmp_path)
+    with open(tmp_path / "chunk-train.txt", "a", encoding="utf-8") as f:
+        f.write("\n".join(f"{w} NN B-NP" for w in ["zebras", "graze", "quietly"]) + "\n\n")
+    sentences = (tmp_path / "chunk-train.txt").read_text().strip().split("\n\n")
+    text = tiny_cvt_recipe(CHUNK, steps=2, extra="    labeled_fraction: 0.1").replace(
+        UNLABELED_LINE, "    unlabeled: {task_sentences: true, chunk_lines: 16, pool_batches: 2}\n"
+    )
+    run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", make_host(autoload=True))
+    written = (tmp_path / "run" / "fit" / "unlabeled-task-sentences.txt").read_text().splitlines()
+    assert written == [" ".join(line.split()[0] for line in s.splitlines()) for s in sentences]
+    assert written[-1] == "zebras graze quietly"
+    vocab = json.loads((tmp_path / "run" / "fit" / "outputs" / "model" / "vocab.json").read_text())
+    assert "zebras" in vocab["words"]
+
+
+def test_task_sentences_do_not_hide_a_mistyped_unlabeled_glob(tmp_path):
+    text = tiny_cvt_recipe(CHUNK, steps=1).replace(
+        UNLABELED_LINE, "    unlabeled: {files: [unlabled/*.txt], task_sentences: true}\n"
+    )
+    errors = recipe_errors(tmp_path, text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "unlabled" in t)
+    assert f"recipe.yaml:{line}:" in errors and "unlabeled.files.0: no file matches 'unlabled/*.txt'" in errors
 
 
 def test_char_sum_needs_matching_sizes(tmp_path):

@@ -99,6 +99,12 @@ class UnlabeledConfig:
         None,
         "Unlabeled text, one sentence per line (globs; blank lines are document breaks). Needed by cvt/word_dropout.",
     )
+    task_sentences: bool = knob(
+        False,
+        "Also read the tasks' own training sentences as unlabeled text: every one, labels dropped (translation: "
+        "the source side), whatever labeled_fraction keeps. In-domain text where no in-domain corpus exists; "
+        "the usual semi-supervised protocol for the labeled_fraction rows. With files, both are read.",
+    )
     max_length: int = knob(
         100,
         "Longer lines are cut into pieces of at most this many words (never dropped; the original "
@@ -344,10 +350,11 @@ class CvtConfig:
                 raise FieldError(key, f"a view is listed twice: {views}")
 
     def check_recipe(self) -> None:
-        if self.mode != "supervised" and self.unlabeled.files is None:
+        if self.mode != "supervised" and self.unlabeled.files is None and not self.unlabeled.task_sentences:
             raise FieldError(
                 ("unlabeled", "files"),
-                f"mode {self.mode!r} trains on unlabeled data: set unlabeled.files (or mode: supervised)",
+                f"mode {self.mode!r} trains on unlabeled data: set unlabeled.files or unlabeled.task_sentences "
+                "(or mode: supervised)",
             )
 
     def resolved_sizes(self) -> dict[str, Any]:

@@ -22,13 +22,14 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from xfer.core import distributed as dist
 from xfer.core import rng
-from xfer.core.atomic import write_json
+from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.data import AlternatingSource, MultiTaskSource
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
@@ -97,17 +98,54 @@ def load_tasks(ctx: StageContext, config: CvtConfig) -> list[TaskData]:
     return out
 
 
-def read_unlabeled(ctx: StageContext, config: CvtConfig) -> tuple[UnlabeledCorpus | None, Counter[str] | None]:
+TASK_SENTENCES_FILE = "unlabeled-task-sentences.txt"
+
+
+def read_unlabeled(
+    ctx: StageContext, config: CvtConfig, tasks: list[TaskData]
+) -> tuple[UnlabeledCorpus | None, Counter[str] | None]:
     if config.mode == "supervised":
         return None, None
-    if config.unlabeled.files is None:
-        raise UserError(f"mode {config.mode!r} trains on unlabeled data: set unlabeled.files (or mode: supervised)")
     u = config.unlabeled
-    corpus = UnlabeledCorpus(ctx.resolve_files(u.files), u.chunk_lines, u.max_length, u.tokenize)
+    if u.files is None and not u.task_sentences:
+        raise UserError(
+            f"mode {config.mode!r} trains on unlabeled data: set unlabeled.files or unlabeled.task_sentences "
+            "(or mode: supervised)"
+        )
+    files = ctx.resolve_files(u.files) if u.files is not None else []
+    if u.task_sentences:
+        files.append(write_task_sentences(ctx.dir / TASK_SENTENCES_FILE, tasks))
+    corpus = UnlabeledCorpus(files, u.chunk_lines, u.max_length, u.tokenize)
     counts = Counter(corpus.words(u.vocab_lines))
     if not counts:
         raise UserError(f"the unlabeled files ({len(corpus.files)}) contain no words")
     return corpus, counts
+
+
+def write_task_sentences(path: Path, tasks: list[TaskData]) -> Path:
+    """Every training sentence of every task, one per line (a blank line between tasks), as a file.
+
+    A file, not a list in memory, so the task sentences go through the unlabeled stream's chunked
+    reading and exact resume cursor like any corpus. Its content depends only on the tasks' data,
+    which the stage fingerprint covers, so a resumed run rewrites it byte for byte; every rank
+    writes the same bytes through its own temporary file.
+    """
+    blocks = []
+    for data in tasks:
+        lines = []
+        for example in data.train:
+            words = source_words(data, example)
+            spaced = next((w for w in words if len(w.split()) != 1), None)
+            if spaced is not None:
+                raise UserError(
+                    f"{data.name}: training sentence {example.id!r} has a word with whitespace in it ({spaced!r}); "
+                    "unlabeled.task_sentences needs whitespace-free words"
+                )
+            lines.append(" ".join(words) + "\n")
+        blocks.append("".join(lines))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(blocks))
+    return path
 
 
 def prepare(
@@ -355,7 +393,7 @@ def run_train(ctx: StageContext) -> None:
     if config.mode == "word_dropout" and config.features.init is not None:
         raise UserError("mode word_dropout cannot hide words from Transformer features (they attend to every word)")
     tasks = load_tasks(ctx, config)
-    corpus, unlabeled_counts = read_unlabeled(ctx, config)
+    corpus, unlabeled_counts = read_unlabeled(ctx, config, tasks)
     vectors = None
     if config.vocab.vectors is not None:
         path = ctx.resolve(config.vocab.vectors)
