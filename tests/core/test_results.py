@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from xfer.core import cli
-from xfer.core.results import RESULTS_FILE, summarize, task_result
+from xfer.core.results import RESULTS_FILE, plus_minus, summarize, task_result
 
 
 def write_stage(run: Path, name: str, results: dict | str) -> None:
@@ -49,6 +49,11 @@ def test_results_table_in_recipe_order(tmp_path: Path, capsys: pytest.CaptureFix
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "| zeta | glue/cola | mcc | **20.0** | 20.0 ± 10.0 | 10.0–30.0 | 3 | accuracy 65.0 |"
     assert lines[3].startswith("| alpha | glue/rte | accuracy | **60.0** |")
+
+
+def test_std_keeps_close_seeds_visible_and_is_left_out_for_one_run() -> None:
+    assert [plus_minus(0.047, 3), plus_minus(0.0, 3), plus_minus(0.46, 3)] == [" ± 0.05", " ± 0.0", " ± 0.5"]
+    assert plus_minus(0.0, 1) == ""
 
 
 def test_bad_or_missing_results_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

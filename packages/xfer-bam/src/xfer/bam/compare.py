@@ -27,6 +27,7 @@ from xfer.bam import stats
 from xfer.bam.naming import module_name
 from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.errors import UserError
+from xfer.core.results import plus_minus
 
 AVERAGE = "average"
 
@@ -230,7 +231,8 @@ def markdown(
                 continue
             scores = system.tasks[task].scores
             std = statistics.stdev(scores) if len(scores) > 1 else 0.0
-            cells.append(f"{statistics.median(scores):.1f} ({statistics.fmean(scores):.1f} ± {std:.1f}, {len(scores)})")
+            mean = f"{statistics.fmean(scores):.1f}{plus_minus(std, len(scores))}"
+            cells.append(f"{statistics.median(scores):.1f} ({mean}, {len(scores)})")
         lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -77,6 +77,14 @@ def read_results(stage_dir: Path) -> dict[str, Any] | None:
     return results
 
 
+def plus_minus(std: float, count: int) -> str:
+    """ " ± std" after a mean: one decimal, or two below 0.1 (seeds that agree closely should not
+    read "± 0.0"); nothing for a single run, whose std is undefined, not zero."""
+    if count < 2:
+        return ""
+    return f" ± {std:.2f}" if 0 < std < 0.1 else f" ± {std:.1f}"
+
+
 def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
     """One table row per task: main metric's median (the GLUE protocol), mean ± std, range, runs."""
     rows = []
@@ -89,7 +97,7 @@ def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
             continue
         others = ", ".join(f"{m} {v['median']:.1f}" for m, v in summary.items() if m != main)
         rows.append(
-            f"| {stage} | {task} | {main} | **{s['median']:.1f}** | {s['mean']:.1f} ± {s['std']:.1f} "
+            f"| {stage} | {task} | {main} | **{s['median']:.1f}** | {s['mean']:.1f}{plus_minus(s['std'], len(result['runs']))} "
             f"| {s['min']:.1f}–{s['max']:.1f} | {len(result['runs'])} | {others} |"
         )
     return rows

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import UserError
-from xfer.core.results import BOOKKEEPING, read_results, stage_dirs_of
+from xfer.core.results import BOOKKEEPING, plus_minus, read_results, stage_dirs_of
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
 
@@ -42,14 +42,9 @@ def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
     per_trial = " / ".join(f"{v:.1f}" for v in values)
     minutes = statistics.fmean(float(r.get("seconds", 0.0)) for r in runs) / 60
     return (
-        f"| {stage} | {task} {main} | **{mean:.1f}** ± {spread(std)} | {min(values):.1f}–{max(values):.1f} | "
+        f"| {stage} | {task} {main} | **{mean:.1f}**{plus_minus(std, len(values))} | {min(values):.1f}–{max(values):.1f} | "
         f"{per_trial} | {len(values)} | {others} | {minutes:.1f} |"
     )
-
-
-def spread(std: float) -> str:
-    """A std to one decimal, or two below 0.1: seeds that agree closely should not read "± 0.0"."""
-    return f"{std:.2f}" if 0 < std < 0.1 else f"{std:.1f}"
 
 
 def finished_trials(stage: Path) -> list[dict[str, Any]]:
