@@ -33,3 +33,15 @@ def test_every_stage_explains_itself(stage: str, capsys: pytest.CaptureFixture[s
     assert "see the module docstring" not in text
     for wrong in (r"\ba [aeiou]\w+ name\b", r"'\w+'s\b", r"\btrues\b", r"\ba mapping of\b"):
         assert not re.search(wrong, text), f"{stage}: {wrong!r} in:\n{text}"
+
+
+def test_grown_keys_only_when_a_growable_key_grew_and_nothing_else_changed() -> None:
+    from xfer.core.fingerprint import grown_keys
+
+    old = {"config": {"trials": 1, "lr": 0.1, "steps": [1, 2]}, "seed": 1, "inputs": {}}
+    assert grown_keys(old, {**old, "config": {"trials": 3, "lr": 0.1, "steps": (1, 2)}}, ("trials",)) == ["trials"]
+    assert grown_keys(old, {**old, "config": {"trials": 3, "lr": 0.2, "steps": [1, 2]}}, ("trials",)) == []
+    assert grown_keys(old, {**old, "seed": 2, "config": {**old["config"], "trials": 3}}, ("trials",)) == []
+    assert grown_keys(old, {**old, "config": {**old["config"], "trials": 0}}, ("trials",)) == []
+    assert grown_keys(old, {**old, "config": {**old["config"], "trials": 3}}, ()) == []
+    assert grown_keys(None, old, ("trials",)) == []

@@ -10,6 +10,7 @@ import pytest
 
 from xfer.core.errors import RecipeError, UserError
 from xfer.core.recipe import load_recipe
+from xfer.core.runner import run_recipe
 from xfer.cvt.testing import tiny_cvt_recipe, write_tiny_data
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 
@@ -139,6 +140,31 @@ def test_task_sentences_do_not_hide_a_mistyped_unlabeled_glob(tmp_path):
     errors = recipe_errors(tmp_path, text)
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "unlabled" in t)
     assert f"recipe.yaml:{line}:" in errors and "unlabeled.files.0: no file matches 'unlabled/*.txt'" in errors
+
+
+def test_raising_trials_keeps_the_finished_trials_and_anything_else_starts_afresh(tmp_path):
+    write_tiny_data(tmp_path)
+    host, logged = make_host(autoload=True), []
+    recipe = write_recipe(tmp_path, tiny_cvt_recipe(CHUNK, steps=2))
+    trial_0 = tmp_path / "run" / "fit" / "trials" / "trial-0" / "done.json"
+
+    def run(*overrides: str) -> list[dict]:
+        run_recipe(
+            load_recipe(recipe, list(overrides), host), tmp_path / "run", host=host, force=True, log=logged.append
+        )
+        results = json.loads((tmp_path / "run" / "fit" / "outputs" / "results" / "results.json").read_text())
+        return results["conll/chunking"]["runs"]
+
+    assert [r["seed"] for r in run()] == [1]
+    first = trial_0.read_text()
+    trial_0.write_text(first.replace('"seed": 1', '"seed": 1, "marker": "kept"'))  # re-read, not re-run
+    runs = run("stages.fit.trials=2")
+    assert [r["seed"] for r in runs] == [1, 2] and runs[0]["marker"] == "kept"
+    assert "[fit] resumes with more trials: what it finished is kept" in logged
+    runs = run("stages.fit.trials=3", "stages.fit.train.steps=3")  # more trials and another change
+    assert [r["seed"] for r in runs] == [1, 2, 3] and "marker" not in runs[0]
+    run("stages.fit.trials=1", "stages.fit.train.steps=3")  # fewer trials: afresh too
+    assert not (tmp_path / "run" / "fit" / "trials" / "trial-1").exists()
 
 
 def test_char_sum_needs_matching_sizes(tmp_path):

@@ -152,8 +152,12 @@ def component_refs(value: Any) -> list[ComponentRef]:
 def sign(parts: dict[str, Any]) -> Signature:
     """Hash the parts as canonical JSON: equal values give equal fingerprints however they were
     written (`epochs=2` in a Python default and `epochs: 2.0` read back from YAML are one value)."""
-    text = json.dumps(_canonical(parts), sort_keys=True, default=str)
-    return Signature(hashlib.sha256(text.encode()).hexdigest(), parts)
+    return Signature(hashlib.sha256(canonical_json(parts).encode()).hexdigest(), parts)
+
+
+def canonical_json(value: Any) -> str:
+    """`value` as the canonical JSON text that fingerprints hash."""
+    return json.dumps(_canonical(value), sort_keys=True, default=str)
 
 
 def _canonical(value: Any) -> Any:
@@ -191,6 +195,24 @@ def _component(version: str, provider: str) -> dict[str, str]:
 
 
 # --- explanations ------------------------------------------------------------------------------
+
+
+def grown_keys(old: dict[str, Any] | None, new: dict[str, Any], growable: tuple[str, ...]) -> list[str]:
+    """The `growable` config keys that grew from the `old` signature parts to the `new` ones, when
+    nothing else changed (inputs, components, upstream stages, seed, every other key); else []."""
+    if not old or not growable or not isinstance(old.get("config"), dict) or not isinstance(new.get("config"), dict):
+        return []
+    before, after = dict(old["config"]), dict(new["config"])
+    grown = []
+    for key in growable:
+        a, b = before.pop(key, None), after.pop(key, None)
+        if a == b:
+            continue
+        if not (type(a) is int and type(b) is int and b > a):
+            return []
+        grown.append(key)
+    same_otherwise = canonical_json({**old, "config": before}) == canonical_json({**new, "config": after})
+    return grown if same_otherwise else []
 
 
 def explain_change(old: dict[str, Any] | None, new: dict[str, Any], stage: str = "") -> list[str]:

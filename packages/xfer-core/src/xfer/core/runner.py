@@ -17,7 +17,8 @@ from outside the run, and the fingerprints of the stages it reads from. On a re-
 stage with the same fingerprint is skipped; a running or failed one with the same fingerprint
 resumes from its last checkpoint; a different fingerprint (or an unreadable stage.json) starts
 the stage afresh — the runner says why ("input stages.vocab.files: a.txt changed") — and the
-change propagates to every stage downstream. Rank 0 alone reads and decides; the other ranks
+change propagates to every stage downstream, except that a stage whose only change is a larger
+value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials kept. Rank 0 alone reads and decides; the other ranks
 receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
@@ -42,7 +43,14 @@ from xfer.core import distributed as dist
 from xfer.core import runlock
 from xfer.core.atomic import atomic_write_text, read_json, write_json
 from xfer.core.errors import RecipeError, RunDirError, UserError
-from xfer.core.fingerprint import FileHasher, Signature, explain_change, hash_cache_path, stage_signature
+from xfer.core.fingerprint import (
+    FileHasher,
+    Signature,
+    explain_change,
+    grown_keys,
+    hash_cache_path,
+    stage_signature,
+)
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipe import Recipe, StagePlan
 from xfer.core.report import write_report
@@ -158,7 +166,7 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
             raise RunDirError(
                 f"{run_dir} was made by a different recipe:\n{listing}\n"
                 f"Use --fork NEW_DIR to run the changed recipe in a copy (unchanged stages are reused), "
-                f"or --force to re-run the changed stages here."
+                f"or --force to re-run the changed stages here (a stage whose trials grew keeps its finished ones)."
             )
     if fork is not None:
         # the fork target may already hold our lock file (taken before preparing), nothing else
@@ -250,7 +258,11 @@ def _run_recipe(
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
             continue
         resumed = state.get("fingerprint") == fp  # interrupted or failed: the trainer resumes from its checkpoints
-        if state.get("fingerprint") and not resumed:
+        grown = [] if resumed else grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
+        if grown:
+            say(f"[{name}] resumes with more {', '.join(grown)}: what it finished is kept")
+            resumed = True
+        elif state.get("fingerprint") and not resumed:
             say(f"[{name}] runs again: {'; '.join(explain_change(state.get('signature'), signature.parts, name))}")
         if not resumed and stage_dir.exists() and dist.is_main():
             # changed config or inputs, or no readable stage.json: start afresh, so the trainer

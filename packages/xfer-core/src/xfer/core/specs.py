@@ -48,6 +48,10 @@ class ComponentSpec:
     # Stages only: the names of the directories the stage produces, which later stages can
     # reference as `<stage>.<output>` (declared here so recipes validate without importing).
     outputs: tuple[str, ...] = ()
+    # Stages only: integer config keys that may grow without invalidating finished work, e.g.
+    # `trials` for a stage whose trial N depends on the config and seed + N only: raising one
+    # resumes the stage in place (finished trials are read back) instead of starting afresh.
+    growable: tuple[str, ...] = ()
     # Filled in by the host: which distribution / plugin registered the spec.
     provider: str = field(default="", compare=False)
 
@@ -61,8 +65,8 @@ class ComponentSpec:
             )
         if ":" not in self.target:
             raise ValueError(f"component {self.name!r}: target {self.target!r} must be 'module:attribute'")
-        if self.outputs and self.kind != "stage":
-            raise ValueError(f"component {self.name!r}: only stages declare outputs")
+        if (self.outputs or self.growable) and self.kind != "stage":
+            raise ValueError(f"component {self.name!r}: only stages declare outputs and growable keys")
         if not self.version:
             raise ValueError(f"component {self.name!r}: version must be a non-empty string")
 

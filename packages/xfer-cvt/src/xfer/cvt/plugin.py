@@ -23,6 +23,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",
             outputs=("model", "predictions", "results"),
+            growable=("trials",),  # trial N depends on the config and seed + N only
         ),
         ComponentSpec(
             "stage",

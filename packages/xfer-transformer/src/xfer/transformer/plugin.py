@@ -19,6 +19,7 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
             outputs=("models", "predictions", "results"),
+            growable=("trials",),  # trial N depends on the config and seed + N only
         ),
         ComponentSpec(
             "stage",
