@@ -100,7 +100,7 @@ def test_stage_trains_on_transformer_features(tmp_path, finetune):
 def test_stage_reads_a_hugging_face_folder_and_replaces_words(tmp_path):
     write_tiny_data(tmp_path)
     save_hf_dir(tmp_path / "hf")
-    extra = "    features: {init: hf, combine: replace, max_length: 12}"
+    extra = "    features: {init: hf, combine: replace, joins: input, max_length: 12}"
     chunk = "{name: conll/chunking, train_file: chunk-train.txt, dev_file: chunk-dev.txt}"
     recipe = write_recipe(tmp_path, tiny_cvt_recipe(chunk, steps=2, mode="supervised", extra=extra))
     run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))

@@ -10,10 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from xfer.cvt.data import Featurizer
 from xfer.cvt.model import EncoderStates
 from xfer.cvt.parsing import ParsingModule
 from xfer.cvt.seq2seq import Seq2seqModule
 from xfer.cvt.tagging import TaggingModule
+
+from .conftest import WORDS, Kit
 
 REPLACEMENT = "yesterday"  # longer than every word it replaces
 
@@ -276,3 +279,54 @@ def test_a_frozen_unk_gives_unknown_words_only_their_characters(kit):
     k.states(unknown).full.sum().backward()
     grad = k.encoder.word_embedding.weight.grad
     assert grad[UNK].abs().sum() == 0 and grad[k.vocab.word_id("bob")].abs().sum() > 0
+
+
+# --- Transformer features ----------------------------------------------------------------------
+
+
+def kit_with_features(joins: str) -> Kit:
+    """The tiny kit with a tiny Transformer whose word pieces are the kit's words (so a perturbed
+    word changes the features too), its features joining at `joins`."""
+    from xfer.cvt.model import TransformerFeatures, WordEncoder
+    from xfer.transformer.encoder import Encoder, EncoderConfig
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    torch.manual_seed(0)
+    transformer = Encoder(
+        EncoderConfig(
+            vocab_size=len(pieces), embedding_size=16, hidden_size=16, num_layers=1, num_heads=2,
+            intermediate_size=32, max_position_embeddings=64,
+        )
+    )  # fmt: skip
+    k = Kit()
+    tokenizer = WordPieceTokenizer.from_vocab({p: i for i, p in enumerate(pieces)})
+    k.featurizer = Featurizer(k.vocab, k.sizes["max_word_chars"], tokenizer, 32)
+    features = TransformerFeatures(transformer, -1, False, 1.0)
+    k.encoder = WordEncoder(k.sizes, len(k.vocab.words), len(k.vocab.chars), features=features, features_join=joins)
+    k.encoder.eval()
+    return k
+
+
+def leaks(k: Kit, sentences: list[list[str]]) -> list[str]:
+    """(view, position, perturbed word) triples where a tagging view sees a word it must not."""
+    module = TaggingModule(k.encoder.full_size, k.encoder.uni_size, 16, ["A", "B", "C"], list(ALLOWED)).eval()
+    base_states = k.states(sentences)
+    base = {v: per_word(base_states, logits) for v, (logits, _) in module.view_logits(base_states).items()}
+    found = []
+    for position in range(1, len(sentences[0]) + 1):
+        states = k.states(perturbed(sentences, position))
+        after = {v: per_word(states, logits) for v, (logits, _) in module.view_logits(states).items()}
+        for view, allowed in ALLOWED.items():
+            for (b, t), row in base[view].items():
+                if b == 0 and not allowed(t, position) and changed(row, after[view][(b, t)]):
+                    found.append(f"{view}@{t}<-{position}")
+        full_moved = [changed(row, after["full"][(b, t)]) for (b, t), row in base["full"].items() if b == 0]
+        assert all(full_moved), "the full view must see every word (through layer 2 at least)"
+    return found
+
+
+def test_transformer_features_joining_layer_2_keep_the_views_restricted(sentences):
+    assert leaks(kit_with_features("layer2"), sentences) == []
+    # the same features in layer 1's input show every view the whole sentence: the check can fail
+    assert any(leak.startswith("future@") for leak in leaks(kit_with_features("input"), sentences))

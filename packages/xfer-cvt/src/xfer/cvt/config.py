@@ -185,6 +185,13 @@ class FeaturesConfig:
     combine: Literal["concat", "replace"] = knob(
         "concat", "concat: [word + char ; transformer] as BiLSTM input; replace: the transformer features alone."
     )
+    joins: Literal["layer2", "input"] = knob(
+        "layer2",
+        "Where the features enter the BiLSTM. layer2: next to layer 1's outputs, as layer 2's input, so the "
+        "auxiliary views (which read layer 1 only) keep their restricted view: a Transformer state attends to "
+        "every word, so at the input even the 'future' view would see the word it predicts. input: next to "
+        "the word + char input of layer 1 (every view sees the whole sentence); combine: replace needs it.",
+    )
     max_length: int = knob(128, "Word pieces per Transformer input; longer sentences are split into windows.", ge=4)
 
 
@@ -350,6 +357,12 @@ class CvtConfig:
                 raise FieldError(key, f"a view is listed twice: {views}")
 
     def check_recipe(self) -> None:
+        if self.features.init is not None and self.features.combine == "replace" and self.features.joins != "input":
+            raise FieldError(
+                ("features", "joins"),
+                "combine: replace leaves layer 1 no word + char input: set joins: input (every view, the "
+                "auxiliary ones included, then sees the Transformer's whole-sentence features)",
+            )
         if self.mode != "supervised" and self.unlabeled.files is None and not self.unlabeled.task_sentences:
             raise FieldError(
                 ("unlabeled", "files"),

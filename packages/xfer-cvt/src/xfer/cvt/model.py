@@ -1,9 +1,13 @@
 """The CVT sentence encoder, top to bottom (thesis 4.2.1).
 
     words ──> word embedding ─┐
-    chars ──> char-CNN ───────┴─ sum (or concat) [─ concat Transformer features] = v
+    chars ──> char-CNN ───────┴─ sum (or concat) = v
     v ──> BiLSTM layer 1 ──> fw1, bw1   (kept separate: the auxiliary views read them)
-    [fw1; bw1] ──> BiLSTM layer 2 ──> fw2, bw2
+    [fw1; bw1 (; Transformer features)] ──> BiLSTM layer 2 ──> fw2, bw2
+
+Optional Transformer features join layer 2's input by default (`joins: layer2`): each one has
+attended to the whole sentence, so in layer 1's input they would give every auxiliary view the
+words it must not see. `joins: input` puts them next to v instead (needed when they replace it).
 
 Dropout (its rate is an argument of `forward`, because labeled, unlabeled and teacher passes use
 different rates on the same weights) is applied where the original code applies it: on the word
@@ -207,6 +211,7 @@ class WordEncoder(nn.Module):
         *,
         features: TransformerFeatures | None = None,
         features_only: bool = False,
+        features_join: str = "layer2",
         packed: bool = False,
         train_unk: bool = False,
     ):
@@ -229,16 +234,22 @@ class WordEncoder(nn.Module):
             else:
                 input_size = sizes["word_dim"] + self.char_cnn.output_size
         self.features = features
-        if features is not None:
+        if features_only and features_join != "input":
+            raise ValueError("features that replace the word + char input must join layer 1's input")
+        self.features_at_input = features is not None and features_join == "input"
+        if self.features_at_input:
             input_size += features.output_size
         self.layer1 = BiLSTM(input_size, sizes["lstm1"], sizes["projection"])
-        self.layer2 = BiLSTM(2 * self.layer1.output_size, sizes["lstm2"], sizes["projection"])
+        layer2_input = 2 * self.layer1.output_size
+        if features is not None and not self.features_at_input:
+            layer2_input += features.output_size
+        self.layer2 = BiLSTM(layer2_input, sizes["lstm2"], sizes["projection"])
         self.uni_size = self.layer1.output_size
         self.full_size = 2 * self.layer1.output_size + 2 * self.layer2.output_size
 
-    def embed(self, batch: dict[str, Tensor], p: float) -> Tensor:
-        """The BiLSTM input v [B, T, D] (dropout p on word embeddings and char-CNN outputs)."""
-        width = batch["words"].shape[1]
+    def embed(self, batch: dict[str, Tensor], p: float, features: Tensor | None) -> Tensor:
+        """Layer 1's input [B, T, D]: v (dropout p on word embeddings and char-CNN outputs), and the
+        Transformer `features` when they join here."""
         parts = []
         if self.word_embedding is not None and self.char_cnn is not None:
             ids = batch["words"]
@@ -248,8 +259,8 @@ class WordEncoder(nn.Module):
             rows = self.char_cnn(batch["chars"], batch["char_lengths"])
             chars = dropout(rows[batch["slots"]], p, self.training)  # per token, as the original
             parts.append(words + chars if self.sizes["char_combine"] == "sum" else torch.cat([words, chars], dim=-1))
-        if self.features is not None:
-            parts.append(dropout(self.features(batch, width), p, self.training))
+        if features is not None:
+            parts.append(features)
         return parts[0] if len(parts) == 1 else torch.cat([parts[0], parts[1].to(parts[0].dtype)], dim=-1)
 
     def forward(self, batch: dict[str, Tensor], p: float) -> EncoderStates:
@@ -258,9 +269,13 @@ class WordEncoder(nn.Module):
         positions = torch.arange(width, device=lengths.device)[None, :]
         mask = positions < lengths[:, None]
         word_mask = mask & (positions > 0) & (positions < (lengths - 1)[:, None])
-        v = self.embed(batch, p)
+        features = None if self.features is None else dropout(self.features(batch, width), p, self.training)
+        v = self.embed(batch, p, features if self.features_at_input else None)
         fw1, bw1 = self.layer1(v, lengths, self.packed)
         fw1, bw1 = dropout(fw1, p, self.training), dropout(bw1, p, self.training)
-        fw2, bw2 = self.layer2(torch.cat([fw1, bw1], dim=-1), lengths, self.packed)
+        layer2_parts = [fw1, bw1]
+        if features is not None and not self.features_at_input:
+            layer2_parts.append(features.to(fw1.dtype))
+        fw2, bw2 = self.layer2(torch.cat(layer2_parts, dim=-1), lengths, self.packed)
         fw2, bw2 = dropout(fw2, p, self.training), dropout(bw2, p, self.training)
         return EncoderStates(fw1, bw1, fw2, bw2, lengths, mask, word_mask)

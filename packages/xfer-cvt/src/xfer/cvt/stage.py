@@ -280,6 +280,7 @@ def build_objective(
         len(prepared.vocab.chars),
         features=features,
         features_only=features is not None and config.features.combine == "replace",
+        features_join=config.features.joins,
         packed=packed,
         train_unk=config.vocab.train_unk,
     )
