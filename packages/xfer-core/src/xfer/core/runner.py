@@ -18,8 +18,8 @@ stage with the same fingerprint is skipped; a running or failed one with the sam
 resumes from its last checkpoint; a different fingerprint (or an unreadable stage.json) starts
 the stage afresh — the runner says why ("input stages.vocab.files: a.txt changed") — and the
 change propagates to every stage downstream, except that a stage whose only change is a larger
-value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials kept. Rank 0 alone reads and decides; the other ranks
-receive its decision.
+value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials
+kept. Rank 0 alone reads and decides; the other ranks receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
 """
