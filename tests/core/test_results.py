@@ -11,9 +11,10 @@ from xfer.core import cli
 from xfer.core.results import RESULTS_FILE, plus_minus, summarize, task_result
 
 
-def write_stage(run: Path, name: str, results: dict | str) -> None:
+def write_stage(run: Path, name: str, results: dict | str, config: dict | None = None) -> None:
     (run / name).mkdir(parents=True)
-    (run / name / "stage.json").write_text(json.dumps({"status": "completed"}))
+    record = {"status": "completed"} if config is None else {"status": "completed", "signature": {"config": config}}
+    (run / name / "stage.json").write_text(json.dumps(record))
     path = run / name / RESULTS_FILE
     path.parent.mkdir(parents=True)
     path.write_text(results if isinstance(results, str) else json.dumps(results))
@@ -77,3 +78,44 @@ def test_report_plots_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.Mo
     assert "not drawn (XFER_REPORT_PLOTS=0)" in text and not (tmp_path / "plots").exists()
     monkeypatch.setenv("XFER_REPORT_PLOTS", "1")
     assert "![train loss](plots/train-loss.png)" in write_report(tmp_path, "t", {}, []).read_text()
+
+
+def seeded_runs(seeds: list[int], scores: list[float]) -> list[dict]:
+    return [{"trial": t, "seed": s, "f1": v} for t, (s, v) in enumerate(zip(seeds, scores, strict=True))]
+
+
+def test_pooling_runs_reports_their_trials_as_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seeds run apart (a first run of seed 1, then seed=2 with two trials) make one row of 3 runs;
+    a note names the pooled folders and what differs in their configs besides `trials`."""
+    first, later = tmp_path / "first", tmp_path / "later"
+    config = {"mode": "cvt", "trials": 1, "vocab": {"vectors": "vectors.vectors"}}
+    write_stage(first, "cvt", {"conll/ner": task_result("f1", seeded_runs([1], [80.0]))}, config)
+    write_stage(first, "only-here", {"conll/ner": task_result("f1", seeded_runs([1], [50.0]))}, config)
+    other = {"mode": "cvt", "trials": 2, "vocab": {"vectors": "/runs/first/vectors/vectors.txt"}}
+    write_stage(later, "cvt", {"conll/ner": task_result("f1", seeded_runs([2, 3], [82.0, 84.0]))}, other)
+    assert cli.main(["results", f"{first}+{later}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "| cvt (pooled) | conll/ner | f1 | **82.0** | 82.0 ± 2.0 | 80.0–84.0 | 3 |  |"
+    assert lines[3].startswith("| only-here | conll/ner | f1 | **50.0** |")  # in one run only: alone
+    assert lines[-1] == f"cvt (pooled) pools {first / 'cvt'} + {later / 'cvt'}; their configs differ in vocab.vectors"
+    assert cli.main(["results", f"{first / 'cvt'}+{later / 'cvt'}"]) == 0  # stage folders pool alike
+    assert "| cvt (pooled) | conll/ner | f1 | **82.0** |" in capsys.readouterr().out
+
+
+def test_pools_that_would_mislead_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, c, d = (tmp_path / name for name in "abcd")
+    write_stage(a, "s", {"conll/ner": task_result("f1", seeded_runs([1, 2], [80.0, 81.0]))}, {"trials": 2})
+    write_stage(b, "s", {"conll/ner": task_result("f1", seeded_runs([2], [81.0]))}, {"trials": 1})
+    write_stage(c, "s", {"conll/chunking": task_result("f1", seeded_runs([3], [90.0]))}, {"trials": 1})
+    (d / "s").mkdir(parents=True)
+    (d / "s" / "stage.json").write_text(json.dumps({"status": "running", "signature": {"config": {}}}))
+    for pool, message in [
+        (f"{a}+{b}", "seed 2 of conll/ner is also in"),
+        (f"{a}+{c}", "tasks ['conll/chunking'] differ from"),
+        (f"{a}+{d}", "no results yet; only finished stages can be pooled"),
+        (f"{a}+{b / 's'}", "pools stage folders with run folders"),
+        (f"{a}+", "an empty folder name around '+'"),
+        (f"{a}+{tmp_path / 'nowhere'}", "no such run or stage folder"),
+    ]:
+        assert cli.main(["results", pool]) == 2, pool
+        assert message in capsys.readouterr().err, pool

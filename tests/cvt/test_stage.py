@@ -167,6 +167,34 @@ def test_raising_trials_keeps_the_finished_trials_and_anything_else_starts_afres
     assert not (tmp_path / "run" / "fit" / "trials" / "trial-1").exists()
 
 
+def test_seeds_run_apart_pool_into_the_rows_one_run_of_more_trials_makes(tmp_path, capsys):
+    """Trial k trains with seed `seed + k` and nothing else, so `seed=2` in a second run reproduces
+    trial 1 of a two-trial run exactly: that is what makes `A+B` pooling in the results table sound."""
+    from xfer.cvt.results import main
+
+    write_tiny_data(tmp_path)
+    host = make_host(autoload=True)
+    recipe = write_recipe(tmp_path, tiny_cvt_recipe(CHUNK, steps=2))
+
+    def run(name: str, *overrides: str) -> list[dict]:
+        run_recipe(load_recipe(recipe, list(overrides), host), tmp_path / name, host=host)
+        results = json.loads((tmp_path / name / "fit" / "outputs" / "results" / "results.json").read_text())
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in results["conll/chunking"]["runs"]]
+
+    together = run("together", "stages.fit.trials=2")
+    first, later = run("first"), run("later", "seed=2")
+    assert [r["seed"] for r in together] == [1, 2]
+    assert first[0] == together[0] and {**later[0], "trial": 1} == together[1]
+    capsys.readouterr()
+    assert main([f"{tmp_path / 'first'}+{tmp_path / 'later'}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    per_trial = " / ".join(f"{r['f1']:.1f}" for r in together)
+    assert out[2].startswith("| first+later/fit | conll/chunking f1 |") and f"| {per_trial} | 2 |" in out[2]
+    assert out[-1].endswith("; same config")
+    assert main([f"{tmp_path / 'together'}+{tmp_path / 'later'}"]) == 2
+    assert "seed 2 of conll/chunking is also in" in capsys.readouterr().err
+
+
 def test_char_sum_needs_matching_sizes(tmp_path):
     text = tiny_cvt_recipe(CHUNK, extra="    sizes: {char_combine: sum, word_dim: 20, char_filters: 8}")
     assert "word_dim (20) must equal char_filters x len(char_widths) (8 x 3)" in recipe_errors(tmp_path, text)

@@ -94,7 +94,12 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     status.add_argument("--json", action="store_true")
 
     results = sub.add_parser("results", help="print the dev results of runs or stages as one Markdown table")
-    results.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_STAGE_DIR")
+    results.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RUN_OR_STAGE_DIR",
+        help="a run or stage folder; A+B pools the trials of same-named stages of runs A and B (e.g. seeds run apart)",
+    )
 
     plugins = sub.add_parser("plugins", help="list plugins, their hooks and components")
     plugins.add_argument("--json", action="store_true")

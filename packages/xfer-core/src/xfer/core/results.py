@@ -10,6 +10,11 @@ Every score is in percent (see `xfer.core.metrics`); `summary` covers metrics on
 bookkeeping a run record also carries. `xfer results` and the end of `xfer run` print these
 files as one Markdown table, so users and docs/results.md read numbers from runs, never copy
 them by hand. Torch-free: the CLI reads results without loading a model stack.
+
+Pooling: `A+B` (two run folders, or two stage folders) reports the trials of both as one row. Seeds
+of one configuration are often run apart (on two machines, or later with `seed=N` once a first run
+has finished); pooling refuses a seed that two folders share (one trial counted twice) and names
+the config keys in which the pooled stages differ, so a reader sees what was pooled.
 """
 
 from __future__ import annotations
@@ -116,14 +121,104 @@ def stage_dirs_of(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def results_table(paths: Iterable[Path]) -> str | None:
-    """The Markdown table of every stage with results under `paths`; None when none has any."""
+def stage_groups(paths: Iterable[str | Path]) -> list[list[Path]]:
+    """The stage folders `paths` name, one group per table row: a run or stage folder gives a group
+    per stage; `A+B+...` pools same-named stages of run folders A, B, ... (or stage folders A, B, ...
+    themselves) into one group. A folder whose own name holds "+" is taken as it is."""
+    groups: list[list[Path]] = []
+    for path in paths:
+        text = str(path)
+        parts = pool_parts(text)
+        found = [stage_dirs_of([p]) for p in parts]
+        if len(parts) == 1:
+            groups += [[stage] for stage in found[0]]
+            continue
+        is_stage = [stages == [p] for p, stages in zip(parts, found, strict=True)]
+        if all(is_stage):
+            groups.append(parts)
+        elif any(is_stage):
+            raise UserError(f"{text}: pools stage folders with run folders; join run folders, or stage folders")
+        else:
+            names = dict.fromkeys(stage.name for stages in found for stage in stages)
+            groups += [[stage for stages in found for stage in stages if stage.name == name] for name in names]
+    return groups
+
+
+def pool_parts(text: str) -> list[Path]:
+    """The folders `A+B+...` joins (one folder when nothing is joined, or when the name exists as it is)."""
+    if "+" not in text or Path(text).exists():
+        return [Path(text)]
+    if any(not part for part in text.split("+")):
+        raise UserError(f"{text}: an empty folder name around '+'")
+    return [Path(part) for part in text.split("+")]
+
+
+def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
+    """The results of one stage folder, or the trials of several pooled into one results dict.
+
+    A pool is refused, naming the folders, where it would mislead: a folder without results yet,
+    other tasks or main metrics, a trial without a recorded seed, or a seed two folders share."""
+    if len(stages) == 1:
+        return read_results(stages[0])
+    pooled: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+    holder: dict[tuple[str, Any], Path] = {}
+    for stage in stages:
+        results = read_results(stage)
+        if results is None:
+            raise UserError(f"{stage}: no results yet; only finished stages can be pooled")
+        if pooled and set(results) != set(pooled):
+            raise UserError(f"{stage}: tasks {sorted(results)} differ from {stages[0]}'s {sorted(pooled)}; not pooled")
+        for task, result in results.items():
+            main, runs = pooled.setdefault(task, (result["main_metric"], []))
+            if result["main_metric"] != main:
+                raise UserError(f"{stage}: {task}'s main metric {result['main_metric']} is {main} in {stages[0]}")
+            for run in result["runs"]:
+                if "seed" not in run:
+                    raise UserError(f"{stage / RESULTS_FILE}: a {task} run without a seed; cannot check the pool")
+                if (task, run["seed"]) in holder:
+                    raise UserError(
+                        f"{stage}: seed {run['seed']} of {task} is also in {holder[task, run['seed']]}; "
+                        "pooling would count one trial twice"
+                    )
+                holder[task, run["seed"]] = stage
+                runs.append(run)
+    return {task: task_result(main, runs) for task, (main, runs) in pooled.items()}
+
+
+def config_differences(stages: list[Path]) -> list[str] | None:
+    """The dotted config keys (`trials` aside) whose signed values (stage.json) differ among
+    `stages`; None when a stage has no signed config to compare (results.json alone)."""
+    signed = [_signed_config(stage) for stage in stages]
+    if any(config is None for config in signed):
+        return None
+    configs = [_flat(config) for config in signed if config is not None]
+    keys = dict.fromkeys(k for config in configs for k in config)
+    return [k for k in keys if k != "trials" and len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
+
+
+def pool_note(label: str, stages: list[Path]) -> str:
+    """The line under a table that says what a pooled row pooled and how the stages differ."""
+    differences = config_differences(stages)
+    if differences is None:
+        differ = "; a stage.json with the signed config is missing, so their configs were not compared"
+    else:
+        differ = f"; their configs differ in {', '.join(differences)}" if differences else "; same config"
+    return f"{label} pools {' + '.join(map(str, stages))}{differ}"
+
+
+def results_table(paths: Iterable[str | Path]) -> str | None:
+    """The Markdown table of every stage with results under `paths` (see `stage_groups` for pools);
+    None when none has any."""
     rows: list[str] = []
-    for stage_dir in stage_dirs_of(paths):
-        results = read_results(stage_dir)
+    notes: list[str] = []
+    for group in stage_groups(paths):
+        results = pooled_results(group)
         if results:
-            rows += markdown_rows(stage_dir.name, results)
-    return "\n".join([HEADER, *rows]) if rows else None
+            label = group[0].name if len(group) == 1 else f"{group[0].name} (pooled)"
+            rows += markdown_rows(label, results)
+            if len(group) > 1:
+                notes.append(pool_note(label, group))
+    return "\n".join([HEADER, *rows, *(["", *notes] if notes else [])]) if rows else None
 
 
 def _stage_order(run_dir: Path) -> list[str]:
@@ -135,6 +230,30 @@ def _stage_order(run_dir: Path) -> list[str]:
         return [str(name) for name in stages]
     except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError):
         return sorted(p.parent.name for p in run_dir.glob("*/stage.json"))
+
+
+def _signed_config(stage: Path) -> dict[str, Any] | None:
+    """The config a stage's fingerprint signed (stage.json), None when the folder has no stage.json."""
+    path = stage / "stage.json"
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))["signature"]["config"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise UserError(f"{path}: unreadable stage record ({error!r})") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path}: the signed config is not a mapping")
+    return config
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _number(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
     python -m xfer.cvt.results runs/cvt-chunking runs/cvt-ner/cvt-10     # run or stage directories
     python -m xfer.cvt.results --curve runs/cvt-ner/supervised-10 runs/cvt-ner/cvt-10
+    python -m xfer.cvt.results runs/cvt-ner-100+runs/cvt-ner-100-s23     # pool seeds run apart
 
 `xfer results` prints medians (the GLUE protocol); the CVT chapter reports means over seeds, so
 this table leads with mean ± sample std, then min–max, the per-trial values, the other metrics'
@@ -13,6 +14,11 @@ minibatches taken (the semi-supervised modes alternate a labeled and an unlabele
 step s of mode cvt or word_dropout has taken s/2 labeled ones): modes compared at equal labeled
 data, averaged over the trials that reached each point (their number in brackets where fewer
 trials than elsewhere in the table did). Rows are labelled run/stage.
+
+`A+B` pools the trials of same-named stages of run folders A and B (or of stage folders A and B)
+into one row, as `xfer results` does (`xfer.core.results.stage_groups`): seeds of one configuration
+run apart, e.g. a first run with `trials=1`, then `seed=2 stages.S.trials=2` in another folder. A
+note under the table names the pooled folders and the config keys in which they differ.
 """
 
 from __future__ import annotations
@@ -26,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import UserError
-from xfer.core.results import BOOKKEEPING, plus_minus, read_results, stage_dirs_of
+from xfer.core.results import (
+    BOOKKEEPING,
+    plus_minus,
+    pool_note,
+    pool_parts,
+    pooled_results,
+    read_results,
+    stage_dirs_of,
+    stage_groups,
+)
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
 
@@ -67,16 +82,16 @@ def unfinished_row(stage: Path) -> str:
     records = finished_trials(stage)
     metric = first_metric(records[0]) if records else None
     if metric is None:
-        return f"| {label(stage)} | (not finished; no trial finished yet) | | | | | | |"
+        return f"| {label([stage])} | (not finished; no trial finished yet) | | | | | | |"
     values = " / ".join(f"{r[metric]:.1f}" for r in records if _number(r.get(metric)))
-    return f"| {label(stage)} | (not finished) {metric} | | | {values} | {len(records)} so far | | |"
+    return f"| {label([stage])} | (not finished) {metric} | | | {values} | {len(records)} so far | | |"
 
 
-def stage_rows(stage: Path) -> list[str]:
-    results = read_results(stage)
+def stage_rows(group: list[Path]) -> list[str]:
+    results = pooled_results(group)
     if results is None:
-        return [unfinished_row(stage)]
-    return [task_row(label(stage), task, result) for task, result in results.items()]
+        return [unfinished_row(group[0])]
+    return [task_row(label(group), task, result) for task, result in results.items()]
 
 
 def stage_config(stage: Path) -> dict[str, Any]:
@@ -89,18 +104,26 @@ def stage_config(stage: Path) -> dict[str, Any]:
         raise UserError(f"{path}: unreadable stage record ({error!r})") from None
 
 
-def cvt_stages(path: Path) -> list[Path]:
-    """The cvt.train stage directories a path names: the stage itself, or a run directory's (in
-    recipe order, as `xfer results` lists them)."""
-    stages = stage_dirs_of([path]) if path.is_dir() else []
-    if not stages:
-        raise UserError(f"{path}: not a stage directory (no stage.json) nor a run directory holding stages")
-    if stages == [path]:
-        kind = stage_config(path)["kind"]
-        if kind != "cvt.train":
-            raise UserError(f"{path}: a {kind} stage, not cvt.train")
-        return stages
-    return [stage for stage in stages if stage_config(stage)["kind"] == "cvt.train"]
+def cvt_groups(argument: str) -> list[list[Path]]:
+    """The cvt.train stage directories an argument names, grouped into table rows: the stage
+    itself, a run directory's (in recipe order, as `xfer results` lists them), or pools (`A+B`)."""
+    parts = pool_parts(argument)
+    for part in parts:
+        if not part.is_dir() or not stage_dirs_of([part]):
+            raise UserError(f"{part}: not a stage directory (no stage.json) nor a run directory holding stages")
+    named_stages = all(stage_dirs_of([part]) == [part] for part in parts)
+    chosen = []
+    for group in stage_groups([argument]):
+        kinds = {stage_config(stage)["kind"] for stage in group}
+        modes = {stage_config(stage).get("mode") for stage in group}
+        if kinds != {"cvt.train"}:
+            if named_stages:
+                raise UserError(f"{argument}: a {', '.join(sorted(kinds))} stage, not cvt.train")
+            continue
+        if len(modes) > 1:
+            raise UserError(f"{argument}: pools stages of modes {', '.join(sorted(map(str, modes)))}; not pooled")
+        chosen.append(group)
+    return chosen
 
 
 def stage_mode(stage: Path) -> str:
@@ -148,18 +171,21 @@ def dev_rows(stage: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def curve_table(stages: list[Path], metric: str | None) -> list[str]:
-    """Dev score by labeled minibatches: one row per (stage, metric), mean over trials."""
+def curve_table(groups: list[list[Path]], metric: str | None) -> list[str]:
+    """Dev score by labeled minibatches: one row per (stage or pool, metric), mean over trials."""
     table: dict[str, dict[int, list[float]]] = {}
-    for stage in stages:
-        per_labeled = 1 if stage_mode(stage) == "supervised" else 2
-        rows = dev_rows(stage)
-        for key in curve_metrics(stage, rows, metric):
+    for group in groups:
+        if len(group) > 1:
+            pooled_results(group)  # refuses pools that would count a trial twice
+        per_labeled = 1 if stage_mode(group[0]) == "supervised" else 2
+        keys = curve_metrics(group[0], dev_rows(group[0]), metric)
+        for key in keys:
             points: dict[int, list[float]] = defaultdict(list)
-            for row in rows:
-                if _number(row.get(key)):
-                    points[int(row["step"]) // per_labeled].append(float(row[key]))
-            table[f"{label(stage)} {key}"] = points
+            for stage in group:
+                for row in dev_rows(stage):
+                    if _number(row.get(key)):
+                        points[int(row["step"]) // per_labeled].append(float(row[key]))
+            table[f"{label(group)} {key}"] = points
     columns = sorted({n for points in table.values() for n in points})
     most = max((len(v) for points in table.values() for v in points.values()), default=0)
     lines = [
@@ -178,30 +204,37 @@ def cell(values: list[float], most: int) -> str:
     return mean if len(values) == most else f"{mean} ({len(values)})"
 
 
-def label(stage: Path) -> str:
-    """run/stage: stage names repeat across run directories (cvt-10 in each recipe's runs)."""
-    return f"{stage.parent.name}/{stage.name}"
+def label(group: list[Path]) -> str:
+    """run/stage: stage names repeat across run directories (cvt-10 in each recipe's runs); a pool
+    of same-named stages is run+run/stage."""
+    if len({stage.name for stage in group}) == 1:
+        return "+".join(stage.parent.name for stage in group) + "/" + group[0].name
+    return "+".join(f"{stage.parent.name}/{stage.name}" for stage in group)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m xfer.cvt.results", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("stages", nargs="+", type=Path, help="stage directories (runs/NAME/STAGE)")
+    parser.add_argument(
+        "stages", nargs="+", help="run or stage directories (runs/NAME, runs/NAME/STAGE); A+B pools A's and B's trials"
+    )
     parser.add_argument("--curve", action="store_true", help="dev score by labeled minibatches instead")
     parser.add_argument("--metric", help="with --curve: the dev metric to follow (default: each task's main one)")
     args = parser.parse_args(argv)
     try:
-        stages = [stage for path in args.stages for stage in cvt_stages(path)]
+        groups = [group for argument in args.stages for group in cvt_groups(argument)]
         if args.curve:
-            lines = curve_table(stages, args.metric)
+            lines = curve_table(groups, args.metric)
         else:
             lines = [
                 "| stage | task / metric | mean ± std | min–max | per trial | trials | other metrics (mean) | min/trial |",
                 "|---|---|---|---|---|---|---|---|",
             ]
-            for stage in stages:
-                lines.extend(stage_rows(stage))
+            for group in groups:
+                lines.extend(stage_rows(group))
+        pools = [pool_note(label(group), group) for group in groups if len(group) > 1]
+        lines += ["", *pools] if pools else []
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
