@@ -10,14 +10,13 @@ defaults of `train:` differ: teachers use single-task fine-tuning settings (ELEC
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
 from xfer.core.train_config import TrainConfig
-from xfer.transformer.finetune_config import DEFAULT_TRAIN, ENCODER_FIELDS, PresetName
+from xfer.transformer.finetune_config import DEFAULT_TRAIN, ENCODER_FIELDS, PresetName, check_task_epochs
 
 TEACHER_TRAIN = DEFAULT_TRAIN
 """Single-task fine-tuning, as `transformer.finetune` (ELECTRA-Small: lr 3e-4, layer decay 0.8, 3 epochs)."""
@@ -95,16 +94,7 @@ class TeachersConfig(ModelSource):
 
     def __post_init__(self) -> None:
         self._check_sources()
-        names = [ref.name for ref in self.tasks]
-        for name, epochs in self.task_epochs.items():
-            if name not in names:
-                hint = difflib.get_close_matches(name, names, n=1)
-                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise FieldError(
-                    ("task_epochs", name), f"{name!r} is not one of this stage's tasks ({', '.join(names)}){suggestion}"
-                )
-            if epochs <= 0:
-                raise FieldError(("task_epochs", name), f"epochs must be positive, got {epochs!r}")
+        check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
 
 
 @dataclass

@@ -89,16 +89,7 @@ class FinetuneConfig:
             raise ValueError("give at least one task")
         if self.trials < 1:
             raise ValueError("trials must be >= 1")
-        names = [ref.name for ref in self.tasks]
-        for name, epochs in self.task_epochs.items():
-            if name not in names:
-                hint = difflib.get_close_matches(name, names, n=1)
-                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise FieldError(
-                    ("task_epochs", name), f"{name!r} is not one of this stage's tasks ({', '.join(names)}){suggestion}"
-                )
-            if epochs <= 0:
-                raise FieldError(("task_epochs", name), f"epochs must be positive, got {epochs!r}")
+        check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
         for name, value in self.encoder.items():
             if name in _POSITIVE and value <= 0:
                 raise FieldError(("encoder", name), f"must be positive, got {value!r}")
@@ -110,3 +101,16 @@ class FinetuneConfig:
         (train and dev always, test when predictions for it are asked for)."""
         splits = ("train", "dev", *(s for s in self.predict if s != "dev"))
         return [(ref, splits) for ref in self.tasks]
+
+
+def check_task_epochs(task_epochs: dict[str, float], names: list[str]) -> None:
+    """Per-task epoch overrides name tasks of the stage (a typo gets the closest name) and are positive."""
+    for name, epochs in task_epochs.items():
+        if name not in names:
+            hint = difflib.get_close_matches(name, names, n=1)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise FieldError(
+                ("task_epochs", name), f"{name!r} is not one of this stage's tasks ({', '.join(names)}){suggestion}"
+            )
+        if epochs <= 0:
+            raise FieldError(("task_epochs", name), f"epochs must be positive, got {epochs!r}")
