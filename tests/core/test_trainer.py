@@ -7,6 +7,7 @@ checkpoints, accumulation, clipping, NaN stop, bf16 and metric logging are check
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -424,6 +425,37 @@ def test_in_process_resume_is_bitwise_identical(tmp_path: Path) -> None:
     result = third.fit()
     assert (result.step, result.resumed_from, events.resumes, third.objective.calls) == (8, 8, [8], 0)
     assert_bitwise(weights(third.objective), weights(straight.objective))
+
+
+def test_training_time_adds_up_across_resumes_without_the_lost_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial killed after its step-4 checkpoint reports, once resumed, the time of steps 1-8 (what
+    made the result): not only the resumed part, and not the lost step 5 twice."""
+    clock = [0.0]
+    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    class Ticking(Regression):
+        """Each training forward takes one (fake) second; the `crash_at`-th one dies."""
+
+        def __init__(self, crash_at: int | None = None):
+            super().__init__()
+            self.crash_at = crash_at
+
+        def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> StepOutput:
+            clock[0] += 1.0
+            if self.calls + 1 == self.crash_at:
+                raise RuntimeError("killed")
+            return super().forward(batch)
+
+    settings = {"steps": 8, "checkpoint_every": 4, "schedule": "constant"}
+    with pytest.raises(RuntimeError, match="killed"):
+        make(tmp_path / "run", Ticking(crash_at=6), **settings).fit()  # steps 1-5 done, 5 lost
+    assert ckpt.load_state(ckpt.latest_checkpoint(tmp_path / "run" / "checkpoints"))["seconds"] == 4.0
+    resumed = make(tmp_path / "run", Ticking(), **settings).fit()
+    assert (resumed.resumed_from, resumed.seconds) == (4, 8.0)
+    straight = make(tmp_path / "straight", Ticking(), **settings).fit()
+    assert (straight.resumed_from, straight.seconds) == (None, 8.0)
 
 
 # --- precision --------------------------------------------------------------------------------------

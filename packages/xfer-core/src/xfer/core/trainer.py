@@ -134,6 +134,10 @@ class TrainResult:
     last_checkpoint: Path | None
     last_eval: dict[str, float] = field(default_factory=dict)
     resumed_from: int | None = None
+    seconds: float = 0.0
+    """Wall time of the training that made the result, across resumes: the time up to the
+    checkpoint resumed from (its `seconds`) plus this fit's. Work lost to a kill after the last
+    checkpoint is not counted (it was redone). 0 before the checkpoint that first recorded it."""
 
 
 @dataclass(frozen=True)
@@ -243,10 +247,13 @@ class Trainer:
         self._sums: dict[str, torch.Tensor] = {}
         self._sum_steps = 0
         self._last_good_step = 0
+        self._seconds_before = 0.0  # training time up to the checkpoint resumed from
+        self._started = time.perf_counter()
 
     # --- public --------------------------------------------------------------------------------
 
     def fit(self) -> TrainResult:
+        self._started = time.perf_counter()
         resumed = self._resume()
         start = self.step
         bar = self._progress_bar(start)
@@ -267,7 +274,11 @@ class Trainer:
             last_checkpoint=ckpt.latest_checkpoint(self.checkpoints),
             last_eval=self.last_eval,
             resumed_from=start if resumed else None,
+            seconds=self._seconds(),
         )
+
+    def _seconds(self) -> float:
+        return self._seconds_before + time.perf_counter() - self._started
 
     def _loop(self, bar: Any) -> None:
         timer = time.perf_counter()
@@ -436,6 +447,7 @@ class Trainer:
             "last_eval": self.last_eval,
             "rng": [j for j, _ in all_rng],
             "world_size": dist.world_size(),
+            "seconds": round(self._seconds(), 3),
         }
         payload = ckpt.CheckpointPayload(
             step=self.step,
@@ -468,6 +480,7 @@ class Trainer:
         self._last_good_step = self.step
         self.best_metric = state.get("best_metric")
         self.last_eval = state.get("last_eval") or {}
+        self._seconds_before = float(state.get("seconds", 0.0))  # 0 from checkpoints older than the field
         tensors = ckpt.load_tensors(path, "rng")
         prefix = f"rank{dist.rank()}."
         rng.restore(

@@ -439,7 +439,6 @@ def run_trial(
 ) -> dict[str, Any]:
     import time
 
-    started = time.time()
     workdir = ctx.dir / "trials" / f"trial-{trial}"
     sizes = config.resolved_sizes()
     featurizer = Featurizer(
@@ -493,6 +492,7 @@ def run_trial(
     if config.ema_warmup and trainer.ema is not None:  # adapter: the shared trainer keeps a constant decay
         objective.ema, objective.ema_decay = trainer.ema, trainer.ema.decay
     fit = trainer.fit()
+    evaluation_started = time.time()
     chosen = trainer.load_weights(config.select)
     objective.eval()
     record: dict[str, Any] = {}
@@ -524,7 +524,11 @@ def run_trial(
         if len(tasks) > 1:
             record["mean"] = statistics.fmean(record[f"{t.name}/{t.info.main_metric}"] for t in tasks)
     record.update(
-        trial=trial, seed=seed, steps=fit.step, checkpoint=chosen.name, seconds=round(time.time() - started, 1)
+        trial=trial,
+        seed=seed,
+        steps=fit.step,
+        checkpoint=chosen.name,
+        seconds=round(fit.seconds + time.time() - evaluation_started, 1),  # training across resumes + final eval
     )
     return record
 
