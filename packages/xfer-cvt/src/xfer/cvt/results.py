@@ -120,7 +120,9 @@ def cvt_groups(argument: str) -> list[list[Path]]:
             if named_stages and len(group) == 1:
                 raise UserError(f"{argument}: a {', '.join(kinds)} stage, not cvt.train")
             if named_stages:
-                raise UserError(f"{argument}: pools stages of kinds {', '.join(sorted(kinds))}; only cvt.train ones pool")
+                raise UserError(
+                    f"{argument}: pools stages of kinds {', '.join(sorted(kinds))}; only cvt.train ones pool"
+                )
             continue
         if len(modes) > 1:
             raise UserError(f"{argument}: pools stages of modes {', '.join(sorted(map(str, modes)))}; not pooled")
