@@ -91,13 +91,16 @@ def test_pooling_runs_reports_their_trials_as_one_row(tmp_path: Path, capsys: py
     config = {"mode": "cvt", "trials": 1, "vocab": {"vectors": "vectors.vectors"}}
     write_stage(first, "cvt", {"conll/ner": task_result("f1", seeded_runs([1], [80.0]))}, config)
     write_stage(first, "only-here", {"conll/ner": task_result("f1", seeded_runs([1], [50.0]))}, config)
-    other = {"mode": "cvt", "trials": 2, "vocab": {"vectors": "/runs/first/vectors/vectors.txt"}}
+    other = {"mode": "cvt", "trials": 2, "vocab": {"vectors": "/runs/first/vectors/vectors.txt"}, "new_knob": False}
     write_stage(later, "cvt", {"conll/ner": task_result("f1", seeded_runs([2, 3], [82.0, 84.0]))}, other)
     assert cli.main(["results", f"{first}+{later}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "| cvt (pooled) | conll/ner | f1 | **82.0** | 82.0 ± 2.0 | 80.0–84.0 | 3 |  |"
     assert lines[3].startswith("| only-here | conll/ner | f1 | **50.0** |")  # in one run only: alone
-    assert lines[-1] == f"cvt (pooled) pools {first / 'cvt'} + {later / 'cvt'}; their configs differ in vocab.vectors"
+    assert lines[-1] == (
+        f"cvt (pooled) pools {first / 'cvt'} + {later / 'cvt'}; their configs differ in vocab.vectors, "
+        "new_knob (only 1 of 2 have it: false)"
+    )
     assert cli.main(["results", f"{first / 'cvt'}+{later / 'cvt'}"]) == 0  # stage folders pool alike
     assert "| cvt (pooled) | conll/ner | f1 | **82.0** |" in capsys.readouterr().out
 

@@ -187,13 +187,24 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
 
 def config_differences(stages: list[Path]) -> list[str] | None:
     """The dotted config keys (`trials` aside) whose signed values (stage.json) differ among
-    `stages`; None when a stage has no signed config to compare (results.json alone)."""
+    `stages`, a key that only some configs have with its values there (typically a knob added to
+    the component since the older run, at its default); None when a stage has no signed config to
+    compare (results.json alone)."""
     signed = [_signed_config(stage) for stage in stages]
     if any(config is None for config in signed):
         return None
     configs = [_flat(config) for config in signed if config is not None]
-    keys = dict.fromkeys(k for config in configs for k in config)
-    return [k for k in keys if k != "trials" and len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
+    differences = []
+    for key in dict.fromkeys(k for config in configs for k in config):
+        values = {json.dumps(config[key], sort_keys=True) for config in configs if key in config}
+        have = sum(key in config for config in configs)
+        if key == "trials":
+            continue
+        if have < len(configs):
+            differences.append(f"{key} (only {have} of {len(configs)} have it: {', '.join(sorted(values))})")
+        elif len(values) > 1:
+            differences.append(key)
+    return differences
 
 
 def pool_note(label: str, stages: list[Path]) -> str:
