@@ -195,11 +195,9 @@ def config_differences(stages: list[Path]) -> list[str] | None:
         return None
     configs = [_flat(config) for config in signed if config is not None]
     differences = []
-    for key in dict.fromkeys(k for config in configs for k in config):
+    for key in dict.fromkeys(k for config in configs for k in config if k != "trials"):
         values = {json.dumps(config[key], sort_keys=True) for config in configs if key in config}
         have = sum(key in config for config in configs)
-        if key == "trials":
-            continue
         if have < len(configs):
             differences.append(f"{key} (only {have} of {len(configs)} have it: {', '.join(sorted(values))})")
         elif len(values) > 1:

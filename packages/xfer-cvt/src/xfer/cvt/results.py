@@ -108,14 +108,17 @@ def cvt_groups(argument: str) -> list[list[Path]]:
     """The cvt.train stage directories an argument names, grouped into table rows: the stage
     itself, a run directory's (in recipe order, as `xfer results` lists them), or pools (`A+B`)."""
     parts = pool_parts(argument)
+    named_stages = True
     for part in parts:
-        if not part.is_dir() or not stage_dirs_of([part]):
+        stages = stage_dirs_of([part]) if part.is_dir() else []
+        if not stages:
             raise UserError(f"{part}: not a stage directory (no stage.json) nor a run directory holding stages")
-    named_stages = all(stage_dirs_of([part]) == [part] for part in parts)
+        named_stages = named_stages and stages == [part]
     chosen = []
     for group in stage_groups([argument]):
-        kinds = {stage_config(stage)["kind"] for stage in group}
-        modes = {stage_config(stage).get("mode") for stage in group}
+        configs = [stage_config(stage) for stage in group]
+        kinds = {config["kind"] for config in configs}
+        modes = {config.get("mode") for config in configs}
         if kinds != {"cvt.train"}:
             if named_stages and len(group) == 1:
                 raise UserError(f"{argument}: a {', '.join(kinds)} stage, not cvt.train")
