@@ -6,17 +6,21 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from xfer.core import cli, fingerprint
+from xfer.core.config import knob
+from xfer.core.errors import RunDirError
 from xfer.core.fingerprint import FileHasher
 from xfer.core.plugins import set_default_host
 from xfer.core.recipe import load_recipe
 from xfer.core.runner import read_status, run_recipe
 from xfer.testing import make_host, write_recipe
 
+from . import lines_task
 from .lines_task import GOOD_LINES, LinesPlugin
 
 RECIPE = """\
@@ -121,6 +125,41 @@ def test_config_change_is_named_with_its_key(project: Path) -> None:
     actions, said = run(project, "stages.second.train.lr=0.05", force=True)
     assert actions == [("first", "skipped"), ("second", "ran")]
     assert any("stages.second.train.lr: 0.01 -> 0.05" in s for s in said), said
+
+
+def _add_knob_to_lines_task(monkeypatch: pytest.MonkeyPatch, **unsigned_at: bool) -> None:
+    """Give `lines/cls` a new knob `lowercase` (default False), as a plugin release would."""
+
+    @dataclass
+    class LinesConfigWithLowercase(lines_task.LinesConfig):
+        lowercase: bool = knob(False, "Lower-case the text.", **unsigned_at)
+
+    monkeypatch.setattr(lines_task, "LinesConfig", LinesConfigWithLowercase)
+
+
+def test_a_knob_added_with_unsigned_at_keeps_existing_runs_fresh_until_it_is_used(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(project)
+    _add_knob_to_lines_task(monkeypatch, unsigned_at=False)
+    assert run(project)[0] == [("first", "skipped"), ("second", "skipped")]
+    actions, said = run(project, "stages.first.task.lowercase=true", force=True)
+    assert actions == [("first", "ran"), ("second", "ran")]
+    assert "[first] runs again: stages.first.task.lowercase added: true" in said, said
+    assert run(project, "stages.first.task.lowercase=false", force=True)[0] == [("first", "ran"), ("second", "ran")]
+    assert run(project)[0] == [("first", "skipped"), ("second", "skipped")]  # the same run as before the knob
+
+
+def test_a_knob_added_without_unsigned_at_makes_existing_runs_stale(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(project)
+    _add_knob_to_lines_task(monkeypatch)
+    with pytest.raises(RunDirError, match=r"different recipe:\n  \+ stages.first.task.lowercase: false"):
+        run(project)
+    actions, said = run(project, force=True)
+    assert actions == [("first", "ran"), ("second", "ran")]
+    assert "[first] runs again: stages.first.task.lowercase added: false" in said, said
 
 
 def test_hashes_are_reused_while_size_mtime_and_inode_are_unchanged(tmp_path: Path) -> None:

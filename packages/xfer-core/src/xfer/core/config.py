@@ -19,6 +19,9 @@ REQUIRED_IN_RECIPES = "required"
 """Metadata key: the recipe must set the field (to a non-null value), although Python code may
 construct the config without it (e.g. a task used only to score predictions)."""
 
+UNSIGNED_AT = "unsigned_at"
+"""Metadata key: the value at which stage fingerprints leave the field out (see `knob`)."""
+
 
 def knob(
     default: Any = dataclasses.MISSING,
@@ -29,6 +32,7 @@ def knob(
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
+    unsigned_at: Any = dataclasses.MISSING,
     **metadata: Any,
 ) -> Any:
     """A documented config field. Mutable defaults are copied per instance automatically.
@@ -38,8 +42,14 @@ def knob(
     `ge`/`gt`/`le`/`lt`: bounds on a numeric value (`knob(50, "...", ge=1)`), checked by the
     recipe validator at the value's `file:line:col`; non-numeric alternatives of a union
     (`"epoch"`, null) are not bounded.
+    `unsigned_at=V`: for a knob added to a component that runs already used. Stage fingerprints
+    leave the field out while it holds `V`, the value that reproduces what the component did
+    before the knob existed, so adding it does not make every existing run stale. Any other
+    value is signed as usual, and so is `V` again if a later default moves away from it.
     """
     meta = {"doc": doc, **metadata}
+    if unsigned_at is not dataclasses.MISSING:
+        meta[UNSIGNED_AT] = unsigned_at
     if required:
         meta[REQUIRED_IN_RECIPES] = True
     for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)):

@@ -2,7 +2,8 @@
 
 A stage is skipped only when everything it depends on is unchanged. Its fingerprint signs:
 
-- `config`: its resolved config (defaults filled in, paths absolute) and the recipe seed;
+- `config`: its resolved config (defaults filled in, paths absolute; a knob declared with
+  `unsigned_at=V` is left out while it holds V) and the recipe seed;
 - `components`: the stage component and every task/objective its config names, each with its
   component version and the name and version of the distribution that provides it;
 - `inputs`: the *contents* of every file it reads from outside the run — every path-typed value
@@ -180,7 +181,7 @@ def stage_signature(
         components[f"{ref.kind} {ref.name}"] = _component(spec.version, spec.provider) if spec else None
     return sign(
         {
-            "config": plan.resolved(),
+            "config": plan.resolved(signing=True),
             "seed": seed,
             "components": components,
             "inputs": signed_inputs(plan.config, hasher, f"stages.{plan.name}"),

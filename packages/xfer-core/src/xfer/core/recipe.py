@@ -42,8 +42,11 @@ class StagePlan:
     deps: tuple[str, ...]
     loc: Location
 
-    def resolved(self) -> dict[str, Any]:
-        return {"kind": self.kind, **(to_plain(self.config) if self.config is not None else {})}
+    def resolved(self, *, signing: bool = False) -> dict[str, Any]:
+        """The stage's config with defaults filled in; `signing`: as its fingerprint signs it
+        (without knobs at their `unsigned_at` value)."""
+        config = to_plain(self.config, signing=signing) if self.config is not None else {}
+        return {"kind": self.kind, **config}
 
 
 @dataclass
@@ -76,13 +79,14 @@ class Recipe:
                 wanted.extend(self.stages[name].deps)
         return needed
 
-    def resolved(self) -> dict[str, Any]:
-        """The recipe with every default filled in and paths absolute: what actually runs."""
+    def resolved(self, *, signing: bool = False) -> dict[str, Any]:
+        """The recipe with every default filled in and paths absolute: what actually runs
+        (`signing`: without knobs at their `unsigned_at` value, as fingerprints sign stages)."""
         return {
             "name": self.name,
             "seed": self.seed,
             "description": self.description,
-            "stages": {name: plan.resolved() for name, plan in self.stages.items()},
+            "stages": {name: plan.resolved(signing=signing) for name, plan in self.stages.items()},
         }
 
     def dependents(self, stage: str) -> list[str]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from xfer.core.config import REQUIRED_IN_RECIPES, ComponentRef, FieldError, Files, Input, KeysOf, MustExist
+from xfer.core.config import REQUIRED_IN_RECIPES, UNSIGNED_AT, ComponentRef, FieldError, Files, Input, KeysOf, MustExist
 from xfer.core.errors import Diagnostic, Location
 from xfer.core.yamlsrc import Node
 
@@ -535,21 +535,29 @@ _SCALARS: dict[Any, Callable[[Validator, Node, str], Any]] = {
 }
 
 
-def to_plain(value: Any) -> Any:
-    """A config value as JSON-able data (for the resolved recipe, fingerprints and `xfer show`)."""
+def to_plain(value: Any, *, signing: bool = False) -> Any:
+    """A config value as JSON-able data (for the resolved recipe, fingerprints and `xfer show`).
+
+    `signing=True` gives what fingerprints sign: every field except those holding their
+    `knob(unsigned_at=...)` value.
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if isinstance(value, ComponentRef):
-            config = to_plain(value.config) if value.config is not None else {}
+            config = to_plain(value.config, signing=signing) if value.config is not None else {}
             return {"name": value.name, **config}
         if isinstance(value, Input):
             return str(value)
         if isinstance(value, Files):
             return [*value.patterns, *(str(i) for i in value.inputs)]
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: to_plain(getattr(value, f.name), signing=signing)
+            for f in dataclasses.fields(value)
+            if not (signing and UNSIGNED_AT in f.metadata and getattr(value, f.name) == f.metadata[UNSIGNED_AT])
+        }
     if isinstance(value, dict):
-        return {str(k): to_plain(v) for k, v in value.items()}
+        return {str(k): to_plain(v, signing=signing) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
+        return [to_plain(v, signing=signing) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value
