@@ -17,7 +17,7 @@ from xfer.core.errors import RunDirError
 from xfer.core.fingerprint import FileHasher
 from xfer.core.plugins import set_default_host
 from xfer.core.recipe import load_recipe
-from xfer.core.runner import read_status, run_recipe
+from xfer.core.runner import diff, read_status, run_recipe, without_new_unsigned
 from xfer.testing import make_host, write_recipe
 
 from . import lines_task
@@ -148,6 +148,32 @@ def test_a_knob_added_with_unsigned_at_keeps_existing_runs_fresh_until_it_is_use
     assert "[first] runs again: stages.first.task.lowercase added: true" in said, said
     assert run(project, "stages.first.task.lowercase=false", force=True)[0] == [("first", "ran"), ("second", "ran")]
     assert run(project)[0] == [("first", "skipped"), ("second", "skipped")]  # the same run as before the knob
+
+
+def _recipe_with_tasks(*tasks: dict[str, object]) -> dict[str, object]:
+    return {"stages": {"s": {"kind": "k", "tasks": list(tasks)}}}
+
+
+def test_the_run_directory_check_skips_new_unsigned_knobs_also_inside_lists() -> None:
+    """Task configs sit in lists (`tasks: [...]`): a knob added there at its unsigned value is no
+    change; at another value it is; where the old recipe already had it, it is compared as usual."""
+    before_the_knob = _recipe_with_tasks({"name": "a"}, {"name": "b"})
+    full = _recipe_with_tasks({"name": "a", "lowercase": False}, {"name": "b", "lowercase": False})
+    signed = _recipe_with_tasks({"name": "a"}, {"name": "b"})
+    assert diff(before_the_knob, full) != []  # what the check said before `unsigned_at`
+    assert diff(before_the_knob, without_new_unsigned(full, signed, before_the_knob)) == []
+
+    full_b_set = _recipe_with_tasks({"name": "a", "lowercase": False}, {"name": "b", "lowercase": True})
+    signed_b_set = _recipe_with_tasks({"name": "a"}, {"name": "b", "lowercase": True})
+    assert diff(before_the_knob, without_new_unsigned(full_b_set, signed_b_set, before_the_knob)) == [
+        '~ stages.s.tasks: [{"name": "a"}, {"name": "b"}] -> [{"name": "a"}, {"name": "b", "lowercase": true}]'
+    ]
+
+    written_with_the_knob = _recipe_with_tasks({"name": "a", "lowercase": True}, {"name": "b", "lowercase": False})
+    assert diff(written_with_the_knob, without_new_unsigned(full, signed, written_with_the_knob)) == [
+        '~ stages.s.tasks: [{"name": "a", "lowercase": true}, {"name": "b", "lowercase": false}] '
+        '-> [{"name": "a", "lowercase": false}, {"name": "b", "lowercase": false}]'
+    ]
 
 
 def test_a_knob_added_without_unsigned_at_makes_existing_runs_stale(

@@ -75,37 +75,37 @@ def default_run_dir(recipe: Recipe) -> Path:
     return Path("runs") / recipe.name
 
 
-def diff(old: Any, new: Any, prefix: str = "", unsigned: frozenset[str] = frozenset()) -> list[str]:
-    """Key-level differences between two resolved recipes, one line per changed key.
-
-    A key that only `new` has is not a difference when its path is in `unsigned` (a knob at its
-    `unsigned_at` value, added to its component since `old` was written: it changes nothing).
-    """
+def diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Key-level differences between two resolved recipes, one line per changed key."""
     if isinstance(old, dict) and isinstance(new, dict):
         lines: list[str] = []
         for key in sorted(set(old) | set(new), key=str):
             path = f"{prefix}.{key}" if prefix else str(key)
             if key not in old:
-                if path not in unsigned:
-                    lines.append(f"+ {path}: {json.dumps(new[key])}")
+                lines.append(f"+ {path}: {json.dumps(new[key])}")
             elif key not in new:
                 lines.append(f"- {path}: {json.dumps(old[key])}")
             else:
-                lines += diff(old[key], new[key], path, unsigned)
+                lines += diff(old[key], new[key], path)
         return lines
     return [] if old == new else [f"~ {prefix}: {json.dumps(old)} -> {json.dumps(new)}"]
 
 
-def unsigned_paths(full: dict[str, Any], signed: dict[str, Any], prefix: str = "") -> frozenset[str]:
-    """Dotted paths of the keys that the `full` resolved recipe has and its `signed` form leaves out."""
-    found: set[str] = set()
-    for key, value in full.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if key not in signed:
-            found.add(path)
-        elif isinstance(value, dict) and isinstance(signed[key], dict):
-            found |= unsigned_paths(value, signed[key], path)
-    return frozenset(found)
+def without_new_unsigned(full: Any, signed: Any, old: Any) -> Any:
+    """The `full` resolved recipe without the keys that its `signed` form leaves out (knobs at
+    their `unsigned_at` value) and the `old` one lacks: knobs added to a component since `old` was
+    written, at the value that changes nothing. Walks mappings and equal-length lists alike (task
+    configs sit in lists)."""
+    if isinstance(full, dict) and isinstance(signed, dict) and isinstance(old, dict):
+        return {
+            key: without_new_unsigned(value, signed.get(key), old.get(key))
+            for key, value in full.items()
+            if key in signed or key in old
+        }
+    lists = isinstance(full, list) and isinstance(signed, list) and isinstance(old, list)
+    if lists and len(full) == len(signed) == len(old):
+        return [without_new_unsigned(f, s, o) for f, s, o in zip(full, signed, old, strict=True)]
+    return full
 
 
 def _environment(device: str) -> dict[str, Any]:
@@ -177,7 +177,7 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
             previous = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RunDirError(f"{recipe_file}: unreadable ({exc}); use --fork NEW_DIR or --force") from None
-        changes = diff(previous, resolved, unsigned=unsigned_paths(resolved, recipe.resolved(signing=True)))
+        changes = diff(previous, without_new_unsigned(resolved, recipe.resolved(signing=True), previous))
         if changes and fork is None and not force:
             listing = "\n".join(f"  {c}" for c in changes)
             raise RunDirError(
