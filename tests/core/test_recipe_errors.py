@@ -222,6 +222,13 @@ CASES = [
         11,
         r"no installed plugin provides namespace 'gpt' .*pip install xfer-gpt",
     ),
+    (
+        "empty toy corpus",
+        GOOD.replace("stages:\n", "stages:\n  corpus: {kind: toy.corpus, sentences: 0}\n"),
+        4,
+        30,
+        r"stages\.corpus\.sentences: must be at least 1, got 0",
+    ),
     ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
 ]
 

@@ -13,6 +13,8 @@ from xfer.core import cli, runlock
 from xfer.core.errors import PluginError, RunDirError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.plugins import set_default_host
+from xfer.core.recipe import load_recipe
+from xfer.core.runner import read_status, run_recipe, stale_reasons
 from xfer.core.runlock import RunLock
 from xfer.core.specs import ComponentSpec
 from xfer.testing import assert_same_weights, make_host, output_tensors, run_recipe_file, write_recipe
@@ -117,6 +119,50 @@ def test_rerun_skips_and_changes_propagate(tmp_path: Path) -> None:
         ("first", "skipped"),
         ("second", "ran"),
     ]
+
+
+def test_outputs_changed_after_completion_rerun_their_stage_and_every_reader(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    host = host_with()
+    run_recipe_file(recipe, run, host)
+    weights = sorted((run / "first/outputs/model").rglob("*.safetensors"))[0]
+    name = weights.relative_to(run / "first/outputs").as_posix()
+    written = weights.read_bytes()
+    trained_second = output_tensors(run, "second")
+    weights.write_bytes(written[: len(written) // 2])  # truncated behind the run's back
+
+    reasons = stale_reasons(run, host)
+    assert reasons["first"] == [f"outputs/{name} was modified"]
+    assert reasons["second"] == ["upstream stage 'first', which it read, runs again first"]
+    assert reasons["corpus"] == []
+    assert [r["status"] for r in read_status(run, host)] == ["completed", "stale", "stale"]
+
+    said: list[str] = []
+    again = run_recipe(load_recipe(recipe, [], host), run, host=host, log=said.append)
+    assert [(s.name, s.action) for s in again.stages] == [("corpus", "skipped"), ("first", "ran"), ("second", "ran")]
+    assert f"[first] runs again: changed after it completed: outputs/{name} was modified" in said
+    assert weights.read_bytes() == written, "the stage wrote its outputs again"
+    assert_same_weights(output_tensors(run, "second"), trained_second)
+    assert [s.action for s in run_recipe_file(recipe, run, host).stages] == ["skipped"] * 3
+
+
+def test_readers_of_changed_outputs_stay_marked_until_they_ran_again(tmp_path: Path) -> None:
+    """The mark is written before the changed stage runs again: a run cut short after it (here
+    `--only first`) still leaves `second` to run afresh, although `first` is then up to date."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    host = host_with()
+    run_recipe_file(recipe, run, host)
+    for file in (run / "first/outputs/model").rglob("*.safetensors"):
+        file.unlink()
+    assert stale_reasons(run, host)["first"][0].endswith("was deleted")
+
+    assert [s.action for s in run_recipe_file(recipe, run, host, only={"first"}).stages] == ["ran"]
+    assert [r["status"] for r in read_status(run, host)] == ["completed", "completed", "invalidated"]
+    later = run_recipe_file(recipe, run, host)
+    assert [(s.name, s.action) for s in later.stages] == [("corpus", "skipped"), ("first", "skipped"), ("second", "ran")]
+    assert [r["status"] for r in read_status(run, host)] == ["completed"] * 3
 
 
 def test_status_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

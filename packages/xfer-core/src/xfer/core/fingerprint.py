@@ -97,9 +97,39 @@ def _sign_path(path: Path, hasher: FileHasher) -> dict[str, str]:
     if path.is_file():
         return {str(path): hasher.file(path)}
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        return {str(path / p.relative_to(path)): hasher.file(p) for p in files}
+        return {str(path / name): digest for name, digest in output_digests(path, hasher).items()}
     return {str(path): "missing"}
+
+
+def output_digests(folder: Path, hasher: FileHasher) -> dict[str, str]:
+    """{path relative to `folder`: sha256} of every file under `folder` ({} if it is absent).
+
+    Stored in stage.json when a stage completes, so that a later run notices outputs edited,
+    truncated or deleted behind its back (`changed_outputs`) instead of building on them.
+    """
+    if not folder.is_dir():
+        return {}
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): hasher.file(p) for p in files}
+
+
+def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileHasher) -> list[str]:
+    """The files of `recorded` (an `output_digests` of `folder`) that are now different or gone.
+
+    Files added since are not reported: readers of a stage's outputs open the files it wrote, and
+    libraries may leave their own cache files next to them. `recorded` None (a stage completed
+    by an xfer that did not record digests) reports nothing.
+    """
+    if not isinstance(recorded, dict):
+        return []
+    changed = []
+    for name, digest in sorted(recorded.items()):
+        path = folder / name
+        if not path.is_file():
+            changed.append(f"outputs/{name} was deleted")
+        elif hasher.file(path) != digest:
+            changed.append(f"outputs/{name} was modified")
+    return changed
 
 
 def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict[str, str]]:

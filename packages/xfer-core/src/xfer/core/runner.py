@@ -19,7 +19,10 @@ resumes from its last checkpoint; a different fingerprint (or an unreadable stag
 the stage afresh — the runner says why ("input stages.vocab.files: a.txt changed") — and the
 change propagates to every stage downstream, except that a stage whose only change is a larger
 value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials
-kept. Rank 0 alone reads and decides; the other ranks receive its decision.
+kept. A completed stage whose outputs were modified or deleted since it completed (stage.json
+records their sha256) runs again too, and every stage that read them is marked `invalidated`
+first, so they run afresh after it, even if the run is killed in between.
+Rank 0 alone reads and decides; the other ranks receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
 """
@@ -46,9 +49,11 @@ from xfer.core.errors import RecipeError, RunDirError, UserError
 from xfer.core.fingerprint import (
     FileHasher,
     Signature,
+    changed_outputs,
     explain_change,
     grown_keys,
     hash_cache_path,
+    output_digests,
     stage_signature,
 )
 from xfer.core.plugins import PluginHost, default_host
@@ -270,15 +275,27 @@ def _run_recipe(
         fp = fingerprints[name] = signature.fingerprint
         stage_dir = stage_dirs[name]
         state = dist.broadcast_object(_read_json(stage_dir / "stage.json") if dist.is_main() else None) or {}
-        if state.get("fingerprint") == fp and state.get("status") == "completed":
+        completed = state.get("fingerprint") == fp and state.get("status") == "completed"
+        tampered = dist.broadcast_object(
+            changed_outputs(state.get("output_files"), stage_dir / "outputs", hasher)
+            if completed and hasher is not None
+            else None
+        )
+        if completed and not tampered:
             say(f"[{name}] up to date, skipped")
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
             continue
-        resumed = state.get("fingerprint") == fp  # interrupted or failed: the trainer resumes from its checkpoints
-        grown = [] if resumed else grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
-        if grown:
+        resumed = state.get("fingerprint") == fp and not tampered  # interrupted or failed: resume from checkpoints
+        grown = [] if resumed or tampered else grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
+        if tampered:
+            say(f"[{name}] runs again: changed after it completed: {'; '.join(tampered)}")
+            if dist.is_main():  # before anything is removed, so that a kill in between cannot lose it
+                _invalidate_dependents(recipe, name, stage_dirs)
+        elif grown:
             say(f"[{name}] resumes with more {', '.join(grown)}: what it finished is kept")
             resumed = True
+        elif state.get("status") == INVALIDATED:
+            say(f"[{name}] runs again: {state.get('reason', 'invalidated')}")
         elif state.get("fingerprint") and not resumed:
             say(f"[{name}] runs again: {'; '.join(explain_change(state.get('signature'), signature.parts, name))}")
         if not resumed and stage_dir.exists() and dist.is_main():
@@ -289,7 +306,7 @@ def _run_recipe(
             stage_dir.mkdir(parents=True, exist_ok=True)
         dist.barrier()
         say(f"[{name}] {'resuming' if resumed else 'running'} {plan.kind}")
-        report = _run_stage(recipe, plan, run_dir, stage_dir, stage_dirs, signature, resumed, torch_device, host)
+        report = _run_stage(recipe, plan, run_dir, stage_dir, stage_dirs, signature, resumed, torch_device, host, hasher)
         result.stages.append(StageResult(name, "resumed" if resumed else "ran", "completed", report))
         say(f"[{name}] completed; report: {report}")
     return result
@@ -305,7 +322,9 @@ def _run_stage(
     resumed: bool,
     device: Any,
     host: PluginHost,
+    hasher: FileHasher | None,
 ) -> Path:
+    """Run one stage and record its status; `hasher` (rank 0's) records the outputs' digests."""
     from xfer.core import rng
 
     started = time.time()
@@ -348,6 +367,9 @@ def _run_stage(
     report = stage_dir / "report.md"
     if dist.is_main():
         status.update(status="completed", finished=time.time(), outputs={k: str(v) for k, v in outputs.items()})
+        if hasher is not None:
+            status["output_files"] = output_digests(stage_dir / "outputs", hasher)
+            hasher.save()
         report = _safe_report(plan, stage_dir, status, ctx)
         _write_json(stage_dir / "stage.json", status)
         host.notify(
@@ -355,6 +377,19 @@ def _run_stage(
         )
     dist.barrier()
     return report
+
+
+INVALIDATED = "invalidated"
+"""stage.json status of a stage whose upstream stage is re-running because its outputs were
+changed behind the run's back: the stage read the changed files, so it must run afresh too."""
+
+
+def _invalidate_dependents(recipe: Recipe, stage: str, stage_dirs: dict[str, Path]) -> None:
+    """Mark every stage that read `stage`'s outputs (transitively, run or not) to run afresh."""
+    reason = f"upstream stage {stage!r} ran again: its outputs were changed after it completed"
+    for name in recipe.dependents(stage):
+        if (stage_dirs[name] / "stage.json").exists():
+            _write_json(stage_dirs[name] / "stage.json", {"status": INVALIDATED, "reason": reason})
 
 
 def _earlier_attempts(stage_dir: Path) -> list[dict[str, Any]]:
@@ -428,13 +463,25 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
     hasher = FileHasher(hash_cache_path(run_dir))
     fingerprints: dict[str, str] = {}
     reasons: dict[str, list[str]] = {}
+    redone_outputs: set[str] = set()  # stages that will run again with the same fingerprint
     for name, plan in recipe.stages.items():
         signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
         fingerprints[name] = signature.fingerprint
         state = _read_json(run_dir / name / "stage.json") or {}
-        if state.get("fingerprint"):
-            same = state["fingerprint"] == signature.fingerprint
-            reasons[name] = [] if same else explain_change(state.get("signature"), signature.parts, name)
+        if state.get("status") == INVALIDATED:
+            reasons[name] = [str(state.get("reason", INVALIDATED))]
+        elif state.get("fingerprint") == signature.fingerprint:
+            reasons[name] = changed_outputs(state.get("output_files"), run_dir / name / "outputs", hasher)
+            reasons[name] += [
+                f"upstream stage {dep!r}, which it read, runs again first"
+                for dep in plan.deps
+                if dep in redone_outputs
+            ]
+        elif state.get("fingerprint"):
+            reasons[name] = explain_change(state.get("signature"), signature.parts, name)
+            continue
+        if reasons.get(name):
+            redone_outputs.add(name)
     return reasons
 
 

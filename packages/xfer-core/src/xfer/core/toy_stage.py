@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xfer.core.config import knob
+from xfer.core.config import FieldError, knob
 from xfer.core.stage import StageContext
 
 
@@ -12,6 +12,11 @@ from xfer.core.stage import StageContext
 class ToyCorpusConfig:
     sentences: int = knob(20000, "Number of sentences to generate.")
     seed: int = knob(7, "Generator seed (independent of the recipe seed so the corpus stays fixed).")
+
+    def __post_init__(self) -> None:
+        # An empty corpus would only fail later, in whichever stage reads it, far from the cause.
+        if self.sentences < 1:
+            raise FieldError("sentences", f"must be at least 1, got {self.sentences}")
 
 
 def run_corpus(ctx: StageContext) -> None:
