@@ -161,7 +161,11 @@ def test_readers_of_changed_outputs_stay_marked_until_they_ran_again(tmp_path: P
     assert [s.action for s in run_recipe_file(recipe, run, host, only={"first"}).stages] == ["ran"]
     assert [r["status"] for r in read_status(run, host)] == ["completed", "completed", "invalidated"]
     later = run_recipe_file(recipe, run, host)
-    assert [(s.name, s.action) for s in later.stages] == [("corpus", "skipped"), ("first", "skipped"), ("second", "ran")]
+    assert [(s.name, s.action) for s in later.stages] == [
+        ("corpus", "skipped"),
+        ("first", "skipped"),
+        ("second", "ran"),
+    ]
     assert [r["status"] for r in read_status(run, host)] == ["completed"] * 3
 
 

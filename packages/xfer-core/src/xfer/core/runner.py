@@ -306,7 +306,9 @@ def _run_recipe(
             stage_dir.mkdir(parents=True, exist_ok=True)
         dist.barrier()
         say(f"[{name}] {'resuming' if resumed else 'running'} {plan.kind}")
-        report = _run_stage(recipe, plan, run_dir, stage_dir, stage_dirs, signature, resumed, torch_device, host, hasher)
+        report = _run_stage(
+            recipe, plan, run_dir, stage_dir, stage_dirs, signature, resumed, torch_device, host, hasher
+        )
         result.stages.append(StageResult(name, "resumed" if resumed else "ran", "completed", report))
         say(f"[{name}] completed; report: {report}")
     return result
@@ -473,9 +475,7 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
         elif state.get("fingerprint") == signature.fingerprint:
             reasons[name] = changed_outputs(state.get("output_files"), run_dir / name / "outputs", hasher)
             reasons[name] += [
-                f"upstream stage {dep!r}, which it read, runs again first"
-                for dep in plan.deps
-                if dep in redone_outputs
+                f"upstream stage {dep!r}, which it read, runs again first" for dep in plan.deps if dep in redone_outputs
             ]
         elif state.get("fingerprint"):
             reasons[name] = explain_change(state.get("signature"), signature.parts, name)
