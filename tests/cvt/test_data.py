@@ -170,6 +170,31 @@ def test_vectors_file_formats_and_errors(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"the 0.1 0.2 0.3\n", r"wide\.txt:1: expected a word and 2 numbers \(word_dim\), found 3 fields"),
+        (b"the 0.1 0.2\ndog 0.3 nan\n", r"wide\.txt:2: vector values must be finite"),
+        (b"the 0.1 0.2\ndog 0.3 -inf\n", r"wide\.txt:2: vector values must be finite"),
+        (b"the 0.1 0.2\nd\xf6g 0.3 0.4\n", r"wide\.txt:2: encoding: not valid UTF-8 \(byte 0xf6 at column 2\)"),
+        (b"the 0.1 0.2\ndog 0.3 x\n", r"wide\.txt:2: .*the last 2 fields are not all numbers"),
+        (b"", r"wide\.txt:1: no vectors in file"),
+    ],
+)
+def test_bad_vectors_files_are_refused_at_their_line(tmp_path, content: bytes, message: str) -> None:
+    path = tmp_path / "wide.txt"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=message):
+        read_vectors(path, 2, None)
+
+
+def test_vectors_whose_word_has_spaces_are_kept_whole(tmp_path) -> None:
+    """GloVe 840B has entries such as "at name@domain.com": the word is all before the numbers."""
+    path = tmp_path / "glove.txt"
+    path.write_text("\ufeffthe 0.1 0.2\r\n. . . 0.3 0.4\nat name@domain.com 0.5 0.6\n", encoding="utf-8")
+    assert read_vectors(path, 2, None) == {"the": [0.1, 0.2], ". . .": [0.3, 0.4], "at name@domain.com": [0.5, 0.6]}
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "Two young, White males are outside near many bushes.",

@@ -8,6 +8,7 @@ dropped.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from xfer.core.errors import DataError
@@ -22,6 +23,29 @@ def read_error(path: Path, error: OSError) -> DataError:
     if isinstance(error, PermissionError):
         return DataError(path, 0, "permission denied")
     return DataError(path, 0, f"cannot read file: {error.strerror or error}")
+
+
+def stream_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, text without its newline) of each line, for files too large to read whole
+    (word vectors run to gigabytes); decoding and reading errors as in `read_text`."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataError(
+                        path,
+                        number,
+                        f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})",
+                        key="encoding",
+                    ) from None
+                if number == 1:
+                    text = text.removeprefix("\ufeff")
+                yield number, text.rstrip("\r\n")
+    except OSError as error:
+        raise read_error(path, error) from None
 
 
 def read_text(path: str | Path, *, allow_empty: bool = False) -> str:

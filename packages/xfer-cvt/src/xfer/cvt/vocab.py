@@ -14,6 +14,7 @@ deterministic (count, then string), so a re-run builds the same ids.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xfer.core.errors import DataError
+from xfer.core.textfile import stream_lines
 
 WORD_SPECIALS = ("<pad>", "<unk>", "<start>", "<end>", "<removed>")
 PAD, UNK, START, END, REMOVED = range(5)
@@ -136,28 +138,40 @@ def build_vocab(
 def read_vectors(path: Path, dim: int, limit: int | None) -> dict[str, list[float]]:
     """Word -> vector from a GloVe (`word v1 ... vd`) or word2vec text file (first line `count dim`).
 
-    Every line must have `dim` numbers; a malformed line is a DataError naming file and line. The
-    first occurrence of a word wins. `limit` reads only the first N vectors (files are ordered by
-    frequency)."""
+    Every line must end with `dim` finite numbers; a malformed line (or a NaN/inf value, which
+    would silently poison training) is a DataError naming file and line. The word is everything
+    before them, spaces included: GloVe 840B has a few such entries ("at name@domain.com"); they
+    are kept, and never match a whitespace-split word. The first occurrence of a word wins.
+    `limit` reads only the first N vectors (files are ordered by frequency)."""
     vectors: dict[str, list[float]] = {}
-    with open(path, encoding="utf-8", errors="strict") as handle:
-        for number, line in enumerate(handle, start=1):
-            parts = line.rstrip().split(" ")
-            if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-                continue  # word2vec header
-            if not line.strip():
-                continue
-            if len(parts) != dim + 1:
-                raise DataError(
-                    path, number, f"expected a word and {dim} numbers (word_dim), found {len(parts) - 1} fields"
-                )
-            try:
-                values = [float(x) for x in parts[1:]]
-            except ValueError:
-                raise DataError(path, number, "vector values must be numbers") from None
-            vectors.setdefault(parts[0], values)
-            if limit is not None and len(vectors) >= limit:
-                break
+    for number, line in stream_lines(path):
+        parts = line.rstrip().split(" ")
+        if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+            continue  # word2vec header
+        if not line.strip():
+            continue
+        if len(parts) < dim + 1 or (len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
+            raise DataError(path, number, f"expected a word and {dim} numbers (word_dim), found {len(parts) - 1} fields")
+        try:
+            values = [float(x) for x in parts[-dim:]]
+        except ValueError:
+            raise DataError(
+                path, number, f"expected a word and {dim} numbers (word_dim); the last {dim} fields are not all numbers"
+            ) from None
+        if not all(math.isfinite(v) for v in values):
+            raise DataError(path, number, "vector values must be finite (found NaN or infinity)")
+        vectors.setdefault(" ".join(parts[:-dim]), values)
+        if limit is not None and len(vectors) >= limit:
+            break
     if not vectors:
         raise DataError(path, 1, "no vectors in file")
     return vectors
+
+
+def _is_number(field: str) -> bool:
+    """Whether a field parses as a number: more than `dim` of them means the file has another dimension."""
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
