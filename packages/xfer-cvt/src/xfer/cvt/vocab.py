@@ -151,7 +151,9 @@ def read_vectors(path: Path, dim: int, limit: int | None) -> dict[str, list[floa
         if not line.strip():
             continue
         if len(parts) < dim + 1 or (len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
-            raise DataError(path, number, f"expected a word and {dim} numbers (word_dim), found {len(parts) - 1} fields")
+            raise DataError(
+                path, number, f"expected a word and {dim} numbers (word_dim), found {len(parts) - 1} fields"
+            )
         try:
             values = [float(x) for x in parts[-dim:]]
         except ValueError:
