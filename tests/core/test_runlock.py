@@ -70,3 +70,13 @@ def test_sigkilled_owner_releases_the_lock(tmp_path: Path) -> None:
     assert runlock.holder(run) is None, "the kernel drops a flock when its owner dies"
     with RunLock(run):
         pass
+
+
+def test_a_run_dir_that_is_a_file_or_lies_under_one_is_refused_clearly(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "results.txt"
+    not_a_dir.write_text("kept\n", encoding="utf-8")
+    with pytest.raises(RunDirError, match=r"results\.txt is a file; pass a directory"):
+        RunLock(not_a_dir).acquire()
+    with pytest.raises(RunDirError, match=r"results\.txt/run: cannot be created or written: Not a directory"):
+        RunLock(not_a_dir / "run").acquire()
+    assert not_a_dir.read_text(encoding="utf-8") == "kept\n"

@@ -121,6 +121,18 @@ def test_rerun_skips_and_changes_propagate(tmp_path: Path) -> None:
     ]
 
 
+def test_fork_inside_or_around_its_run_dir_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    host = host_with()
+    run_recipe_file(recipe, run, host, only={"corpus"})
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for source, target in ((run, run / "fork"), (run, run), (run / "sub", run)):
+        with pytest.raises(RunDirError, match="must be a new directory outside"):
+            run_recipe_file(recipe, source, host, fork=target)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 def test_outputs_changed_after_completion_rerun_their_stage_and_every_reader(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, CHAIN)
     run = tmp_path / "run"

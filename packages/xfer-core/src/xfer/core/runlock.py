@@ -47,8 +47,15 @@ class RunLock:
 
         A few short retries cover `xfer status`, which takes a shared lock for an instant to probe.
         """
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise RunDirError(f"run directory {self.run_dir} is a file; pass a directory (--run-dir)")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunDirError(
+                f"run directory {self.run_dir}: cannot be created or written: {exc.strerror or exc}"
+            ) from None
         for attempt in range(attempts):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

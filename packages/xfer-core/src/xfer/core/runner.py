@@ -201,6 +201,16 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
     atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
 
 
+def _check_fork_target(run_dir: Path, fork: Path) -> None:
+    """Refuse a fork inside the run directory it copies (the copy would copy itself) or around it."""
+    source, target = run_dir.resolve(), fork.resolve()
+    if target == source or source in target.parents or target in source.parents:
+        raise RunDirError(
+            f"--fork target {fork} must be a new directory outside {run_dir} (and not contain it), "
+            f"e.g. --fork {run_dir.parent / (run_dir.name + '-fork')}"
+        )
+
+
 def _no_lock_file(directory: str, names: list[str]) -> list[str]:
     """copytree filter: the source's lock file belongs to the source."""
     return [runlock.LOCK_FILE] if runlock.LOCK_FILE in names else []
@@ -232,6 +242,8 @@ def run_recipe(
     """
     dist.init_from_env()
     dist.select_device(device)  # a bad --device is refused before anything is created
+    if fork is not None:
+        _check_fork_target(run_dir or default_run_dir(recipe), fork)
     lock = _lock_run_dir(fork if fork is not None else (run_dir or default_run_dir(recipe)))
     try:
         return _run_recipe(recipe, run_dir, force=force, fork=fork, device=device, host=host, log=log, only=only)
