@@ -45,3 +45,21 @@ def test_grown_keys_only_when_a_growable_key_grew_and_nothing_else_changed() -> 
     assert grown_keys(old, {**old, "config": {**old["config"], "trials": 0}}, ("trials",)) == []
     assert grown_keys(old, {**old, "config": {**old["config"], "trials": 3}}, ()) == []
     assert grown_keys(None, old, ("trials",)) == []
+
+
+def test_explain_says_at_which_value_a_knob_is_left_out_of_fingerprints() -> None:
+    import dataclasses
+
+    from xfer.core.cli import describe_fields
+    from xfer.core.config import knob
+
+    @dataclasses.dataclass
+    class WithNewKnob:
+        size: int = knob(3, "How many.")
+        lowercase: bool = knob(False, "Lower-case the text.", unsigned_at=False)
+
+    assert describe_fields(WithNewKnob) == [
+        "size: an integer = 3  # How many.",
+        "lowercase: true or false = false  # Lower-case the text. (unsigned at false: runs made before this knob "
+        "existed stay fresh)",
+    ]

@@ -383,7 +383,7 @@ def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
 def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[str]:
     """`name: type = default  # doc` lines for every field; nested config dataclasses are
     flattened (`train.lr`) with the defaults the enclosing config gives them."""
-    from xfer.core.config import ComponentRef, Files, Input
+    from xfer.core.config import UNSIGNED_AT, ComponentRef, Files, Input
     from xfer.core.schema import to_plain, type_name
 
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -410,6 +410,9 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
             if default_value is dataclasses.MISSING or f.metadata.get("required")
             else json.dumps(to_plain(default_value), default=str)
         )
+        if UNSIGNED_AT in f.metadata:  # fingerprints leave the knob out at this value (docs/plugins.md)
+            unsigned = json.dumps(to_plain(f.metadata[UNSIGNED_AT]), default=str)
+            doc = f"{doc} (unsigned at {unsigned}: runs made before this knob existed stay fresh)".strip()
         lines.append(f"{prefix}{f.name}: {type_name(tp)} = {shown}" + (f"  # {doc}" if doc else ""))
     return lines
 
