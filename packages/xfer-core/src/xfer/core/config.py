@@ -22,6 +22,10 @@ construct the config without it (e.g. a task used only to score predictions)."""
 UNSIGNED_AT = "unsigned_at"
 """Metadata key: the value at which stage fingerprints leave the field out (see `knob`)."""
 
+NOT_AN_INPUT = "not_an_input"
+"""Metadata key: a path-typed field that names an output or cache location, not something the
+stage reads: fingerprints do not hash the files there (see `knob`)."""
+
 
 def knob(
     default: Any = dataclasses.MISSING,
@@ -33,6 +37,7 @@ def knob(
     le: float | None = None,
     lt: float | None = None,
     unsigned_at: Any = dataclasses.MISSING,
+    not_an_input: bool = False,
     **metadata: Any,
 ) -> Any:
     """A documented config field. Mutable defaults are copied per instance automatically.
@@ -46,12 +51,16 @@ def knob(
     leave the field out while it holds `V`, the value that reproduces what the component did
     before the knob existed, so adding it does not make every existing run stale. Any other
     value is signed as usual, and so is `V` again if a later default moves away from it.
+    `not_an_input=True`: a path-typed field where the stage writes (a cache folder); fingerprints
+    sign the path but not the contents of the files found there.
     """
     meta = {"doc": doc, **metadata}
     if unsigned_at is not dataclasses.MISSING:
         meta[UNSIGNED_AT] = unsigned_at
     if required:
         meta[REQUIRED_IN_RECIPES] = True
+    if not_an_input:
+        meta[NOT_AN_INPUT] = True
     for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)):
         if bound is not None:
             meta[name] = bound

@@ -33,14 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.atomic import read_json, write_json
-from xfer.core.config import ComponentRef, Files, Input
+from xfer.core.config import NOT_AN_INPUT, ComponentRef, Files, Input
 from xfer.core.plugins import PluginHost
 from xfer.core.recipe import StagePlan
 
 RACY_SECONDS = 2.0
 HASH_CACHE_FILE = ".file-hashes.json"
-UNSIGNED = "unsigned"
-"""knob metadata key: a path-typed field that is not an input (an output or cache location)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +155,7 @@ def _walk(value: Any, label: str, hasher: FileHasher, found: dict[str, dict[str,
         _walk(value.config, label, hasher, found)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            if not f.metadata.get(UNSIGNED):
+            if not f.metadata.get(NOT_AN_INPUT):
                 _walk(getattr(value, f.name), f"{label}.{f.name}", hasher, found)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
-from xfer.core.fingerprint import UNSIGNED
 from xfer.core.train_config import TrainConfig
 from xfer.electra.corpus import CorpusConfig
 from xfer.transformer.finetune_config import ENCODER_FIELDS, PresetName
@@ -84,7 +83,7 @@ class PretrainConfig:
         None,
         "Where the packed Arrow examples are cached (default: inside the stage's folder). A shared folder "
         "lets stages and runs with the same corpus, tokenizer and packing reuse one build.",
-        **{UNSIGNED: True},
+        not_an_input=True,
     )
 
     def preflight(self) -> list[Any]:
