@@ -293,6 +293,8 @@ def _run_recipe(
             if completed and hasher is not None
             else None
         )
+        if hasher is not None:
+            hasher.save()  # the outputs' hashes, for the next run's check
         if completed and not tampered:
             say(f"[{name}] up to date, skipped")
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
