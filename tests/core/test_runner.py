@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,22 @@ def test_readers_of_changed_outputs_stay_marked_until_they_ran_again(tmp_path: P
         ("second", "ran"),
     ]
     assert [r["status"] for r in read_status(run, host)] == ["completed"] * 3
+
+
+def test_a_stage_folder_deleted_runs_again_and_so_do_its_readers(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    host = host_with()
+    run_recipe_file(recipe, run, host)
+    shutil.rmtree(run / "first")
+    assert stale_reasons(run, host)["second"] == ["upstream stage 'first', which it read, runs again first"]
+    said: list[str] = []
+    again = run_recipe(load_recipe(recipe, [], host), run, host=host, log=said.append)
+    assert [(s.name, s.action) for s in again.stages] == [("corpus", "skipped"), ("first", "ran"), ("second", "ran")]
+    assert (
+        "[second] runs again: upstream stage 'first' ran again from scratch: its stage.json was missing or unreadable"
+        in said
+    )
 
 
 def test_status_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,8 @@ change propagates to every stage downstream, except that a stage whose only chan
 value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials
 kept. A completed stage whose outputs were modified or deleted since it completed (stage.json
 records their sha256) runs again too, and every stage that read them is marked `invalidated`
-first, so they run afresh after it, even if the run is killed in between.
+first, so they run afresh after it, even if the run is killed in between; so are the readers
+of a stage whose folder or stage.json was deleted.
 Rank 0 alone reads and decides; the other ranks receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
@@ -304,7 +305,11 @@ def _run_recipe(
         if tampered:
             say(f"[{name}] runs again: changed after it completed: {'; '.join(tampered)}")
             if dist.is_main():  # before anything is removed, so that a kill in between cannot lose it
-                _invalidate_dependents(recipe, name, stage_dirs)
+                _invalidate_dependents(recipe, name, stage_dirs, "its outputs were changed after it completed")
+        elif not state:
+            # never run, or its folder / stage.json deleted or damaged: what read it must not outlive it
+            if dist.is_main():
+                _invalidate_dependents(recipe, name, stage_dirs, "its stage.json was missing or unreadable")
         elif grown:
             say(f"[{name}] resumes with more {', '.join(grown)}: what it finished is kept")
             resumed = True
@@ -396,13 +401,15 @@ def _run_stage(
 
 
 INVALIDATED = "invalidated"
-"""stage.json status of a stage whose upstream stage is re-running because its outputs were
-changed behind the run's back: the stage read the changed files, so it must run afresh too."""
+"""stage.json status of a stage whose upstream stage runs again from scratch with the same
+fingerprint (its outputs were changed behind the run's back, or its stage.json was lost): the
+stage read what is being replaced, so it must run afresh too."""
 
 
-def _invalidate_dependents(recipe: Recipe, stage: str, stage_dirs: dict[str, Path]) -> None:
-    """Mark every stage that read `stage`'s outputs (transitively, run or not) to run afresh."""
-    reason = f"upstream stage {stage!r} ran again: its outputs were changed after it completed"
+def _invalidate_dependents(recipe: Recipe, stage: str, stage_dirs: dict[str, Path], why: str) -> None:
+    """Mark every stage that read `stage`'s outputs (transitively) and has run to run afresh:
+    `stage` runs again from scratch with an unchanged fingerprint, so theirs would not change."""
+    reason = f"upstream stage {stage!r} ran again from scratch: {why}"
     for name in recipe.dependents(stage):
         if (stage_dirs[name] / "stage.json").exists():
             _write_json(stage_dirs[name] / "stage.json", {"status": INVALIDATED, "reason": reason})
@@ -479,11 +486,14 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
     hasher = FileHasher(hash_cache_path(run_dir))
     fingerprints: dict[str, str] = {}
     reasons: dict[str, list[str]] = {}
-    redone_outputs: set[str] = set()  # stages that will run again with the same fingerprint
+    redone_outputs: set[str] = set()  # stages that will run from scratch with the same fingerprint
     for name, plan in recipe.stages.items():
         signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
         fingerprints[name] = signature.fingerprint
         state = _read_json(run_dir / name / "stage.json") or {}
+        if not state:  # never run, or its record was lost: it runs from scratch
+            redone_outputs.add(name)
+            continue
         if state.get("status") == INVALIDATED:
             reasons[name] = [str(state.get("reason", INVALIDATED))]
         elif state.get("fingerprint") == signature.fingerprint:
