@@ -108,7 +108,7 @@ def output_digests(folder: Path, hasher: FileHasher) -> dict[str, str]:
     if not folder.is_dir():
         return {}
     files = sorted(p for p in folder.rglob("*") if p.is_file())
-    return {str(p.relative_to(folder)): hasher.file(p) for p in files}
+    return {p.relative_to(folder).as_posix(): hasher.file(p) for p in files}
 
 
 def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileHasher) -> list[str]:
