@@ -111,23 +111,25 @@ def output_digests(folder: Path, hasher: FileHasher) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hasher.file(p) for p in files}
 
 
-def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileHasher) -> list[str]:
-    """The files of `recorded` (an `output_digests` of `folder`) that are now different or gone.
+def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileHasher) -> tuple[list[str], list[str]]:
+    """(modified, deleted): the files of `recorded` (an `output_digests` of `folder`) whose
+    contents differ now, and those that are gone, as paths relative to the stage folder.
 
-    Files added since are not reported: readers of a stage's outputs open the files it wrote, and
-    libraries may leave their own cache files next to them. `recorded` None (a stage completed
-    by an xfer that did not record digests) reports nothing.
+    Only modified files make a stage stale. A deleted file is taken as pruned on purpose (BAM's
+    teacher models once their predictions are cached): what still reads it fails naming it.
+    Files added since are not reported: libraries may leave cache files next to what they read.
+    `recorded` None (a stage completed by an xfer that did not record digests) reports nothing.
     """
     if not isinstance(recorded, dict):
-        return []
-    changed = []
+        return [], []
+    modified, deleted = [], []
     for name, digest in sorted(recorded.items()):
         path = folder / name
         if not path.is_file():
-            changed.append(f"outputs/{name} was deleted")
+            deleted.append(f"outputs/{name}")
         elif hasher.file(path) != digest:
-            changed.append(f"outputs/{name} was modified")
-    return changed
+            modified.append(f"outputs/{name}")
+    return modified, deleted
 
 
 def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict[str, str]]:

@@ -19,8 +19,8 @@ resumes from its last checkpoint; a different fingerprint (or an unreadable stag
 the stage afresh — the runner says why ("input stages.vocab.files: a.txt changed") — and the
 change propagates to every stage downstream, except that a stage whose only change is a larger
 value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials
-kept. A completed stage whose outputs were modified or deleted since it completed (stage.json
-records their sha256) runs again too, and every stage that read them is marked `invalidated`
+kept. A completed stage whose output files were modified since it completed (stage.json
+records their sha256) runs again too (deleted ones are taken as pruned on purpose), and every stage that read them is marked `invalidated`
 first, so they run afresh after it, even if the run is killed in between; so are the readers
 of a stage whose folder or stage.json was deleted.
 Rank 0 alone reads and decides; the other ranks receive its decision.
@@ -289,21 +289,21 @@ def _run_recipe(
         stage_dir = stage_dirs[name]
         state = dist.broadcast_object(_read_json(stage_dir / "stage.json") if dist.is_main() else None) or {}
         completed = state.get("fingerprint") == fp and state.get("status") == "completed"
-        tampered = dist.broadcast_object(
+        tampered, pruned = dist.broadcast_object(
             changed_outputs(state.get("output_files"), stage_dir / "outputs", hasher)
             if completed and hasher is not None
-            else None
+            else ([], [])
         )
         if hasher is not None:
             hasher.save()  # the outputs' hashes, for the next run's check
         if completed and not tampered:
-            say(f"[{name}] up to date, skipped")
+            say(f"[{name}] up to date, skipped" + (f"; {_pruned_note(pruned)}" if pruned else ""))
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
             continue
         resumed = state.get("fingerprint") == fp and not tampered  # interrupted or failed: resume from checkpoints
         grown = [] if resumed or tampered else grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
         if tampered:
-            say(f"[{name}] runs again: changed after it completed: {'; '.join(tampered)}")
+            say(f"[{name}] runs again: modified after it completed: {', '.join(tampered)}")
             if dist.is_main():  # before anything is removed, so that a kill in between cannot lose it
                 _invalidate_dependents(recipe, name, stage_dirs, "its outputs were changed after it completed")
         elif not state:
@@ -398,6 +398,14 @@ def _run_stage(
         )
     dist.barrier()
     return report
+
+
+def _pruned_note(pruned: list[str]) -> str:
+    shown = ", ".join(pruned[:3]) + (f" and {len(pruned) - 3} more" if len(pruned) > 3 else "")
+    return (
+        f"{len(pruned)} of its output files were deleted since it completed ({shown}): a stage that "
+        "reads them will fail; delete the stage's folder to make them again"
+    )
 
 
 INVALIDATED = "invalidated"
@@ -497,7 +505,8 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
         if state.get("status") == INVALIDATED:
             reasons[name] = [str(state.get("reason", INVALIDATED))]
         elif state.get("fingerprint") == signature.fingerprint:
-            reasons[name] = changed_outputs(state.get("output_files"), run_dir / name / "outputs", hasher)
+            modified, _ = changed_outputs(state.get("output_files"), run_dir / name / "outputs", hasher)
+            reasons[name] = [f"{path} was modified after the stage completed" for path in modified]
             reasons[name] += [
                 f"upstream stage {dep!r}, which it read, runs again first" for dep in plan.deps if dep in redone_outputs
             ]
