@@ -191,6 +191,25 @@ stages:
         )
 
 
+def test_an_objective_left_out_is_the_objective_named_without_options(tmp_path: Path) -> None:
+    """Omitted, written by name, or written with its defaults: one resolved config, one fingerprint
+    (so `xfer status`, which re-reads the resolved recipe, agrees with `xfer run`)."""
+    from xfer.core.fingerprint import FileHasher, stage_signature
+
+    fingerprints = []
+    for objective in ("", "    objective: electra.rtd\n", "    objective: {name: electra.rtd, mask_prob: 0.15}\n"):
+        text = RECIPE.replace("    objective: {name: electra.rtd}\n", objective)
+        recipe = load_recipe(write_recipe(tmp_path, text), host=host())
+        plan = recipe.stages["fit"]
+        assert recipe.resolved()["stages"]["fit"]["objective"]["generator"]["size"] == 0.25
+        upstream: dict[str, str] = {}
+        for name, stage in recipe.stages.items():
+            upstream[name] = stage_signature(stage, recipe.seed, upstream, host(), FileHasher()).fingerprint
+        fingerprints.append(upstream["fit"])
+        assert plan.config.objective.config is not None
+    assert len(set(fingerprints)) == 1
+
+
 @pytest.mark.skipif(
     shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
     reason="torchrun not installed",

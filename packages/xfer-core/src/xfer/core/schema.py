@@ -282,15 +282,19 @@ class Validator:
                 self.error(node.loc, f"{path or 'recipe'}: missing required key {name!r}: {_doc_of(f)}")
                 ok = False
                 continue
-            if base is not None:
-                values[name] = getattr(base, name)
-                self.provenance[f"{path}.{name}" if path else name] = "default"
-                continue
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            if base is None and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 self.error(node.loc, f"{path or 'recipe'}: missing required key {name!r}")
                 ok = False
-            else:
-                self.provenance[f"{path}.{name}" if path else name] = "default"
+                continue
+            field_path = f"{path}.{name}" if path else name
+            self.provenance[field_path] = "default"
+            default = getattr(base, name) if base is not None else _field_default(f)
+            if isinstance(default, ComponentRef) and default.config is None:
+                # A component left out means the same as the component named with no options: its
+                # config gets its defaults, so fingerprints and the resolved recipe agree either way.
+                default = self.component(Node(default.name, node.loc, origin="default"), type(default), field_path)
+                ok &= default is not INVALID
+            values[name] = default
         if not ok:
             return INVALID
         try:
@@ -437,6 +441,11 @@ class Validator:
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
         return INVALID if config is INVALID else ref_type(name, config)
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    """A field's default value (a fresh one from its factory: `knob` copies mutable defaults)."""
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
 
 
 _REFERENCES = (ComponentRef, Input, Files)
