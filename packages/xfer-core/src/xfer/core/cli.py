@@ -286,19 +286,27 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'stage':<16} {'kind':<26} {'status':<10} {'fingerprint':<13} {'duration':>9} {'attempts':>8}  checkpoint")
+    # columns as wide as their longest entry (stage names like `cvt-10-trained-unk`, `invalidated`)
+    w_stage = max([len("stage")] + [len(r["stage"]) for r in rows])
+    w_kind = max([len("kind")] + [len(r["kind"] or "?") for r in rows])
+    w_status = max([len("status")] + [len(r["status"]) for r in rows])
+    print(
+        f"{'stage':<{w_stage}} {'kind':<{w_kind}} {'status':<{w_status}} {'fingerprint':<13} {'duration':>9} "
+        f"{'attempts':>8}  checkpoint"
+    )
+    indent = " " * w_stage
     for r in rows:
         duration = f"{r['duration_s']}s" if r["duration_s"] is not None else "-"
         print(
-            f"{r['stage']:<16} {r['kind'] or '?':<26} {r['status']:<10} {r['fingerprint'] or '-':<13} {duration:>9} "
-            f"{r['attempts'] or '-':>8}  {r['checkpoint'] or '-'}"
+            f"{r['stage']:<{w_stage}} {r['kind'] or '?':<{w_kind}} {r['status']:<{w_status}} "
+            f"{r['fingerprint'] or '-':<13} {duration:>9} {r['attempts'] or '-':>8}  {r['checkpoint'] or '-'}"
         )
         for trial in r.get("trial_checkpoints", []):
-            print(f"{'':<16} checkpoint: {trial['run']}: {trial['checkpoint'] or '-'}")
+            print(f"{indent} checkpoint: {trial['run']}: {trial['checkpoint'] or '-'}")
         if r["error"]:
-            print(f"{'':<16} error: {r['error']}")
+            print(f"{indent} error: {r['error']}")
         for reason in r["reruns_because"]:
-            print(f"{'':<16} runs again because {reason}")
+            print(f"{indent} runs again because {reason}")
     unknown = next((r["staleness_unknown"] for r in rows if r.get("staleness_unknown")), None)
     if unknown:
         print(f"note: {unknown}", file=sys.stderr)

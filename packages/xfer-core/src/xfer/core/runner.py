@@ -546,7 +546,7 @@ def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str,
     for name, config in (stages if isinstance(stages, dict) else {}).items():
         stage_dir = run_dir / name
         state = _read_json(stage_dir / "stage.json") or {}
-        duration, attempts = stage_duration(state) if state else (None, 0)
+        duration, attempts = stage_duration(state) if state.get("started") else (None, 0)
         status = state.get("status", "pending")
         if status == "running" and not owner_alive:
             status = "interrupted"
