@@ -134,11 +134,17 @@ def test_fork_inside_or_around_its_run_dir_is_refused_before_anything_is_written
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
-def test_outputs_changed_after_completion_rerun_their_stage_and_every_reader(tmp_path: Path) -> None:
+def _completed_chain(tmp_path: Path) -> tuple[Path, Path, object]:
+    """(recipe file, run directory, host) of the CHAIN recipe run to completion."""
     recipe = write_recipe(tmp_path, CHAIN)
     run = tmp_path / "run"
     host = host_with()
     run_recipe_file(recipe, run, host)
+    return recipe, run, host
+
+
+def test_outputs_changed_after_completion_rerun_their_stage_and_every_reader(tmp_path: Path) -> None:
+    recipe, run, host = _completed_chain(tmp_path)
     weights = sorted((run / "first/outputs/model").rglob("*.safetensors"))[0]
     name = weights.relative_to(run / "first/outputs").as_posix()
     written = weights.read_bytes()
@@ -163,10 +169,7 @@ def test_outputs_changed_after_completion_rerun_their_stage_and_every_reader(tmp
 def test_readers_of_changed_outputs_stay_marked_until_they_ran_again(tmp_path: Path) -> None:
     """The mark is written before the changed stage runs again: a run cut short after it (here
     `--only first`) still leaves `second` to run afresh, although `first` is then up to date."""
-    recipe = write_recipe(tmp_path, CHAIN)
-    run = tmp_path / "run"
-    host = host_with()
-    run_recipe_file(recipe, run, host)
+    recipe, run, host = _completed_chain(tmp_path)
     for file in (run / "first/outputs/model").rglob("*.safetensors"):
         file.write_bytes(b"\0" * file.stat().st_size)  # same size, other bytes
 
@@ -183,10 +186,7 @@ def test_readers_of_changed_outputs_stay_marked_until_they_ran_again(tmp_path: P
 
 def test_output_files_deleted_on_purpose_are_noted_not_remade(tmp_path: Path) -> None:
     """Deleting outputs that nothing needs any more (BAM's teacher models) must not cost a re-run."""
-    recipe = write_recipe(tmp_path, CHAIN)
-    run = tmp_path / "run"
-    host = host_with()
-    run_recipe_file(recipe, run, host)
+    recipe, run, host = _completed_chain(tmp_path)
     weights = sorted((run / "first/outputs/model").rglob("*.safetensors"))[0]
     weights.unlink()
     assert stale_reasons(run, host) == {"corpus": [], "first": [], "second": []}
@@ -201,10 +201,7 @@ def test_output_files_deleted_on_purpose_are_noted_not_remade(tmp_path: Path) ->
 
 
 def test_a_stage_folder_deleted_runs_again_and_so_do_its_readers(tmp_path: Path) -> None:
-    recipe = write_recipe(tmp_path, CHAIN)
-    run = tmp_path / "run"
-    host = host_with()
-    run_recipe_file(recipe, run, host)
+    recipe, run, host = _completed_chain(tmp_path)
     shutil.rmtree(run / "first")
     assert stale_reasons(run, host)["second"] == ["upstream stage 'first', which it read, runs again first"]
     said: list[str] = []
