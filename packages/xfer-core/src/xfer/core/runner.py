@@ -20,9 +20,9 @@ the stage afresh — the runner says why ("input stages.vocab.files: a.txt chang
 change propagates to every stage downstream, except that a stage whose only change is a larger
 value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials
 kept. A completed stage whose output files were modified since it completed (stage.json
-records their sha256) runs again too (deleted ones are taken as pruned on purpose), and every stage that read them is marked `invalidated`
-first, so they run afresh after it, even if the run is killed in between; so are the readers
-of a stage whose folder or stage.json was deleted.
+records their sha256) runs again too (deleted ones are taken as pruned on purpose), and every
+stage that read them is marked `invalidated` first, so they run afresh after it, even if the
+run is killed in between; so are the readers of a stage whose folder or stage.json was deleted.
 Rank 0 alone reads and decides; the other ranks receive its decision.
 A run directory made by a different recipe is refused with a key-level diff unless `force`
 (reuse it, redoing what changed) or `fork` (copy it to a new directory first).
@@ -283,7 +283,6 @@ def _run_recipe(
         signature = None
         if hasher is not None:  # rank 0 reads the inputs once; the others get its verdict
             signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
-            hasher.save()
         signature = dist.broadcast_object(signature)
         fp = fingerprints[name] = signature.fingerprint
         stage_dir = stage_dirs[name]
@@ -295,7 +294,7 @@ def _run_recipe(
             else ([], [])
         )
         if hasher is not None:
-            hasher.save()  # the outputs' hashes, for the next run's check
+            hasher.save()  # the inputs' and outputs' hashes just read, for the next run
         if completed and not tampered:
             say(f"[{name}] up to date, skipped" + (f"; {_pruned_note(pruned)}" if pruned else ""))
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
