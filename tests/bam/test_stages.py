@@ -137,6 +137,48 @@ def test_compare_prints_the_table_and_writes_a_plot(
     assert cli.main(["compare", str(tmp_path / "nothing")]) == 2
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r["toy/chunk"]["runs"][0].pop("f1"), r"results.json: toy/chunk.runs\[0\]: no 'f1'"),
+        (lambda r: r["toy/chunk"]["runs"][0].update(f1="90"), r"toy/chunk.runs\[0\].f1: expected int or float"),
+        (lambda r: r["toy/chunk"].update(runs=[]), "toy/chunk: no runs recorded"),
+        (lambda r: r["toy/chunk"]["runs"][0].update(trial=7), "trial-7.json: unreadable"),
+        (lambda r: r["toy/chunk"]["runs"][0].update(f1=12.5), "resampling metric gives"),
+    ],
+)
+def test_compare_names_the_file_and_key_of_an_edited_results_file(
+    bam_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture, edit, message: str
+) -> None:
+    import re
+
+    stage = tmp_path / "multi"
+    shutil.copytree(bam_run / "multi", stage, ignore=shutil.ignore_patterns("trials"))
+    results = _results(stage)
+    edit(results)
+    (stage / "outputs/results/results.json").write_text(json.dumps(results))
+    assert (
+        cli.main(["compare", f"T={bam_run / 'teachers'}", f"M={stage}", "--no-plot", "--out", str(tmp_path / "c")]) == 2
+    )
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "c").exists(), "nothing is written after an error"
+
+
+def test_compare_refuses_a_system_given_twice_and_an_out_that_is_a_file(
+    bam_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    teachers, multi = bam_run / "teachers", bam_run / "multi"
+    out = ["--no-plot", "--out", str(tmp_path / "c")]
+    assert cli.main(["compare", f"A={teachers}", f"A={multi}", *out]) == 2
+    assert "system name 'A' is given twice" in capsys.readouterr().err
+    assert cli.main(["compare", str(teachers), f"{teachers}/", *out]) == 2
+    assert "the same stage is given twice" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert cli.main(["compare", str(teachers), str(multi), "--no-plot", "--out", str(tmp_path / "file")]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
 CACHED_TEACHERS = """
 name: cached
 seed: 3

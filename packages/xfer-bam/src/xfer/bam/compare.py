@@ -75,32 +75,63 @@ def stage_folders(folder: Path) -> list[Path]:
     return found
 
 
+def _field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, where: str) -> Any:
+    """`record[key]`, checked to be a `kind`; else an error naming the file and the key (a results
+    file edited by hand or cut short must not surface as a KeyError from deep in the statistics)."""
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: {where}: expected a JSON object, found {type(record).__name__}")
+    if key not in record:
+        raise UserError(f"{path}: {where}: no {key!r} (not a file written by xfer, or edited since)")
+    value = record[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise UserError(f"{path}: {where}.{key}: expected {_kind_name(kind)}, found {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+
+
 def load_system(name: str, folder: Path) -> System:
     import hashlib
 
-    results = _read_json(folder / "outputs" / "results" / "results.json")
+    results_path = folder / "outputs" / "results" / "results.json"
+    results = _read_json(results_path)
+    if not isinstance(results, dict) or not results:
+        raise UserError(f"{results_path}: expected a JSON object with one entry per task, found {results!r:.60}")
     system = System(name, folder)
     for task, result in results.items():
+        main = _field(result, "main_metric", str, results_path, task)
+        runs = _field(result, "runs", list, results_path, task)
+        if not runs:
+            raise UserError(f"{results_path}: {task}: no runs recorded")
+        for i, run in enumerate(runs):
+            for key, kind in (("trial", int), ("seed", int), (main, (int, float))):
+                _field(run, key, kind, results_path, f"{task}.runs[{i}]")
+        runs = sorted(runs, key=lambda r: r["trial"])
         dev = folder / "outputs" / "results" / "dev" / _slug(task)
         if not (dev / "gold.json").is_file():
             raise UserError(f"{dev}: no gold.json: {folder} did not record per-example dev predictions for {task}")
         gold = _read_json(dev / "gold.json")
-        main = result["main_metric"]
-        runs = sorted(result["runs"], key=lambda r: r["trial"])
+        kind = _field(gold, "type", str, dev / "gold.json", task)
+        ids = _field(gold, "ids", list, dev / "gold.json", task)
+        answers = _field(gold, "gold", list, dev / "gold.json", task)
+        if len(ids) != len(answers):
+            raise UserError(f"{dev / 'gold.json'}: {len(ids)} ids for {len(answers)} gold answers")
         predictions = []
         for run in runs:
-            record = _read_json(dev / f"trial-{run['trial']}.json")
-            if len(record["predictions"]) != len(gold["ids"]):
-                raise UserError(
-                    f"{dev}/trial-{run['trial']}.json: {len(record['predictions'])} predictions for {len(gold['ids'])} examples"
-                )
-            predictions.append(record["predictions"])
+            path = dev / f"trial-{run['trial']}.json"
+            record = _read_json(path)
+            predicted = _field(record, "predictions", list, path, task)
+            if len(predicted) != len(ids):
+                raise UserError(f"{path}: {len(predicted)} predictions for {len(ids)} examples")
+            predictions.append(predicted)
         try:
-            metric = stats.build_metric(gold["type"], main, gold["gold"], predictions, gold.get("labels", []))
+            metric = stats.build_metric(kind, main, answers, predictions, gold.get("labels", []))
             stats.check_against(metric, [r[main] for r in runs], f"{name}: {task}")
-        except ValueError as exc:
-            raise UserError(f"{dev}: {exc}") from exc
-        digest = hashlib.sha256(json.dumps([gold["ids"], gold["gold"]]).encode()).hexdigest()
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise UserError(f"{dev}: cannot recompute {main} from the recorded predictions: {exc}") from exc
+        digest = hashlib.sha256(json.dumps([ids, answers]).encode()).hexdigest()
         system.tasks[task] = TaskRuns(task, main, [r["seed"] for r in runs], [r[main] for r in runs], metric, digest)
     return system
 
@@ -122,16 +153,26 @@ def _split_spec(spec: str) -> tuple[str, str, Path]:
 
 
 def parse_systems(specs: list[str]) -> list[System]:
+    """Systems in the order given. A NAME given twice is an error (two systems would merge into one
+    row); a label derived from folders that clashes is lengthened until it is unique."""
     systems: list[System] = []
     for spec in specs:
         name, sep, folder = _split_spec(spec)
         if not folder.exists():
             raise UserError(f"{folder}: no such folder")
+        if sep and not name:
+            raise UserError(f"{spec!r}: empty system name before '=' (write NAME=FOLDER or just FOLDER)")
         stages = stage_folders(folder)
         for stage in stages:
+            if any(s.folder.resolve() == stage.resolve() for s in systems):
+                raise UserError(f"{stage}: the same stage is given twice")
             label = name if sep and len(stages) == 1 else (f"{name}/{stage.name}" if sep else stage.name)
-            if any(s.name == label for s in systems):
-                label = f"{stage.parent.name}/{stage.name}"
+            taken = {s.name for s in systems}
+            if label in taken and sep:
+                raise UserError(f"system name {label!r} is given twice; give each system its own NAME=")
+            for longer in (f"{stage.parent.name}/{stage.name}", str(stage)):
+                if label in taken:
+                    label = longer
             systems.append(load_system(label, stage))
     return systems
 
@@ -288,12 +329,14 @@ def plot(systems: list[System], path: Path) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.bootstrap < 100:
         raise UserError("--bootstrap must be at least 100 resamples")
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
     systems = parse_systems(args.systems)
     baselines = args.baseline or [systems[0].name]
     comparisons = compare(systems, baselines, args.bootstrap, args.seed)
     text = markdown(systems, baselines, comparisons, args.bootstrap, args.seed)
     sys.stdout.write(text)
-    out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "compare.md", text)
     write_json(
