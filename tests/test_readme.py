@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from xfer.core.recipe import load_recipe
+from xfer.core.recipes.recipe import load_recipe
 from xfer.testing import make_host
 
 from .conftest import REPO, shared_data_dir

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from xfer.core.errors import RecipeError
-from xfer.core.recipe import load_recipe
+from xfer.core.recipes.recipe import load_recipe
 from xfer.testing import make_host, write_recipe
 
 BASE = """

@@ -244,7 +244,7 @@ STUDENT_VARIANTS = """
 
 def test_every_variant_is_a_recipe(tmp_path: Path) -> None:
     """Single->Single, Multi->Multi, S->M->S->M and fine-tuning after multi-task training validate."""
-    from xfer.core.recipe import load_recipe
+    from xfer.core.recipes.recipe import load_recipe
 
     s2m2s2m = """
   s2m2s:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core.runlock import RunLock
+from xfer.core.runs.runlock import RunLock
 from xfer.testing import assert_same_weights, make_host, output_tensors, run_recipe_file, write_recipe
 
 from .test_distributed import RECIPE as DDP_RECIPE

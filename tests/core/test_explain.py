@@ -7,7 +7,7 @@ import re
 import pytest
 
 from xfer.core.cli import main
-from xfer.core.schema import plural, type_name
+from xfer.core.recipes.schema import plural, type_name
 from xfer.testing import make_host
 
 HOST = make_host(autoload=True)
@@ -36,7 +36,7 @@ def test_every_stage_explains_itself(stage: str, capsys: pytest.CaptureFixture[s
 
 
 def test_grown_keys_only_when_a_growable_key_grew_and_nothing_else_changed() -> None:
-    from xfer.core.fingerprint import grown_keys
+    from xfer.core.runs.fingerprint import grown_keys
 
     old = {"config": {"trials": 1, "lr": 0.1, "steps": [1, 2]}, "seed": 1, "inputs": {}}
     assert grown_keys(old, {**old, "config": {"trials": 3, "lr": 0.1, "steps": (1, 2)}}, ("trials",)) == ["trials"]

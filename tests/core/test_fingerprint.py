@@ -1,4 +1,4 @@
-"""Honest stage caching (xfer.core.fingerprint): a stage is skipped only when nothing it reads
+"""Honest stage caching (xfer.core.runs.fingerprint): a stage is skipped only when nothing it reads
 changed, and a stage that runs again says why."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core import cli, fingerprint
+from xfer.core import cli
 from xfer.core.config import knob
 from xfer.core.errors import RunDirError
-from xfer.core.fingerprint import FileHasher
 from xfer.core.plugins import set_default_host
-from xfer.core.recipe import load_recipe
-from xfer.core.runner import diff, read_status, run_recipe, without_new_unsigned
+from xfer.core.recipes.recipe import load_recipe
+from xfer.core.runs import fingerprint
+from xfer.core.runs.fingerprint import FileHasher
+from xfer.core.runs.runner import diff, read_status, run_recipe, without_new_unsigned
 from xfer.testing import make_host, write_recipe
 
 from . import lines_task

@@ -1,4 +1,4 @@
-"""Pre-flight (xfer.core.preflight): every stage's data is read before the first stage trains,
+"""Pre-flight (xfer.core.runs.preflight): every stage's data is read before the first stage trains,
 and every data problem of every stage is reported at once (`xfer validate --data`, `xfer run`)."""
 
 from dataclasses import dataclass
@@ -9,8 +9,8 @@ import pytest
 from xfer.core import cli
 from xfer.core.config import TaskRef
 from xfer.core.plugins import set_default_host
-from xfer.core.preflight import PreflightError, check_data, preflight, stage_tasks
-from xfer.core.recipe import load_recipe
+from xfer.core.recipes.recipe import load_recipe
+from xfer.core.runs.preflight import PreflightError, check_data, preflight, stage_tasks
 from xfer.testing import make_host, write_recipe
 
 from .lines_task import GOOD_LINES, LinesConfig, LinesPlugin, LinesTask

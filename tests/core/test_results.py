@@ -69,7 +69,7 @@ def test_bad_or_missing_results_are_clear(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_report_plots_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from xfer.core.report import write_report
+    from xfer.core.runs.report import write_report
 
     rows = [{"step": s, "split": "train", "loss": 1.0 / s} for s in (1, 2, 3)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

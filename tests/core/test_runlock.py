@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core import runlock
 from xfer.core.errors import RunDirError
-from xfer.core.runlock import RunLock
+from xfer.core.runs import runlock
+from xfer.core.runs.runlock import RunLock
 
 HOLDER = """
 import sys, time
-from xfer.core.runlock import RunLock
+from xfer.core.runs.runlock import RunLock
 RunLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(60)

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core import cli, runlock
+from xfer.core import cli
 from xfer.core.errors import PluginError, RunDirError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.plugins import set_default_host
-from xfer.core.recipe import load_recipe
-from xfer.core.runlock import RunLock
-from xfer.core.runner import read_status, run_recipe, stale_reasons
+from xfer.core.recipes.recipe import load_recipe
+from xfer.core.runs import runlock
+from xfer.core.runs.runlock import RunLock
+from xfer.core.runs.runner import read_status, run_recipe, stale_reasons
 from xfer.core.specs import ComponentSpec
 from xfer.testing import assert_same_weights, make_host, output_tensors, run_recipe_file, write_recipe
 

@@ -1,4 +1,4 @@
-"""The typed recipe validator (xfer.core.schema) and located YAML (xfer.core.yamlsrc)."""
+"""The typed recipe validator (xfer.core.recipes.schema) and located YAML (xfer.core.recipes.yamlsrc)."""
 
 # no `from __future__ import annotations`: the validator reads real type objects via get_type_hints
 from dataclasses import dataclass
@@ -9,9 +9,9 @@ import pytest
 
 from xfer.core.config import ExistingPath, FieldError, KeysOf, knob
 from xfer.core.errors import Location, RecipeError
-from xfer.core.schema import INVALID, Validator
+from xfer.core.recipes.schema import INVALID, Validator
+from xfer.core.recipes.yamlsrc import apply_override, deep_merge, parse_file, parse_override, parse_text
 from xfer.core.train_config import TrainConfig
-from xfer.core.yamlsrc import apply_override, deep_merge, parse_file, parse_override, parse_text
 
 F = "cfg.yaml"
 
@@ -338,7 +338,7 @@ def test_file_errors(tmp_path: Path) -> None:
 
 
 def test_paths_expand_environment_variables(tmp_path, monkeypatch) -> None:
-    from xfer.core.schema import expand_env
+    from xfer.core.recipes.schema import expand_env
 
     monkeypatch.setenv("XFER_TEST_ROOT", str(tmp_path))
     monkeypatch.delenv("XFER_TEST_UNSET", raising=False)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from xfer.core.errors import RecipeError, UserError
-from xfer.core.recipe import load_recipe
-from xfer.core.runner import run_recipe
+from xfer.core.recipes.recipe import load_recipe
+from xfer.core.runs.runner import run_recipe
 from xfer.cvt.testing import tiny_cvt_recipe, write_tiny_data
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 

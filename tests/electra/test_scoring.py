@@ -463,8 +463,8 @@ stages:
 
 
 def test_score_stage_reads_its_files_before_running(ckpt: dict[str, Path], tmp_path: Path) -> None:
-    from xfer.core.preflight import preflight
-    from xfer.core.recipe import load_recipe
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import preflight
 
     bad = tmp_path / "bad.txt"
     bad.write_text("the cat\n\n")

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from xfer.core.errors import RecipeError
-from xfer.core.preflight import check_data
-from xfer.core.recipe import load_recipe
+from xfer.core.recipes.recipe import load_recipe
+from xfer.core.runs.preflight import check_data
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 from xfer.transformer.modelio import load_model_dir
 
@@ -194,7 +194,7 @@ stages:
 def test_an_objective_left_out_is_the_objective_named_without_options(tmp_path: Path) -> None:
     """Omitted, written by name, or written with its defaults: one resolved config, one fingerprint
     (so `xfer status`, which re-reads the resolved recipe, agrees with `xfer run`)."""
-    from xfer.core.fingerprint import FileHasher, stage_signature
+    from xfer.core.runs.fingerprint import FileHasher, stage_signature
 
     fingerprints = []
     for objective in ("", "    objective: electra.rtd\n", "    objective: {name: electra.rtd, mask_prob: 0.15}\n"):

@@ -196,11 +196,11 @@ def _run_plugin_command(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core import distributed as dist
-    from xfer.core.recipe import load_recipe
-    from xfer.core.runner import run_recipe
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.runner import run_recipe
 
     recipe = load_recipe(args.recipe, args.overrides, host)
-    from xfer.core.preflight import check_data
+    from xfer.core.runs.preflight import check_data
 
     only = recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip()) if args.only else None
     check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
@@ -234,11 +234,11 @@ def cmd_results(args: argparse.Namespace, host: PluginHost) -> int:
 
 
 def cmd_validate(args: argparse.Namespace, host: PluginHost) -> int:
-    from xfer.core.recipe import load_recipe
+    from xfer.core.recipes.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides, host)
     if args.data:
-        from xfer.core.preflight import check_data
+        from xfer.core.runs.preflight import check_data
 
         check_data(recipe, host)
     order = " -> ".join(recipe.stages)
@@ -247,7 +247,7 @@ def cmd_validate(args: argparse.Namespace, host: PluginHost) -> int:
 
 
 def cmd_show(args: argparse.Namespace, host: PluginHost) -> int:
-    from xfer.core.recipe import load_recipe
+    from xfer.core.recipes.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides, host)
     print(f"# resolved recipe {args.recipe}; comments say where each value came from")
@@ -280,7 +280,7 @@ def _closest_origin(provenance: dict[str, str], key_path: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
-    from xfer.core.runner import read_status
+    from xfer.core.runs.runner import read_status
 
     rows = read_status(args.run_dir, host)
     if args.json:
@@ -392,7 +392,7 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
     """`name: type = default  # doc` lines for every field; nested config dataclasses are
     flattened (`train.lr`) with the defaults the enclosing config gives them."""
     from xfer.core.config import UNSIGNED_AT, ComponentRef, Files, Input
-    from xfer.core.schema import to_plain, type_name
+    from xfer.core.recipes.schema import to_plain, type_name
 
     hints = typing.get_type_hints(cls, include_extras=True)
     lines = []

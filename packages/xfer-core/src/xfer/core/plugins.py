@@ -37,10 +37,10 @@ import pluggy
 
 from xfer.core import hookspecs
 from xfer.core.errors import PluginError
-from xfer.core.schema import did_you_mean
+from xfer.core.recipes.schema import did_you_mean
 from xfer.core.specs import CommandSpec, ComponentSpec, namespace_of
 
-BUILTIN_PLUGINS = {"core": "xfer.core.builtin", "toy": "xfer.core.toy_plugin"}
+BUILTIN_PLUGINS = {"core": "xfer.core.builtin", "toy": "xfer.core.toy.plugin"}
 
 
 @dataclass

@@ -23,7 +23,7 @@ from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text
 from xfer.core.config import Files, Input
 from xfer.core.plugins import PluginHost
-from xfer.core.report import metric_lines
+from xfer.core.runs.report import metric_lines
 
 
 @dataclass

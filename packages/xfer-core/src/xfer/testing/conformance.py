@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from xfer.core.errors import RecipeError
-from xfer.core.recipe import load_recipe
+from xfer.core.recipes.recipe import load_recipe
 from xfer.testing.helpers import assert_same_weights, make_host, output_tensors, run_cli, run_recipe_file, write_recipe
 
 TESTING_PLUGIN = "xfer.testing.plugin"

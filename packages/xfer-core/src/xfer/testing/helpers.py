@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xfer.core.plugins import PluginHost
-from xfer.core.recipe import load_recipe
+from xfer.core.recipes.recipe import load_recipe
 
 if TYPE_CHECKING:
     import torch
 
-    from xfer.core.runner import RunResult
+    from xfer.core.runs.runner import RunResult
 
 
 def make_host(modules: Iterable[str] = (), autoload: bool = False, allow: Iterable[str] | None = None) -> PluginHost:
@@ -39,7 +39,7 @@ def run_recipe_file(
     recipe: Path, run_dir: Path, host: PluginHost, overrides: Sequence[str] = (), **kwargs: object
 ) -> RunResult:
     """Validate and run a recipe in this process (quiet)."""
-    from xfer.core.runner import run_recipe
+    from xfer.core.runs.runner import run_recipe
 
     plan = load_recipe(recipe, list(overrides), host)
     return run_recipe(plan, run_dir, host=host, log=lambda *a, **k: None, **kwargs)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from xfer.core.plugins import PluginHost
 from xfer.testing.helpers import make_host, run_recipe_file, write_recipe
 
 if TYPE_CHECKING:
-    from xfer.core.runner import RunResult
+    from xfer.core.runs.runner import RunResult
 
 
 @pytest.fixture

@@ -478,7 +478,7 @@ class _FileHashes:
     """sha256 of file contents, reused while (size, mtime_ns, inode) is unchanged (core's FileHasher)."""
 
     def __init__(self, cache_dir: Path):
-        from xfer.core.fingerprint import FileHasher
+        from xfer.core.runs.fingerprint import FileHasher
 
         self._hasher = FileHasher(cache_dir / ".file-hashes.json")
 

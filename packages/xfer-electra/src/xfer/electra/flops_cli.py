@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from xfer.core.plugins import default_host
-    from xfer.core.recipe import load_recipe
+    from xfer.core.recipes.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides, default_host())
     rows = [stage_flops(recipe, name) for name, plan in recipe.stages.items() if plan.kind == "electra.pretrain"]

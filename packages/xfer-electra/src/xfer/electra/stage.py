@@ -54,7 +54,7 @@ def run_pretrain(ctx: StageContext) -> None:
     if ctx.is_main:
         _export(ctx, config, objective, tokenizer, {"training_steps": steps, **plan})
         ctx.report(_report(plan, steps))
-        from xfer.core.report import read_metrics
+        from xfer.core.runs.report import read_metrics
 
         entropy = _corpus_unigram_entropy(examples, tokenizer)
         if entropy is not None:
@@ -362,7 +362,7 @@ def _export(
 
 
 def _plain(value: Any) -> Any:
-    from xfer.core.schema import to_plain
+    from xfer.core.recipes.schema import to_plain
 
     return to_plain(value) if value is not None else None
 

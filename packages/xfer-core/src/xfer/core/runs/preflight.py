@@ -26,7 +26,7 @@ from typing import Any
 from xfer.core.config import Files, Input, TaskRef
 from xfer.core.errors import DataError, Diagnostic, Location, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
-from xfer.core.recipe import Recipe
+from xfer.core.recipes.recipe import Recipe
 
 DEFAULT_SPLITS = ("train", "dev")
 

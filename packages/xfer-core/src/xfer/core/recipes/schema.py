@@ -22,7 +22,7 @@ from typing import Any, Literal, Union
 
 from xfer.core.config import REQUIRED_IN_RECIPES, UNSIGNED_AT, ComponentRef, FieldError, Files, Input, KeysOf, MustExist
 from xfer.core.errors import Diagnostic, Location
-from xfer.core.yamlsrc import Node
+from xfer.core.recipes.yamlsrc import Node
 
 
 class _Invalid:

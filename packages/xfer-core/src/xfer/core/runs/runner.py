@@ -3,7 +3,7 @@
     runs/<recipe name>/
       recipe.resolved.yaml  the resolved recipe (defaults filled in, paths absolute)
       environment.json   Python, torch, package versions, host, device
-      .lock              flock-ed by the `xfer run` using the directory (see xfer.core.runlock)
+      .lock              flock-ed by the `xfer run` using the directory (see xfer.core.runs.runlock)
       <stage>/
         stage.json       status (running | completed | failed), fingerprint, times, outputs, error
         metrics.jsonl    one JSON object per log line
@@ -11,7 +11,7 @@
         outputs/<name>/  the stage's declared outputs
         report.md        summary and plots
 
-A stage's fingerprint (xfer.core.fingerprint) signs its resolved config and seed, the versions
+A stage's fingerprint (xfer.core.runs.fingerprint) signs its resolved config and seed, the versions
 of every component it uses and of their distributions, the contents of every file it reads
 from outside the run, and the fingerprints of the stages it reads from. On a re-run: a completed
 stage with the same fingerprint is skipped; a running or failed one with the same fingerprint
@@ -44,10 +44,12 @@ from typing import Any
 import yaml
 
 from xfer.core import distributed as dist
-from xfer.core import runlock
 from xfer.core.atomic import atomic_write_text, read_json, write_json
 from xfer.core.errors import RecipeError, RunDirError, UserError
-from xfer.core.fingerprint import (
+from xfer.core.plugins import PluginHost, default_host
+from xfer.core.recipes.recipe import Recipe, StagePlan
+from xfer.core.runs import runlock
+from xfer.core.runs.fingerprint import (
     FileHasher,
     Signature,
     changed_outputs,
@@ -57,9 +59,7 @@ from xfer.core.fingerprint import (
     output_digests,
     stage_signature,
 )
-from xfer.core.plugins import PluginHost, default_host
-from xfer.core.recipe import Recipe, StagePlan
-from xfer.core.report import write_report
+from xfer.core.runs.report import write_report
 from xfer.core.stage import StageContext
 
 
@@ -484,7 +484,7 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
     and plugins (file hashes come from the run's cache; nothing is written). A stage never run
     is not listed. Raises UserError when the recipe no longer validates (e.g. data removed).
     """
-    from xfer.core.recipe import load_recipe
+    from xfer.core.recipes.recipe import load_recipe
 
     try:
         recipe = load_recipe(run_dir / "recipe.resolved.yaml", (), host)

@@ -42,9 +42,9 @@ def xfer_stages() -> list[ComponentSpec]:
         ComponentSpec(
             "stage",
             "toy.corpus",
-            "xfer.core.toy_stage:run_corpus",
+            "xfer.core.toy.stage:run_corpus",
             "1",
-            "xfer.core.toy_stage:ToyCorpusConfig",
+            "xfer.core.toy.stage:ToyCorpusConfig",
             "Write unlabeled toy-language text (one sentence per line, blank line between documents).",
             outputs=("text",),
         )

@@ -35,7 +35,7 @@ from typing import Any
 from xfer.core.atomic import read_json, write_json
 from xfer.core.config import NOT_AN_INPUT, ComponentRef, Files, Input
 from xfer.core.plugins import PluginHost
-from xfer.core.recipe import StagePlan
+from xfer.core.recipes.recipe import StagePlan
 
 RACY_SECONDS = 2.0
 HASH_CACHE_FILE = ".file-hashes.json"

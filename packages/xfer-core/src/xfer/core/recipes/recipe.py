@@ -23,9 +23,9 @@ from typing import Any
 
 from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
-from xfer.core.schema import INVALID, Validator, did_you_mean, resolve_path, to_plain
+from xfer.core.recipes.schema import INVALID, Validator, did_you_mean, resolve_path, to_plain
+from xfer.core.recipes.yamlsrc import Node, apply_override, deep_merge, parse_file, parse_override
 from xfer.core.specs import ComponentSpec
-from xfer.core.yamlsrc import Node, apply_override, deep_merge, parse_file, parse_override
 
 TOP_LEVEL_KEYS = ("name", "seed", "description", "include", "stages")
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
