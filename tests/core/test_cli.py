@@ -56,6 +56,11 @@ def test_new_plugin_scaffold_passes_its_own_conformance_tests(
     assert (target / "src/xfer/mine/plugin.py").exists() and not (target / "src/xfer/__init__.py").exists()
     assert cli.main(["new-plugin", "mine", "--dir", str(target)]) == 2, "refuses to overwrite"
     assert cli.main(["new-plugin", "Bad-Name"]) == 2
+    capsys.readouterr()
+    for taken in ("core", "toy", "testing"):  # a built-in namespace, a built-in plugin, an xfer package
+        assert cli.main(["new-plugin", taken, "--dir", str(tmp_path / taken)]) == 2
+        assert f"plugin name {taken!r} is taken" in capsys.readouterr().err
+        assert not (tmp_path / taken).exists()
     env = {**os.environ, "PYTHONPATH": str(target / "src")}
     result = subprocess.run(
         [

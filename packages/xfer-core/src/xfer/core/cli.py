@@ -428,7 +428,7 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
 def cmd_new_plugin(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.scaffold import scaffold_plugin
 
-    target = scaffold_plugin(args.name, args.dir)
+    target = scaffold_plugin(args.name, args.dir, taken={record.name for record in host.plugins.values()})
     print(f"created {target}; install it with: pip install -e {target}")
     return 0
 

@@ -7,8 +7,10 @@ class-weighted cross-entropy on top of `transformer.sequence`), conformance test
 
 from __future__ import annotations
 
+import importlib.util
 import keyword
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from xfer.core.errors import UserError
@@ -199,10 +201,19 @@ class TestObjective(Data, ComponentConformance):
 }
 
 
-def scaffold_plugin(name: str, directory: Path | None = None) -> Path:
-    """Write `xfer-<name>/` (or `directory`) and return its path; refuses to overwrite."""
+def scaffold_plugin(name: str, directory: Path | None = None, taken: Collection[str] = ()) -> Path:
+    """Write `xfer-<name>/` (or `directory`) and return its path; refuses to overwrite.
+
+    `taken`: plugin namespaces already installed. A name that is one of them, or whose package
+    `xfer.<name>` already exists (`xfer.core`, `xfer.testing`, a method package), is refused: the
+    new distribution would merge into that package's folder, or register its components twice.
+    """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise UserError(f"plugin name {name!r} must be a lower-case Python identifier (it becomes xfer.{name})")
+    if name in taken:
+        raise UserError(f"plugin name {name!r} is taken: an installed plugin already provides namespace {name!r}")
+    if importlib.util.find_spec(f"xfer.{name}") is not None:
+        raise UserError(f"plugin name {name!r} is taken: package xfer.{name} is already installed")
     target = directory or Path(f"xfer-{name}")
     if target.exists() and any(target.iterdir()):
         raise UserError(f"{target} already exists and is not empty")
