@@ -98,6 +98,32 @@ def test_allow_list_and_autoload_switch(site: Path, monkeypatch: pytest.MonkeyPa
     assert set(PluginHost().plugins) == {"core", "toy", "testing"}
 
 
+def test_a_typo_in_the_plugin_switches_is_reported(
+    site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_distribution(site, "xfer-alpha", "1.0", "alpha", "alpha_plugin", GOOD.format(ns="alpha"))
+    monkeypatch.setenv("XFER_PLUGINS", "alpah,core")  # core is built in: always loaded, never unknown
+    host = PluginHost()
+    assert "alpha" not in host.plugins and "core" in host.plugins
+    assert host.plugins["alpah"].error == (
+        "XFER_PLUGINS names 'alpah', but no installed distribution registers an `xfer` entry point "
+        "of that name; did you mean 'alpha'?"
+    )
+    monkeypatch.delenv("XFER_PLUGINS")
+    monkeypatch.setenv("XFER_DISABLE_PLUGIN_AUTOLOAD", "TRUE")  # any case
+    assert "alpha" not in PluginHost().plugins
+    monkeypatch.setenv("XFER_DISABLE_PLUGIN_AUTOLOAD", "off")
+    assert "alpha" in PluginHost().plugins
+    monkeypatch.setenv("XFER_DISABLE_PLUGIN_AUTOLOAD", "ture")
+    with pytest.raises(PluginError, match="XFER_DISABLE_PLUGIN_AUTOLOAD='ture': expected 1/true/yes/on"):
+        PluginHost()
+    from xfer.core import cli, plugins
+
+    monkeypatch.setattr(plugins, "_default_host", None)  # the CLI builds its host from the environment
+    assert cli.main(["plugins"]) == 2
+    assert "error: XFER_DISABLE_PLUGIN_AUTOLOAD='ture'" in capsys.readouterr().err
+
+
 def test_misspelled_hook_is_an_error() -> None:
     class Typo:
         @hookimpl

@@ -153,8 +153,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 
 def main(argv: list[str] | None = None) -> int:
-    host = default_host()
     try:
+        host = default_host()
         parser = build_parser(host, argv)
     except PluginError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -5,7 +5,9 @@ from `XFER_PLUGIN_MODULES=pkg.mod,...` (development and tests; pytest's `PYTEST_
 idea), and from core's own built-in modules. Environment switches:
 
 - `XFER_DISABLE_PLUGIN_AUTOLOAD=1`: load no entry points (built-ins and XFER_PLUGIN_MODULES only);
-- `XFER_PLUGINS=a,b`: load only these entry-point plugins.
+  any value but 1/true/yes/on/0/false/no/off is an error;
+- `XFER_PLUGINS=a,b`: load only these entry-point plugins (a name matching none is recorded
+  as a failed plugin, so the typo shows).
 
 A plugin that fails to import, has a misspelled hook, or whose registration hook raises is
 recorded with its error and skipped; asking for one of its components later raises a
@@ -130,7 +132,7 @@ class PluginHost:
         self.components: dict[tuple[str, str], ComponentSpec] = {}
         self.conflicts: dict[tuple[str, str], list[str]] = {}
         if autoload is None:
-            autoload = os.environ.get("XFER_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "yes")
+            autoload = not _env_flag("XFER_DISABLE_PLUGIN_AUTOLOAD")
         if allow is None and os.environ.get("XFER_PLUGINS"):
             allow = [p.strip() for p in os.environ["XFER_PLUGINS"].split(",") if p.strip()]
         self.allow = set(allow) if allow is not None else None
@@ -153,12 +155,23 @@ class PluginHost:
             return "xfer-core", "0+unknown"
 
     def _load_entry_points(self) -> None:
-        for ep in sorted(importlib.metadata.entry_points(group="xfer"), key=lambda e: e.name):
+        entry_points = sorted(importlib.metadata.entry_points(group="xfer"), key=lambda e: e.name)
+        for ep in entry_points:
             if self.allow is not None and ep.name not in self.allow:
                 continue
             dist = ep.dist.name if ep.dist else "unknown"
             version = ep.dist.version if ep.dist else "unknown"
             self._add(PluginRecord(ep.name, dist, version, ep.value), ep.load)
+        # An allow-list entry that matches nothing is a typo, not a wish to load nothing: shown as
+        # a failed plugin, so `xfer plugins` and a recipe needing the plugin both say so.
+        known = [ep.name for ep in entry_points]
+        for name in sorted((self.allow or set()) - set(known) - set(BUILTIN_PLUGINS)):
+            record = PluginRecord(name, "(XFER_PLUGINS)", "-", "")
+            record.error = (
+                f"XFER_PLUGINS names {name!r}, but no installed distribution registers an `xfer` entry point "
+                f"of that name{did_you_mean(name, known)}"
+            )
+            self.plugins[name] = record
 
     def add_module(self, module: str, name: str | None = None) -> PluginRecord:
         """Register a plugin module by import path (namespace: `XFER_NAMESPACE` or the module's name)."""
@@ -334,6 +347,16 @@ class PluginHost:
 
 
 _default_host: PluginHost | None = None
+
+
+def _env_flag(name: str) -> bool:
+    """A yes/no environment variable; anything but the usual spellings is an error, not a "no"."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise PluginError(f"{name}={os.environ[name]!r}: expected 1/true/yes/on or 0/false/no/off")
 
 
 def default_host() -> PluginHost:
