@@ -161,7 +161,7 @@ def test_outputs_changed_after_completion_rerun_their_stage_and_every_reader(tmp
     said: list[str] = []
     again = run_recipe(load_recipe(recipe, [], host), run, host=host, log=said.append)
     assert [(s.name, s.action) for s in again.stages] == [("corpus", "skipped"), ("first", "ran"), ("second", "ran")]
-    assert f"[first] runs again: modified after it completed: outputs/{name}" in said
+    assert f"[first] runs again: outputs/{name} was modified after the stage completed" in said
     assert weights.read_bytes() == written, "the stage wrote its outputs again"
     assert_same_weights(output_tensors(run, "second"), trained_second)
     assert [s.action for s in run_recipe_file(recipe, run, host).stages] == ["skipped"] * 3
@@ -199,6 +199,25 @@ def test_output_files_deleted_on_purpose_are_noted_not_remade(tmp_path: Path) ->
         f"1 of its output files were deleted since it completed ({weights.relative_to(run / 'first').as_posix()})"
         in note
     )
+
+
+def test_a_stage_json_without_fingerprint_runs_again_and_so_do_its_readers(tmp_path: Path) -> None:
+    """A hand-edited or foreign stage.json is no record of what ran: `xfer status` and `xfer run`
+    (one shared verdict) both treat the stage as lost, readers included."""
+    recipe, run, host = _completed_chain(tmp_path)
+    (run / "first/stage.json").write_text('{"status": "completed"}')
+    reasons = stale_reasons(run, host)
+    assert reasons["first"] == ["its stage.json records no fingerprint"]
+    assert reasons["second"] == ["upstream stage 'first', which it read, runs again first"]
+    said: list[str] = []
+    again = run_recipe(load_recipe(recipe, [], host), run, host=host, log=said.append)
+    assert [(s.name, s.action) for s in again.stages] == [("corpus", "skipped"), ("first", "ran"), ("second", "ran")]
+    assert "[first] runs again: its stage.json records no fingerprint" in said
+    assert (
+        "[second] runs again: upstream stage 'first' ran again from scratch: its stage.json was missing or unreadable"
+        in said
+    )
+    assert not any(stale_reasons(run, host).values())
 
 
 def test_a_stage_folder_deleted_runs_again_and_so_do_its_readers(tmp_path: Path) -> None:

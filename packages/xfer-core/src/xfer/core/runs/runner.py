@@ -280,42 +280,28 @@ def _run_recipe(
         if name not in selected:
             say(f"[{name}] not selected (--only), left as it is")
             continue
-        signature = None
-        if hasher is not None:  # rank 0 reads the inputs once; the others get its verdict
+        signature = verdict = None
+        if hasher is not None:  # rank 0 reads the inputs and outputs once; the others get its verdict
             signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
-        signature = dist.broadcast_object(signature)
-        fp = fingerprints[name] = signature.fingerprint
-        stage_dir = stage_dirs[name]
-        state = dist.broadcast_object(_read_json(stage_dir / "stage.json") if dist.is_main() else None) or {}
-        completed = state.get("fingerprint") == fp and state.get("status") == "completed"
-        tampered, pruned = dist.broadcast_object(
-            changed_outputs(state.get("output_files"), stage_dir / "outputs", hasher)
-            if completed and hasher is not None
-            else ([], [])
-        )
-        if hasher is not None:
+            verdict = judge(
+                _read_json(stage_dirs[name] / "stage.json") or {}, signature, plan, stage_dirs[name], hasher
+            )
             hasher.save()  # the inputs' and outputs' hashes just read, for the next run
-        if completed and not tampered:
-            say(f"[{name}] up to date, skipped" + (f"; {_pruned_note(pruned)}" if pruned else ""))
+        signature, verdict = dist.broadcast_object((signature, verdict))
+        fingerprints[name] = signature.fingerprint
+        stage_dir = stage_dirs[name]
+        if verdict.action == SKIP:
+            say(f"[{name}] up to date, skipped" + (f"; {_pruned_note(verdict.pruned)}" if verdict.pruned else ""))
             result.stages.append(StageResult(name, "skipped", "completed", stage_dir / "report.md"))
             continue
-        resumed = state.get("fingerprint") == fp and not tampered  # interrupted or failed: resume from checkpoints
-        grown = [] if resumed or tampered else grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
-        if tampered:
-            say(f"[{name}] runs again: modified after it completed: {', '.join(tampered)}")
-            if dist.is_main():  # before anything is removed, so that a kill in between cannot lose it
-                _invalidate_dependents(recipe, name, stage_dirs, "its outputs were changed after it completed")
-        elif not state:
-            # never run, or its folder / stage.json deleted or damaged: what read it must not outlive it
-            if dist.is_main():
-                _invalidate_dependents(recipe, name, stage_dirs, "its stage.json was missing or unreadable")
-        elif grown:
-            say(f"[{name}] resumes with more {', '.join(grown)}: what it finished is kept")
-            resumed = True
-        elif state.get("status") == INVALIDATED:
-            say(f"[{name}] runs again: {state.get('reason', 'invalidated')}")
-        elif state.get("fingerprint") and not resumed:
-            say(f"[{name}] runs again: {'; '.join(explain_change(state.get('signature'), signature.parts, name))}")
+        resumed = verdict.action in (RESUME, GROW)
+        if verdict.invalidates and dist.is_main():
+            # before anything is removed, so that a kill in between cannot lose the mark
+            _invalidate_dependents(recipe, name, stage_dirs, verdict.invalidates)
+        if verdict.action == GROW:
+            say(f"[{name}] {verdict.reasons[0]}")
+        elif verdict.reasons:
+            say(f"[{name}] runs again: {'; '.join(verdict.reasons)}")
         if not resumed and stage_dir.exists() and dist.is_main():
             # changed config or inputs, or no readable stage.json: start afresh, so the trainer
             # cannot resume from checkpoints the runner did not vouch for
@@ -477,6 +463,53 @@ def _safe_report(plan: StagePlan, stage_dir: Path, status: dict[str, Any], ctx: 
     return write_report(stage_dir, f"Stage `{plan.name}`", header, ctx.report_sections)
 
 
+SKIP, RESUME, GROW, FRESH = "skip", "resume", "grow", "fresh"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `xfer run` does with one stage and why: decided once, by `judge`, for the runner and
+    for `xfer status` alike, so the two cannot disagree.
+
+    `action`: SKIP (completed and unchanged), RESUME (interrupted or failed with the same
+    fingerprint: from its checkpoints), GROW (completed, then a growable key such as `trials`
+    was raised: what it finished is kept) or FRESH (from scratch). `reasons` say why it runs
+    (empty for SKIP and a plain RESUME). `redone`: FRESH with its fingerprint unchanged (outputs
+    modified, record lost, marked invalidated), so its readers' fingerprints do not change and
+    they must be told to run afresh; `invalidates` is then the reason to write into their
+    records (None when they were marked already). `pruned`: output files deleted since it
+    completed (SKIP only; noted, not remade).
+    """
+
+    action: str
+    reasons: tuple[str, ...] = ()
+    redone: bool = False
+    invalidates: str | None = None
+    pruned: tuple[str, ...] = ()
+
+
+def judge(state: dict[str, Any], signature: Signature, plan: StagePlan, stage_dir: Path, hasher: FileHasher) -> Verdict:
+    """The verdict for a stage whose stage.json holds `state` ({} when missing or unreadable)."""
+    same = state.get("fingerprint") == signature.fingerprint
+    if same and state.get("status") == "completed":
+        modified, deleted = changed_outputs(state.get("output_files"), stage_dir / "outputs", hasher)
+        if not modified:
+            return Verdict(SKIP, pruned=tuple(deleted))
+        reasons = tuple(f"{path} was modified after the stage completed" for path in modified)
+        return Verdict(FRESH, reasons, redone=True, invalidates="its outputs were changed after it completed")
+    if same:
+        return Verdict(RESUME)
+    if state.get("status") == INVALIDATED:
+        return Verdict(FRESH, (str(state.get("reason", INVALIDATED)),), redone=True)
+    if not state.get("fingerprint"):  # never run, or its stage.json was deleted or damaged
+        damaged = ("its stage.json records no fingerprint",) if state else ()
+        return Verdict(FRESH, damaged, redone=True, invalidates="its stage.json was missing or unreadable")
+    grown = grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
+    if grown:
+        return Verdict(GROW, (f"resumes with more {', '.join(grown)}: what it finished is kept",))
+    return Verdict(FRESH, tuple(explain_change(state.get("signature"), signature.parts, plan.name)))
+
+
 def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
     """Why `xfer run` would run each stage of the run directory again ([] = up to date).
 
@@ -493,27 +526,21 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
     hasher = FileHasher(hash_cache_path(run_dir))
     fingerprints: dict[str, str] = {}
     reasons: dict[str, list[str]] = {}
-    redone_outputs: set[str] = set()  # stages that will run from scratch with the same fingerprint
+    redone: set[str] = set()  # stages that run from scratch with their fingerprint unchanged
     for name, plan in recipe.stages.items():
         signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
         fingerprints[name] = signature.fingerprint
         state = _read_json(run_dir / name / "stage.json") or {}
-        if not state:  # never run, or its record was lost: it runs from scratch
-            redone_outputs.add(name)
+        verdict = judge(state, signature, plan, run_dir / name, hasher)
+        upstream = [dep for dep in plan.deps if dep in redone]
+        if verdict.redone or upstream:
+            redone.add(name)
+        if not state:  # never run: nothing to be stale
             continue
-        if state.get("status") == INVALIDATED:
-            reasons[name] = [str(state.get("reason", INVALIDATED))]
-        elif state.get("fingerprint") == signature.fingerprint:
-            modified, _ = changed_outputs(state.get("output_files"), run_dir / name / "outputs", hasher)
-            reasons[name] = [f"{path} was modified after the stage completed" for path in modified]
-            reasons[name] += [
-                f"upstream stage {dep!r}, which it read, runs again first" for dep in plan.deps if dep in redone_outputs
-            ]
-        elif state.get("fingerprint"):
-            reasons[name] = explain_change(state.get("signature"), signature.parts, name)
-            continue
-        if reasons.get(name):
-            redone_outputs.add(name)
+        if verdict.action in (SKIP, RESUME) and upstream:  # the runner will have marked it invalidated
+            reasons[name] = [f"upstream stage {dep!r}, which it read, runs again first" for dep in upstream]
+        else:
+            reasons[name] = list(verdict.reasons)
     return reasons
 
 
