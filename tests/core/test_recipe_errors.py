@@ -31,6 +31,17 @@ stages:
 
 # (name, recipe text or a (text, overrides) pair, expected line, expected col, message regex)
 CASES = [
+    *[
+        (
+            f"run directory outside runs/ ({bad!r})",
+            GOOD.replace("name: t\n", f"name: '{bad}'\n"),
+            1,
+            7,
+            r"names the run directory",
+        )
+        for bad in ("../escape", "/tmp/abs", "a/b", "", "..")
+    ],
+    ("run directory name by override", (GOOD, ["name=../up"]), 1, 6, r"name '\.\./up' names the run directory"),
     ("top-level typo", GOOD.replace("seed: 1", "sed: 1"), 2, 1, r"unknown top-level key 'sed'; did you mean 'seed'\?"),
     (
         "stage-level typo",

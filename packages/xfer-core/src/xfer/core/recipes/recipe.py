@@ -184,6 +184,13 @@ def load_recipe(
         if key not in TOP_LEVEL_KEYS:
             validator.error(node.where(), f"unknown top-level key {key!r}{did_you_mean(key, TOP_LEVEL_KEYS)}")
     name = _top(root, "name", str, path.stem, validator)
+    if not _is_folder_name(name):
+        where = root.get("name").loc if root.get("name") is not None else root.loc
+        validator.error(
+            where,
+            f"name {name!r} names the run directory runs/<name>: it must be one folder name "
+            "(not empty, '.' or '..', no '/' or '\\', no spaces at either end)",
+        )
     seed = _top(root, "seed", int, 1, validator)
     description = _top(root, "description", str, "", validator)
 
@@ -228,6 +235,11 @@ def load_recipe(
         n: StagePlan(n, kinds[n][1].name, kinds[n][1], configs[n][0], configs[n][1], kinds[n][0].where()) for n in order
     }
     return Recipe(name, seed, description, path.resolve(), plans, validator.provenance, tuple(overrides))
+
+
+def _is_folder_name(name: str) -> bool:
+    """True for a name that `runs/<name>` keeps inside `runs/` ("../x", "/abs" and "" do not)."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0") and name == name.strip()
 
 
 def _top(root: Node, key: str, tp: type, default: Any, validator: Validator) -> Any:
