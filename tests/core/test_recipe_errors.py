@@ -41,6 +41,14 @@ CASES = [
         )
         for bad in ("../escape", "/tmp/abs", "a/b", "", "..")
     ],
+    (
+        "seed too large for torch",
+        GOOD.replace("seed: 1", "seed: 18446744073709551616"),
+        2,
+        7,
+        r"seed: must be in 0\.\.2147483647",
+    ),
+    ("negative seed", (GOOD, ["seed=-3"]), 1, 6, r"seed: must be in 0\.\.2147483647, got -3"),
     ("run directory name by override", (GOOD, ["name=../up"]), 1, 6, r"name '\.\./up' names the run directory"),
     ("top-level typo", GOOD.replace("seed: 1", "sed: 1"), 2, 1, r"unknown top-level key 'sed'; did you mean 'seed'\?"),
     (

@@ -28,6 +28,9 @@ from xfer.core.recipes.yamlsrc import Node, apply_override, deep_merge, parse_fi
 from xfer.core.specs import ComponentSpec
 
 TOP_LEVEL_KEYS = ("name", "seed", "description", "include", "stages")
+MAX_SEED = 2**31
+"""Recipe seeds are below this: stages derive seeds by adding trial and rank numbers, and every
+generator they reach (Python, numpy, torch, datasets) must take the sum."""
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -192,6 +195,8 @@ def load_recipe(
             "(not empty, '.' or '..', no '/' or '\\', no spaces at either end)",
         )
     seed = _top(root, "seed", int, 1, validator)
+    if not 0 <= seed < MAX_SEED:  # stages add trial and rank offsets; torch takes < 2**63, numpy < 2**32
+        validator.error(root.get("seed").loc, f"seed: must be in 0..{MAX_SEED - 1}, got {seed}")
     description = _top(root, "description", str, "", validator)
 
     stages_node = root.get("stages")
