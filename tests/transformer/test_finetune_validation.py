@@ -118,3 +118,28 @@ def test_validate_data_lists_bad_files_of_two_stages(tmp_path: Path, capsys: pyt
         f"{tmp_path / 'ner.txt'}:5: tag: bad tag 'X-BAD' for scheme IOB1 (expected O or B/I-TYPE) "
         "(stage 'ner', task 'conll/ner')",
     ]
+
+
+@pytest.mark.parametrize("split", ["train", "dev"])
+def test_an_empty_split_from_a_task_is_an_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, split: str
+) -> None:
+    """A task plugin whose reader yields nothing gets one line naming task and split, not a
+    ValueError from deep in the batching or the metrics after training."""
+    from xfer.core.toy.tasks import ToyAgreementTask
+
+    original = ToyAgreementTask.examples
+    monkeypatch.setattr(ToyAgreementTask, "examples", lambda self, s: [] if s == split else original(self, s))
+    text = HEAD + (
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    model: tiny\n"
+        "    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+        "    train: {steps: 2, batch_size: 8}\n"
+    )
+    assert cli.main(["run", str(write_recipe(tmp_path, text)), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: toy/agreement: the {'training' if split == 'train' else 'dev'} set is empty" in err
+    assert "Traceback" not in err

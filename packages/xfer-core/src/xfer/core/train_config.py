@@ -22,13 +22,13 @@ class TrainConfig:
     batch_size: int = knob(32, "Global batch: examples per optimizer step, summed over ranks and accumulation.", ge=1)
     grad_accum: int = knob(1, "Micro-batches accumulated per optimizer step (divides batch_size).", ge=1)
     optimizer: Literal["adamw", "sgd"] = knob("adamw", "AdamW (Transformers) or SGD with momentum (CVT).")
-    lr: float = knob(1e-4, "Peak learning rate.")
-    adam_beta1: float = knob(0.9, "AdamW beta1.")
-    adam_beta2: float = knob(0.999, "AdamW beta2.")
-    adam_eps: float = knob(1e-6, "AdamW epsilon (BERT/ELECTRA use 1e-6).")
+    lr: float = knob(1e-4, "Peak learning rate.", gt=0)
+    adam_beta1: float = knob(0.9, "AdamW beta1.", ge=0, lt=1)
+    adam_beta2: float = knob(0.999, "AdamW beta2.", ge=0, lt=1)
+    adam_eps: float = knob(1e-6, "AdamW epsilon (BERT/ELECTRA use 1e-6).", gt=0)
     bias_correction: bool = knob(True, "AdamW bias correction; the original BERT/ELECTRA optimizer has none (false).")
-    momentum: float = knob(0.9, "SGD momentum.")
-    weight_decay: float = knob(0.01, "Decoupled weight decay (AdamW) / L2 (SGD).")
+    momentum: float = knob(0.9, "SGD momentum.", ge=0, lt=1)
+    weight_decay: float = knob(0.01, "Decoupled weight decay (AdamW) / L2 (SGD).", ge=0)
     no_decay: list[str] = knob(
         ["bias", "layernorm", "layer_norm"],
         "Parameter-name substrings (case-insensitive) excluded from weight decay; normalization layers' "
@@ -37,16 +37,19 @@ class TrainConfig:
     schedule: Schedule = knob(
         "linear", "linear | warmup_on_decay (original ELECTRA) | constant | constant_warmup | inverse_sqrt_t (CVT)."
     )
-    warmup_steps: int | None = knob(None, "Warmup steps; overrides warmup_fraction.")
-    warmup_fraction: float = knob(0.0, "Warmup as a fraction of total steps.")
-    layer_decay: float = knob(1.0, "Layer-wise LR decay: lr * decay**depth_from_top (1.0 = off).")
+    warmup_steps: int | None = knob(None, "Warmup steps; overrides warmup_fraction.", ge=0)
+    warmup_fraction: float = knob(0.0, "Warmup as a fraction of total steps.", ge=0, le=1)
+    layer_decay: float = knob(1.0, "Layer-wise LR decay: lr * decay**depth_from_top (1.0 = off).", gt=0, le=1)
     top_layer_lr: Literal["decay", "decay_squared"] = knob(
         "decay",
         "Top encoder layer gets lr*decay (thesis formula) or lr*decay**2 (original ELECTRA code, which counts the head as depth n+2).",
     )
-    clip_norm: float | None = knob(1.0, "Clip the global gradient norm to this (null = no clipping).")
+    clip_norm: float | None = knob(1.0, "Clip the global gradient norm to this (null = no clipping).", gt=0)
     ema_decay: float | None = knob(
-        None, "Keep an exponential moving average of weights with this decay and evaluate/export it."
+        None,
+        "Keep an exponential moving average of weights with this decay and evaluate/export it.",
+        ge=0,
+        lt=1,
     )
     precision: Literal["auto", "fp32", "bf16"] = knob(
         "auto", "bf16 autocast (auto: when the device supports it fast) or fp32."
@@ -58,7 +61,9 @@ class TrainConfig:
     checkpoint_every: int | Literal["epoch"] = knob(
         500, "Write a checkpoint every N steps (and always at the end).", ge=1
     )
-    keep_checkpoints: int = knob(1, "Recent checkpoints to keep (the best one is kept in addition).")
+    keep_checkpoints: int = knob(
+        1, "Recent checkpoints to keep (the best one is kept in addition); resuming needs one.", ge=1
+    )
     prefetch: int = knob(
         2, "Optimizer steps of batches collated ahead in a background thread (0 = off); resume stays exact.", ge=0
     )

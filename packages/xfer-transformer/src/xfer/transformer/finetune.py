@@ -109,6 +109,9 @@ def _finetune_task(
     objective_ref = config.objective or ObjectiveRef(_default_objective(info.type))
     objective_cls = ctx.host.load("objective", objective_ref.name)
     train_examples, dev_examples = task.examples("train"), task.examples("dev")
+    for split, examples in (("training", train_examples), ("dev", dev_examples)):
+        if not examples:  # a metric of nothing, or training on nothing, would fail mid-run
+            raise UserError(f"{ref.name}: the {split} set is empty")
 
     def build(seed: int) -> Any:
         """A fresh objective whose random init depends only on `seed`."""

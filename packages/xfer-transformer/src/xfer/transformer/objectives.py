@@ -97,7 +97,7 @@ class SequenceConfig:
     pooler: Literal["none", "tanh", "gelu"] = knob(
         "none", "none: original ELECTRA ([CLS] -> dropout -> linear); tanh: BERT pooler; gelu: HF ELECTRA head."
     )
-    dropout: float = knob(0.1, "Dropout before the output layer.")
+    dropout: float = knob(0.1, "Dropout before the output layer.", ge=0, lt=1)
 
 
 class SequenceObjective(FinetuneObjective):
@@ -181,7 +181,7 @@ class SequenceObjective(FinetuneObjective):
 
 @dataclass
 class TaggingConfig:
-    dropout: float = knob(0.1, "Dropout before the tag classifier.")
+    dropout: float = knob(0.1, "Dropout before the tag classifier.", ge=0, lt=1)
 
 
 class TaggingObjective(FinetuneObjective):

@@ -14,10 +14,10 @@ class VocabConfig:
     files: Files = knob(
         doc="Text files (paths, globs, or stage outputs such as corpus.text), one sentence or paragraph per line."
     )
-    size: int = knob(30522, "Target vocabulary size (special tokens and the alphabet included).")
+    size: int = knob(30522, "Target vocabulary size (the 5 special tokens and the alphabet included).", ge=6)
     lowercase: bool = knob(True, "Lower-case and strip accents (uncased model).")
-    min_frequency: int = knob(2, "Minimum count of a merge to enter the vocabulary.")
-    limit_alphabet: int = knob(1000, "Keep at most this many distinct characters (the most frequent).")
+    min_frequency: int = knob(2, "Minimum count of a merge to enter the vocabulary.", ge=1)
+    limit_alphabet: int = knob(1000, "Keep at most this many distinct characters (the most frequent).", ge=1)
 
 
 def run_vocab(ctx: StageContext) -> None:

@@ -30,9 +30,9 @@ class ToyTaskConfig:
     """Config shared by the toy tasks: one seed and the split sizes."""
 
     seed: int = knob(13, "Seed of the data; each split uses its own stream derived from it.")
-    train_size: int = knob(2000, "Number of training examples.")
-    dev_size: int = knob(500, "Number of development examples.")
-    test_size: int = knob(500, "Number of test examples.")
+    train_size: int = knob(2000, "Number of training examples.", ge=1)
+    dev_size: int = knob(500, "Number of development examples.", ge=1)
+    test_size: int = knob(500, "Number of test examples.", ge=0)
     max_words: int = knob(25, "Longest sentence in tokens, punctuation included.")
 
     def __post_init__(self) -> None:
