@@ -49,6 +49,20 @@ CASES = [
         r"seed: must be in 0\.\.2147483647",
     ),
     ("negative seed", (GOOD, ["seed=-3"]), 1, 6, r"seed: must be in 0\.\.2147483647, got -3"),
+    (
+        "learning rate zero",
+        GOOD.replace("lr: 3e-4", "lr: 0"),
+        10,
+        11,
+        r"stages\.fit\.train\.lr: must be greater than 0, got 0",
+    ),
+    (
+        "EMA that never moves",
+        (GOOD, ["stages.fit.train.ema_decay=1.0"]),
+        1,
+        28,
+        r"ema_decay: must be less than 1, got 1\.0",
+    ),
     ("run directory name by override", (GOOD, ["name=../up"]), 1, 6, r"name '\.\./up' names the run directory"),
     ("top-level typo", GOOD.replace("seed: 1", "sed: 1"), 2, 1, r"unknown top-level key 'sed'; did you mean 'seed'\?"),
     (
