@@ -135,6 +135,23 @@ def test_fork_inside_or_around_its_run_dir_is_refused_before_anything_is_written
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+def test_a_folder_xfer_did_not_make_is_refused_as_run_dir_and_left_untouched(tmp_path: Path) -> None:
+    """`--run-dir ~` with a stage named like one of its folders must not replace that folder."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    home = tmp_path / "home"
+    (home / "corpus").mkdir(parents=True)
+    (home / "corpus" / "notes.txt").write_text("mine")
+    host = host_with()
+    for fork in (None, tmp_path / "copy"):
+        with pytest.raises(RunDirError, match="is not empty and is not an xfer run directory"):
+            run_recipe_file(recipe, home, host, fork=fork)
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == ["corpus", "corpus/notes.txt"]
+    assert not (tmp_path / "copy").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert [s.action for s in run_recipe_file(recipe, empty, host, only={"corpus"}).stages] == ["ran"]
+
+
 def _completed_chain(tmp_path: Path) -> tuple[Path, Path, object]:
     """(recipe file, run directory, host) of the CHAIN recipe run to completion."""
     recipe = write_recipe(tmp_path, CHAIN)

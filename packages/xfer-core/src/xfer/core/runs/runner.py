@@ -202,6 +202,19 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
     atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
 
 
+def _check_not_foreign(run_dir: Path) -> None:
+    """Refuse a folder xfer did not make (files in it, no recipe.resolved.yaml): a stage that runs
+    afresh replaces the sub-folder of its name, which there would be the user's. Checked before the
+    lock file is created, so nothing is written into such a folder."""
+    if (run_dir / "recipe.resolved.yaml").exists() or not run_dir.is_dir():
+        return
+    if any(p.name != runlock.LOCK_FILE for p in run_dir.iterdir()):
+        raise RunDirError(
+            f"{run_dir} is not empty and is not an xfer run directory (no recipe.resolved.yaml); "
+            "give a new or empty folder as the run directory"
+        )
+
+
 def _check_fork_target(run_dir: Path, fork: Path) -> None:
     """Refuse a fork inside the run directory it copies (the copy would copy itself) or around it."""
     source, target = run_dir.resolve(), fork.resolve()
@@ -245,6 +258,7 @@ def run_recipe(
     dist.select_device(device)  # a bad --device is refused before anything is created
     if fork is not None:
         _check_fork_target(run_dir or default_run_dir(recipe), fork)
+    _on_main_refusing_alike(lambda: _check_not_foreign(run_dir or default_run_dir(recipe)))
     lock = _lock_run_dir(fork if fork is not None else (run_dir or default_run_dir(recipe)))
     try:
         return _run_recipe(recipe, run_dir, force=force, fork=fork, device=device, host=host, log=log, only=only)
