@@ -164,6 +164,33 @@ def test_stale_temp_dir_is_pruned(tmp_path: Path) -> None:
     assert steps(directory) == ["step-0000002"]
 
 
+@pytest.mark.parametrize("disk_full", [True, False])
+def test_a_failed_save_leaves_no_partial_copy_and_names_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disk_full: bool
+) -> None:
+    """A half-written checkpoint must not keep the space whose lack made it fail; torch.save's
+    RuntimeError on a full disk becomes the OSError (ENOSPC) the CLI reports in one line."""
+    import errno
+    import shutil
+
+    directory = tmp_path / "ck"
+    ckpt.save_checkpoint(directory, payload(1))
+
+    def failing_save(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1072448 vs 1072340")
+
+    monkeypatch.setattr(ckpt.torch, "save", failing_save)
+    free = 0 if disk_full else 1 << 30
+    monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(1 << 30, 1 << 30, free))
+    expected = OSError if disk_full else RuntimeError
+    with pytest.raises(expected) as raised:
+        ckpt.save_checkpoint(directory, payload(2))
+    if disk_full:
+        assert raised.value.errno == errno.ENOSPC
+    assert not list(directory.glob(".tmp-*"))
+    assert ckpt.latest_checkpoint(directory) == directory / "step-0000001"
+
+
 def test_prune_keeps_recent_and_best(tmp_path: Path) -> None:
     directory = tmp_path / "ck"
     for step in range(1, 6):

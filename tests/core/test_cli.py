@@ -121,3 +121,24 @@ def test_overrides_may_come_before_or_after_options(tmp_path: Path, capsys: pyte
     with pytest.raises(SystemExit) as caught:
         cli.main(["run", *args, "--bogus"])
     assert caught.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from xfer.core import checkpoint
+    from xfer.testing import write_recipe
+
+    from .recipes import FIT
+
+    def full(directory: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory / ".tmp-step-0000005-1"))
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", full)
+    recipe = write_recipe(tmp_path, FIT)
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"error: {tmp_path / 'run'}/fit/checkpoints/.tmp-step-0000005-1: No space left on device; fix that" in err

@@ -31,6 +31,7 @@ sizes, the optimizer zip's CRCs, state.json parsing).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -89,11 +90,36 @@ class CheckpointPayload:
 def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, best: bool = False) -> Path:
     """Write a complete checkpoint, update `latest` (and `best`), prune old ones. Returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
+    _remove_partial_writes(directory, keep_own=False)  # a killed or failed save's leftovers first
     name = step_dir_name(payload.step)
     tmp = directory / f".tmp-{name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
     tmp.mkdir()
+    try:
+        _write_checkpoint_files(tmp, payload)
+    except BaseException as exc:  # a full disk, Ctrl-C: leave no half-written copy taking the space
+        full = shutil.disk_usage(directory).free < _FULL_DISK_BYTES
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full and not isinstance(exc, OSError):  # torch.save reports ENOSPC as a RuntimeError
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
+        raise
+    final = directory / name
+    if final.exists():  # a leftover from a run that died after renaming but before `latest`
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    fsync_dir(directory)
+    write_pointer(directory / "latest", name)
+    if best:
+        write_pointer(directory / "best", name)
+    prune(directory, keep)
+    return final
+
+
+_FULL_DISK_BYTES = 1 << 20
+"""Less free space than this when a save fails: the disk is taken to be full."""
+
+
+def _write_checkpoint_files(tmp: Path, payload: CheckpointPayload) -> None:
+    """Every file of the checkpoint into `tmp`, each fsynced, the manifest last."""
     for key, module in payload.modules.items():
         save_model(module, str(tmp / f"{key}.safetensors"), force_contiguous=True)
     for key, tensors in payload.tensors.items():
@@ -107,16 +133,14 @@ def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, 
     manifest = {"format": 1, "files": {f.name: _describe(f) for f in files}}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
     fsync_file(tmp / MANIFEST)
-    final = directory / name
-    if final.exists():  # a leftover from a run that died after renaming but before `latest`
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    fsync_dir(directory)
-    write_pointer(directory / "latest", name)
-    if best:
-        write_pointer(directory / "best", name)
-    prune(directory, keep)
-    return final
+
+
+def _remove_partial_writes(directory: Path, keep_own: bool) -> None:
+    """Delete `.tmp-*` folders of saves that never completed (only one process writes a
+    checkpoint folder: the run directory is locked); `keep_own` spares this process's."""
+    for stale in directory.glob(".tmp-*"):
+        if not (keep_own and stale.name.endswith(f"-{os.getpid()}")):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def prune(directory: Path, keep: int) -> None:
@@ -126,9 +150,7 @@ def prune(directory: Path, keep: int) -> None:
     for old in steps[: max(0, len(steps) - keep)]:
         if old.name not in protected:
             shutil.rmtree(old, ignore_errors=True)
-    for stale in directory.glob(".tmp-*"):
-        if not stale.name.endswith(f"-{os.getpid()}"):
-            shutil.rmtree(stale, ignore_errors=True)
+    _remove_partial_writes(directory, keep_own=True)
 
 
 def latest_checkpoint(directory: Path) -> Path | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import inspect
 import json
 import sys
@@ -152,6 +153,11 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     return args
 
 
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+"""OSErrors that say something about the machine (a full disk, a read-only or forbidden folder),
+not about xfer: reported in one line, like bad input, instead of with a traceback."""
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         host = default_host()
@@ -174,6 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `xfer ... | head`
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        if exc.errno not in _MACHINE_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(
+            f"error: {where}{exc.strerror}; fix that and re-run the same command "
+            "(completed stages and the last checkpoint are kept)",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
