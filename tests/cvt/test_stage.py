@@ -112,6 +112,8 @@ def test_recipe_mistakes_are_reported_with_their_lines(tmp_path):
 def test_semi_supervised_modes_need_unlabeled_files(tmp_path):
     text = tiny_cvt_recipe(CHUNK).replace(UNLABELED_LINE, "")
     assert "set unlabeled.files or unlabeled.task_sentences" in recipe_errors(tmp_path, text)
+    empty = tiny_cvt_recipe(CHUNK).replace(UNLABELED_LINE, "    unlabeled: {files: []}\n")
+    assert "unlabeled.files: give at least one file, glob or stage output" in recipe_errors(tmp_path, empty)
     load_recipe(write_recipe(tmp_path, text.replace("mode: cvt", "mode: supervised")), host=make_host(autoload=True))
 
 

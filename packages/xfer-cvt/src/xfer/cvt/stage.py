@@ -106,12 +106,7 @@ def read_unlabeled(
 ) -> tuple[UnlabeledCorpus | None, Counter[str] | None]:
     if config.mode == "supervised":
         return None, None
-    u = config.unlabeled
-    if u.files is None and not u.task_sentences:
-        raise UserError(
-            f"mode {config.mode!r} trains on unlabeled data: set unlabeled.files or unlabeled.task_sentences "
-            "(or mode: supervised)"
-        )
+    u = config.unlabeled  # CvtConfig has checked that cvt/word_dropout get files or task sentences
     files = ctx.resolve_files(u.files) if u.files is not None else []
     if u.task_sentences:
         files.append(write_task_sentences(ctx.dir / TASK_SENTENCES_FILE, tasks))

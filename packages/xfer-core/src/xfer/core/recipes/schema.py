@@ -388,6 +388,8 @@ class Validator:
 
     def files(self, node: Node, path: str) -> Any:
         items = node.value if node.is_seq else [node]
+        if not items:  # an empty list would train on nothing, or fail at run time far from here
+            return self.error(node.loc, f"{path}: give at least one file, glob or stage output (or leave the key out)")
         patterns: list[str] = []
         inputs: list[Input] = []
         ok = True
