@@ -50,11 +50,11 @@ CASES = [
     ),
     ("negative seed", (GOOD, ["seed=-3"]), 1, 6, r"seed: must be in 0\.\.2147483647, got -3"),
     (
-        "learning rate zero",
-        GOOD.replace("lr: 3e-4", "lr: 0"),
+        "negative learning rate",
+        GOOD.replace("lr: 3e-4", "lr: -3e-4"),
         10,
         11,
-        r"stages\.fit\.train\.lr: must be greater than 0, got 0",
+        r"stages\.fit\.train\.lr: must be at least 0, got -0\.0003",
     ),
     (
         "EMA that never moves",

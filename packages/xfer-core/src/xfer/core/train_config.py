@@ -22,7 +22,7 @@ class TrainConfig:
     batch_size: int = knob(32, "Global batch: examples per optimizer step, summed over ranks and accumulation.", ge=1)
     grad_accum: int = knob(1, "Micro-batches accumulated per optimizer step (divides batch_size).", ge=1)
     optimizer: Literal["adamw", "sgd"] = knob("adamw", "AdamW (Transformers) or SGD with momentum (CVT).")
-    lr: float = knob(1e-4, "Peak learning rate.", gt=0)
+    lr: float = knob(1e-4, "Peak learning rate.", ge=0)
     adam_beta1: float = knob(0.9, "AdamW beta1.", ge=0, lt=1)
     adam_beta2: float = knob(0.999, "AdamW beta2.", ge=0, lt=1)
     adam_eps: float = knob(1e-6, "AdamW epsilon (BERT/ELECTRA use 1e-6).", gt=0)
