@@ -27,7 +27,7 @@ from xfer.bam import stats
 from xfer.bam.naming import module_name
 from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.errors import UserError
-from xfer.core.results import plus_minus
+from xfer.core.results import RESULTS_FILE, plus_minus, read_results
 
 AVERAGE = "average"
 
@@ -95,10 +95,10 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 def load_system(name: str, folder: Path) -> System:
     import hashlib
 
-    results_path = folder / "outputs" / "results" / "results.json"
-    results = _read_json(results_path)
-    if not isinstance(results, dict) or not results:
-        raise UserError(f"{results_path}: expected a JSON object with one entry per task, found {results!r:.60}")
+    results_path = folder / RESULTS_FILE
+    results = read_results(folder)  # the shared reader checks the file's layout
+    if not results:
+        raise UserError(f"{results_path}: no task results in it")
     system = System(name, folder)
     for task, result in results.items():
         main = _field(result, "main_metric", str, results_path, task)

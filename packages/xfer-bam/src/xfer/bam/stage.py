@@ -46,6 +46,7 @@ from xfer.core.atomic import write_json
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.errors import UserError
 from xfer.core.stage import StageContext
+from xfer.core.tasks import nonempty_examples
 from xfer.core.train_config import TrainConfig
 from xfer.core.trainer import Trainer, load_evaluated_weights, resolve_precision
 
@@ -104,9 +105,7 @@ def load_task(ctx: StageContext, setup: Setup, ref: TaskRef) -> TaskData:
     kind = task_kind(ref.name, info.type)
     objective_ref = setup.config.objective or ObjectiveRef(DEFAULT_OBJECTIVES[info.type])
     objective_class = ctx.host.load("objective", objective_ref.name)
-    train, dev = task.examples("train"), task.examples("dev")
-    if not train:
-        raise UserError(f"{ref.name}: the training set is empty")
+    train, dev = nonempty_examples(task, "train"), task.examples("dev")
     unlabelled = next((e.id for e in train if gold_value(e) in (None, [])), None)
     if unlabelled is not None:
         raise UserError(f"{ref.name}: training example {unlabelled!r} has no label; BAM trains on labelled data")

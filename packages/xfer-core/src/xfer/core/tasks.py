@@ -199,3 +199,12 @@ class Task(abc.ABC):
 def missing_predictions(examples: Sequence[Example], predictions: Mapping[str, Any]) -> list[str]:
     """Ids of examples without a prediction (tasks raise on a non-empty result)."""
     return [ex.id for ex in examples if ex.id not in predictions]
+
+
+def nonempty_examples(task: Task, split: Split) -> list[Example]:
+    """`task.examples(split)`, or a UserError naming the task and split when there are none:
+    training on nothing, or a dev metric of nothing, would otherwise fail far from the cause."""
+    examples = task.examples(split)
+    if not examples:
+        raise UserError(f"{task.name}: the {'training' if split == 'train' else split} set is empty")
+    return examples

@@ -33,7 +33,7 @@ from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext
-from xfer.core.tasks import Task
+from xfer.core.tasks import Task, nonempty_examples
 from xfer.core.trainer import Trainer
 from xfer.transformer.finetune_config import FinetuneConfig
 
@@ -108,10 +108,7 @@ def _finetune_task(
     info = task.info()
     objective_ref = config.objective or ObjectiveRef(_default_objective(info.type))
     objective_cls = ctx.host.load("objective", objective_ref.name)
-    train_examples, dev_examples = task.examples("train"), task.examples("dev")
-    for split, examples in (("training", train_examples), ("dev", dev_examples)):
-        if not examples:  # a metric of nothing, or training on nothing, would fail mid-run
-            raise UserError(f"{ref.name}: the {split} set is empty")
+    train_examples, dev_examples = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
 
     def build(seed: int) -> Any:
         """A fresh objective whose random init depends only on `seed`."""

@@ -193,7 +193,7 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
             )
     if fork is not None:
         # the fork target may already hold our lock file (taken before preparing), nothing else
-        if fork.exists() and any(p.name != runlock.LOCK_FILE for p in fork.iterdir()):
+        if _holds_more_than_a_lock(fork):
             raise RunDirError(f"--fork target {fork} already exists")
         if run_dir.exists():
             shutil.copytree(run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=_no_lock_file)
@@ -206,13 +206,16 @@ def _check_not_foreign(run_dir: Path) -> None:
     """Refuse a folder xfer did not make (files in it, no recipe.resolved.yaml): a stage that runs
     afresh replaces the sub-folder of its name, which there would be the user's. Checked before the
     lock file is created, so nothing is written into such a folder."""
-    if (run_dir / "recipe.resolved.yaml").exists() or not run_dir.is_dir():
-        return
-    if any(p.name != runlock.LOCK_FILE for p in run_dir.iterdir()):
+    if not (run_dir / "recipe.resolved.yaml").exists() and _holds_more_than_a_lock(run_dir):
         raise RunDirError(
             f"{run_dir} is not empty and is not an xfer run directory (no recipe.resolved.yaml); "
             "give a new or empty folder as the run directory"
         )
+
+
+def _holds_more_than_a_lock(folder: Path) -> bool:
+    """True for an existing folder with anything in it besides our lock file."""
+    return folder.is_dir() and any(p.name != runlock.LOCK_FILE for p in folder.iterdir())
 
 
 def _check_fork_target(run_dir: Path, fork: Path) -> None:
