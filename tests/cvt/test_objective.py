@@ -123,3 +123,31 @@ def test_labeled_loss_is_smoothed_cross_entropy_per_word(kit, sentences):
     logits = obj.head("tag").primary_logits(obj.encoder(batch, 0.0))
     expected = F.cross_entropy(logits, torch.tensor([t for row in gold for t in row]), label_smoothing=0.1)
     torch.testing.assert_close(out.loss, expected)
+
+
+@pytest.mark.parametrize("mode", ["cvt", "word_dropout"])
+def test_teacher_and_student_passes_share_only_the_dropout_free_inputs(kit, sentences, mode):
+    """The unlabeled step computes the char-CNN once for its two passes: loss and gradients must be
+    those of two fully independent passes (teacher without dropout, student with it)."""
+    obj = objective(kit, mode=mode)
+    batch = obj.kit.batch(sentences)
+    torch.manual_seed(5)
+    shared = unlabeled_step(obj, sentences)
+    shared_grads = [g.clone() for g in grads(obj.encoder)]
+    obj.zero_grad()
+    torch.manual_seed(5)
+    with torch.no_grad():
+        targets = obj.teach(obj.encoder(batch, 0.0), batch, obj.tasks)
+    student_batch = obj.drop_words(batch) if mode == "word_dropout" else batch
+    states = obj.encoder(student_batch, obj.settings.unlabeled_dropout)
+    terms = [
+        term
+        for task in obj.tasks
+        for term in obj.head(task).student_losses(states, batch, targets[task], obj.settings, mode == "word_dropout")
+    ]
+    independent = obj.normalize(terms)
+    independent.backward()
+    torch.testing.assert_close(shared, independent, rtol=1e-6, atol=1e-6)
+    for a, b in zip(shared_grads, grads(obj.encoder), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert obj.encoder.char_cnn.convs[0].weight.grad.abs().sum() > 0, "the char-CNN must still learn"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from xfer.cvt.data import Featurizer
-from xfer.cvt.model import EncoderStates
+from xfer.cvt.model import EncoderStates, reverse_within_lengths
 from xfer.cvt.parsing import ParsingModule
 from xfer.cvt.seq2seq import Seq2seqModule
 from xfer.cvt.tagging import TaggingModule
@@ -96,6 +96,37 @@ def test_packed_and_padded_lstms_compute_the_same_states(kit, sentences):
     mask = a.mask[..., None]
     for name in ("fw1", "bw1", "fw2", "bw2"):
         torch.testing.assert_close(getattr(a, name) * mask, getattr(b, name) * mask, rtol=1e-5, atol=1e-6)
+
+
+def test_reversal_within_lengths_and_its_gradient_match_a_gather(kit):
+    torch.manual_seed(0)
+    lengths = torch.tensor([5, 1, 3, 5])
+    x = torch.randn(4, 5, 3, dtype=torch.float64, requires_grad=True)
+    steps = torch.arange(5)[None, :]
+    last = (lengths - 1)[:, None]
+    expected = x.gather(1, torch.where(steps <= last, last - steps, steps)[..., None].expand(-1, -1, 3))
+    out = reverse_within_lengths(x, lengths)
+    assert torch.equal(out, expected)
+    assert torch.equal(out[2, 3:], x[2, 3:]), "padding stays where it was"
+    assert torch.equal(reverse_within_lengths(out, lengths), x), "its own inverse"
+    weight = torch.randn(4, 5, 3, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((out * weight).sum(), x)
+    (expected_grad,) = torch.autograd.grad((expected * weight).sum(), x)
+    assert torch.equal(grad, expected_grad)
+    torch.autograd.gradcheck(lambda t: reverse_within_lengths(t, lengths), (x,))
+
+
+def test_char_cnn_pools_relu_of_windows_inside_the_word(kit):
+    cnn = kit().encoder.char_cnn
+    chars = torch.tensor([[2, 5, 6, 7, 3, 0, 0], [2, 5, 3, 0, 0, 0, 0]])
+    lengths = torch.tensor([5, 3])
+    x = cnn.embedding(chars).transpose(1, 2)
+    expected = []
+    for width, conv in zip(cnn.widths, cnn.convs, strict=True):
+        y = torch.relu(conv(x))
+        windows = [(lengths[u] - width).clamp_min(0).item() + 1 for u in range(2)]
+        expected.append(torch.stack([y[u, :, : windows[u]].amax(-1) for u in range(2)]))
+    torch.testing.assert_close(cnn(chars, lengths), torch.cat(expected, -1))
 
 
 # --- parsing -----------------------------------------------------------------------------------

@@ -11,7 +11,10 @@ words it must not see. `joins: input` puts them next to v instead (needed when t
 
 Dropout (its rate is an argument of `forward`, because labeled, unlabeled and teacher passes use
 different rates on the same weights) is applied where the original code applies it: on the word
-embeddings, on each char-CNN output, and on the outputs of every LSTM.
+embeddings, on each char-CNN output, and on the outputs of every LSTM. What comes before any
+dropout (the char-CNN's word vectors, frozen Transformer features) is the same in every pass over a
+batch: `inputs(batch)` computes it once, and an unlabeled CVT step hands it to both its teacher and
+its student pass (the teacher would otherwise redo ~20% of its work for identical numbers).
 
 Each direction of each layer is its own unidirectional `nn.LSTM`, so a view that reads only
 `fw1` provably never sees a word to the right (the tests perturb inputs to check it). Two
@@ -76,12 +79,40 @@ class EncoderStates:
         return replace(self, fw1=self.fw1.detach(), bw1=self.bw1.detach(), fw2=self.fw2.detach(), bw2=self.bw2.detach())
 
 
+@dataclass
+class EncoderInputs:
+    """The dropout-free part of a batch's encoding (see `WordEncoder.inputs`)."""
+
+    char_rows: Tensor | None  # [U, char features]: one row per distinct word of the batch
+    features: Tensor | None  # [B, T, H]: frozen Transformer features, None when absent or fine-tuned
+
+
 def reverse_within_lengths(x: Tensor, lengths: Tensor) -> Tensor:
-    """x[b, :L_b] reversed in time for each b; positions >= L_b unchanged. Its own inverse."""
-    steps = torch.arange(x.shape[1], device=x.device)[None, :]
+    """x[b, :L_b] reversed in time for each b; positions >= L_b unchanged. Its own inverse.
+
+    Whole rows are copied with `index_select` (an element-wise `gather` over [B, T, D] and its
+    scatter-add backward cost 5-8x more; together they were ~5% of a training step), and the
+    backward pass applies the same permutation to the gradient, since it is its own inverse."""
+    batch, width = x.shape[:2]
+    steps = torch.arange(width, device=x.device)[None, :]
     last = (lengths.to(x.device) - 1)[:, None]
     index = torch.where(steps <= last, last - steps, steps)
-    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))
+    rows = (index + width * torch.arange(batch, device=x.device)[:, None]).flatten()
+    return _PermuteRows.apply(x, rows)
+
+
+class _PermuteRows(torch.autograd.Function):
+    """y[b, t] = x.flatten(0, 1)[rows[b * T + t]] for a permutation `rows` that is its own inverse."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, rows: Tensor) -> Tensor:
+        ctx.save_for_backward(rows)
+        return x.reshape(-1, *x.shape[2:]).index_select(0, rows).view(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (rows,) = ctx.saved_tensors
+        return _PermuteRows.apply(grad, rows), None
 
 
 class BiLSTM(nn.Module):
@@ -155,10 +186,11 @@ class CharCNN(nn.Module):
         x = self.embedding(chars).transpose(1, 2)
         outputs = []
         for width, conv in zip(self.widths, self.convs, strict=True):
-            y = F.relu(conv(x))  # [U, F, L - w + 1]
+            y = conv(x)  # [U, F, L - w + 1]
             starts = torch.arange(y.shape[-1], device=y.device)[None, :]
-            valid = starts <= (lengths.to(y.device)[:, None] - width).clamp_min(0)
-            outputs.append((y * valid[:, None, :].to(y.dtype)).amax(dim=-1))
+            outside = starts > (lengths.to(y.device)[:, None] - width).clamp_min(0)
+            # max(relu(y)) = relu(max(y)): the ReLU runs on [U, F], not on every window
+            outputs.append(F.relu(y.masked_fill(outside[:, None, :], float("-inf")).amax(dim=-1)))
         return torch.cat(outputs, dim=-1)
 
 
@@ -247,30 +279,44 @@ class WordEncoder(nn.Module):
         self.uni_size = self.layer1.output_size
         self.full_size = 2 * self.layer1.output_size + 2 * self.layer2.output_size
 
-    def embed(self, batch: dict[str, Tensor], p: float, features: Tensor | None) -> Tensor:
+    def inputs(self, batch: dict[str, Tensor]) -> EncoderInputs:
+        """What every pass over `batch` computes alike, whatever its dropout rate (module doc).
+        Fine-tuned Transformer features are left out: they run in training mode, with their own
+        dropout, in each pass."""
+        rows = None if self.char_cnn is None else self.char_cnn(batch["chars"], batch["char_lengths"])
+        frozen = self.features is not None and not self.features.finetune
+        return EncoderInputs(rows, self.features(batch, batch["words"].shape[1]) if frozen else None)
+
+    def embed(self, batch: dict[str, Tensor], p: float, features: Tensor | None, char_rows: Tensor | None) -> Tensor:
         """Layer 1's input [B, T, D]: v (dropout p on word embeddings and char-CNN outputs), and the
         Transformer `features` when they join here."""
         parts = []
-        if self.word_embedding is not None and self.char_cnn is not None:
+        if self.word_embedding is not None and char_rows is not None:
             ids = batch["words"]
             if not self.train_unk:  # <unk> looked up as <pad>: a zero row that gets no gradient
                 ids = ids.masked_fill(ids == UNK, PAD)
             words = dropout(self.word_embedding(ids), p, self.training)
-            rows = self.char_cnn(batch["chars"], batch["char_lengths"])
-            chars = dropout(rows[batch["slots"]], p, self.training)  # per token, as the original
+            chars = dropout(char_rows[batch["slots"]], p, self.training)  # per token, as the original
             parts.append(words + chars if self.sizes["char_combine"] == "sum" else torch.cat([words, chars], dim=-1))
         if features is not None:
             parts.append(features)
         return parts[0] if len(parts) == 1 else torch.cat([parts[0], parts[1].to(parts[0].dtype)], dim=-1)
 
-    def forward(self, batch: dict[str, Tensor], p: float) -> EncoderStates:
+    def forward(self, batch: dict[str, Tensor], p: float, inputs: EncoderInputs | None = None) -> EncoderStates:
+        """The states of `batch` with dropout rate `p`; `inputs` = `self.inputs(batch)` when the
+        caller already has them (they may also come from a batch that differs only in its word ids
+        and slots, as the word-dropout student's does)."""
         lengths = batch["lengths"]
         width = batch["words"].shape[1]
         positions = torch.arange(width, device=lengths.device)[None, :]
         mask = positions < lengths[:, None]
         word_mask = mask & (positions > 0) & (positions < (lengths - 1)[:, None])
-        features = None if self.features is None else dropout(self.features(batch, width), p, self.training)
-        v = self.embed(batch, p, features if self.features_at_input else None)
+        inputs = inputs if inputs is not None else self.inputs(batch)
+        features = inputs.features
+        if self.features is not None and features is None:
+            features = self.features(batch, width)
+        features = None if features is None else dropout(features, p, self.training)
+        v = self.embed(batch, p, features if self.features_at_input else None, inputs.char_rows)
         fw1, bw1 = self.layer1(v, lengths, self.packed)
         fw1, bw1 = dropout(fw1, p, self.training), dropout(bw1, p, self.training)
         layer2_parts = [fw1, bw1]

@@ -13,9 +13,10 @@ Unlabeled minibatch (thesis L_CVT, mode `cvt`):
 2. students: one encoder pass with dropout `unlabeled_dropout` (0.2) feeds every auxiliary module
    of every task at once (`cvt_tasks: all`; `one` = one task per batch, the ablation); the loss
    is the sum over tasks and views of CE(teacher, student) (= KL up to a constant).
-`teacher: separate` (default, as the original code) runs two encoder passes; `shared` runs one
-pass without dropout whose states serve the teacher (detached) and, with dropout applied to the
-module inputs, the students.
+`teacher: separate` (default, as the original code) runs two encoder passes (they share what
+precedes any dropout, the char-CNN and frozen Transformer features: computed once, identical
+numbers); `shared` runs one pass without dropout whose states serve the teacher (detached) and,
+with dropout applied to the module inputs, the students.
 
 Mode `word_dropout` (the thesis baseline): the student is the primary module itself, reading the
 batch with 10% of its words replaced by <removed> (their characters too). Mode `supervised`
@@ -148,10 +149,11 @@ class CvtObjective(nn.Module):
             targets = self.teach(clean.detached(), batch, tasks)
             states = clean.dropped(s.unlabeled_dropout)
         else:
+            inputs = self.encoder.inputs(batch)  # computed once: the same numbers in both passes
             with torch.no_grad():
-                targets = self.teach(self.encoder(batch, 0.0), batch, tasks)
+                targets = self.teach(self.encoder(batch, 0.0, inputs), batch, tasks)
             student_batch = self.drop_words(batch) if primary_only else batch
-            states = self.encoder(student_batch, s.unlabeled_dropout)
+            states = self.encoder(student_batch, s.unlabeled_dropout, inputs)
         s.student_dropout = s.unlabeled_dropout
         terms = []
         for task in tasks:

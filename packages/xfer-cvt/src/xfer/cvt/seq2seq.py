@@ -102,7 +102,7 @@ class Seq2seqModule(nn.Module):
         """Logits [N, V] at the flat decoder positions `index`."""
         keys = head.key(memory)
         a = head.attention_vectors(hidden, memory, keys, mask, p_attention)
-        return head.output(a.flatten(0, 1)[index]).float()
+        return head.output(a.flatten(0, 1).index_select(0, index)).float()
 
     # --- the objective's protocol ----------------------------------------------------------------
 

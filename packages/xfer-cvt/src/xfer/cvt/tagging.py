@@ -82,11 +82,13 @@ class TaggingModule(nn.Module):
 
     @staticmethod
     def word_index(states: EncoderStates) -> Tensor:
-        """Flat indices (b * T + t) of the words of the batch, in order: N entries."""
+        """Flat indices (b * T + t) of the words of the batch, in order: N entries. States are
+        picked with `index_select`, whose backward (index_add_) is 2-3x cheaper in bf16 than
+        that of `x[index]` (an accumulating index_put_)."""
         return states.word_mask.flatten().nonzero().squeeze(1)
 
     def primary_logits(self, states: EncoderStates) -> Tensor:
-        return self.primary(states.full.flatten(0, 1)[self.word_index(states)]).float()
+        return self.primary(states.full.flatten(0, 1).index_select(0, self.word_index(states))).float()
 
     def view_logits(self, states: EncoderStates) -> dict[str, tuple[Tensor, Tensor]]:
         """view -> (logits [N, C], weight [N]: 1 where the view is trained on that word)."""
@@ -94,7 +96,7 @@ class TaggingModule(nn.Module):
         out: dict[str, tuple[Tensor, Tensor]] = {}
         if self.full is not None:
             out["full"] = (
-                self.full(states.full.flatten(0, 1)[index]).float(),
+                self.full(states.full.flatten(0, 1).index_select(0, index)).float(),
                 torch.ones_like(index, dtype=torch.float),
             )
         if self.views is not None:
@@ -103,7 +105,7 @@ class TaggingModule(nn.Module):
             inputs, weights = [], []
             for view in self.uni_views:
                 source, shift = _SOURCE[view]
-                inputs.append(flat[source][index + shift])
+                inputs.append(flat[source].index_select(0, index + shift))
                 weight = torch.ones_like(index, dtype=torch.float) if shift == 0 else word_flags[index + shift].float()
                 weights.append(weight)  # future: the previous position is a word; past: the next one
             logits = self.views(torch.stack(inputs)).float()
