@@ -107,3 +107,31 @@ def test_stage_reads_a_hugging_face_folder_and_replaces_words(tmp_path):
     names = output_tensors(tmp_path / "run", "fit")
     assert not any("word_embedding" in n or "char_cnn" in n for n in names)
     assert any("features.encoder" in n for n in names)
+
+
+def test_fine_tuned_features_drop_out_in_the_student_pass_but_not_in_the_teacher_pass():
+    """The CVT teacher sees the input without noise, the Transformer's own dropout included."""
+    from xfer.cvt.config import PRESETS
+    from xfer.cvt.model import WordEncoder
+    from xfer.cvt.objective import CvtObjective, Settings
+    from xfer.cvt.tagging import TaggingModule
+
+    transformer, tokenizer = tiny_transformer()
+    transformer.config.hidden_dropout = 0.3
+    sentences = [["the", "dogs", "sees", "a", "big", "house", "."], ["houses", "."]]
+    vocab = build_vocab(
+        [w for s in sentences for w in s], None, lowercase=True, min_count=1, unlabeled_words=0, char_min_count=1
+    )
+    batch = Featurizer(vocab, 20, tokenizer, wordpiece_length=6).inputs(sentences)
+    features = TransformerFeatures(transformer, finetune=True)
+    encoder = WordEncoder(PRESETS["tiny"], len(vocab.words), len(vocab.chars), features=features)
+    module = TaggingModule(encoder.full_size, encoder.uni_size, 8, ["A", "B"], ["fwd", "full"])
+    objective = CvtObjective(encoder, {"tag": module}, Settings()).train()
+    teacher, student = [], []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        teacher.append(objective.teach(encoder(batch, 0.0), batch, ["tag"])["tag"])
+        student.append(features(batch, batch["words"].shape[1]))
+    torch.testing.assert_close(teacher[0], teacher[1], rtol=0, atol=0)
+    assert not torch.equal(student[0], student[1]), "training passes keep the Transformer's dropout"
+    assert transformer.training, "the Transformer is back in training mode after the teacher pass"

@@ -199,7 +199,9 @@ class TransformerFeatures(nn.Module):
     sub-token (layer `layer`), windows of long sentences stitched back together.
 
     Frozen (default): the Transformer stays in eval mode and runs without gradient. Fine-tuned:
-    its gradients are multiplied by `lr_scale` (SGD with the LSTM's learning rate would wreck it)."""
+    its gradients are multiplied by `lr_scale` (SGD with the LSTM's learning rate would wreck it),
+    and its own dropout is on in training passes but off in dropout-free ones (`dropout_free`: the
+    CVT teacher, which the thesis defines as the primary module seeing the input without noise)."""
 
     def __init__(self, encoder: nn.Module, layer: int = -1, finetune: bool = False, lr_scale: float = 1.0):
         super().__init__()
@@ -218,10 +220,16 @@ class TransformerFeatures(nn.Module):
             self.encoder.eval()
         return self
 
-    def forward(self, batch: dict[str, Tensor], width: int) -> Tensor:
-        with torch.set_grad_enabled(self.finetune and torch.is_grad_enabled()):
-            out = self.encoder(batch["wp_ids"], batch["wp_mask"], output_hidden_states=self.layer != -1)
-            hidden = out.last_hidden_state if self.layer == -1 else out.hidden_states[self.layer]
+    def forward(self, batch: dict[str, Tensor], width: int, dropout_free: bool = False) -> Tensor:
+        noisy = self.encoder.training
+        if dropout_free and noisy:
+            self.encoder.eval()
+        try:
+            with torch.set_grad_enabled(self.finetune and torch.is_grad_enabled()):
+                out = self.encoder(batch["wp_ids"], batch["wp_mask"], output_hidden_states=self.layer != -1)
+                hidden = out.last_hidden_state if self.layer == -1 else out.hidden_states[self.layer]
+        finally:
+            self.encoder.train(noisy)
         rows, words = batch["wp_starts"].shape
         picked = hidden.gather(1, batch["wp_starts"][..., None].expand(-1, -1, hidden.shape[-1]))  # [R, W, H]
         valid = torch.arange(words, device=hidden.device)[None, :] < batch["wp_count"][:, None]
@@ -314,7 +322,7 @@ class WordEncoder(nn.Module):
         inputs = inputs if inputs is not None else self.inputs(batch)
         features = inputs.features
         if self.features is not None and features is None:
-            features = self.features(batch, width)
+            features = self.features(batch, width, dropout_free=p == 0)
         features = None if features is None else dropout(features, p, self.training)
         v = self.embed(batch, p, features if self.features_at_input else None, inputs.char_rows)
         fw1, bw1 = self.layer1(v, lengths, self.packed)
