@@ -51,6 +51,7 @@ def test_a_valid_student_recipe(tmp_path: Path) -> None:
         ("    teachers: teachers.modelz\n", 10, "has no output 'modelz'"),
         ("    teachers: teachers.predictions\n    sampling: sqrt\n", 11, "sampling"),
         ("    teachers: teachers.predictions\n    lambda_value: 1.5\n", 11, "lambda_value"),
+        ("    teachers: teachers.predictions\n    model: mini\n", 11, "'mini' would be ignored: with `init:`"),
     ],
 )
 def test_student_mistakes(tmp_path: Path, extra: str, line: int, message: str) -> None:

@@ -189,6 +189,8 @@ stages:
         load_recipe(
             write_recipe(tmp_path, RECIPE.replace("files: corpus.text}", "files: [nothing*.txt]}")), host=host()
         )
+    with pytest.raises(RecipeError, match="'mini' would be ignored: with `init:`"):
+        load_recipe(write_recipe(tmp_path, text + "    model: mini\n"), host=host())
 
 
 def test_an_objective_left_out_is_the_objective_named_without_options(tmp_path: Path) -> None:

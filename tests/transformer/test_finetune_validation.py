@@ -143,3 +143,17 @@ def test_an_empty_split_from_a_task_is_an_error_naming_it(
     err = capsys.readouterr().err
     assert f"error: toy/agreement: the {'training' if split == 'train' else 'dev'} set is empty" in err
     assert "Traceback" not in err
+
+
+def test_a_preset_next_to_init_is_an_error_not_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = HEAD + (
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    init: vocab.tokenizer\n"
+        "    model: mini\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys)
+    assert rows[0].startswith(f"{path}:8:5: stages.finetune.model: 'mini' would be ignored: with `init:`"), rows
+    path = write_recipe(tmp_path, text.replace("    init: ", "    tokenizer: "))
+    assert cli.main(["validate", str(path)]) == 0, "the same preset without init is valid"

@@ -16,7 +16,13 @@ from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
 from xfer.core.train_config import TrainConfig
-from xfer.transformer.finetune_config import DEFAULT_TRAIN, ENCODER_FIELDS, PresetName, check_task_epochs
+from xfer.transformer.finetune_config import (
+    DEFAULT_TRAIN,
+    ENCODER_FIELDS,
+    PresetName,
+    check_preset_with_init,
+    check_task_epochs,
+)
 
 TEACHER_TRAIN = DEFAULT_TRAIN
 """Single-task fine-tuning, as `transformer.finetune` (ELECTRA-Small: lr 3e-4, layer decay 0.8, 3 epochs)."""
@@ -45,7 +51,10 @@ class ModelSource:
         "or a HF ELECTRA/BERT folder). Null: random init of `model`.",
     )
     tokenizer: Input | None = knob(None, "Folder with vocab.txt / tokenizer.json; default: the one in `init`.")
-    model: PresetName = knob("tiny", "Encoder preset for random init (ignored when `init` is given).")
+    model: PresetName = knob(
+        "tiny",
+        "Encoder preset for random init; with `init`, the checkpoint's architecture (another preset is an error).",
+    )
     encoder: Annotated[dict[str, Any], KeysOf.of(ENCODER_FIELDS, "encoder field")] = knob(
         {}, "Overrides of encoder fields, e.g. {hidden_dropout: 0.1}."
     )
@@ -72,6 +81,7 @@ class ModelSource:
             raise FieldError("tasks", f"task {duplicated[0]!r} is listed twice")
         if self.trials < 1:
             raise FieldError("trials", "must be >= 1")
+        check_preset_with_init(self.init, self.model, "tiny")
 
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """Pre-flight: both stages read the train and dev split of every task."""

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
 from xfer.core.train_config import TrainConfig
 from xfer.electra.corpus import CorpusConfig
-from xfer.transformer.finetune_config import ENCODER_FIELDS, PresetName
+from xfer.transformer.finetune_config import ENCODER_FIELDS, PresetName, check_preset_with_init
 
 DEFAULT_TRAIN = TrainConfig(
     steps=1_000_000,
@@ -59,7 +59,10 @@ class PretrainConfig:
         "electra.rtd (ELECTRA), electra.mlm (BERT baseline), electric.nce (Electric), with their options, "
         "e.g. {name: electra.rtd, generator: {size: 0.5}}.",
     )
-    model: PresetName = knob("electra-small", "Discriminator size for random init (ignored when `init` is given).")
+    model: PresetName = knob(
+        "electra-small",
+        "Discriminator size for random init; with `init`, the checkpoint's architecture (another preset is an error).",
+    )
     encoder: Annotated[dict[str, Any], KeysOf.of(ENCODER_FIELDS, "encoder field")] = knob(
         {}, "Overrides of the preset, e.g. {num_layers: 4, hidden_size: 128}."
     )
@@ -85,6 +88,9 @@ class PretrainConfig:
         "lets stages and runs with the same corpus, tokenizer and packing reuse one build.",
         not_an_input=True,
     )
+
+    def __post_init__(self) -> None:
+        check_preset_with_init(self.init, self.model, "electra-small")
 
     def preflight(self) -> list[Any]:
         """Checks that read files, run before any stage trains (see `xfer.electra.checks`)."""

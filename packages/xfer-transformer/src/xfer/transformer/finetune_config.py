@@ -57,7 +57,10 @@ class FinetuneConfig:
         "Pre-trained checkpoint: an earlier stage's output or a folder (xfer model dir or HF ELECTRA/BERT). Null: random init.",
     )
     tokenizer: Input | None = knob(None, "Folder with vocab.txt / tokenizer.json; default: the one in `init`.")
-    model: PresetName = knob("tiny", "Encoder preset for random init (ignored when `init` is given).")
+    model: PresetName = knob(
+        "tiny",
+        "Encoder preset for random init; with `init`, the checkpoint's architecture (another preset is an error).",
+    )
     encoder: Annotated[dict[str, Any], KeysOf.of(ENCODER_FIELDS, "encoder field")] = knob(
         {}, "Overrides of preset fields, e.g. {num_layers: 2, hidden_dropout: 0.0}."
     )
@@ -90,6 +93,7 @@ class FinetuneConfig:
         if self.trials < 1:
             raise ValueError("trials must be >= 1")
         check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
+        check_preset_with_init(self.init, self.model, "tiny")
         for name, value in self.encoder.items():
             if name in _POSITIVE and value <= 0:
                 raise FieldError(("encoder", name), f"must be positive, got {value!r}")
@@ -101,6 +105,18 @@ class FinetuneConfig:
         (train and dev always, test when predictions for it are asked for)."""
         splits = ("train", "dev", *(s for s in self.predict if s != "dev"))
         return [(ref, splits) for ref in self.tasks]
+
+
+def check_preset_with_init(init: Any, model: str, default: str) -> None:
+    """`model:` names a preset for random init; with `init:` the checkpoint fixes the architecture,
+    so a preset other than the default would be silently ignored: an error at its key instead (an
+    explicit `model:` equal to the default cannot be told apart from no key, and passes)."""
+    if init is not None and model != default:
+        raise FieldError(
+            ("model",),
+            f"{model!r} would be ignored: with `init:` the architecture is the checkpoint's "
+            "(remove `model:`, or set `init: null` to train this preset from random weights)",
+        )
 
 
 def check_task_epochs(task_epochs: dict[str, float], names: list[str]) -> None:
