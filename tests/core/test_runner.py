@@ -135,6 +135,20 @@ def test_fork_inside_or_around_its_run_dir_is_refused_before_anything_is_written
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+def test_a_run_dir_being_written_is_not_forked(tmp_path: Path) -> None:
+    """A copy taken mid-run could pair a stage.json with checkpoints of another moment."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    host = host_with()
+    run_recipe_file(recipe, run, host, only={"corpus"})
+    in_use = r"is in use by pid \d+ .*fork it to .* once that run has finished"
+    with RunLock(run), pytest.raises(RunDirError, match=in_use):  # another `xfer run` writing it
+        run_recipe_file(recipe, run, host, ["stages.first.train.lr=0.02"], fork=tmp_path / "fork")
+    assert not (tmp_path / "fork" / "recipe.resolved.yaml").exists()
+    forked = run_recipe_file(recipe, run, host, ["stages.first.train.lr=0.02"], fork=tmp_path / "fork", only={"corpus"})
+    assert [(s.name, s.action) for s in forked.stages] == [("corpus", "skipped")], "the same fork works once it ends"
+
+
 def test_a_folder_xfer_did_not_make_is_refused_as_run_dir_and_left_untouched(tmp_path: Path) -> None:
     """`--run-dir ~` with a stage named like one of its folders must not replace that folder."""
     recipe = write_recipe(tmp_path, CHAIN)

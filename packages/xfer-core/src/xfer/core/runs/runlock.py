@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,34 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def no_writer(run_dir: Path, purpose: str, attempts: int = 5, wait: float = 0.1) -> Iterator[None]:
+    """Hold a shared lock on `run_dir` while reading it whole (`purpose`, e.g. "fork it"): refused
+    when a run is writing it, and no run can start there meanwhile (theirs is exclusive). A copy
+    taken mid-run could pair a stage.json with checkpoints of another moment."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        yield  # never run by xfer: no writer to wait for
+        return
+    try:
+        for attempt in range(attempts):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == attempts - 1:
+                    raise RunDirError(
+                        f"run directory {run_dir} is in use by {_owner_text(path)}; {purpose} once that run has "
+                        "finished or been stopped (a copy taken now could hold half-written stages)"
+                    ) from None
+                time.sleep(wait)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
 def holder(run_dir: Path) -> dict[str, Any] | None:

@@ -196,7 +196,8 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
         if _holds_more_than_a_lock(fork):
             raise RunDirError(f"--fork target {fork} already exists")
         if run_dir.exists():
-            shutil.copytree(run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=_no_lock_file)
+            with runlock.no_writer(run_dir, f"fork it to {fork}"):
+                shutil.copytree(run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=_no_lock_file)
         run_dir = fork
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
