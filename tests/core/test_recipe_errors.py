@@ -50,6 +50,13 @@ CASES = [
     ),
     ("negative seed", (GOOD, ["seed=-3"]), 1, 6, r"seed: must be in 0\.\.2147483647, got -3"),
     (
+        "a training knob at stage level",
+        (GOOD, ["stages.fit.steps=3"]),
+        1,
+        12,
+        r"stages\.fit\.steps: unknown key 'steps'; it belongs under 'train' \(train\.steps\)",
+    ),
+    (
         "negative learning rate",
         GOOD.replace("lr: 3e-4", "lr: -3e-4"),
         10,
@@ -384,3 +391,13 @@ def test_plugin_import_error_is_named_when_its_namespace_is_used(
     err = capsys.readouterr().err
     assert f"{path.resolve()}:5:11: stages.fit.kind: stage 'brokenns.stage' should come from plugin 'brokenns'" in err
     assert "ModuleNotFoundError: No module named 'no_such_module_xyz'" in err
+
+
+def test_an_unknown_key_names_the_fields_it_is_part_of() -> None:
+    from xfer.core.recipes.schema import did_you_mean
+
+    fields = ["tagging_views", "parsing_views", "mode"]
+    assert did_you_mean("views", fields) == "; did you mean one of 'parsing_views', 'tagging_views'?"
+    assert did_you_mean("tagging", fields) == "; did you mean 'tagging_views'?"
+    assert did_you_mean("mdoe", fields) == "; did you mean 'mode'?"
+    assert did_you_mean("zzz", fields) == ""

@@ -35,9 +35,29 @@ _REFERENCE = re.compile(r"^([A-Za-z_][\w-]*)\.([A-Za-z_]\w*)$")
 
 
 def did_you_mean(word: str, candidates: typing.Iterable[str]) -> str:
-    """' (did you mean 'x'?)' for the closest candidate, or '' when nothing is close."""
-    match = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {match[0]!r}?" if match else ""
+    """'; did you mean 'x'?' for the closest candidate; else the candidates that have `word` as one
+    of their `_`-separated parts (`views` -> tagging_views, parsing_views, ...); else ''."""
+    candidates = list(candidates)
+    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    if match:
+        return f"; did you mean {match[0]!r}?"
+    parts = sorted(c for c in candidates if word and word.lower() in c.lower().split("_"))
+    if len(parts) == 1:
+        return f"; did you mean {parts[0]!r}?"
+    return f"; did you mean one of {', '.join(map(repr, parts))}?" if parts else ""
+
+
+def _nested_home(key: str, hints: dict[str, Any], fields: dict[str, Any]) -> str:
+    """'; it belongs under 'train' (train.steps)' when `key` is a field of a nested section: the
+    usual slip (`steps: 10` at stage level) that a spelling suggestion would get wrong."""
+    homes = []
+    for name in fields:
+        inner = typing.get_args(hints[name])[0] if typing.get_origin(hints[name]) is typing.Annotated else hints[name]
+        if dataclasses.is_dataclass(inner) and key in {f.name for f in dataclasses.fields(inner) if f.init}:
+            homes.append(name)
+    if len(homes) != 1:
+        return ""
+    return f"; it belongs under {homes[0]!r} ({homes[0]}.{key})"
 
 
 def type_name(tp: Any) -> str:
@@ -263,7 +283,8 @@ class Validator:
                 continue
             child_path = f"{path}.{key}" if path else key
             if key not in fields:
-                self.error(child.where(), f"{child_path}: unknown key {key!r}{did_you_mean(key, fields)}")
+                hint = _nested_home(key, hints, fields) or did_you_mean(key, fields)
+                self.error(child.where(), f"{child_path}: unknown key {key!r}{hint}")
                 ok = False
                 continue
             default = _dataclass_default(fields[key])
