@@ -183,7 +183,7 @@ class CharCNN(nn.Module):
         """chars [U, L] (padded with 0), lengths [U] -> [U, filters * len(widths)]."""
         if chars.shape[1] < max(self.widths):
             chars = F.pad(chars, (0, max(self.widths) - chars.shape[1]))
-        x = self.embedding(chars).transpose(1, 2)
+        x = self.embedding(chars).transpose(1, 2).contiguous()  # once, not in each of the convolutions
         outputs = []
         for width, conv in zip(self.widths, self.convs, strict=True):
             y = conv(x)  # [U, F, L - w + 1]

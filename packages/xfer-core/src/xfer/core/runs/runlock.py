@@ -35,6 +35,19 @@ def _owner_text(path: Path) -> str:
         return "another process"
 
 
+def _flock(fd: int, mode: int, attempts: int, wait: float) -> bool:
+    """Take `mode` (LOCK_EX or LOCK_SH) on `fd` without blocking, retrying a few times: whether it
+    was taken. The retries cover `xfer status`, which holds a shared lock for an instant to probe."""
+    for attempt in range(attempts):
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt < attempts - 1:
+                time.sleep(wait)
+    return False
+
+
 class RunLock:
     """The exclusive lock of one run directory; `acquire` refuses clearly when it is taken."""
 
@@ -57,18 +70,12 @@ class RunLock:
             raise RunDirError(
                 f"run directory {self.run_dir}: cannot be created or written: {exc.strerror or exc}"
             ) from None
-        for attempt in range(attempts):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if attempt == attempts - 1:
-                    os.close(fd)
-                    raise RunDirError(
-                        f"run directory {self.run_dir} is in use by {_owner_text(self.path)}; "
-                        "wait for it to finish or stop it first"
-                    ) from None
-                time.sleep(wait)
+        if not _flock(fd, fcntl.LOCK_EX, attempts, wait):
+            os.close(fd)
+            raise RunDirError(
+                f"run directory {self.run_dir} is in use by {_owner_text(self.path)}; "
+                "wait for it to finish or stop it first"
+            )
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
@@ -101,17 +108,11 @@ def no_writer(run_dir: Path, purpose: str, attempts: int = 5, wait: float = 0.1)
         yield  # never run by xfer: no writer to wait for
         return
     try:
-        for attempt in range(attempts):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if attempt == attempts - 1:
-                    raise RunDirError(
-                        f"run directory {run_dir} is in use by {_owner_text(path)}; {purpose} once that run has "
-                        "finished or been stopped (a copy taken now could hold half-written stages)"
-                    ) from None
-                time.sleep(wait)
+        if not _flock(fd, fcntl.LOCK_SH, attempts, wait):
+            raise RunDirError(
+                f"run directory {run_dir} is in use by {_owner_text(path)}; {purpose} once that run has "
+                "finished or been stopped (a copy taken now could hold half-written stages)"
+            )
         yield
     finally:
         os.close(fd)  # drops the lock
