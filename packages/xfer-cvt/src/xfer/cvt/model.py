@@ -310,10 +310,13 @@ class WordEncoder(nn.Module):
             parts.append(features)
         return parts[0] if len(parts) == 1 else torch.cat([parts[0], parts[1].to(parts[0].dtype)], dim=-1)
 
-    def forward(self, batch: dict[str, Tensor], p: float, inputs: EncoderInputs | None = None) -> EncoderStates:
+    def forward(
+        self, batch: dict[str, Tensor], p: float, inputs: EncoderInputs | None = None, clean: bool = False
+    ) -> EncoderStates:
         """The states of `batch` with dropout rate `p`; `inputs` = `self.inputs(batch)` when the
         caller already has them (they may also come from a batch that differs only in its word ids
-        and slots, as the word-dropout student's does)."""
+        and slots, as the word-dropout student's does). `clean`: the CVT teacher's pass, without
+        any noise: fine-tuned Transformer features then run without their own dropout too."""
         lengths = batch["lengths"]
         width = batch["words"].shape[1]
         positions = torch.arange(width, device=lengths.device)[None, :]
@@ -322,7 +325,7 @@ class WordEncoder(nn.Module):
         inputs = inputs if inputs is not None else self.inputs(batch)
         features = inputs.features
         if self.features is not None and features is None:
-            features = self.features(batch, width, dropout_free=p == 0)
+            features = self.features(batch, width, dropout_free=clean)
         features = None if features is None else dropout(features, p, self.training)
         v = self.embed(batch, p, features if self.features_at_input else None, inputs.char_rows)
         fw1, bw1 = self.layer1(v, lengths, self.packed)

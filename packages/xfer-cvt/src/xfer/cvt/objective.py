@@ -145,13 +145,13 @@ class CvtObjective(nn.Module):
         tasks = self.unlabeled_tasks()
         primary_only = self.mode == "word_dropout"
         if self.teacher_pass == "shared" and not primary_only:
-            clean = self.encoder(batch, 0.0)
+            clean = self.encoder(batch, 0.0, clean=True)
             targets = self.teach(clean.detached(), batch, tasks)
             states = clean.dropped(s.unlabeled_dropout)
         else:
             inputs = self.encoder.inputs(batch)  # computed once: the same numbers in both passes
             with torch.no_grad():
-                targets = self.teach(self.encoder(batch, 0.0, inputs), batch, tasks)
+                targets = self.teach(self.encoder(batch, 0.0, inputs, clean=True), batch, tasks)
             student_batch = self.drop_words(batch) if primary_only else batch
             states = self.encoder(student_batch, s.unlabeled_dropout, inputs)
         s.student_dropout = s.unlabeled_dropout
