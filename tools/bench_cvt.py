@@ -34,8 +34,13 @@ Part 2, supervised throughput (words per second over the same batches in the sam
 Each side runs `--warmup` + `--steps` steps per repeat, interleaved (ABBA); the timed window
 excludes construction, warm-up and the final checkpoint.
 
+`--features DIR` (an xfer or HF Transformer model folder with its tokenizer, e.g. an
+`electra.pretrain` stage's `outputs/discriminator`): every kind of part 1 also reads frozen features
+of that Transformer (`features: {init: DIR, combine: concat}`, joining layer 2, as
+recipes/cvt-on-electra.yaml), and part 2 is skipped (the hand-written tagger has no such input).
+
 Usage: cpu-slot --all python tools/bench_cvt.py [--steps 40] [--repeats 5] [--warmup 8]
-       [--precision auto|bf16|fp32] [--threads 1] [--smoke]
+       [--precision auto|bf16|fp32] [--threads 1] [--features DIR] [--smoke]
 """
 
 from __future__ import annotations
@@ -77,14 +82,31 @@ def cpu_flags() -> str:
     return " ".join(f for f in wanted if f" {f}" in flags) or "none of avx2/avx512/amx"
 
 
-def load(smoke: bool) -> tuple[CvtConfig, TaskData, Any]:
+def load(smoke: bool, features: Path | None = None) -> tuple[CvtConfig, TaskData, Any, Any]:
+    """(config, task data, prepared vocabulary and items, (encoder config, weights, tokenizer) of
+    the `features` Transformer or None)."""
     path = DATA / "conll2000" / "train.txt"
     if not path.exists():
         sys.exit(f"needs {path} (set XFER_DATA)")
     task = ChunkingTask("conll/chunking", ChunkingConfig(train_file=path, max_examples=800 if smoke else None))
     data = TaskData("conll/chunking", task, task.info(), task.examples("train"), task.examples("dev"))
     config = CvtConfig(tasks=[TaskRef("conll/chunking")], model="tiny" if smoke else "cpu")
-    return config, data, prepare(config, [data], None, 1, None)
+    transformer = None
+    if features is not None:
+        from dataclasses import replace
+
+        from xfer.transformer.modelio import read_encoder
+        from xfer.transformer.tokenization import WordPieceTokenizer
+
+        encoder_config, weights, _ = read_encoder(features)
+        transformer = (encoder_config, weights, WordPieceTokenizer.from_dir(features))
+        config = replace(config, features=replace(config.features, init=str(features), combine="concat"))
+    return config, data, prepare(config, [data], None, 1, None), transformer
+
+
+def featurizer_for(config: CvtConfig, prepared: Any, transformer: Any) -> Featurizer:
+    tokenizer = transformer[2] if transformer is not None else None
+    return Featurizer(prepared.vocab, config.resolved_sizes()["max_word_chars"], tokenizer, config.features.max_length)
 
 
 def precision_dtype(name: str) -> torch.dtype | None:
@@ -98,8 +120,10 @@ def autocast(dtype: torch.dtype | None) -> Any:
 # --- part 1: step costs ------------------------------------------------------------------------------
 
 
-def step_costs(args: argparse.Namespace, config: CvtConfig, data: TaskData, prepared: Any, dtype: Any) -> dict:
-    featurizer = Featurizer(prepared.vocab, config.resolved_sizes()["max_word_chars"])
+def step_costs(
+    args: argparse.Namespace, config: CvtConfig, data: TaskData, prepared: Any, transformer: Any, dtype: Any
+) -> dict:
+    featurizer = featurizer_for(config, prepared, transformer)
     items = prepared.items[data.name]
     stream = PooledStream(items, [i.length for i in items], 64, make_collate(featurizer, "tagging"), seed=1)
     batches = [stream.next_step()[0] for _ in range(args.warmup + args.steps)]
@@ -114,7 +138,7 @@ def step_costs(args: argparse.Namespace, config: CvtConfig, data: TaskData, prep
         from dataclasses import replace
 
         objective = build_objective(
-            replace(config, mode=mode, teacher=teacher), [data], prepared, None, None, 1, torch.device("cpu")
+            replace(config, mode=mode, teacher=teacher), [data], prepared, transformer, None, 1, torch.device("cpu")
         )
         if kind == "self-training":
             objective.settings.word_dropout = (
@@ -206,7 +230,7 @@ def throughput(args: argparse.Namespace, config: CvtConfig, data: TaskData, prep
     from dataclasses import replace
 
     sizes = config.resolved_sizes()
-    featurizer = Featurizer(prepared.vocab, sizes["max_word_chars"])
+    featurizer = featurizer_for(config, prepared, None)
     items = prepared.items[data.name]
     collate = make_collate(featurizer, "tagging")
     total = args.warmup + args.steps
@@ -278,6 +302,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto")
+    parser.add_argument("--features", type=Path, help="Transformer model folder: part 1 with its frozen features")
     parser.add_argument("--smoke", action="store_true", help="tiny preset, few steps: checks the script runs")
     args = parser.parse_args()
     if args.smoke:
@@ -289,13 +314,14 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), precision {args.precision} -> {dtype or 'fp32'}"
     )
-    config, data, prepared = load(args.smoke)
+    config, data, prepared, transformer = load(args.smoke, args.features)
     print(
         f"data: {len(prepared.items[data.name])} chunking sentences, vocab {len(prepared.vocab.words)}, model {config.model}"
+        + (f", frozen features of {args.features}" if args.features else "")
     )
     print(f"steps {args.steps} (+{args.warmup} warm-up) x {args.repeats} repeats, interleaved\n")
 
-    costs = step_costs(args, config, data, prepared, dtype)
+    costs = step_costs(args, config, data, prepared, transformer, dtype)
     print(f"## Step cost (batch 64 sentences, {costs['words_per_batch']:.0f} words on average; median ms/step)\n")
     print("| step | ms | x supervised | x self-training |")
     print("|---|---|---|---|")
@@ -304,6 +330,8 @@ def main() -> None:
             f"| {kind} | {costs[kind]:.1f} | {costs[kind] / costs['supervised']:.2f} | {costs[kind] / costs['self-training']:.2f} |"
         )
     print()
+    if transformer is not None:
+        return  # part 2 compares with a tagger that has no Transformer input
     result = throughput(args, config, data, prepared, args.precision)
     print("## Supervised throughput (words/s)\n")
     print("| xfer cvt.train (supervised) | hand-written BiLSTM tagger | ratio (medians) | paired min / median / max |")
