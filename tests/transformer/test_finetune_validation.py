@@ -157,3 +157,20 @@ def test_a_preset_next_to_init_is_an_error_not_ignored(tmp_path: Path, capsys: p
     assert rows[0].startswith(f"{path}:8:5: stages.finetune.model: 'mini' would be ignored: with `init:`"), rows
     path = write_recipe(tmp_path, text.replace("    init: ", "    tokenizer: "))
     assert cli.main(["validate", str(path)]) == 0, "the same preset without init is valid"
+
+
+def test_encoder_overrides_of_a_checkpoint_keep_its_architecture(tmp_path: Path) -> None:
+    """Dropout and runtime fields can change; a field the weights fix is an error naming both values
+    (it was a traceback of size mismatches, or for num_heads a silently different model)."""
+    from xfer.core.errors import CheckpointError
+    from xfer.transformer.modelio import ARCHITECTURE_FIELDS, with_overrides
+    from xfer.transformer.presets import preset
+
+    checkpoint = preset("tiny", vocab_size=100)
+    changed = with_overrides(checkpoint, {"hidden_dropout": 0.0, "num_layers": checkpoint.num_layers}, tmp_path)
+    assert changed.hidden_dropout == 0.0 and changed.num_layers == checkpoint.num_layers
+    for name in ARCHITECTURE_FIELDS:
+        wrong = getattr(checkpoint, name) * 2
+        with pytest.raises(CheckpointError, match=rf"encoder\.{name}: {wrong} differs from the init checkpoint's"):
+            with_overrides(checkpoint, {name: wrong}, tmp_path)
+    assert set(ARCHITECTURE_FIELDS) <= set(ENCODER_FIELDS)

@@ -94,9 +94,11 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
         overrides = {"vocab_size": vocab_size, **config.encoder}
         overrides.setdefault("max_position_embeddings", max(512, config.max_length))
         return preset(config.model, **overrides), None
-    encoder_config, state = read_checkpoint(ctx.resolve(config.init))
-    if config.encoder:
-        encoder_config = dataclasses.replace(encoder_config, **config.encoder)
+    from xfer.transformer.modelio import with_overrides
+
+    folder = ctx.resolve(config.init)
+    encoder_config, state = read_checkpoint(folder)
+    encoder_config = with_overrides(encoder_config, config.encoder, folder)
     if encoder_config.vocab_size < vocab_size:
         raise UserError(
             f"init checkpoint has {encoder_config.vocab_size} token embeddings but the tokenizer {vocab_size} tokens"

@@ -44,16 +44,14 @@ def slug(name: str) -> str:
 
 def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[str, torch.Tensor] | None, Path | None]:
     """(encoder config, encoder weights or None for random init, folder holding the tokenizer)."""
-    from xfer.transformer.modelio import read_encoder
+    from xfer.transformer.modelio import read_encoder, with_overrides
     from xfer.transformer.presets import preset
 
     if config.init is None:
         return preset(config.model, **config.encoder), None, None
     folder = ctx.resolve(config.init)
     encoder_config, state, _ = read_encoder(folder)
-    if config.encoder:
-        encoder_config = replace(encoder_config, **config.encoder)
-    return encoder_config, state, folder
+    return with_overrides(encoder_config, config.encoder, folder), state, folder
 
 
 def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path | None) -> Any:

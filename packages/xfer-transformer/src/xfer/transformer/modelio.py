@@ -234,6 +234,36 @@ def detect_format(path: str | Path) -> str:
     raise CheckpointError(f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)")
 
 
+ARCHITECTURE_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+"""EncoderConfig fields that pre-trained weights fix: their shapes, or (num_heads) how they are read."""
+
+
+def with_overrides(config: EncoderConfig, overrides: dict[str, Any], folder: Path) -> EncoderConfig:
+    """A checkpoint's encoder config with a stage's `encoder:` overrides (dropout rates, `unpad`,
+    ...). An override of an architecture field that differs from the checkpoint is an error naming
+    both values: it would fail as a wall of size mismatches, or, for num_heads, load and silently
+    compute another function."""
+    import dataclasses
+
+    for name in ARCHITECTURE_FIELDS:
+        if name in overrides and overrides[name] != getattr(config, name):
+            raise CheckpointError(
+                f"encoder.{name}: {overrides[name]!r} differs from the init checkpoint's {getattr(config, name)!r} "
+                f"({folder}); pre-trained weights fix the architecture: remove encoder.{name}, or set init: null "
+                "to train that architecture from random weights"
+            )
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
 def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], dict[str, Tensor] | None]:
     """(encoder config, encoder weights, head weights or None) of an xfer model dir or an HF folder.
 
