@@ -163,7 +163,8 @@ def test_encoder_overrides_of_a_checkpoint_keep_its_architecture(tmp_path: Path)
     """Dropout and runtime fields can change; a field the weights fix is an error naming both values
     (it was a traceback of size mismatches, or for num_heads a silently different model)."""
     from xfer.core.errors import CheckpointError
-    from xfer.transformer.modelio import ARCHITECTURE_FIELDS, with_overrides
+    from xfer.transformer.encoder import ARCHITECTURE_FIELDS
+    from xfer.transformer.modelio import with_overrides
     from xfer.transformer.presets import preset
 
     checkpoint = preset("tiny", vocab_size=100)

@@ -37,6 +37,7 @@ from xfer.transformer.kernels import (
 )
 
 __all__ = [
+    "ARCHITECTURE_FIELDS",
     "Causal",
     "Embeddings",
     "Encoder",
@@ -48,6 +49,19 @@ __all__ = [
     "residual_dropout",
     "trunc_normal_",
 ]
+
+
+ARCHITECTURE_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+"""EncoderConfig fields that pre-trained weights fix: their shapes, or (num_heads) how they are read."""
 
 
 @dataclass
@@ -78,16 +92,7 @@ class EncoderConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "embedding_size",
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
+        for name in ARCHITECTURE_FIELDS:
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"EncoderConfig.{name} must be positive, got {getattr(self, name)!r}")
         if self.hidden_size % self.num_heads:

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from xfer.core.errors import CheckpointError, PluginError
 from xfer.core.plugins import PluginHost
 from xfer.transformer import registry
-from xfer.transformer.encoder import Encoder, EncoderConfig
+from xfer.transformer.encoder import ARCHITECTURE_FIELDS, Encoder, EncoderConfig
 
 FORMAT_VERSION = 1
 META_FILE = "xfer_model.json"
@@ -232,19 +232,6 @@ def detect_format(path: str | Path) -> str:
     if (path / "config.json").is_file():
         return "hf"
     raise CheckpointError(f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)")
-
-
-ARCHITECTURE_FIELDS = (
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
-"""EncoderConfig fields that pre-trained weights fix: their shapes, or (num_heads) how they are read."""
 
 
 def with_overrides(config: EncoderConfig, overrides: dict[str, Any], folder: Path) -> EncoderConfig:
