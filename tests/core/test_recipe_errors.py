@@ -401,3 +401,13 @@ def test_an_unknown_key_names_the_fields_it_is_part_of() -> None:
     assert did_you_mean("tagging", fields) == "; did you mean 'tagging_views'?"
     assert did_you_mean("mdoe", fields) == "; did you mean 'mode'?"
     assert did_you_mean("zzz", fields) == ""
+
+
+def test_one_key_overridden_twice_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The last value would win silently (e.g. a seed appended to a base command line)."""
+    path = write_recipe(tmp_path, GOOD)
+    assert cli.main(["validate", str(path), "seed=1", "stages.fit.train.lr=0.1", "seed=2"]) == 2
+    err = capsys.readouterr().err
+    assert "<override 3: seed=2>:1:1: seed is already set by override 1 ('seed=1'); give it once" in err
+    layered = ["stages.fit.train={lr: 0.1}", "stages.fit.train.steps=3"]  # a section, then a key inside it
+    assert cli.main(["validate", str(path), *layered]) == 0

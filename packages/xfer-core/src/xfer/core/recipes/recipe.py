@@ -174,11 +174,18 @@ def load_recipe(
     path = Path(path)
     root = _load_with_includes(path)
     diagnostics: list[Diagnostic] = []
+    given: dict[tuple[str, ...], tuple[int, str]] = {}  # key path -> (index, text) of its override
     for index, text in enumerate(overrides, start=1):
         try:
             key_path, value = parse_override(text, index)
         except RecipeError as exc:
             diagnostics += exc.diagnostics
+            continue
+        earlier = given.setdefault(tuple(key_path), (index, text))
+        if earlier[0] != index:  # the last would win silently: two values for one key is a mistake
+            where = Location(f"<override {index}: {text}>", 1, 1)
+            message = f"{'.'.join(key_path)} is already set by override {earlier[0]} ({earlier[1]!r}); give it once"
+            diagnostics.append(Diagnostic(where, message))
             continue
         diagnostics += apply_override(root, key_path, value, text, index)
 
