@@ -62,11 +62,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from xfer.core.config import TaskRef
 from xfer.core.data import AlternatingSource, MultiTaskSource, TaggedBatch
+from xfer.core.errors import UserError
 from xfer.core.trainer import Trainer, resolve_precision
 from xfer.cvt.config import CvtConfig
 from xfer.cvt.data import Featurizer, PooledStream
 from xfer.cvt.model import CharCNN
-from xfer.cvt.stage import TaskData, build_objective, make_collate, prepare
+from xfer.cvt.stage import TaskData, build_objective, make_collate, prepare, read_transformer
 from xfer.tasks.conll.config import ChunkingConfig
 from xfer.tasks.conll.tasks import ChunkingTask
 
@@ -95,12 +96,10 @@ def load(smoke: bool, features: Path | None = None) -> tuple[CvtConfig, TaskData
     if features is not None:
         from dataclasses import replace
 
-        from xfer.transformer.modelio import read_encoder
-        from xfer.transformer.tokenization import WordPieceTokenizer
+        from xfer.core.config import Input
 
-        encoder_config, weights, _ = read_encoder(features)
-        transformer = (encoder_config, weights, WordPieceTokenizer.from_dir(features))
-        config = replace(config, features=replace(config.features, init=str(features), combine="concat"))
+        config = replace(config, features=replace(config.features, init=Input(path=features), combine="concat"))
+        transformer = read_transformer(features, None, config.features)  # the stage's reader and checks
     return config, data, prepare(config, [data], None, 1, None), transformer
 
 
@@ -314,7 +313,10 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), precision {args.precision} -> {dtype or 'fp32'}"
     )
-    config, data, prepared, transformer = load(args.smoke, args.features)
+    try:
+        config, data, prepared, transformer = load(args.smoke, args.features)
+    except UserError as exc:  # e.g. --features naming a folder without a model
+        sys.exit(f"error: {exc}")
     print(
         f"data: {len(prepared.items[data.name])} chunking sentences, vocab {len(prepared.vocab.words)}, model {config.model}"
         + (f", frozen features of {args.features}" if args.features else "")

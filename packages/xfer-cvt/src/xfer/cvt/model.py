@@ -221,15 +221,16 @@ class TransformerFeatures(nn.Module):
         return self
 
     def forward(self, batch: dict[str, Tensor], width: int, dropout_free: bool = False) -> Tensor:
-        noisy = self.encoder.training
-        if dropout_free and noisy:
+        quiet_now = dropout_free and self.encoder.training
+        if quiet_now:
             self.encoder.eval()
         try:
             with torch.set_grad_enabled(self.finetune and torch.is_grad_enabled()):
                 out = self.encoder(batch["wp_ids"], batch["wp_mask"], output_hidden_states=self.layer != -1)
                 hidden = out.last_hidden_state if self.layer == -1 else out.hidden_states[self.layer]
         finally:
-            self.encoder.train(noisy)
+            if quiet_now:
+                self.encoder.train()
         rows, words = batch["wp_starts"].shape
         picked = hidden.gather(1, batch["wp_starts"][..., None].expand(-1, -1, hidden.shape[-1]))  # [R, W, H]
         valid = torch.arange(words, device=hidden.device)[None, :] < batch["wp_count"][:, None]

@@ -37,7 +37,7 @@ from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext
 from xfer.core.tasks import ParsingExample, TaggingExample, Task, TaskInfo, TranslationExample
 from xfer.core.trainer import Trainer
-from xfer.cvt.config import CvtConfig
+from xfer.cvt.config import CvtConfig, FeaturesConfig
 from xfer.cvt.data import Featurizer, Item, PooledStream, UnlabeledCorpus, UnlabeledStream, pad_rows, subsample
 from xfer.cvt.objective import CvtObjective, Settings
 from xfer.cvt.seq2seq import BOS, EOS, T_PAD, T_UNK, TARGET_SPECIALS
@@ -221,12 +221,19 @@ def load_transformer(ctx: StageContext, config: CvtConfig) -> tuple[Any, dict[st
     f = config.features
     if f.init is None:
         return None
+    return read_transformer(ctx.resolve(f.init), ctx.resolve(f.tokenizer) if f.tokenizer is not None else None, f)
+
+
+def read_transformer(
+    folder: Path, tokenizer_folder: Path | None, f: FeaturesConfig
+) -> tuple[Any, dict[str, torch.Tensor], Any]:
+    """(encoder config, weights, tokenizer) of a Transformer folder, checked against the features
+    config `f` (tokenizer: `tokenizer_folder`, default the one in `folder`)."""
     from xfer.transformer.modelio import read_encoder
     from xfer.transformer.tokenization import WordPieceTokenizer
 
-    folder = ctx.resolve(f.init)
     encoder_config, state, _ = read_encoder(folder)
-    tokenizer = WordPieceTokenizer.from_dir(ctx.resolve(f.tokenizer) if f.tokenizer is not None else folder)
+    tokenizer = WordPieceTokenizer.from_dir(tokenizer_folder if tokenizer_folder is not None else folder)
     if f.max_length > encoder_config.max_position_embeddings:
         raise UserError(
             f"features.max_length {f.max_length} exceeds the Transformer's max_position_embeddings "

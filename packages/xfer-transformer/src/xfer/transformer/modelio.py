@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -239,8 +239,6 @@ def with_overrides(config: EncoderConfig, overrides: dict[str, Any], folder: Pat
     ...). An override of an architecture field that differs from the checkpoint is an error naming
     both values: it would fail as a wall of size mismatches, or, for num_heads, load and silently
     compute another function."""
-    import dataclasses
-
     for name in ARCHITECTURE_FIELDS:
         if name in overrides and overrides[name] != getattr(config, name):
             raise CheckpointError(
@@ -248,7 +246,7 @@ def with_overrides(config: EncoderConfig, overrides: dict[str, Any], folder: Pat
                 f"({folder}); pre-trained weights fix the architecture: remove encoder.{name}, or set init: null "
                 "to train that architecture from random weights"
             )
-    return dataclasses.replace(config, **overrides) if overrides else config
+    return replace(config, **overrides) if overrides else config
 
 
 def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], dict[str, Tensor] | None]:
