@@ -185,6 +185,17 @@ def test_bad_encoding(tmp_path):
     raises_at(UdPosTask("u", UdPosConfig(train_file=path)), "train", f"{path}:1:", "not valid UTF-8")
 
 
+def test_line_endings(tmp_path):
+    """CRLF is fine; a CR-only (classic Mac) file is one line, which str.split() used to cut into
+    columns: it read as a single one-token sentence with the last tag of the file."""
+    path = write(tmp_path / "train.txt", "EU B-ORG\r\nrejects O\r\n\r\nGerman B-MISC\r\n")
+    assert [e.words for e in ner(path).examples("train")] == [("EU", "rejects"), ("German",)]
+    path = write(tmp_path / "mac.txt", "EU B-ORG\rrejects O\r\rGerman B-MISC\r")
+    raises_at(ner(path), "train", f"{path}:1:", "carriage return .* column 9: CR-only")
+    path = write(tmp_path / "mac.conllu", "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\r\r")
+    raises_at(UdPosTask("u", UdPosConfig(train_file=path)), "train", f"{path}:1:", "carriage return")
+
+
 def test_conllu_column_count(tmp_path):
     path = write(tmp_path / "x.conllu", "# sent_id = a\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\n")
     raises_at(UdPosTask("u", UdPosConfig(train_file=path)), "train", f"{path}:2:", "10 tab-separated columns, found 9")

@@ -134,6 +134,12 @@ def test_wrong_column_count(tmp_path):
     expect_error(tmp_path, RTETask, "train", f"{path}:4", "expected 4 columns")
 
 
+def test_cr_only_line_endings(tmp_path):
+    """A CR-only file is one physical line; it was reported as a header without examples."""
+    path = write(tmp_path / "train.tsv", RTE.replace("\n", "\r"))
+    expect_error(tmp_path, RTETask, "train", f"{path}:1", "carriage return .* CR-only")
+
+
 def test_cola_wrong_column_count(tmp_path):
     path = write(tmp_path / "train.tsv", "gj04\t1\t\tOk.\ngj04\t1\tOk too.\n")
     expect_error(tmp_path, CoLATask, "train", f"{path}:2", "expected 4 columns")

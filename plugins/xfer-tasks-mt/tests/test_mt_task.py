@@ -43,6 +43,8 @@ def test_examples_keep_raw_text_and_line_ids(tmp_path):
         ("a\nb\nc\n", "x\ny\n", "train.de:3", "has 2 lines but"),
         ("a\n\nc\n", "x\ny\nz\n", "train.en:2", "empty line"),
         ("a\nb\n", "x\n   \n", "train.de:2", "empty line"),
+        ("a\nb\n", "x\ry\n", "train.de:1", "carriage return"),  # was read as the sentence "x\ry"
+        ("a\rb\r", "x\ry\r", "train.en:1", "CR-only"),  # was one sentence pair: "a\rb" -> "x\ry"
     ],
 )
 def test_bad_parallel_files(tmp_path, en, de, where, message):

@@ -3,7 +3,7 @@
 Every reader in every plugin needs the same thing: bytes -> UTF-8 text, with a missing file, an
 unreadable file, a bad byte (reported at its line and column) or an empty file turned into a
 `DataError` rather than a traceback. A leading byte-order mark (GLUE's MRPC files have one) is
-dropped.
+dropped. `split_lines` is the one way line-based readers cut the text into lines.
 """
 
 from __future__ import annotations
@@ -66,3 +66,30 @@ def read_text(path: str | Path, *, allow_empty: bool = False) -> str:
     if not allow_empty and not text.strip():
         raise DataError(path, 1, "file is empty")
     return text
+
+
+def split_lines(path: str | Path, text: str) -> list[str]:
+    """The physical lines of `text` (read from `path`): split on LF only, the CR of a CRLF ending
+    removed, no empty last line for the file's final newline.
+
+    `str.splitlines` would also split on U+2028 and friends, which are legitimate characters
+    inside a token or a sentence. A CR anywhere but before LF is an error naming its line: a
+    file with CR-only (classic Mac) line endings would otherwise be one long line, silently
+    merging every sentence into one (and `str.split()` cuts columns on it).
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, start=1):
+        line = line.removesuffix("\r")
+        column = line.find("\r") + 1
+        if column:
+            raise DataError(
+                path,
+                number,
+                f"carriage return (CR) inside the line at column {column}: "
+                "CR-only (classic Mac) line endings? Convert the file to LF or CRLF endings",
+            )
+        out.append(line)
+    return out

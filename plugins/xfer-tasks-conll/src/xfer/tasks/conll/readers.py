@@ -13,18 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import read_text
+from xfer.core.textfile import read_text, split_lines
 
 DOCSTART = "-DOCSTART-"
-
-
-def _lines(text: str) -> list[str]:
-    """Physical lines split on LF only (str.splitlines would also split on U+2028 and friends,
-    which are legitimate characters inside a token)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
 
 
 @dataclass
@@ -50,7 +41,7 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     current = ColumnSentence([], [])
     width = 0
     first_line = 0
-    for number, line in enumerate(_lines(text), start=1):
+    for number, line in enumerate(split_lines(path, text), start=1):
         if not line.strip():
             if current.rows:
                 sentences.append(current)
@@ -122,7 +113,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
             sentences.append(ConlluRows(start, sent_id, rows, lines))
         start, sent_id, rows, lines = 0, None, [], []
 
-    for number, line in enumerate(_lines(text), start=1):
+    for number, line in enumerate(split_lines(path, text), start=1):
         if not line.strip():
             close()
             continue

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from xfer.core.errors import DataError
 from xfer.core.tasks import SentenceExample
-from xfer.core.textfile import read_text
+from xfer.core.textfile import read_text, split_lines
 
 Column = int | str
 
@@ -31,19 +31,15 @@ class Row:
 def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> list[Row]:
     """All records of a delimited file, with their line numbers.
 
-    Without quoting, a record is one physical line split on `delimiter` (a trailing "\\r" is
-    removed); with quoting, Python's csv module parses double-quoted fields. An empty line is
-    an error (it is either a truncated record or a formatting accident), except after the
-    last record.
+    Without quoting, a record is one physical line (`split_lines`: CRLF endings are fine, a CR
+    elsewhere is an error) split on `delimiter`; with quoting, Python's csv module parses
+    double-quoted fields. An empty line is an error (it is either a truncated record or a
+    formatting accident), except after the last record.
     """
     text = read_text(path)
     rows: list[Row] = []
     if not quoting:
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        for number, line in enumerate(lines, start=1):
-            line = line.removesuffix("\r")
+        for number, line in enumerate(split_lines(path, text), start=1):
             if not line:
                 raise DataError(path, number, "empty line")
             rows.append(Row(number, line.split(delimiter)))

@@ -7,7 +7,8 @@ sacrebleu numbers; `info().extra["bleu_signature"]` carries sacrebleu's signatur
 belongs next to every reported score.
 
 Bad input is an error naming file and line, never a skip: files of different lengths, an empty
-line on either side (a sentence without a translation), invalid UTF-8.
+line on either side (a sentence without a translation), invalid UTF-8, a CR that does not end a
+line (CR-only line endings would make a whole file one sentence).
 """
 
 from __future__ import annotations
@@ -18,24 +19,16 @@ from typing import Any
 
 from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample
-from xfer.core.textfile import read_text
+from xfer.core.textfile import read_text, split_lines
 from xfer.tasks.mt.config import ParallelConfig
 
 SPLITS = ("train", "dev", "test")
 
 
-def _lines(text: str) -> list[str]:
-    """Physical lines split on LF only (U+2028 and friends are legitimate characters in a sentence)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
 def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     """(line number, source, target) for each line pair; both files must have the same number of
     lines and no empty line (after stripping surrounding whitespace)."""
-    src, tgt = _lines(read_text(source)), _lines(read_text(target))
+    src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
     if len(src) != len(tgt):
         shorter, longer = (source, target) if len(src) < len(tgt) else (target, source)
         n = min(len(src), len(tgt))
