@@ -185,6 +185,17 @@ def test_bad_encoding(tmp_path):
     raises_at(UdPosTask("u", UdPosConfig(train_file=path)), "train", f"{path}:1:", "not valid UTF-8")
 
 
+def test_whitespace_separator_is_spaces_and_tabs(tmp_path):
+    """As documented ("runs of spaces/tabs"): a no-break space or U+2028 inside a word is part of
+    the word (str.split() made it a column: a wrong column count, or a shifted tag column when
+    every line had one); a line holding only a no-break space is a token, not a sentence break."""
+    path = write(tmp_path / "train.txt", "1\u00a0000 CD O\n \t \nVoir\u2028ici VB O\n")
+    task = ColumnsTask("c", ColumnsConfig(train_file=path))
+    assert [e.words for e in task.examples("train")] == [("1\u00a0000",), ("Voir\u2028ici",)]
+    path = write(tmp_path / "nbsp.txt", "a O\n\u00a0\nb O\n")
+    raises_at(ner(path), "train", f"{path}:2:", r"expected 2 columns \(as on line 1\), found 1")
+
+
 def test_line_endings(tmp_path):
     """CRLF is fine; a CR-only (classic Mac) file is one line, which str.split() used to cut into
     columns: it read as a single one-token sentence with the last tag of the file."""

@@ -9,6 +9,7 @@ format defines as not being syntactic words).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from xfer.core.errors import DataError
 from xfer.core.textfile import read_text, split_lines
 
 DOCSTART = "-DOCSTART-"
+SPACES = " \t"  # the column separators of `separator: whitespace`, and what a blank line may hold
+_SPACE_RUN = re.compile(f"[{SPACES}]+")
 
 
 @dataclass
@@ -33,8 +36,10 @@ class ColumnSentence:
 def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSentence]:
     """Sentences of a column file; every token line must have as many columns as the first one.
 
-    Blank lines separate sentences; `-DOCSTART-` lines separate documents (and therefore
-    sentences) and are not tokens.
+    Blank lines (nothing but spaces and tabs) separate sentences; `-DOCSTART-` lines separate
+    documents (and therefore sentences) and are not tokens. `separator="whitespace"` splits on
+    runs of spaces and tabs only, not on every Unicode space as `str.split()` does: a no-break
+    space inside a token (French `1\u00a0000`) stays in the token instead of becoming a column.
     """
     text = read_text(path)
     sentences: list[ColumnSentence] = []
@@ -42,12 +47,12 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     width = 0
     first_line = 0
     for number, line in enumerate(split_lines(path, text), start=1):
-        if not line.strip():
+        if not line.strip(SPACES):
             if current.rows:
                 sentences.append(current)
                 current = ColumnSentence([], [])
             continue
-        fields = line.split("\t") if separator == "tab" else line.split()
+        fields = line.split("\t") if separator == "tab" else _SPACE_RUN.split(line.strip(SPACES))
         if fields[0] == DOCSTART:
             if current.rows:
                 sentences.append(current)
