@@ -97,6 +97,12 @@ class ConlluRows:
 _TAG_INDEX = {"upos": 3, "xpos": 4}
 
 
+def _is_index(text: str) -> bool:
+    """An ID or HEAD: ASCII digits only. str.isdigit() alone also accepts '²', which int() then
+    rejects with a traceback, and '١' or '１', which int() silently reads as 1."""
+    return text.isascii() and text.isdigit()
+
+
 def read_conllu_rows(path: Path) -> list[ConlluRows]:
     """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html), fields unparsed.
 
@@ -134,10 +140,10 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
         ident = fields[0]
         if "-" in ident or "." in ident:
             low, _, high = ident.replace(".", "-").partition("-")
-            if not (low.isdigit() and high.isdigit()):
+            if not (_is_index(low) and _is_index(high)):
                 raise DataError(path, number, f"malformed ID {ident!r}", key="ID")
             continue
-        if not ident.isdigit() or int(ident) != len(rows) + 1:
+        if not _is_index(ident) or int(ident) != len(rows) + 1:
             raise DataError(path, number, f"word ID {ident!r} out of sequence (expected {len(rows) + 1})", key="ID")
         rows.append(fields)
         lines.append(number)
@@ -190,7 +196,7 @@ def read_conllu_trees(path: Path) -> list[ConlluTree]:
         heads: list[int] = []
         for position, (number, fields) in enumerate(zip(sentence.lines, sentence.rows, strict=True), start=1):
             head, relation = fields[6], fields[7]
-            if not head.isdigit() or int(head) > n:
+            if not _is_index(head) or int(head) > n:
                 raise DataError(path, number, f"HEAD {head!r} is not a word index in 0..{n}", key="HEAD")
             if int(head) == position:
                 raise DataError(path, number, f"word {position} is its own head", key="HEAD")
