@@ -75,6 +75,11 @@ def test_trees_skip_ranges_and_empty_nodes(tmp_path):
         ("2\tdo\tdo\tAUX", "²\tdo\tdo\tAUX", 5, "ID: word ID '²' out of sequence"),
         ("2\tdo\tdo\tAUX", "٢\tdo\tdo\tAUX", 5, "ID: word ID '٢' out of sequence"),
         ("2-3\tdon't", "２-３\tdon't", 4, "ID: malformed ID '２-３'"),
+        # fields the format forbids: DEPREL ' ' was a relation label, FORM '' a word
+        ("2\tdo\tdo\tAUX\tVBP\t_\t3\taux", "2\tdo\tdo\tAUX\tVBP\t_\t3\t ", 5, "DEPREL: ' ' contains whitespace"),
+        ("2\tdo\tdo\tAUX", "2\t\tdo\tAUX", 5, "FORM: empty field"),
+        ("2\tdo\tdo\tAUX", "2\tdo \tdo\tAUX", 5, "FORM: 'do ' has leading or trailing whitespace"),
+        ("2\tdo\tdo\tAUX\tVBP\t_\t3", "2\tdo\tdo\tAUX\tVBP\t_\t3\u00a0", 5, "HEAD: '3\\xa0' contains whitespace"),
         (
             "1\tNew\tnew\tADJ\tJJ\t_\t2\tamod",
             "1\tNew\tnew\tADJ\tJJ\t_\t3\tamod",

@@ -130,6 +130,11 @@ def test_conllu_words_skip_ranges_and_empty_nodes(tmp_path):
     assert xpos.examples("dev")[0].tags == ("PRP", "VBP", "RB", "VB", ".")
 
 
+def test_conllu_form_lemma_and_misc_may_hold_spaces(tmp_path):
+    path = write(tmp_path / "x.conllu", "1\tNew York\tNew York\tPROPN\tNNP\t_\t0\troot\t_\tGloss=a b\n")
+    assert UdPosTask("u", UdPosConfig(train_file=path)).examples("train")[0].words == ("New York",)
+
+
 def test_conllu_without_sent_ids(tmp_path):
     path = write(tmp_path / "x.conllu", "1\ta\ta\tDET\tDT\t_\t0\troot\t_\t_\n\n1\tb\tb\tX\tX\t_\t0\troot\t_\t_\n")
     task = UdPosTask("conll/ud-pos", UdPosConfig(test_file=path))

@@ -97,6 +97,24 @@ class ConlluRows:
 _TAG_INDEX = {"upos": 3, "xpos": 4}
 
 
+CONLLU_COLUMNS = ("ID", "FORM", "LEMMA", "UPOS", "XPOS", "FEATS", "HEAD", "DEPREL", "DEPS", "MISC")
+_MAY_HOLD_SPACES = {"FORM", "LEMMA", "MISC"}
+
+
+def _bad_field(fields: list[str]) -> tuple[str, str] | None:
+    """(column, reason) of the first field the CoNLL-U format forbids: an empty one ('_' marks a
+    missing value), whitespace in a column other than FORM, LEMMA and MISC, and whitespace around
+    a FORM or LEMMA. Unchecked, DEPREL ' ' became a relation label and FORM '' a word."""
+    for column, value in zip(CONLLU_COLUMNS, fields, strict=True):
+        if not value:
+            return column, "empty field (CoNLL-U marks a missing value with '_')"
+        if column not in _MAY_HOLD_SPACES and any(c.isspace() for c in value):
+            return column, f"{value!r} contains whitespace"
+        if column in ("FORM", "LEMMA") and value.strip() != value:
+            return column, f"{value!r} has leading or trailing whitespace"
+    return None
+
+
 def _is_index(text: str) -> bool:
     """An ID or HEAD: ASCII digits only. str.isdigit() alone also accepts '²', which int() then
     rejects with a traceback, and '١' or '１', which int() silently reads as 1."""
@@ -108,7 +126,8 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
 
     Word lines have an integer ID (1, 2, ...); ranges `1-2` (multiword tokens) and decimal IDs
     `1.1` (empty nodes) are skipped, as the format prescribes for word-level annotation. Every
-    non-comment line must have exactly 10 tab-separated columns and word IDs must count 1, 2, ...
+    non-comment line must have exactly 10 tab-separated columns, none of them empty and only
+    FORM, LEMMA and MISC holding spaces (`_bad_field`), and word IDs must count 1, 2, ...
     """
     text = read_text(path)
     sentences: list[ConlluRows] = []
@@ -137,6 +156,9 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
         fields = line.split("\t")
         if len(fields) != 10:
             raise DataError(path, number, f"CoNLL-U word lines have 10 tab-separated columns, found {len(fields)}")
+        problem = _bad_field(fields)
+        if problem is not None:
+            raise DataError(path, number, problem[1], key=problem[0])
         ident = fields[0]
         if "-" in ident or "." in ident:
             low, _, high = ident.replace(".", "-").partition("-")
