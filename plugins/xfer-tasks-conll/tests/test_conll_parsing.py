@@ -121,6 +121,23 @@ def test_las_uas_exclude_punctuation_by_form(tmp_path):
     assert everything.evaluate(everything.examples("dev"), wrong)["uas"] == pytest.approx(100 * 6 / 7)
 
 
+def test_split_with_no_scored_word_is_a_data_error(tmp_path):
+    """Only punctuation: LAS/UAS have no word to count. This was a ValueError traceback from
+    evaluate (after training); now the reader's pre-flight names the file and the rule."""
+    punct = "1\t.\t.\tPUNCT\t.\t_\t0\troot\t_\t_\n2\t,\t,\tPUNCT\t,\t_\t1\tpunct\t_\t_\n"
+    path = write(tmp_path / "p.conllu", punct)
+    with pytest.raises(
+        DataError, match=r"p\.conllu: punctuation: no word of the 1 sentence\(s\) counts .*`punctuation: form`"
+    ):
+        task(path).examples("dev")
+    everything = task(path, punctuation="none")
+    dev = everything.examples("dev")
+    assert everything.evaluate(dev, {e.id: (list(e.heads), list(e.relations)) for e in dev})["las"] == 100.0
+    mixed = task(write(tmp_path / "m.conllu", punct + "\n" + TREES), max_examples=1)
+    with pytest.raises(DataError, match=r"1 sentence\(s\) kept by max_examples"):
+        mixed.examples("dev")
+
+
 def test_prediction_errors_and_files(tmp_path):
     t = task(write(tmp_path / "t.conllu", TREES))
     dev = t.examples("dev")

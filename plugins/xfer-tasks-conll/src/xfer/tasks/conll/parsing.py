@@ -80,7 +80,23 @@ class UdParseTask(Task):
     def examples(self, split: Split) -> list[Example]:
         examples = self._load(split)
         limit = self.config.max_examples
-        return list(examples if limit is None else examples[:limit])
+        kept = examples if limit is None else examples[:limit]
+        self._check_scored(split, kept)
+        return list(kept)
+
+    def _check_scored(self, split: Split, examples: Sequence[ParsingExample]) -> None:
+        """At least one word must count for LAS/UAS. A split made only of punctuation (under the
+        configured rule) has no score: evaluating it failed after training, with a traceback."""
+        if any(any(self.scored(example)) for example in examples):
+            return
+        kept = " kept by max_examples" if self.config.max_examples is not None else ""
+        raise DataError(
+            self.file_of(split) or self.name,
+            0,
+            f"no word of the {len(examples)} sentence(s){kept} counts for LAS/UAS: every one is "
+            f"punctuation under `punctuation: {self.config.punctuation}` (set `punctuation: none` to score them)",
+            key="punctuation",
+        )
 
     @property
     def labels(self) -> tuple[str, ...]:
