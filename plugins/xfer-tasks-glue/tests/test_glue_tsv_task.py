@@ -56,6 +56,24 @@ def test_indexed_columns_csv_quoting_regression(tmp_path):
     assert t.evaluate(examples, {"dev-0": 0.1, "dev-1": 0.9})["spearman"] == pytest.approx(100.0)
 
 
+@pytest.mark.parametrize("score", ["4_2", "٤", "0x1", "nan", "-inf", "1e400", ""])
+def test_regression_score_must_be_a_plain_decimal_number(tmp_path, score):
+    """float() read '4_2' as 42.0 and '٤' (Arabic-Indic four) as 4.0: a typo became a label."""
+    (tmp_path / "train.tsv").write_text(f"text\tscore\na\t1.5\nb\t{score}\n", encoding="utf-8")
+    t = make(train=tmp_path / "train.tsv", label_column="score", type="regression", metrics=["pearson"])
+    with pytest.raises(DataError, match=r"train\.tsv:3: score: not a (finite )?number"):
+        t.examples("train")
+
+
+@pytest.mark.parametrize(
+    ("score", "value"), [("3", 3.0), ("-.5", -0.5), ("+2.", 2.0), ("1E-2", 0.01), (" 4.25 ", 4.25)]
+)
+def test_regression_scores_read(tmp_path, score, value):
+    (tmp_path / "train.tsv").write_text(f"text\tscore\na\t{score}\n", encoding="utf-8")
+    t = make(train=tmp_path / "train.tsv", label_column="score", type="regression", metrics=["pearson"])
+    assert t.examples("train")[0].label == value
+
+
 def test_unlabelled_test_file(tmp_path):
     (tmp_path / "test.tsv").write_text("text\nx\n")
     t = make(test=tmp_path / "test.tsv", text_a_column="text", label_column="label", labels=["a", "b"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,12 +80,16 @@ def resolve_column(path: Path, header: list[str] | None, column: Column, width: 
     return column % width
 
 
+# A decimal number in ASCII: float() also takes '4_2' (as 42.0) and other scripts' digits ('٤').
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+
+
 def parse_score(path: Path, line: int, value: str, key: str, bounds: tuple[float, float] | None = None) -> float:
-    """A finite float label (regression), optionally within `bounds` (STS-B: 0..5)."""
-    try:
-        score = float(value)
-    except ValueError:
-        raise DataError(path, line, f"not a number: {value!r}", key=key) from None
+    """A finite float label (regression), optionally within `bounds` (STS-B: 0..5), written as a
+    plain decimal number (surrounding spaces allowed)."""
+    if not _DECIMAL.fullmatch(value.strip()):
+        raise DataError(path, line, f"not a number: {value!r}", key=key)
+    score = float(value)
     if not math.isfinite(score):
         raise DataError(path, line, f"not a finite number: {value!r}", key=key)
     if bounds is not None and not bounds[0] <= score <= bounds[1]:
