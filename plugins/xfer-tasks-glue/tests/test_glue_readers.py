@@ -156,6 +156,18 @@ def test_missing_label_column_in_train(tmp_path):
     expect_error(tmp_path, RTETask, "train", f"{path}:1", "no column named 'label'")
 
 
+def test_ambiguous_header_column(tmp_path):
+    """A name the header repeats was resolved to its first occurrence, silently."""
+    path = write(tmp_path / "train.tsv", "index\tsentence1\tsentence2\tsentence2\tlabel\n0\tA\tB\tC\tentailment\n")
+    expect_error(
+        tmp_path,
+        RTETask,
+        "train",
+        f"{path}:1",
+        r"text_b_column: column name 'sentence2' is ambiguous: the header has it at \[2, 3\]",
+    )
+
+
 def test_score_out_of_range_and_not_a_number(tmp_path):
     head = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
     path = write(tmp_path / "train.tsv", head + "0\tg\tf\ty\t1\tn\tn\tA.\tB.\t5.5\n")

@@ -68,13 +68,17 @@ def check_widths(path: Path, rows: Sequence[Row], width: int, what: str) -> None
 
 
 def resolve_column(path: Path, header: list[str] | None, column: Column, width: int, key: str) -> int:
-    """Turn a column given by header name or 0-based index into an index, or raise DataError."""
+    """Turn a column given by header name (which must occur once) or 0-based index into an
+    index, or raise DataError."""
     if isinstance(column, str):
         if header is None:
             raise DataError(path, 1, f"column {column!r} is given by name but the file has no header", key=key)
         if column not in header:
             raise DataError(path, 1, f"no column named {column!r} in the header (columns: {header})", key=key)
-        return header.index(column)
+        positions = [i for i, name in enumerate(header) if name == column]
+        if len(positions) > 1:  # header.index() would silently take the first
+            raise DataError(path, 1, f"column name {column!r} is ambiguous: the header has it at {positions}", key=key)
+        return positions[0]
     if not -width <= column < width:
         raise DataError(path, 1, f"column {column} does not exist: the file has {width} columns", key=key)
     return column % width
