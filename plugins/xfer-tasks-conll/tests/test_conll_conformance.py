@@ -125,3 +125,19 @@ def test_every_registered_conll_task_has_a_conformance_class() -> None:
     classes = [c for c in globals().values() if isinstance(c, type) and issubclass(c, ComponentConformance)]
     tested = {c.component[1] for c in classes if hasattr(c, "component")}
     assert registered and registered <= tested, sorted(registered - tested)
+
+
+def test_transformer_finetune_refuses_a_parsing_task_with_a_user_error(tmp_path):
+    """transformer.finetune has no parsing objective: looking up the default was a KeyError
+    traceback ('parsing'), after the corpus and vocabulary stages had run."""
+    from xfer.core.errors import UserError
+    from xfer.testing.helpers import run_recipe_file, write_recipe
+
+    (tmp_path / "t.conllu").write_text(
+        "1\tdogs\tdog\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\trun\trun\tVERB\t_\t_\t0\troot\t_\t_\n"
+    )
+    recipe = write_recipe(
+        tmp_path, tiny_finetune_recipe("{name: conll/ud-parse, train_file: t.conllu, dev_file: t.conllu}", steps=1)
+    )
+    with pytest.raises(UserError, match=r"conll/ud-parse: transformer\.finetune has no objective for parsing tasks"):
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))

@@ -104,7 +104,7 @@ def _finetune_task(
 
     task: Task = ctx.host.load("task", ref.name)(ref.name, ref.config)
     info = task.info()
-    objective_ref = config.objective or ObjectiveRef(_default_objective(info.type))
+    objective_ref = config.objective or ObjectiveRef(_default_objective(ref.name, info.type))
     objective_cls = ctx.host.load("objective", objective_ref.name)
     train_examples, dev_examples = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
 
@@ -195,9 +195,16 @@ def _evaluator(
     )
 
 
-def _default_objective(task_type: str) -> str:
+def _default_objective(task: str, task_type: str) -> str:
+    """The objective a task of `task_type` gets when the recipe names none; a type with no
+    default (conll/ud-parse's parsing, mt/parallel's seq2seq) is a UserError, not a KeyError."""
     from xfer.transformer.objectives import DEFAULT_OBJECTIVES
 
+    if task_type not in DEFAULT_OBJECTIVES:
+        raise UserError(
+            f"{task}: transformer.finetune has no objective for {task_type} tasks "
+            f"(it fine-tunes {', '.join(DEFAULT_OBJECTIVES)} tasks); set `objective:` or use another stage"
+        )
     return DEFAULT_OBJECTIVES[task_type]
 
 
