@@ -251,6 +251,35 @@ def test_a_stage_json_without_fingerprint_runs_again_and_so_do_its_readers(tmp_p
     assert not any(stale_reasons(run, host).values())
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("status", 3, "status is int 3, expected str"),
+        ("fingerprint", 5, "fingerprint is int 5, expected str"),
+        ("started", "yesterday", 'started is str "yesterday", expected int or float'),
+        ("earlier_attempts", [{"started": 1.0}], "earlier_attempts[0].finished is missing"),
+        ("signature", {"config": {}, "inputs": [2]}, "signature.inputs is not an object"),
+        ("output_files", {"model/model.safetensors": 5}, "output_files['model/model.safetensors'] is not a sha256"),
+    ],
+)
+def test_a_stage_json_field_of_the_wrong_type_runs_the_stage_again_with_its_readers(
+    tmp_path: Path, field: str, value: object, why: str
+) -> None:
+    """A hand-edited stage.json with a valid JSON but a wrong type used to stop `xfer run` and
+    `xfer status` with a TypeError at every re-run (or, for the fingerprint, re-run the stage
+    without its readers): it is no record of what ran, like one without a fingerprint."""
+    recipe, run, host = _completed_chain(tmp_path)
+    state = json.loads((run / "first/stage.json").read_text())
+    (run / "first/stage.json").write_text(json.dumps({**state, field: value}))
+    assert why in stale_reasons(run, host)["first"][0]
+    assert [r["stage"] for r in read_status(run, host)] == ["corpus", "first", "second"]
+    said: list[str] = []
+    again = run_recipe(load_recipe(recipe, [], host), run, host=host, log=said.append)
+    assert [(s.name, s.action) for s in again.stages] == [("corpus", "skipped"), ("first", "ran"), ("second", "ran")]
+    assert any(line.startswith("[first] runs again: its stage.json is malformed (") for line in said)
+    assert not any(stale_reasons(run, host).values())
+
+
 def test_a_stage_folder_deleted_runs_again_and_so_do_its_readers(tmp_path: Path) -> None:
     recipe, run, host = _completed_chain(tmp_path)
     shutil.rmtree(run / "first")

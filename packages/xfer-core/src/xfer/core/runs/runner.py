@@ -15,11 +15,11 @@ A stage's fingerprint (xfer.core.runs.fingerprint) signs its resolved config and
 of every component it uses and of their distributions, the contents of every file it reads
 from outside the run, and the fingerprints of the stages it reads from. On a re-run: a completed
 stage with the same fingerprint is skipped; a running or failed one with the same fingerprint
-resumes from its last checkpoint; a different fingerprint (or an unreadable stage.json) starts
-the stage afresh — the runner says why ("input stages.vocab.files: a.txt changed") — and the
-change propagates to every stage downstream, except that a stage whose only change is a larger
-value of a key its spec declares `growable` (`trials`) resumes in place, its finished trials
-kept. A completed stage whose output files were modified since it completed (stage.json
+resumes from its last checkpoint; a different fingerprint (or an unreadable or malformed
+stage.json) starts the stage afresh — the runner says why ("input stages.vocab.files: a.txt
+changed") — and the change propagates to every stage downstream, except that a stage whose
+only change is a larger value of a key its spec declares `growable` (`trials`) resumes in
+place, its finished trials kept. A completed stage whose output files were modified since it completed (stage.json
 records their sha256) runs again too (deleted ones are taken as pruned on purpose), and every
 stage that read them is marked `invalidated` first, so they run afresh after it, even if the
 run is killed in between; so are the readers of a stage whose folder or stage.json was deleted.
@@ -146,8 +146,76 @@ def _environment(device: str) -> dict[str, Any]:
     }
 
 
-_read_json = read_json  # a missing or damaged stage.json reads as "no state": the stage starts afresh
 _write_json = write_json  # durable and atomic: see xfer.core.atomic
+
+MALFORMED = "malformed"
+"""Key of the state `read_state` returns for a stage.json with a field of the wrong type: the
+only key, holding what is wrong, so that the stage counts as having no record of what ran."""
+
+_NUMBER = (int, float)
+_STATE_FIELDS: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "fingerprint": (str,),
+    "signature": (dict,),
+    "started": _NUMBER,
+    "finished": _NUMBER,
+    "earlier_attempts": (list,),
+    "output_files": (dict,),
+    "reason": (str,),
+}
+_ATTEMPT_FIELDS: dict[str, tuple[type, ...]] = {"started": _NUMBER, "finished": _NUMBER, "status": (str,)}
+
+
+def read_state(stage_json: Path) -> dict[str, Any]:
+    """A stage's record as the runner and `xfer status` use it: {} when stage.json is missing or
+    not a JSON object, `{MALFORMED: why}` when a field they compute with has the wrong type (a
+    hand edit, another tool). Either way the stage has no trustworthy record: it runs afresh and
+    its readers with it, instead of the run stopping on a traceback at every re-run."""
+    state = read_json(stage_json) or {}
+    problem = _state_problem(state)
+    return state if problem is None else {MALFORMED: f"its stage.json is malformed ({problem})"}
+
+
+def _state_problem(state: dict[str, Any]) -> str | None:
+    problem = _field_problem(state, _STATE_FIELDS, "")
+    if problem is not None:
+        return problem
+    for index, attempt in enumerate(state.get("earlier_attempts") or []):
+        where = f"earlier_attempts[{index}]"
+        if not isinstance(attempt, dict):
+            return f"{where} is not an object"
+        problem = _field_problem(attempt, _ATTEMPT_FIELDS, f"{where}.", required=True)
+        if problem is not None:
+            return problem
+    for name, digest in (state.get("output_files") or {}).items():
+        if not isinstance(digest, str):
+            return f"output_files[{name!r}] is not a sha256 string"
+    signature = state.get("signature") or {}  # the parts `explain_change` compares, entry by entry
+    for part in ("config", "components", "inputs", "upstream"):
+        entries = signature.get(part, {})
+        if not isinstance(entries, dict):
+            return f"signature.{part} is not an object"
+        if part in ("components", "inputs"):
+            bad = next((key for key, entry in entries.items() if entry and not isinstance(entry, dict)), None)
+            if bad is not None:
+                return f"signature.{part}[{bad!r}] is not an object"
+    return None
+
+
+def _field_problem(
+    record: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str, required: bool = False
+) -> str | None:
+    """What is wrong with the typed `fields` of `record` (None: nothing); bools are not numbers."""
+    for key, types in fields.items():
+        if key not in record:
+            if required:
+                return f"{where}{key} is missing"
+            continue
+        value = record[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            expected = " or ".join(t.__name__ for t in types)
+            return f"{where}{key} is {type(value).__name__} {json.dumps(value)[:40]}, expected {expected}"
+    return None
 
 
 def prepare_run_dir(recipe: Recipe, run_dir: Path, force: bool, fork: Path | None) -> Path:
@@ -301,9 +369,7 @@ def _run_recipe(
         signature = verdict = None
         if hasher is not None:  # rank 0 reads the inputs and outputs once; the others get its verdict
             signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
-            verdict = judge(
-                _read_json(stage_dirs[name] / "stage.json") or {}, signature, plan, stage_dirs[name], hasher
-            )
+            verdict = judge(read_state(stage_dirs[name] / "stage.json"), signature, plan, stage_dirs[name], hasher)
             hasher.save()  # the inputs' and outputs' hashes just read, for the next run
         signature, verdict = dist.broadcast_object((signature, verdict))
         fingerprints[name] = signature.fingerprint
@@ -432,7 +498,7 @@ def _earlier_attempts(stage_dir: Path) -> list[dict[str, Any]]:
     A killed attempt never wrote `finished`; its end is estimated as the last write to the
     stage's `metrics.jsonl` (the trainer appends to it every `log_every` steps), else its start.
     """
-    previous = _read_json(stage_dir / "stage.json") or {}
+    previous = read_state(stage_dir / "stage.json")
     if "started" not in previous:
         return []
     attempts = list(previous.get("earlier_attempts", []))
@@ -520,7 +586,7 @@ def judge(state: dict[str, Any], signature: Signature, plan: StagePlan, stage_di
     if state.get("status") == INVALIDATED:
         return Verdict(FRESH, (str(state.get("reason", INVALIDATED)),), redone=True)
     if not state.get("fingerprint"):  # never run, or its stage.json was deleted or damaged
-        damaged = ("its stage.json records no fingerprint",) if state else ()
+        damaged = (state.get(MALFORMED, "its stage.json records no fingerprint"),) if state else ()
         return Verdict(FRESH, damaged, redone=True, invalidates="its stage.json was missing or unreadable")
     grown = grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
     if grown:
@@ -548,7 +614,7 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
     for name, plan in recipe.stages.items():
         signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
         fingerprints[name] = signature.fingerprint
-        state = _read_json(run_dir / name / "stage.json") or {}
+        state = read_state(run_dir / name / "stage.json")
         verdict = judge(state, signature, plan, run_dir / name, hasher)
         upstream = [dep for dep in plan.deps if dep in redone]
         if verdict.redone or upstream:
@@ -589,7 +655,7 @@ def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str,
     rows = []
     for name, config in (stages if isinstance(stages, dict) else {}).items():
         stage_dir = run_dir / name
-        state = _read_json(stage_dir / "stage.json") or {}
+        state = read_state(stage_dir / "stage.json")
         duration, attempts = stage_duration(state) if state.get("started") else (None, 0)
         status = state.get("status", "pending")
         if status == "running" and not owner_alive:
