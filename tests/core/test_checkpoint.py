@@ -152,6 +152,31 @@ def test_latest_checkpoint_fallback(tmp_path: Path) -> None:
     assert ckpt.latest_checkpoint(directory) == directory / "step-0000020", "the pointer wins over directory order"
 
 
+@pytest.mark.parametrize(
+    "pointer",
+    [b"\x80\x02garbage\xff", b"", b"../../other/checkpoints/step-0000020", b"step-0000020/../step-0000003", None],
+)
+def test_a_damaged_latest_pointer_falls_back_to_the_newest_complete_checkpoint(
+    tmp_path: Path, pointer: bytes | None
+) -> None:
+    """Garbage bytes in `latest` were a UnicodeDecodeError traceback at every resume, a folder in
+    its place an IsADirectoryError, and a path out of the folder was followed: another run's
+    checkpoint (with a state.json) would have been resumed."""
+    directory = tmp_path / "run" / "checkpoints"
+    other = tmp_path / "other" / "checkpoints"
+    for step in (3, 20):
+        ckpt.save_checkpoint(directory, payload(step), keep=5)
+    ckpt.save_checkpoint(other, payload(20), keep=5)
+    (directory / "latest").unlink()
+    if pointer is None:
+        (directory / "latest").mkdir()
+    else:
+        (directory / "latest").write_bytes(pointer)
+    assert ckpt.read_pointer(directory / "latest") is None
+    assert ckpt.latest_checkpoint(directory) == directory / "step-0000020"
+    assert ckpt.load_latest_intact(directory) == directory / "step-0000020"
+
+
 def test_stale_temp_dir_is_pruned(tmp_path: Path) -> None:
     directory = tmp_path / "ck"
     ckpt.save_checkpoint(directory, payload(1))

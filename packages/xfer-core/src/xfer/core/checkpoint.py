@@ -66,9 +66,17 @@ def write_pointer(path: Path, target: str) -> None:
 
 
 def read_pointer(path: Path) -> Path | None:
-    if not path.exists():
+    """The complete checkpoint the pointer file `path` names, or None (then `latest_checkpoint`
+    falls back to the newest complete step folder): when it is missing, unreadable (garbage
+    bytes, a folder), or names anything but a step folder next to it — a hand-edited
+    `../../trial-1/checkpoints/step-...` would resume another run's weights."""
+    try:
+        name = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
         return None
-    target = path.parent / path.read_text(encoding="utf-8").strip()
+    if not _STEP_DIR.match(name):
+        return None
+    target = path.parent / name
     return target if (target / "state.json").exists() else None
 
 
