@@ -365,6 +365,32 @@ def test_truncated_newest_checkpoint_resumes_from_the_previous_one(
     assert [r["step"] for r in resume_lines if r["split"] == "train"] == list(range(1, 25))
 
 
+def test_a_stage_resumed_without_an_intact_checkpoint_logs_each_step_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed at step 7 with its only checkpoint then damaged: the re-run trains from step 0. The
+    killed attempt's records of steps 1-7 used to stay in metrics.jsonl (every step twice in the
+    report's curves), and the line the kill tore swallowed the new step 1."""
+    recipe = write_recipe(tmp_path, FIT)
+    run = tmp_path / "run"
+    run_recipe_file(recipe, run, host_with())
+    expected = [json.loads(line) for line in (run / "fit/metrics.jsonl").read_text().splitlines()]
+    state = json.loads((run / "fit/stage.json").read_text())
+    state.update(status="running")
+    del state["finished"]
+    (run / "fit/stage.json").write_text(json.dumps(state))
+    shutil.rmtree(run / "fit/checkpoints")  # as if killed at step 7, before the step-5 checkpoint was safe
+    (run / "fit/checkpoints").mkdir()
+    (run / "fit/checkpoints/latest").write_text("step-0000005\n")
+    lines = (run / "fit/metrics.jsonl").read_text().splitlines()[:7]
+    (run / "fit/metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 8, "split": "tr')
+
+    again = run_recipe_file(recipe, run, host_with())
+    assert [s.action for s in again.stages] == ["resumed"]
+    records = [json.loads(line) for line in (run / "fit/metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["split"]) for r in records] == [(r["step"], r["split"]) for r in expected]
+
+
 def test_unreadable_stage_json_starts_the_stage_afresh(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, FIT)
     run = tmp_path / "run"

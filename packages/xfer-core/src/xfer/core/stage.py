@@ -80,14 +80,23 @@ class StageContext:
 
 
 class RunLog:
-    """Writes metrics.jsonl lines and forwards lifecycle events to plugins (rank 0 only)."""
+    """Writes metrics.jsonl lines and forwards lifecycle events to plugins (rank 0 only).
+
+    One RunLog per training run (its `tags` tell runs of a stage apart). In a stage run again
+    after an interruption, the records the earlier attempt wrote past the point this run starts
+    from are dropped before the first new one is written, so each step is logged once: from
+    the checkpoint resumed from (`resumed`), or from the first step when no checkpoint was left.
+    """
 
     def __init__(self, ctx: StageContext, tags: dict[str, Any]):
         self.ctx, self.tags = ctx, tags
+        self._synced = not ctx.resumed  # a fresh stage folder holds no earlier attempt's records
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
         if not self.ctx.is_main:
             return
+        if not self._synced:  # started over (no intact checkpoint): everything from `step` on is redone
+            self._drop_records_from(step)
         record = {"step": step, "split": split, **self.tags, **metrics, "time": round(time.time(), 3)}
         with open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
@@ -107,12 +116,22 @@ class RunLog:
 
     def resumed(self, step: int) -> None:
         """Drop log lines of this run written after the checkpoint we resume from (they are redone)."""
-        if not self.ctx.is_main or not self.ctx.metrics_file.exists():
+        if not self.ctx.is_main:
             return
-        kept = []  # a line torn by the kill that ended the previous attempt is dropped as well
+        self._drop_records_from(step + 1)
+        if self.ctx.metrics_file.exists():
+            self.log(step, "resume", {})
+
+    def _drop_records_from(self, step: int) -> None:
+        """Rewrite metrics.jsonl without this run's records of `step` and later, and without a line
+        torn by the kill that ended the previous attempt (the next record would be glued to it)."""
+        self._synced = True
+        if not self.ctx.metrics_file.exists():
+            return
+        kept = []
         for line, record in metric_lines(self.ctx.metrics_file.read_text(encoding="utf-8", errors="replace")):
             same_run = all(record.get(k) == v for k, v in self.tags.items())
-            if not (same_run and record.get("step", 0) > step):
+            logged_at = record.get("step", 0)
+            if not (same_run and isinstance(logged_at, (int, float)) and logged_at >= step):
                 kept.append(line)
         atomic_write_text(self.ctx.metrics_file, "".join(k + "\n" for k in kept))
-        self.log(step, "resume", {})
