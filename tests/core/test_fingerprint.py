@@ -209,6 +209,28 @@ def test_hashes_are_reused_while_size_mtime_and_inode_are_unchanged(tmp_path: Pa
     assert second.file(data) != digest and second.hashed == 2
 
 
+def test_a_file_rewritten_in_place_with_its_size_and_mtime_put_back_is_hashed_again(tmp_path: Path) -> None:
+    """`cp -p`, `rsync --inplace -t`: same path, inode, size and mtime, other content. The cache
+    used to return the old digest, so the stage that read the file was skipped; the ctime, which
+    no tool can set, now tells."""
+    data = tmp_path / "train.tsv"
+    data.write_text("a\tpositive\n")
+    _age(data)
+    cache = tmp_path / "hashes.json"
+    first = FileHasher(cache)
+    digest = first.file(data)
+    first.save()
+    before = data.stat()
+    time.sleep(0.01)  # the rewrite gets a later ctime
+    with open(data, "r+b") as handle:
+        handle.write(b"b")
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = data.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    later = FileHasher(cache)
+    assert later.file(data) != digest and later.hashed == 1
+
+
 def test_a_file_hashed_right_after_being_written_is_not_cached(tmp_path: Path) -> None:
     """git's racy-clean rule: an edit in the same timestamp tick could keep size and mtime."""
     data = tmp_path / "fresh.txt"

@@ -475,7 +475,7 @@ def _generate_examples(blocks: list[int], spec: _PackSpec) -> Iterator[dict[str,
 
 
 class _FileHashes:
-    """sha256 of file contents, reused while (size, mtime_ns, inode) is unchanged (core's FileHasher)."""
+    """sha256 of file contents, reused while (size, mtime_ns, inode, ctime_ns) is unchanged (core's FileHasher)."""
 
     def __init__(self, cache_dir: Path):
         from xfer.core.runs.fingerprint import FileHasher

@@ -12,8 +12,10 @@ A stage is skipped only when everything it depends on is unchanged. Its fingerpr
 - `upstream`: the fingerprints of the stages whose outputs it reads.
 
 Hashing a corpus on every `xfer run` would be slow, so `FileHasher` reuses a file's sha256 while
-its (path, size, mtime_ns, inode) is unchanged, persisted in the run directory. As in git's
-index, a file modified within `RACY_SECONDS` of being hashed is not trusted from the cache (its
+its (path, size, mtime_ns, inode, ctime_ns) is unchanged, persisted in the run directory. As in
+git's index, the ctime is part of it because no tool can set it: a file rewritten in place with
+its old size and mtime put back (`cp -p`, `rsync --inplace -t`, `touch -r`) still counts as
+changed. A file modified within `RACY_SECONDS` of being hashed is not trusted from the cache (its
 next change could keep the same size and timestamp), so it is simply hashed again next time.
 
 The parts are stored in `stage.json` next to the fingerprint, so the runner and `xfer status`
@@ -50,7 +52,7 @@ class Signature:
 
 
 class FileHasher:
-    """sha256 of file contents, reused while (path, size, mtime_ns, inode) is unchanged.
+    """sha256 of file contents, reused while (path, size, mtime_ns, inode, ctime_ns) is unchanged.
 
     `cache_file` (optional) persists the table between runs; `hashed` counts the files actually
     read in this process, which is what tests (and curious users) look at.
@@ -61,17 +63,18 @@ class FileHasher:
         self.table: dict[str, list[Any]] = {}
         if cache_file is not None:
             stored = read_json(cache_file) or {}
-            self.table = {k: v for k, v in stored.items() if isinstance(v, list) and len(v) == 4}
+            # entries of another layout (before ctime was part of the key) are hashed again once
+            self.table = {k: v for k, v in stored.items() if isinstance(v, list) and len(v) == 5}
         self.hashed = 0
         self._dirty = False
 
     def file(self, path: Path) -> str:
         stat = path.stat()
         key = str(path)
-        identity = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        identity = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         cached = self.table.get(key)
-        if cached is not None and cached[:3] == identity:
-            return str(cached[3])
+        if cached is not None and cached[:4] == identity:
+            return str(cached[4])
         started = time.time()
         with open(path, "rb") as handle:
             digest = hashlib.file_digest(handle, "sha256").hexdigest()
