@@ -492,5 +492,12 @@ def test_only_runs_the_named_stages_and_what_they_read(tmp_path: Path, capsys: p
         assert not (run / "corpus").exists()
         assert cli.main(["run", str(recipe), "--run-dir", str(run), "--only", "secnd"]) == 2
         assert "no stage 'secnd'; did you mean 'second'?" in capsys.readouterr().err
+        # an empty selection (an unset shell variable) ran every stage ("") or none (",") with exit 0
+        for nothing in ("", ",", " , "):
+            assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "other"), "--only", nothing]) == 2
+            assert (
+                "--only names no stage: give STAGE[,STAGE] (stages: corpus, first, second)" in capsys.readouterr().err
+            )
+        assert not (tmp_path / "other").exists()
     finally:
         set_default_host(None)

@@ -218,7 +218,7 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     recipe = load_recipe(args.recipe, args.overrides, host)
     from xfer.core.runs.preflight import check_data
 
-    only = recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip()) if args.only else None
+    only = None if args.only is None else recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip())
     check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
     result = run_recipe(
         recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only

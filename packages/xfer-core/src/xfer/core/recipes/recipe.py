@@ -65,9 +65,12 @@ class Recipe:
     def needed_for(self, names: Iterable[str]) -> set[str]:
         """The named stages and every stage they read from, transitively (what `--only` runs).
 
-        An unknown name is a `UserError` with a did-you-mean, so a typo never runs nothing.
+        An unknown name is a `UserError` with a did-you-mean, so a typo never runs nothing; so is
+        no name at all (`--only ""` or `--only ,`, e.g. from an empty shell variable).
         """
         wanted = list(names)
+        if not wanted:
+            raise UserError(f"--only names no stage: give STAGE[,STAGE] (stages: {', '.join(self.stages)})")
         for name in wanted:
             if name not in self.stages:
                 raise UserError(
