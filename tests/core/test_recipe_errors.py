@@ -366,6 +366,23 @@ def test_python_object_tag_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "unsupported YAML tag" in capsys.readouterr().err
 
 
+def test_recursive_and_exploding_aliases_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An anchor used inside its own value was a RecursionError traceback; aliases nested in
+    aliases ("billion laughs": a few lines, 10**9 values) expanded until memory ran out."""
+    path = write_recipe(tmp_path, GOOD + "description: &loop [*loop]\n")
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "recursive YAML alias: this anchor is used inside its own value" in err
+    levels = ["a0: &a0 [" + ", ".join(["x"] * 20) + "]"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 20) + "]" for i in range(1, 4)]  # 20**4 values
+    path.write_text(GOOD + "\n".join(levels) + "\n")
+    assert cli.main(["validate", str(path)]) == 2
+    assert "the document expands to more than 100000 values (aliases nested in aliases?)" in capsys.readouterr().err
+    path.write_text(GOOD.replace("seed: 1", "seed: &one 1") + "description: *one\n")  # plain aliases still work
+    assert cli.main(["validate", str(path)]) == 2
+    assert "description: expected a string, got int 1" in capsys.readouterr().err
+
+
 def test_include_problems_point_at_the_include_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_recipe(tmp_path, "include: [main.yaml]\nseed: 2\n", "loop.yaml")
     main = write_recipe(

@@ -5,7 +5,8 @@ parsing (a wrong type three levels down, a typo in an included file, a command-l
 So instead of `yaml.safe_load` we compose the YAML node graph with PyYAML's *safe* loader and
 convert it into `Node`s that carry a `Location`. Only the standard YAML tags are accepted:
 `!!python/object` and every other application tag are refused with their position, so no YAML
-can ever construct Python objects.
+can ever construct Python objects. Aliases are expanded; an anchor used inside its own value,
+and a document that expands to more than `MAX_VALUES` values, are refused the same way.
 """
 
 from __future__ import annotations
@@ -78,24 +79,44 @@ def _loc(file: str, mark: yaml.Mark | None) -> Location:
     return Location(file, mark.line + 1, mark.column + 1)
 
 
+MAX_VALUES = 100_000
+"""More values than this in one YAML document (counting every use of an alias in full) is refused:
+a few lines of aliases nested in aliases ("billion laughs") would otherwise expand until memory
+runs out. Real recipes hold a few hundred."""
+
+
 class _Converter:
     def __init__(self, file: str):
         self.file = file
         self.diagnostics: list[Diagnostic] = []
         self.constructor = yaml.constructor.SafeConstructor()
+        self.inside: set[int] = set()  # the collections being converted: an alias to one is a cycle
+        self.values = 0
 
     def error(self, mark: yaml.Mark | None, message: str) -> None:
         self.diagnostics.append(Diagnostic(_loc(self.file, mark), message))
 
     def convert(self, node: yaml.Node) -> Node:
         loc = _loc(self.file, node.start_mark)
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise RecipeError(
+                [Diagnostic(loc, f"the document expands to more than {MAX_VALUES} values (aliases nested in aliases?)")]
+            )
         if node.tag not in _STD_TAGS:
             self.error(node.start_mark, f"unsupported YAML tag {node.tag!r}: recipes may only use plain YAML values")
             return Node(None, loc, origin=str(loc))
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, loc)
-        if isinstance(node, yaml.SequenceNode):
-            return Node([self.convert(item) for item in node.value], loc, origin=str(loc))
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            if id(node) in self.inside:
+                self.error(node.start_mark, "recursive YAML alias: this anchor is used inside its own value")
+                return Node(None, loc, origin=str(loc))
+            self.inside.add(id(node))
+            try:
+                if isinstance(node, yaml.MappingNode):
+                    return self._mapping(node, loc)
+                return Node([self.convert(item) for item in node.value], loc, origin=str(loc))
+            finally:
+                self.inside.discard(id(node))
         try:
             value = self.constructor.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
