@@ -82,6 +82,30 @@ def test_finished_trials_are_not_rerun_after_interruption(finetuned: Path, tmp_p
     assert done["trial"] == 1 and "accuracy" in done
 
 
+def test_a_damaged_trial_record_makes_the_trial_resume_from_its_checkpoints(
+    finetuned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty done.json (a disk that lied, a hand edit) in a stage re-run after an interruption
+    stopped it with a JSONDecodeError traceback at every re-run; now the trial is taken as not
+    finished: it resumes from its final checkpoint and writes the same record again."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finetuned.parent, run)
+    state = json.loads((run / "finetune/stage.json").read_text())
+    state.update(status="running")
+    del state["finished"]
+    (run / "finetune/stage.json").write_text(json.dumps(state))
+    done = run / "finetune/trials/toy-agreement/trial-1/done.json"
+    record = json.loads(done.read_text())
+    done.write_text("")
+    capsys.readouterr()
+    again = run_recipe_file(write_recipe(tmp_path, RECIPE), run, make_host(autoload=True))
+    assert [(s.name, s.action) for s in again.stages][-1] == ("finetune", "resumed")
+    assert f"{done}: unreadable trial record; the trial runs again from its checkpoints" in capsys.readouterr().err
+    assert json.loads(done.read_text()) == record
+
+
 def test_saved_model_reloads_and_predicts_the_same(finetuned: Path) -> None:
     from xfer.transformer.modelio import load_model_dir
 

@@ -24,7 +24,6 @@ multi-task training are chains of these two stages in a recipe (see the package 
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,7 +44,7 @@ from xfer.core import rng
 from xfer.core.atomic import write_json
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.errors import UserError
-from xfer.core.stage import StageContext
+from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import nonempty_examples
 from xfer.core.train_config import TrainConfig
 from xfer.core.trainer import Trainer, load_evaluated_weights, resolve_precision
@@ -172,8 +171,9 @@ def train_group(
     for trial in range(config.trials):
         workdir = ctx.dir / "trials" / group.slug / f"trial-{trial}"
         done = workdir / "done.json"
-        if done.exists():
-            runs.append(json.loads(done.read_text(encoding="utf-8")))
+        finished = finished_trial(workdir)
+        if finished is not None:
+            runs.append(finished)
             continue
         seed = ctx.seed + trial
         model = build_model(setup, group, seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from xfer.core import distributed as dist
-from xfer.core.atomic import atomic_write_text
+from xfer.core.atomic import atomic_write_text, read_json
 from xfer.core.config import Files, Input
 from xfer.core.plugins import PluginHost
 from xfer.core.runs.report import metric_lines
@@ -77,6 +78,20 @@ class StageContext:
     def report(self, markdown: str) -> None:
         """Add a section to this stage's report.md."""
         self.report_sections.append(markdown)
+
+
+def finished_trial(workdir: Path) -> dict[str, Any] | None:
+    """The record a finished trial left in `workdir/done.json`, or None: the trial has to run (or
+    resume from its checkpoints). A record that is not a JSON object (damaged by hand or by a
+    disk) counts as absent, with a warning: the trial resumes from its last checkpoint, its final
+    step, and writes the record again, where reading it used to stop the stage on a traceback."""
+    done = workdir / "done.json"
+    if not done.exists():
+        return None
+    record = read_json(done)
+    if record is None:
+        print(f"warning: {done}: unreadable trial record; the trial runs again from its checkpoints", file=sys.stderr)
+    return record
 
 
 class RunLog:

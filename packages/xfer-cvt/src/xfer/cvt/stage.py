@@ -34,7 +34,7 @@ from xfer.core.data import AlternatingSource, MultiTaskSource
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
-from xfer.core.stage import StageContext
+from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import ParsingExample, TaggingExample, Task, TaskInfo, TranslationExample
 from xfer.core.trainer import Trainer
 from xfer.cvt.config import CvtConfig, FeaturesConfig
@@ -416,8 +416,9 @@ def run_train(ctx: StageContext) -> None:
         workdir = ctx.dir / "trials" / f"trial-{trial}"
         prepared = prepare(config, tasks, unlabeled_counts, seed, vectors)
         done = workdir / "done.json"
-        if done.exists():
-            runs.append(json.loads(done.read_text()))
+        finished = finished_trial(workdir)
+        if finished is not None:
+            runs.append(finished)
             continue
         record = run_trial(ctx, config, train_config, tasks, prepared, corpus, transformer, vectors, trial, seed)
         runs.append(record)

@@ -16,7 +16,6 @@ Outputs:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +31,7 @@ from xfer.core.data import BatchStream
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import HEADER, markdown_rows, task_result
-from xfer.core.stage import StageContext
+from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, nonempty_examples
 from xfer.core.trainer import Trainer
 from xfer.transformer.finetune_config import FinetuneConfig
@@ -127,8 +126,9 @@ def _finetune_task(
     for trial in range(config.trials):
         workdir = ctx.dir / "trials" / slug(ref.name) / f"trial-{trial}"
         done = workdir / "done.json"
-        if done.exists():  # finished before an interruption
-            runs.append(json.loads(done.read_text()))
+        finished = finished_trial(workdir)
+        if finished is not None:  # finished before an interruption
+            runs.append(finished)
             continue
         seed = ctx.seed + trial
         objective = build(seed)
