@@ -132,6 +132,10 @@ def test_fork_inside_or_around_its_run_dir_is_refused_before_anything_is_written
     for source, target in ((run, run / "fork"), (run, run), (run / "sub", run)):
         with pytest.raises(RunDirError, match="must be a new directory outside"):
             run_recipe_file(recipe, source, host, fork=target)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(RunDirError, match=r"--fork target .*a-file is a file; give a new directory"):
+        run_recipe_file(recipe, run, host, fork=tmp_path / "a-file")
+    (tmp_path / "a-file").unlink()
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 

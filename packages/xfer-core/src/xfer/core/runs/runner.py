@@ -288,7 +288,10 @@ def _holds_more_than_a_lock(folder: Path) -> bool:
 
 
 def _check_fork_target(run_dir: Path, fork: Path) -> None:
-    """Refuse a fork inside the run directory it copies (the copy would copy itself) or around it."""
+    """Refuse a fork inside the run directory it copies (the copy would copy itself) or around it,
+    and onto a file (the lock would then blame `--run-dir`, which the user got right)."""
+    if fork.exists() and not fork.is_dir():
+        raise RunDirError(f"--fork target {fork} is a file; give a new directory")
     source, target = run_dir.resolve(), fork.resolve()
     if target == source or source in target.parents or target in source.parents:
         raise RunDirError(
