@@ -175,3 +175,16 @@ def test_encoder_overrides_of_a_checkpoint_keep_its_architecture(tmp_path: Path)
         with pytest.raises(CheckpointError, match=rf"encoder\.{name}: {wrong} differs from the init checkpoint's"):
             with_overrides(checkpoint, {name: wrong}, tmp_path)
     assert set(ARCHITECTURE_FIELDS) <= set(ENCODER_FIELDS)
+
+
+def test_a_misspelt_stage_output_in_files_gets_a_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`files: corpuss.text` said only "no file matches", unlike the same typo in a single input."""
+    path, problems = _problems(tmp_path, HEAD.replace("files: corpus.text", "files: [corpuss.text]"), capsys)
+    assert problems == [
+        f"{path}:4:44: stages.vocab.files.0: no file matches 'corpuss.text' (looked for {path.parent / 'corpuss.text'}); "
+        "nor is it a stage output (no stage 'corpuss'; did you mean 'corpus'?)"
+    ]
+    _, problems = _problems(tmp_path, HEAD.replace("files: corpus.text", "files: notes.txt"), capsys)
+    assert problems[0].endswith(f"no file matches 'notes.txt' (looked for {path.parent / 'notes.txt'})")

@@ -434,7 +434,10 @@ class Validator:
                 ok = False
                 continue
             if not glob.glob(pattern, recursive=True):
-                self.error(item.loc, f"{item_path}: no file matches {item.value!r} (looked for {pattern})")
+                # `corpuss.text`, close to a stage's name, is likelier a misspelt stage output than a file
+                near = did_you_mean(match.group(1), self.stage_outputs) if match else ""
+                hint = f"; nor is it a stage output (no stage {match.group(1)!r}{near})" if near and match else ""
+                self.error(item.loc, f"{item_path}: no file matches {item.value!r} (looked for {pattern}){hint}")
                 ok = False
             patterns.append(pattern)
         return Files(tuple(patterns), tuple(inputs)) if ok else INVALID
