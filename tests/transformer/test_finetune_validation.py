@@ -188,3 +188,23 @@ def test_a_misspelt_stage_output_in_files_gets_a_did_you_mean(
     ]
     _, problems = _problems(tmp_path, HEAD.replace("files: corpus.text", "files: notes.txt"), capsys)
     assert problems[0].endswith(f"no file matches 'notes.txt' (looked for {path.parent / 'notes.txt'})")
+
+
+def test_a_glob_reaching_into_the_run_directory_is_refused(tmp_path: Path) -> None:
+    """`files: "**/*.txt"` next to `runs/`: each run's vocab.txt matched the next run's glob, so
+    the vocabulary trained on the last one's and the stages were never up to date."""
+    from xfer.core.errors import RunDirError
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.runner import run_recipe
+
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "a.txt").write_text("the dog runs .\nthe cat sleeps .\n" * 20)
+    text = "name: t\nstages:\n  vocab: {kind: transformer.vocab, files: '**/*.txt', size: 60, min_frequency: 1}\n"
+    recipe = load_recipe(write_recipe(project, text))
+    with pytest.raises(RunDirError, match=r"stages\.vocab\.files: '.*/project/\*\*/\*\.txt' reaches into the run"):
+        run_recipe(recipe, project / "runs" / "t", log=lambda *a: None)
+    assert not (project / "runs").exists(), "refused before anything is written, on the first run too"
+    outside = tmp_path / "run"
+    for expected in ("ran", "skipped"):  # elsewhere it runs, then is up to date
+        assert [s.action for s in run_recipe(recipe, outside, log=lambda *a: None).stages] == [expected]

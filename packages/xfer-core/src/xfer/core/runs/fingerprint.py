@@ -170,6 +170,25 @@ def _walk(value: Any, label: str, hasher: FileHasher, found: dict[str, dict[str,
             _walk(item, f"{label}.{key}", hasher, found)
 
 
+def file_lists(value: Any, label: str) -> list[tuple[str, Files]]:
+    """(config path, value) of every `Files` in a config, at any depth."""
+    if isinstance(value, Files):
+        return [(label, value)]
+    if isinstance(value, ComponentRef):
+        return file_lists(value.config, label)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [
+            found
+            for f in dataclasses.fields(value)
+            for found in file_lists(getattr(value, f.name), f"{label}.{f.name}")
+        ]
+    if isinstance(value, (list, tuple)):
+        return [found for i, v in enumerate(value) for found in file_lists(v, f"{label}.{i}")]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in file_lists(v, f"{label}.{k}")]
+    return []
+
+
 def component_refs(value: Any) -> list[ComponentRef]:
     """Every task/objective reference in a config, at any depth."""
     if isinstance(value, ComponentRef):

@@ -30,6 +30,7 @@ A run directory made by a different recipe is refused with a key-level diff unle
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
@@ -54,6 +55,7 @@ from xfer.core.runs.fingerprint import (
     Signature,
     changed_outputs,
     explain_change,
+    file_lists,
     grown_keys,
     hash_cache_path,
     output_digests,
@@ -282,6 +284,36 @@ def _check_not_foreign(run_dir: Path) -> None:
         )
 
 
+def _check_globs_stay_out(recipe: Recipe, run_dir: Path) -> None:
+    """Refuse a `files:` glob that reaches into the run directory (`**/*.txt` next to `runs/`):
+    the stage would read what the run wrote — a vocabulary trained on the last run's vocab.txt —
+    and, its inputs changing with every run, never be up to date. Checked before anything is
+    written: a `**` pattern whose fixed folder holds the run directory is refused on the first
+    run too, not only once the outputs it would match exist."""
+    inside = run_dir.resolve()
+    prefixes = tuple({str(inside) + os.sep, str(run_dir.absolute()) + os.sep})  # no realpath per match
+    for name, plan in recipe.stages.items():
+        for label, files in file_lists(plan.config, f"stages.{name}"):
+            for pattern in files.patterns:
+                root = _fixed_folder(pattern)
+                reaches = "**" in pattern and (root == inside or root in inside.parents)
+                matched = [m for m in glob.glob(pattern, recursive=True) if m.startswith(prefixes)]
+                if reaches or matched:
+                    example = f" (e.g. {matched[0]})" if matched else ""
+                    raise RunDirError(
+                        f"{label}: {pattern!r} reaches into the run directory {run_dir}{example}: the stage "
+                        "would read files the run writes and never be up to date; narrow the pattern, or "
+                        "give a --run-dir outside the folders it searches"
+                    )
+
+
+def _fixed_folder(pattern: str) -> Path:
+    """The folder a glob searches under: its components before the first one with a wildcard."""
+    parts = Path(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts))
+    return Path(*parts[:fixed]).resolve()
+
+
 def _holds_more_than_a_lock(folder: Path) -> bool:
     """True for an existing folder with anything in it besides our lock file."""
     return folder.is_dir() and any(p.name != runlock.LOCK_FILE for p in folder.iterdir())
@@ -334,6 +366,7 @@ def run_recipe(
     if fork is not None:
         _check_fork_target(run_dir or default_run_dir(recipe), fork)
     _on_main_refusing_alike(lambda: _check_not_foreign(run_dir or default_run_dir(recipe)))
+    _on_main_refusing_alike(lambda: _check_globs_stay_out(recipe, fork or run_dir or default_run_dir(recipe)))
     lock = _lock_run_dir(fork if fork is not None else (run_dir or default_run_dir(recipe)))
     try:
         return _run_recipe(recipe, run_dir, force=force, fork=fork, device=device, host=host, log=log, only=only)
