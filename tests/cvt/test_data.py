@@ -92,6 +92,16 @@ def test_corpus_bad_utf8_names_file_and_line(tmp_path):
         [corpus.read(i) for i in range(len(corpus.chunks))]
 
 
+@pytest.mark.parametrize("tokenizer", ["whitespace", "punct"])
+def test_corpus_drops_a_byte_order_mark(tmp_path, tokenizer):
+    """At the start of a file, as every other reader: it was read into the first word ("\\ufeffThe", or a word of its own
+    with `punct`), a vocabulary entry and a sentence no other reader of the same file sees."""
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffThe dog .\nA cat .\n".encode())
+    corpus = UnlabeledCorpus([path], chunk_lines=1, max_length=10, tokenizer=tokenizer)
+    assert list(corpus.words()) == ["The", "dog", ".", "A", "cat", "."]
+
+
 def test_unlabeled_stream_visits_every_sentence_once_per_epoch_and_resumes(tmp_path):
     corpus = UnlabeledCorpus(write_corpus(tmp_path), chunk_lines=4, max_length=10, tokenizer="whitespace")
     total = sum(len(corpus.read(i)) for i in range(len(corpus.chunks)))  # 29 sentences

@@ -314,6 +314,8 @@ class UnlabeledCorpus:
                     raise DataError(
                         chunk.file, chunk.line + i, f"not valid UTF-8 (byte 0x{raw[err.start]:02x})"
                     ) from None
+                if chunk.offset == 0 and i == 0:  # a byte-order mark is not part of the first word
+                    text = text.removeprefix("\ufeff")
                 sentences += self.split(text)
         return sentences
 
