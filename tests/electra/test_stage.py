@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from xfer.core.errors import RecipeError
+from xfer.core.errors import RecipeError, UserError
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.preflight import check_data
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
@@ -122,6 +122,43 @@ stages:
     assert all(torch.equal(gen_before[k], gen_after[k]) for k in gen_before)
     state = json.loads((tmp_path / "run/more/checkpoints" / "step-0000002" / "state.json").read_text())
     assert state["step"] == 2 and state["total_steps"] == 2, "a new schedule, not a resume of the old one"
+
+
+@pytest.mark.parametrize(
+    ("init", "init_generator", "wanted"),
+    [
+        ("generator", None, "init: .*generator is the generator of an electra.rtd pre-training, not a discriminator"),
+        ("discriminator", "discriminator", "init_generator: .* is the discriminator of an electra.rtd pre-training"),
+        ("discriminator", "discriminator/hf", "init_generator: .*hf does not match the generator \\(size mismatch"),
+    ],
+    ids=["generator-as-init", "discriminator-as-init_generator", "other-size-generator"],
+)
+def test_init_checkpoints_of_the_wrong_role_are_refused(
+    pretrained: Path, tmp_path: Path, init: str, init_generator: str | None, wanted: str
+) -> None:
+    """A generator given as `init:` was pre-trained on as if it were the discriminator (silently, at a
+    quarter of the width); a discriminator given as `init_generator:` was a RuntimeError traceback."""
+    text = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    init: {pretrained / init}
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    if init_generator is not None:
+        text += f"    init_generator: {pretrained / init_generator}\n"
+    with pytest.raises(UserError, match=wanted):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    assert not (tmp_path / "run/more/checkpoints").exists() or not any((tmp_path / "run/more/checkpoints").iterdir())
+
+
+def test_init_generator_without_init_is_refused(tmp_path: Path) -> None:
+    """It was silently ignored: the generator started from random weights."""
+    text = RECIPE.replace("    max_length: 32\n", "    max_length: 32\n    init_generator: vocab.tokenizer\n")
+    with pytest.raises(RecipeError, match=r"init_generator: is only read together with `init:`"):
+        load_recipe(write_recipe(tmp_path, text), host=host())
 
 
 @pytest.mark.parametrize(

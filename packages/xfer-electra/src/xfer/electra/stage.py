@@ -17,6 +17,7 @@ optimizer and schedule (unlike a resume, which the runner does on its own after 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
@@ -97,6 +98,7 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
     from xfer.transformer.modelio import with_overrides
 
     folder = ctx.resolve(config.init)
+    check_role(folder, "discriminator", "init")
     encoder_config, state = read_checkpoint(folder)
     encoder_config = with_overrides(encoder_config, config.encoder, folder)
     if encoder_config.vocab_size < vocab_size:
@@ -108,6 +110,26 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
             f"init checkpoint covers {encoder_config.max_position_embeddings} positions, max_length is {config.max_length}"
         )
     return encoder_config, state
+
+
+def check_role(folder: Path, wanted: str, key: str) -> None:
+    """Refuse an electra.pretrain output of the other role: a generator given as `init:` would be
+    pre-trained on as the discriminator (a quarter-width network, or a two-tower model's first
+    tower), silently. Folders without the record (HF, other xfer dirs) and the MLM baseline,
+    whose two outputs are one model, pass."""
+    from xfer.transformer.modelio import META_FILE
+
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    role, objective = (meta.get("role"), meta.get("objective")) if isinstance(meta, dict) else (None, None)
+    if role in (None, wanted) or objective == "electra.mlm":
+        return
+    raise UserError(
+        f"{key}: {folder} is the {role} of an {objective} pre-training, not a {wanted}: "
+        f"give the `{wanted}` output next to it ({folder.parent / wanted})"
+    )
 
 
 def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor]]]:
@@ -219,10 +241,17 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
             raise UserError(
                 f"init_generator: objective {config.objective.name!r} has no masked-LM generator to load into"
             )
-        _, gen_states = read_checkpoint(ctx.resolve(config.init_generator))
+        folder = ctx.resolve(config.init_generator)
+        check_role(folder, "generator", "init_generator")
+        _, gen_states = read_checkpoint(folder)
         tied = generator["encoder"].embeddings is encoder.embeddings
         state = {k: v for k, v in gen_states["encoder"].items() if not (tied and k.startswith("embeddings."))}
-        missing, unexpected = generator["encoder"].load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = generator["encoder"].load_state_dict(state, strict=False)
+        except RuntimeError as exc:  # a tensor of another shape: a generator of another size
+            lines = str(exc).splitlines()
+            detail = next((line.strip() for line in lines if "size mismatch" in line), lines[0])
+            raise UserError(f"init_generator: {folder} does not match the generator ({detail})") from None
         if unexpected or any(not k.startswith("embeddings.") for k in missing):
             raise UserError(
                 f"init_generator does not match the generator: missing {missing[:3]}, unexpected {unexpected[:3]}"

@@ -99,6 +99,12 @@ class PretrainConfig:
         return preflight(self)
 
     def check_recipe(self) -> None:
+        if self.init_generator is not None and self.init is None:
+            raise FieldError(
+                "init_generator",
+                "is only read together with `init:` (the discriminator it was trained with); "
+                "give `init:` too, or remove init_generator to start from random weights",
+            )
         if self.tokenizer is None and self.init is None:
             raise FieldError(
                 "tokenizer", "give a tokenizer (e.g. a transformer.vocab stage's output) or an init checkpoint"
