@@ -394,6 +394,15 @@ def test_knob_bounds_are_reported_at_the_value(tmp_path: Path) -> None:
         (3, 11, "cfg.interval: must be at least 1, got -3"),
         (4, 7, "cfg.rate: must be less than 1, got 1.0"),
     ]
+    _, found, _ = validate(f"path: {tmp_path / 'x'}\nrate: .nan\n", Bounded)
+    assert found == [(2, 7, "cfg.rate: must be a finite number, got nan")]
+    # `.inf` passed `gt: 0`: electra.pretrain's `budget: {flops: .inf}` failed after the examples were built
+    # ("cannot convert float NaN to integer"), `lr: .inf` trained to NaN
+    _, found, _ = validate("lr: .inf\nweight_decay: -.inf\n", TrainConfig)
+    assert [m for _, _, m in found] == [
+        "cfg.lr: must be a finite number, got inf",
+        "cfg.weight_decay: must be a finite number, got -inf",
+    ]
     value, found, _ = validate(f"path: {tmp_path / 'x'}\ninterval: epoch\n", Bounded)
     assert found == [] and value.interval == "epoch", "non-numeric alternatives are not bounded"
     assert validate(f"path: {tmp_path / 'x'}\ninterval: null\n", Bounded)[0].interval is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import glob
+import math
 import os
 import re
 import types
@@ -343,6 +344,9 @@ class Validator:
         if value is None and f.metadata.get(REQUIRED_IN_RECIPES):
             return self.error(node.loc, f"{path}: required, got null: {_doc_of(f)}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            bounded = any(f.metadata.get(name) is not None for name in ("ge", "gt", "le", "lt"))
+            if bounded and not math.isfinite(value):  # `.inf` passes `gt: 0`: a budget of .inf FLOPs, lr .inf
+                return self.error(node.loc, f"{path}: must be a finite number, got {value!r}")
             for name, ok, words in (
                 ("ge", lambda v, b: v >= b, "at least"),
                 ("gt", lambda v, b: v > b, "greater than"),
