@@ -51,6 +51,13 @@ def test_a_valid_student_recipe(tmp_path: Path) -> None:
         ("    teachers: teachers.modelz\n", 10, "has no output 'modelz'"),
         ("    teachers: teachers.predictions\n    sampling: sqrt\n", 11, "sampling"),
         ("    teachers: teachers.predictions\n    lambda_value: 1.5\n", 11, "lambda_value"),
+        # were silently ignored: the student sampled by the scheme's own exponent
+        (
+            "    teachers: teachers.predictions\n    sampling: uniform\n    alpha: 0.5\n",
+            12,
+            "only used by sampling: power",
+        ),
+        ("    teachers: teachers.predictions\n    temperature: 5\n", 11, "only used by sampling: temperature"),
         ("    teachers: teachers.predictions\n    model: mini\n", 11, "'mini' would be ignored: with `init:`"),
     ],
 )

@@ -159,3 +159,8 @@ class StudentConfig(ModelSource):
             )
         if self.lambda_schedule != "constant" and self.lambda_value != 0.0:
             raise FieldError("lambda_value", f"only used by lambda_schedule: constant (it is {self.lambda_schedule!r})")
+        # like lambda_value: a knob of another scheme would be silently ignored (a value equal to the
+        # default cannot be told from no key, and passes)
+        for knob_name, scheme, default in (("alpha", "power", 0.75), ("temperature", "temperature", 2.0)):
+            if self.sampling != scheme and getattr(self, knob_name) != default:
+                raise FieldError(knob_name, f"only used by sampling: {scheme} (it is {self.sampling!r})")
