@@ -392,6 +392,8 @@ def test_nbest_files_are_validated_with_file_and_line(tmp_path: Path) -> None:
         '{"id": 3, "hypotheses": [], "reference": "x"}': r":2: hypotheses: must be a non-empty list",
         '{"id": 2, "hypotheses": [{"text": "x", "score": "high"}], "reference": "x"}': r":2: hypotheses\[0\]: 'score'",
         '{"id": 2, "hypotheses": [{"text": "x", "score": NaN}], "reference": "x"}': r":2: hypotheses\[0\]: 'score'",
+        # an integer too large for a float was an OverflowError traceback
+        '{"id": 2, "hypotheses": [{"text": "x", "score": 1%s}], "reference": "x"}' % ("0" * 400): r":2: .*finite",
         '{"id": 1, "hypotheses": [{"text": "x", "score": 1}], "reference": "x"}': r":2: id: duplicate id 1",
         '{"id": 2, "hypotheses": [{"text": "x", "score": 1}]}': r":2: reference: missing",
         '{"id": 2, "hypothesis": [{"text": "x", "score": 1}], "reference": "x"}': r":2: unknown key\(s\) hypothesis",

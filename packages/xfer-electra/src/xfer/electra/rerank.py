@@ -119,7 +119,7 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         text, score = item.get("text"), item.get("score")
         if not isinstance(text, str):
             raise DataError(path, number, f"'text' must be a string, got {type(text).__name__}", key=where)
-        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not _finite(score):
             raise DataError(path, number, f"'score' must be a finite number, got {score!r}", key=where)
         clash = [k for k in _OUTPUT_KEYS if k in item]
         if clash:
@@ -127,6 +127,15 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         extra = {k: v for k, v in item.items() if k not in ("text", "score")}
         hypotheses.append(Hypothesis(text, float(score), extra))
     return NBestList(identifier, tuple(hypotheses), reference, str(path), number)
+
+
+def _finite(number: int | float) -> bool:
+    """Whether a JSON number is a finite float: an integer literal of 309+ digits does not fit one
+    (math.isfinite raised OverflowError on it)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 # --- metrics ------------------------------------------------------------------------------------
