@@ -66,6 +66,19 @@ def test_student_mistakes(tmp_path: Path, extra: str, line: int, message: str) -
     assert any(p.startswith(f"{line}:") and message in p for p in problems), problems
 
 
+def test_a_student_task_without_a_teacher_is_a_recipe_error(tmp_path: Path) -> None:
+    """It failed only when the student started, after the teachers stage had trained."""
+    text = BASE.rsplit("    tasks:", 1)[0] + "    tasks:\n      - toy/agreement\n      - {name: toy/chunk}\n"
+    path = write_recipe(tmp_path, text + "    teachers: teachers.predictions\n")
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path, host=make_host(autoload=True))
+    [problem] = caught.value.diagnostics
+    assert problem.location.line == 11 and "stages.student.tasks.1: 'toy/chunk' has no teacher" in problem.message
+    assert "predicts toy/agreement, toy/pos" in problem.message
+    outside = write_recipe(tmp_path / "outside", text + f"    teachers: {tmp_path}\n")  # a folder: read at run time
+    load_recipe(outside, host=make_host(autoload=True))
+
+
 def test_teacher_mistakes(tmp_path: Path) -> None:
     problems = _problems(tmp_path, "    teachers: teachers.predictions\n", "\n    task_epochs: {toy/agreemnt: 3}")
     assert any("did you mean 'toy/agreement'" in p for p in problems), problems

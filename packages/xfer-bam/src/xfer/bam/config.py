@@ -10,6 +10,7 @@ defaults of `train:` differ: teachers use single-task fine-tuning settings (ELEC
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -164,3 +165,18 @@ class StudentConfig(ModelSource):
         for knob_name, scheme, default in (("alpha", "power", 0.75), ("temperature", "temperature", 2.0)):
             if self.sampling != scheme and getattr(self, knob_name) != default:
                 raise FieldError(knob_name, f"only used by sampling: {scheme} (it is {self.sampling!r})")
+
+    def check_upstream(self, stages: Mapping[str, Any]) -> None:
+        """Every task needs the teachers' predictions: a task the `teachers` stage of this recipe does
+        not train was found only once that stage had trained (hours, on real data)."""
+        source = stages.get(self.teachers.stage) if self.teachers is not None and self.teachers.stage else None
+        covered = [ref.name for ref in getattr(source, "tasks", None) or []]
+        if not covered:
+            return
+        for index, ref in enumerate(self.tasks):
+            if ref.name not in covered:
+                raise FieldError(
+                    ("tasks", str(index)),
+                    f"{ref.name!r} has no teacher: stage {self.teachers.stage!r} predicts {', '.join(covered)} "
+                    "(add the task there, or train it without teachers in a lambda_schedule: none stage)",
+                )

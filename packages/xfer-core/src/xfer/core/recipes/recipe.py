@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xfer.core.config import FieldError
 from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.schema import INVALID, Validator, did_you_mean, resolve_path, to_plain
@@ -242,6 +243,8 @@ def load_recipe(
         if config is not INVALID:
             configs[stage_name] = (config, tuple(sorted(validator.refs)))
 
+    for stage_name, (config, deps) in configs.items():
+        _check_upstream(stage_name, config, {d: configs[d][0] for d in deps if d in configs}, kinds, validator)
     order, cycle_problems = _toposort({n: (kinds[n][0].where(), deps) for n, (_, deps) in configs.items()})
     diagnostics += validator.diagnostics + cycle_problems
     if diagnostics:
@@ -250,6 +253,21 @@ def load_recipe(
         n: StagePlan(n, kinds[n][1].name, kinds[n][1], configs[n][0], configs[n][1], kinds[n][0].where()) for n in order
     }
     return Recipe(name, seed, description, path.resolve(), plans, validator.provenance, tuple(overrides))
+
+
+def _check_upstream(
+    stage_name: str, config: Any, upstream: dict[str, Any], kinds: dict[str, Any], validator: Validator
+) -> None:
+    """A config's `check_upstream(configs)`: checks against the configs of the stages it reads (a
+    student's tasks against those its teachers stage predicts), so that a mismatch is a recipe error
+    at its key rather than a failure once the earlier stages have trained."""
+    check = getattr(config, "check_upstream", None)
+    if not callable(check):
+        return
+    try:
+        check(upstream)
+    except FieldError as exc:
+        validator.field_error(kinds[stage_name][0], f"stages.{stage_name}", exc)
 
 
 def _is_folder_name(name: str) -> bool:

@@ -326,18 +326,22 @@ class Validator:
                 instance.check_recipe()
             return instance
         except FieldError as exc:  # __post_init__ blames one key: report it there
-            target, where = node, node.loc
-            for part in exc.key:
-                if target.is_seq:
-                    target = target.value[int(part)] if part.isdigit() and int(part) < len(target.value) else None
-                else:
-                    target = target.get(part)
-                if target is None:
-                    break
-                where = target.where()
-            return self.error(where, f"{'.'.join([path, *exc.key]) if path else '.'.join(exc.key)}: {exc.message}")
+            return self.field_error(node, path, exc)
         except (ValueError, TypeError) as exc:  # __post_init__ cross-field checks
             return self.error(node.loc, f"{path}: {exc}")
+
+    def field_error(self, node: Node, path: str, exc: FieldError) -> Any:
+        """Report `exc` at the line of the key it blames inside the mapping `node` (at `path`)."""
+        target, where = node, node.loc
+        for part in exc.key:
+            if target.is_seq:
+                target = target.value[int(part)] if part.isdigit() and int(part) < len(target.value) else None
+            else:
+                target = target.get(part)
+            if target is None:
+                break
+            where = target.where()
+        return self.error(where, f"{'.'.join([path, *exc.key]) if path else '.'.join(exc.key)}: {exc.message}")
 
     def _check_field(self, node: Node, f: dataclasses.Field, value: Any, path: str) -> Any:
         """The field's recipe-level constraints (knob `required`, bounds) on a converted value."""
