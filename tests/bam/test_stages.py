@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from xfer.core import cli
+from xfer.core.errors import RecipeError
+from xfer.core.recipes.recipe import load_recipe
 from xfer.testing import make_host, run_recipe_file, write_recipe
 
 from .bam_recipes import ENCODER, STUDENTS, prepare, recipe
@@ -212,6 +214,19 @@ def test_teacher_predictions_are_reused_until_the_teacher_changes(tmp_path: Path
     changed = run("c", "1e-3")["toy/agreement"]  # a different teacher
     assert not changed["reused"] and changed["key"] != first["key"]
     assert len(list(cache.glob("*.safetensors"))) == 2
+    # the shared cache is where the stage writes, not one of its inputs: run c's entry (and run a's
+    # own) made run a's teachers stale, so every `xfer run` trained them again
+    text = CACHED_TEACHERS.format(encoder=ENCODER, cache=cache, lr="2e-3")
+    again = run_recipe_file(write_recipe(tmp_path / "a", text), tmp_path / "a" / "run", host)
+    assert {s.name: s.action for s in again.stages}["teachers"] == "skipped"
+
+
+def test_a_cache_dir_that_is_a_file_is_a_recipe_error(tmp_path: Path) -> None:
+    """It was a FileExistsError traceback once the teachers had trained and their predictions were written."""
+    (tmp_path / "cache").write_text("")
+    text = CACHED_TEACHERS.format(encoder=ENCODER, cache=tmp_path / "cache", lr="2e-3")
+    with pytest.raises(RecipeError, match=r":12:16: stages.teachers.cache_dir: .*cache is a file; give a folder"):
+        load_recipe(write_recipe(tmp_path, text), host=make_host(autoload=True))
 
 
 STUDENT_VARIANTS = """

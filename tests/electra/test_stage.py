@@ -224,6 +224,8 @@ stages:
             load_recipe(write_recipe(tmp_path, RECIPE), [f"stages.fit.objective={bad}"], host())
     with pytest.raises(RecipeError, match=r"budget.flops: must be a finite number, got inf"):
         load_recipe(write_recipe(tmp_path, RECIPE), ["stages.fit.budget={flops: .inf}"], host())
+    with pytest.raises(RecipeError, match=r"data_cache: .*blank.txt is a file; give a folder"):  # was FileExistsError
+        load_recipe(write_recipe(tmp_path, RECIPE), [f"stages.fit.data_cache={tmp_path / 'blank.txt'}"], host())
     with pytest.raises(RecipeError, match="no file matches"):
         load_recipe(
             write_recipe(tmp_path, RECIPE.replace("files: corpus.text}", "files: [nothing*.txt]}")), host=host()

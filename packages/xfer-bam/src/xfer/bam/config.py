@@ -71,6 +71,7 @@ class ModelSource:
         None,
         "Shared content-addressed store of teacher predictions (<key>.safetensors), reused across runs. "
         "Default: only this stage's outputs/predictions.",
+        not_an_input=True,  # the stage writes there: signing its contents re-ran the teachers at every run
     )
 
     def _check_sources(self) -> None:

@@ -52,7 +52,8 @@ def knob(
     before the knob existed, so adding it does not make every existing run stale. Any other
     value is signed as usual, and so is `V` again if a later default moves away from it.
     `not_an_input=True`: a path-typed field where the stage writes (a cache folder); fingerprints
-    sign the path but not the contents of the files found there.
+    sign the path but not the contents of the files found there, and a recipe naming an existing
+    file there is an error.
     """
     meta = {"doc": doc, **metadata}
     if unsigned_at is not dataclasses.MISSING:

@@ -21,7 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from xfer.core.config import REQUIRED_IN_RECIPES, UNSIGNED_AT, ComponentRef, FieldError, Files, Input, KeysOf, MustExist
+from xfer.core.config import (
+    NOT_AN_INPUT,
+    REQUIRED_IN_RECIPES,
+    UNSIGNED_AT,
+    ComponentRef,
+    FieldError,
+    Files,
+    Input,
+    KeysOf,
+    MustExist,
+)
 from xfer.core.errors import Diagnostic, Location
 from xfer.core.recipes.yamlsrc import Node
 
@@ -347,6 +357,9 @@ class Validator:
         """The field's recipe-level constraints (knob `required`, bounds) on a converted value."""
         if value is None and f.metadata.get(REQUIRED_IN_RECIPES):
             return self.error(node.loc, f"{path}: required, got null: {_doc_of(f)}")
+        if f.metadata.get(NOT_AN_INPUT) and isinstance(value, Path) and value.exists() and not value.is_dir():
+            # the stage creates its cache folder there: a file in the way failed only when it first wrote
+            return self.error(node.loc, f"{path}: {value} is a file; give a folder (created if missing)")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             bounded = any(f.metadata.get(name) is not None for name in ("ge", "gt", "le", "lt"))
             if bounded and not math.isfinite(value):  # `.inf` passes `gt: 0`: a budget of .inf FLOPs, lr .inf
