@@ -109,6 +109,16 @@ def test_recipe_mistakes_are_reported_with_their_lines(tmp_path):
     assert f"recipe.yaml:{mode_line}:" in errors
 
 
+@pytest.mark.parametrize(
+    "features", ["{tokenizer: unlabeled.txt}", "{finetune: true, layer: 2}", "{init: null, combine: replace}"]
+)
+def test_features_knobs_without_a_transformer_are_refused(tmp_path, features):
+    """They were silently ignored: the model trained on word + char inputs alone."""
+    errors = recipe_errors(tmp_path, tiny_cvt_recipe(CHUNK, extra=f"    features: {features}"))
+    assert "only used with features.init (the Transformer to read features from), which is null" in errors
+    assert "stages.fit.features." in errors
+
+
 def test_semi_supervised_modes_need_unlabeled_files(tmp_path):
     text = tiny_cvt_recipe(CHUNK).replace(UNLABELED_LINE, "")
     assert "set unlabeled.files or unlabeled.task_sentences" in recipe_errors(tmp_path, text)

@@ -9,6 +9,7 @@ original code does.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -357,6 +358,18 @@ class CvtConfig:
                 raise FieldError(key, f"a view is listed twice: {views}")
 
     def check_recipe(self) -> None:
+        if self.features.init is None:  # the other features knobs would be silently ignored (as lambda_value)
+            defaults = FeaturesConfig()
+            given = [
+                f.name
+                for f in dataclasses.fields(FeaturesConfig)
+                if getattr(self.features, f.name) != getattr(defaults, f.name)
+            ]
+            if given:
+                raise FieldError(
+                    ("features", given[0]),
+                    "only used with features.init (the Transformer to read features from), which is null",
+                )
         if self.features.init is not None and self.features.combine == "replace" and self.features.joins != "input":
             raise FieldError(
                 ("features", "joins"),
