@@ -102,6 +102,18 @@ def test_corpus_drops_a_byte_order_mark(tmp_path, tokenizer):
     assert list(corpus.words()) == ["The", "dog", ".", "A", "cat", "."]
 
 
+def test_corpus_refuses_cr_only_line_endings(tmp_path):
+    """They made the file one line, cut into max_length pieces across sentence ends (and PPMI windows
+    reached across sentences); CRLF endings read as LF."""
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"one two\nthree four\rfive six\r")
+    corpus = UnlabeledCorpus([path], chunk_lines=4, max_length=10, tokenizer="whitespace")
+    with pytest.raises(DataError, match=r"mac\.txt:2: carriage return \(CR\) inside the line at column 11"):
+        list(corpus.words())
+    path.write_bytes(b"one two\r\nthree\r\n")
+    assert list(UnlabeledCorpus([path], 4, 10, "whitespace").words()) == ["one", "two", "three"]
+
+
 def test_unlabeled_stream_visits_every_sentence_once_per_epoch_and_resumes(tmp_path):
     corpus = UnlabeledCorpus(write_corpus(tmp_path), chunk_lines=4, max_length=10, tokenizer="whitespace")
     total = sum(len(corpus.read(i)) for i in range(len(corpus.chunks)))  # 29 sentences

@@ -253,6 +253,22 @@ def test_non_utf8_bytes_name_file_line_and_column(tmp_path: Path) -> None:
     assert str(info.value).startswith(f"{path}:3: encoding: not valid UTF-8 (byte 0xff at column 7)")
 
 
+def test_cr_only_line_endings_are_an_error_and_crlf_is_not(tmp_path: Path) -> None:
+    """With CR-only (classic Mac) endings the whole file was one line, which the packer cut to one
+    example of max_length tokens: all the rest of the corpus was silently dropped."""
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"fine line\nthe cat\rsat on\rthe mat\r")
+    with pytest.raises(DataError, match=r"mac\.txt:2: carriage return \(CR\) inside the line at column 8"):
+        list(iter_text_lines(path, 0, path.stat().st_size))
+    path.write_bytes(b"the cat\r\nsat\r\n\r\nlast line\r")
+    assert [line for chunk in iter_text_lines(path, 0, path.stat().st_size) for line in chunk] == [
+        "the cat\r",
+        "sat\r",
+        "\r",
+        "last line\r",
+    ]
+
+
 # --- build_examples: layout, cache, determinism ---------------------------------------------------
 
 

@@ -13,6 +13,13 @@ from pathlib import Path
 
 from xfer.core.errors import DataError
 
+CARRIAGE_RETURN = (
+    "carriage return (CR) inside the line at column {column}: "
+    "CR-only (classic Mac) line endings? Convert the file to LF or CRLF endings"
+)
+"""The message for a CR that does not end its line (`.format(column=...)`), for every reader that
+cuts lines: with CR-only endings a whole file would be one line."""
+
 
 def read_error(path: Path, error: OSError) -> DataError:
     """The `DataError` for a file that cannot be opened or read (for readers that stream)."""
@@ -85,11 +92,6 @@ def split_lines(path: str | Path, text: str) -> list[str]:
         line = line.removesuffix("\r")
         column = line.find("\r") + 1
         if column:
-            raise DataError(
-                path,
-                number,
-                f"carriage return (CR) inside the line at column {column}: "
-                "CR-only (classic Mac) line endings? Convert the file to LF or CRLF endings",
-            )
+            raise DataError(path, number, CARRIAGE_RETURN.format(column=column))
         out.append(line)
     return out

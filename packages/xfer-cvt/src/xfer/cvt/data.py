@@ -31,6 +31,7 @@ import torch
 
 from xfer.core.data import _Iterable
 from xfer.core.errors import DataError, UserError
+from xfer.core.textfile import CARRIAGE_RETURN
 from xfer.cvt.text import tokenize
 from xfer.cvt.vocab import BOW, CHAR_PAD, END, EOW, MISSING, PAD, START, Vocab
 
@@ -316,6 +317,9 @@ class UnlabeledCorpus:
                     ) from None
                 if chunk.offset == 0 and i == 0:  # a byte-order mark is not part of the first word
                     text = text.removeprefix("\ufeff")
+                column = text.rstrip("\r\n").find("\r") + 1
+                if column:  # CR-only line endings: one line of every sentence, cut across their ends
+                    raise DataError(chunk.file, chunk.line + i, CARRIAGE_RETURN.format(column=column))
                 sentences += self.split(text)
         return sentences
 

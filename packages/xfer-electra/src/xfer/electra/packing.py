@@ -25,6 +25,7 @@ tested on its own. Two parts:
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import read_error
+from xfer.core.textfile import CARRIAGE_RETURN, read_error
 
 BLOCK_BYTES = 1 << 20
 """Text per block (files): large enough that per-block overhead vanishes, small enough to spread over
@@ -45,6 +46,7 @@ MAX_SCAN_BLOCKS = 64
 """How far (in blocks) a cut point may move forward looking for a blank line before it cuts the document."""
 
 _READ_CHUNK_BYTES = 1 << 20
+_LONE_CR = re.compile(rb"\r(?!\n|\Z)")  # a CR ending the file's last line is a line end, as in split_lines
 _SINGLE_SEGMENT_TARGET = 100_000
 
 
@@ -298,6 +300,10 @@ def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
         raise _utf8_error(path, offset + error.start, data[error.start]) from None
     if offset == 0:
         text = text.removeprefix("\ufeff")
+    if "\r" in text and (lone := _LONE_CR.search(data)) is not None:
+        # CR-only line endings make the file one line, which the packer cuts to max_length tokens
+        line, column = _line_and_column(path, offset + lone.start())
+        raise WorkerDataError(path, line, CARRIAGE_RETURN.format(column=column))
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the text ended with a newline
@@ -305,7 +311,13 @@ def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
 
 
 def _utf8_error(path: Path, position: int, byte: int) -> DataError:
-    """The DataError for a bad byte at `position`: counts lines from the start (error path only)."""
+    """The DataError for a bad byte at `position`."""
+    line, column = _line_and_column(path, position)
+    return WorkerDataError(path, line, f"not valid UTF-8 (byte 0x{byte:02x} at column {column})", key="encoding")
+
+
+def _line_and_column(path: Path, position: int) -> tuple[int, int]:
+    """1-based line and byte column of byte `position`: counts lines from the start (error path only)."""
     line, line_start, offset = 1, 0, 0
     with _open(path) as handle:
         while offset < position and (chunk := handle.read(min(_READ_CHUNK_BYTES, position - offset))):
@@ -313,8 +325,7 @@ def _utf8_error(path: Path, position: int, byte: int) -> DataError:
             if (last := chunk.rfind(b"\n")) >= 0:
                 line_start = offset + last + 1
             offset += len(chunk)
-    column = position - line_start + 1
-    return WorkerDataError(path, line, f"not valid UTF-8 (byte 0x{byte:02x} at column {column})", key="encoding")
+    return line, position - line_start + 1
 
 
 def _open(path: Path) -> BinaryIO:
