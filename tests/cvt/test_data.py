@@ -114,6 +114,21 @@ def test_corpus_refuses_cr_only_line_endings(tmp_path):
     assert list(UnlabeledCorpus([path], 4, 10, "whitespace").words()) == ["one", "two", "three"]
 
 
+def test_compressed_files_are_named_as_such(tmp_path):
+    """A gzip-compressed corpus or GloVe file was reported as "not valid UTF-8 (byte 0x8b)" alone."""
+    import gzip
+
+    corpus, vectors = tmp_path / "u.txt.gz", tmp_path / "glove.txt.gz"
+    corpus.write_bytes(gzip.compress(b"the dog runs .\n"))
+    vectors.write_bytes(gzip.compress(b"the 0.1 0.2\n"))
+    with pytest.raises(
+        DataError, match=r"u\.txt\.gz:1: not valid UTF-8 .*: the file is gzip-compressed; decompress it"
+    ):
+        list(UnlabeledCorpus([corpus], 4, 10, "whitespace").words())
+    with pytest.raises(DataError, match=r"glove\.txt\.gz:1: encoding: not valid UTF-8 .*gzip-compressed"):
+        read_vectors(vectors, 2, None)
+
+
 def test_unlabeled_stream_visits_every_sentence_once_per_epoch_and_resumes(tmp_path):
     corpus = UnlabeledCorpus(write_corpus(tmp_path), chunk_lines=4, max_length=10, tokenizer="whitespace")
     total = sum(len(corpus.read(i)) for i in range(len(corpus.chunks)))  # 29 sentences

@@ -251,6 +251,10 @@ def test_non_utf8_bytes_name_file_line_and_column(tmp_path: Path) -> None:
         for _ in iter_text_lines(path, 0, path.stat().st_size):
             pass
     assert str(info.value).startswith(f"{path}:3: encoding: not valid UTF-8 (byte 0xff at column 7)")
+    assert "compressed" not in str(info.value)
+    path.write_bytes(bytes.fromhex("28b52ffd") + b"\xff\xfe zstd frame")  # named, not just "byte 0xb5"
+    with pytest.raises(DataError, match=r"bad\.txt:1: encoding: not valid UTF-8 .*: the file is zstd-compressed"):
+        list(iter_text_lines(path, 0, path.stat().st_size))
 
 
 def test_cr_only_line_endings_are_an_error_and_crlf_is_not(tmp_path: Path) -> None:

@@ -21,6 +21,22 @@ CARRIAGE_RETURN = (
 cuts lines: with CR-only endings a whole file would be one line."""
 
 
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"(\xb5/\xfd": "zstd", b"PK\x03\x04": "zip"}
+
+
+def not_utf8(path: str | Path, byte: int, column: int) -> str:
+    """The message for a byte that is not UTF-8, naming the compression when the file is compressed
+    (text readers take plain text only; "byte 0x8b at column 2" alone does not say why)."""
+    message = f"not valid UTF-8 (byte 0x{byte:02x} at column {column})"
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(6)
+    except OSError:
+        return message
+    kind = next((name for magic, name in _COMPRESSED.items() if start.startswith(magic)), None)
+    return f"{message}: the file is {kind}-compressed; decompress it first" if kind else message
+
+
 def read_error(path: Path, error: OSError) -> DataError:
     """The `DataError` for a file that cannot be opened or read (for readers that stream)."""
     if isinstance(error, FileNotFoundError):
@@ -45,7 +61,7 @@ def stream_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     raise DataError(
                         path,
                         number,
-                        f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})",
+                        not_utf8(path, raw[err.start], err.start + 1),
                         key="encoding",
                     ) from None
                 if number == 1:
@@ -66,9 +82,7 @@ def read_text(path: str | Path, *, allow_empty: bool = False) -> str:
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise DataError(
-            path, line, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at column {column})", key="encoding"
-        ) from None
+        raise DataError(path, line, not_utf8(path, data[err.start], column), key="encoding") from None
     text = text.removeprefix("\ufeff")
     if not allow_empty and not text.strip():
         raise DataError(path, 1, "file is empty")

@@ -31,7 +31,7 @@ import torch
 
 from xfer.core.data import _Iterable
 from xfer.core.errors import DataError, UserError
-from xfer.core.textfile import CARRIAGE_RETURN
+from xfer.core.textfile import CARRIAGE_RETURN, not_utf8
 from xfer.cvt.text import tokenize
 from xfer.cvt.vocab import BOW, CHAR_PAD, END, EOW, MISSING, PAD, START, Vocab
 
@@ -313,7 +313,7 @@ class UnlabeledCorpus:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as err:
                     raise DataError(
-                        chunk.file, chunk.line + i, f"not valid UTF-8 (byte 0x{raw[err.start]:02x})"
+                        chunk.file, chunk.line + i, not_utf8(chunk.file, raw[err.start], err.start + 1)
                     ) from None
                 if chunk.offset == 0 and i == 0:  # a byte-order mark is not part of the first word
                     text = text.removeprefix("\ufeff")

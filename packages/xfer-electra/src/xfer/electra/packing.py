@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import CARRIAGE_RETURN, read_error
+from xfer.core.textfile import CARRIAGE_RETURN, not_utf8, read_error
 
 BLOCK_BYTES = 1 << 20
 """Text per block (files): large enough that per-block overhead vanishes, small enough to spread over
@@ -313,7 +313,7 @@ def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
 def _utf8_error(path: Path, position: int, byte: int) -> DataError:
     """The DataError for a bad byte at `position`."""
     line, column = _line_and_column(path, position)
-    return WorkerDataError(path, line, f"not valid UTF-8 (byte 0x{byte:02x} at column {column})", key="encoding")
+    return WorkerDataError(path, line, not_utf8(path, byte, column), key="encoding")
 
 
 def _line_and_column(path: Path, position: int) -> tuple[int, int]:
