@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from xfer.core.errors import UserError
+from xfer.core.errors import RecipeError, UserError
 from xfer.cvt.testing import tiny_cvt_recipe, write_tiny_data
 from xfer.cvt.vectors import ppmi, train_vectors, truncated_svd, write_vectors
 from xfer.cvt.vocab import read_vectors
@@ -105,9 +105,17 @@ def test_cvt_train_starts_from_a_vectors_stage(tmp_path):
     vectors = read_vectors(tmp_path / "run" / "vectors" / "outputs" / "vectors" / "vectors.txt", 6, None)
     vocab = json.loads((tmp_path / "run" / "fit" / "outputs" / "model" / "vocab.json").read_text())["words"]
     assert set(vectors) <= set(vocab)
-    with pytest.raises(UserError, match=r"vectors\.txt:1: expected a word and 6 numbers \(word_dim\), found 5"):
-        bad = recipe.replace("    dim: 6\n", "    dim: 5\n")
+    # another dim is a recipe error at vocab.vectors: it was found only once the vectors stage had run
+    bad = recipe.replace("    dim: 6\n", "    dim: 5\n")
+    with pytest.raises(
+        RecipeError, match=r"vocab.vectors: stage 'vectors' writes 5-dimensional vectors, .* word_dim 6"
+    ):
         run_recipe_file(write_recipe(tmp_path, bad), tmp_path / "bad", make_host(autoload=True))
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(UserError, match=r"vectors\.txt:1: expected a word and 5 numbers \(word_dim\), found 6"):
+        path = tmp_path / "run" / "vectors" / "outputs" / "vectors" / "vectors.txt"  # a file: read by the stage
+        fit = recipe.replace("vectors: vectors.vectors}", f"vectors: {path}}}").replace("word_dim: 6", "word_dim: 5")
+        run_recipe_file(write_recipe(tmp_path, fit), tmp_path / "bad", make_host(autoload=True))
 
 
 def test_initial_embeddings_are_the_vectors(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ original code does.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -381,6 +382,19 @@ class CvtConfig:
                 ("unlabeled", "files"),
                 f"mode {self.mode!r} trains on unlabeled data: set unlabeled.files or unlabeled.task_sentences "
                 "(or mode: supervised)",
+            )
+
+    def check_upstream(self, stages: Mapping[str, Any]) -> None:
+        """Vectors from a cvt.vectors stage of this recipe must have word_dim components: a mismatch
+        was found only once that stage had run and this one read its file."""
+        ref = self.vocab.vectors
+        dim = getattr(stages.get(ref.stage), "dim", None) if ref is not None and ref.stage else None
+        word_dim = self.resolved_sizes()["word_dim"]
+        if isinstance(dim, int) and dim != word_dim:
+            raise FieldError(
+                ("vocab", "vectors"),
+                f"stage {ref.stage!r} writes {dim}-dimensional vectors, the word embeddings have word_dim "
+                f"{word_dim} (model {self.model!r}, sizes): make them equal",
             )
 
     def resolved_sizes(self) -> dict[str, Any]:
