@@ -176,7 +176,8 @@ def step_costs(
         for kind in order if repeat % 2 == 0 else order[::-1]:
             results[kind].append(run(kind))
     paired = {  # per repeat, kinds timed next to each other: how far the ratio moves within this run
-        base: [c / b for c, b in zip(results["cvt"], results[base], strict=True)] for base in ("supervised", "self-training")
+        base: [c / b for c, b in zip(results["cvt"], results[base], strict=True)]
+        for base in ("supervised", "self-training")
     }
     return {k: statistics.median(v) for k, v in results.items()} | {
         "words_per_batch": sum(int(b["lengths"].sum()) - 2 * b["lengths"].numel() for b in batches) / len(batches),
