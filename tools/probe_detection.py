@@ -151,21 +151,31 @@ def _checkpoint_dir(stage_dir: Path, name: str | None) -> Path:
 
 def _batch(stage_dir: Path, n: int, seed: int, tokenizer: object) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """`n` random packed examples of the stage's data cache as one padded batch, and token counts."""
+    from xfer.electra.stage import table_token_counts
+
+    table = examples_table(stage_dir)
+    counts = torch.from_numpy(table_token_counts(table, tokenizer.vocab_size).astype(np.float64))
+    return random_batch(table, n, np.random.default_rng(seed), tokenizer.pad_id), counts
+
+
+def examples_table(stage_dir: Path) -> object:
+    """The stage's packed examples (its map-style data cache) as an Arrow table."""
     import pyarrow as pa
 
     files = sorted((stage_dir / "data").glob("electra-examples-*/examples.arrow"))
     if not files:
         raise ProbeError(f"{stage_dir / 'data'}: no packed examples (a streamed corpus is not cached)")
-    table = pa.ipc.open_stream(files[0]).read_all()
-    ids_column = table.column("input_ids").combine_chunks()
-    pick = np.random.default_rng(seed).choice(len(table), size=min(n, len(table)), replace=False)
-    from xfer.electra.data import collate_examples
-    from xfer.electra.stage import table_token_counts
+    return pa.ipc.open_stream(files[0]).read_all().combine_chunks()
 
+
+def random_batch(table: object, n: int, rng: np.random.Generator, pad_id: int) -> dict[str, torch.Tensor]:
+    """`n` examples of `table` drawn without replacement, collated into one padded batch."""
+    from xfer.electra.data import collate_examples
+
+    ids_column = table.column("input_ids").combine_chunks()  # type: ignore[attr-defined]
+    pick = rng.choice(len(table), size=min(n, len(table)), replace=False)  # type: ignore[arg-type]
     sequences = [ids_column[int(i)].values.to_numpy() for i in pick]
-    batch = collate_examples(sequences, table.column("segment_split").to_numpy()[pick], tokenizer.pad_id)
-    counts = torch.from_numpy(table_token_counts(table, tokenizer.vocab_size).astype(np.float64))
-    return batch, counts
+    return collate_examples(sequences, table.column("segment_split").to_numpy()[pick], pad_id)  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

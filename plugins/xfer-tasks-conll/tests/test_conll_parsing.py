@@ -80,6 +80,13 @@ def test_trees_skip_ranges_and_empty_nodes(tmp_path):
         ("2\tdo\tdo\tAUX", "2\t\tdo\tAUX", 5, "FORM: empty field"),
         ("2\tdo\tdo\tAUX", "2\tdo \tdo\tAUX", 5, "FORM: 'do ' has leading or trailing whitespace"),
         ("2\tdo\tdo\tAUX\tVBP\t_\t3", "2\tdo\tdo\tAUX\tVBP\t_\t3\u00a0", 5, "HEAD: '3\\xa0' contains whitespace"),
+        # two root words: accepted before, though the decoder can only ever predict one
+        (
+            "1\tNew\tnew\tADJ\tJJ\t_\t2\tamod",
+            "1\tNew\tnew\tADJ\tJJ\t_\t0\tamod",
+            12,
+            "HEAD: 2 words (words 1, 2) have HEAD 0; a tree has exactly one root word",
+        ),
         (
             "1\tNew\tnew\tADJ\tJJ\t_\t2\tamod",
             "1\tNew\tnew\tADJ\tJJ\t_\t3\tamod",

@@ -210,8 +210,9 @@ class ConlluTree:
 
 def read_conllu_trees(path: Path) -> list[ConlluTree]:
     """Sentences of a CoNLL-U file with HEAD and DEPREL checked: every HEAD an integer in
-    0..n (n words), never the word itself, the arcs a tree (every word reaches ROOT, no cycle),
-    and every DEPREL given. Errors name the line of the offending word."""
+    0..n (n words), never the word itself, the arcs a tree (every word reaches ROOT, no cycle)
+    with exactly one word attached to ROOT (as UD requires, and as the parser's decoder
+    predicts), and every DEPREL given. Errors name the line of the offending word."""
     trees = []
     for sentence in read_conllu_rows(path):
         n = len(sentence.rows)
@@ -225,6 +226,15 @@ def read_conllu_trees(path: Path) -> list[ConlluTree]:
             if relation in ("", "_"):
                 raise DataError(path, number, f"no dependency relation ({relation!r})", key="DEPREL")
             heads.append(int(head))
+        roots = [position for position, head in enumerate(heads, start=1) if head == 0]
+        if len(roots) > 1:  # UD: exactly one; the tree decoder always predicts one, so this gold is unreachable
+            words = ", ".join(str(w) for w in roots)
+            raise DataError(
+                path,
+                sentence.lines[roots[1] - 1],
+                f"{len(roots)} words (words {words}) have HEAD 0; a tree has exactly one root word",
+                key="HEAD",
+            )
         cycle = _first_cycle(heads)
         if cycle:
             words = ", ".join(str(w) for w in cycle)
