@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -60,14 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(chosen) - set(DETECTORS))
     if unknown or not chosen:
         parser.error(f"--detectors: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(DETECTORS)}")
-    if min(args.steps, args.batch, args.every) < 1 or not args.lr > 0 or not (args.init_std or 1.0) > 0:
+    if (
+        min(args.steps, args.batch, args.every) < 1
+        or not args.lr > 0
+        or (args.init_std is not None and not args.init_std > 0)
+    ):
         parser.error("--steps, --batch and --every must be at least 1, --lr and --init-std positive")
     try:
         for name in chosen:
             curve = train_detector(
                 args.stage_dir, name, args.steps, args.batch, args.lr, args.every, args.seed, args.init_std
             )
-            for step, auc in curve:
+            for step, auc in curve:  # printed as training goes
                 print(f"{name:10s} step {step:6d}   unigram-noise AUC {auc:5.1f}", flush=True)
     except ProbeError as exc:
         print(f"probe_context: {exc}", file=sys.stderr)
@@ -84,8 +88,8 @@ def train_detector(
     every: int,
     seed: int,
     init_std: float | None = None,
-) -> list[tuple[int, float]]:
-    """(step, probe AUC) every `every` steps of training detector `name` from scratch."""
+) -> Iterator[tuple[int, float]]:
+    """(step, probe AUC) every `every` steps (and at the last) of training detector `name` from scratch."""
     from sklearn.metrics import roc_auc_score
 
     from xfer.electra import masking
@@ -129,7 +133,6 @@ def train_detector(
     probe_real = probe_batch["attention_mask"].bool()
     model, detector = _build(name, encoder_config, config["max_length"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    out = []
     for step in range(1, steps + 1):
         model.train()
         batch = random_batch(table, batch_size, rng, tokens.pad)
@@ -145,8 +148,7 @@ def train_detector(
             with torch.no_grad():
                 scores = detector(probe_ids, probe_batch["attention_mask"], probe_batch["token_type_ids"])
             y = probe_labels[probe_real].numpy()
-            out.append((step, 100.0 * roc_auc_score(y, scores[probe_real].float().numpy())))
-    return out
+            yield step, 100.0 * roc_auc_score(y, scores[probe_real].float().numpy())
 
 
 def _build(name: str, config: object, max_length: int) -> tuple[nn.Module, Detector]:

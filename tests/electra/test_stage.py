@@ -312,8 +312,9 @@ def test_probe_context_tool_trains_detectors_that_can_learn(pretrained: Path, ca
     assert module.main([str(stage), "--steps", "1", "--detectors", "xfer,torch-post,torch-pre"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["xfer", "torch-post", "torch-pre"]
-    curve = module.train_detector(stage, "conv", steps=150, batch_size=16, lr=3e-3, every=150, seed=0)
+    curve = list(module.train_detector(stage, "conv", steps=150, batch_size=16, lr=3e-3, every=150, seed=0))
     assert curve[-1][0] == 150 and curve[-1][1] > 65.0, curve  # 73.6 here; ~50 if labels or noise were wrong
-    with pytest.raises(SystemExit):
-        module.main([str(stage), "--detectors", "xfer,lstm"])
+    for bad in (["--detectors", "xfer,lstm"], ["--detectors", ","], ["--init-std", "0"], ["--steps", "0"]):
+        with pytest.raises(SystemExit):
+            module.main([str(stage), *bad])
     assert module.main([str(stage.parent)]) == 2, "a run directory is not a stage directory"
