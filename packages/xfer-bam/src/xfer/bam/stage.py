@@ -171,7 +171,7 @@ def train_group(
     for trial in range(config.trials):
         workdir = ctx.dir / "trials" / group.slug / f"trial-{trial}"
         done = workdir / "done.json"
-        finished = finished_trial(workdir)
+        finished = finished_trial(done)
         if finished is not None:
             runs.append(finished)
             continue

@@ -80,12 +80,11 @@ class StageContext:
         self.report_sections.append(markdown)
 
 
-def finished_trial(workdir: Path) -> dict[str, Any] | None:
-    """The record a finished trial left in `workdir/done.json`, or None: the trial has to run (or
-    resume from its checkpoints). A record that is not a JSON object (damaged by hand or by a
+def finished_trial(done: Path) -> dict[str, Any] | None:
+    """The record a finished trial left in `done` (its `done.json`), or None: the trial has to run
+    (or resume from its checkpoints). A record that is not a JSON object (damaged by hand or by a
     disk) counts as absent, with a warning: the trial resumes from its last checkpoint, its final
     step, and writes the record again, where reading it used to stop the stage on a traceback."""
-    done = workdir / "done.json"
     if not done.exists():
         return None
     record = read_json(done)

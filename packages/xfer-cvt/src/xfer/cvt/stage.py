@@ -416,7 +416,7 @@ def run_train(ctx: StageContext) -> None:
         workdir = ctx.dir / "trials" / f"trial-{trial}"
         prepared = prepare(config, tasks, unlabeled_counts, seed, vectors)
         done = workdir / "done.json"
-        finished = finished_trial(workdir)
+        finished = finished_trial(done)
         if finished is not None:
             runs.append(finished)
             continue

@@ -17,7 +17,6 @@ optimizer and schedule (unlike a resume, which the runner does on its own after 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ import torch
 from torch import nn
 
 from xfer.core import distributed as dist
+from xfer.core.atomic import read_json
 from xfer.core.errors import UserError
 from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer
@@ -119,11 +119,8 @@ def check_role(folder: Path, wanted: str, key: str) -> None:
     whose two outputs are one model, pass."""
     from xfer.transformer.modelio import META_FILE
 
-    try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    role, objective = (meta.get("role"), meta.get("objective")) if isinstance(meta, dict) else (None, None)
+    meta = read_json(folder / META_FILE) or {}
+    role, objective = meta.get("role"), meta.get("objective")
     if role in (None, wanted) or objective == "electra.mlm":
         return
     raise UserError(

@@ -126,7 +126,7 @@ def _finetune_task(
     for trial in range(config.trials):
         workdir = ctx.dir / "trials" / slug(ref.name) / f"trial-{trial}"
         done = workdir / "done.json"
-        finished = finished_trial(workdir)
+        finished = finished_trial(done)
         if finished is not None:  # finished before an interruption
             runs.append(finished)
             continue

@@ -30,6 +30,7 @@ import glob
 import hashlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,68 +139,53 @@ def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileH
 def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict[str, str]]:
     """{config path: {file: sha256}} for every file the config reads from outside the run."""
     found: dict[str, dict[str, str]] = {}
-    _walk(config, label, hasher, found)
+    for path, value in config_nodes(config, label, inputs_only=True):
+        if isinstance(value, Input):
+            if value.path is not None:  # a stage reference is signed by that stage's fingerprint
+                found[path] = _sign_path(value.path, hasher)
+        elif isinstance(value, Files):
+            signed: dict[str, str] = {}
+            for pattern in value.patterns:
+                matches = sorted(glob.glob(pattern, recursive=True))
+                for match in matches or [pattern]:
+                    signed.update(_sign_path(Path(match), hasher))
+            if value.patterns:
+                found[path] = signed
+        elif isinstance(value, Path):
+            found[path] = _sign_path(value, hasher)
     return found
 
 
-def _walk(value: Any, label: str, hasher: FileHasher, found: dict[str, dict[str, str]]) -> None:
-    if isinstance(value, Input):
-        if value.path is not None:  # a stage reference is signed by that stage's fingerprint
-            found[label] = _sign_path(value.path, hasher)
-    elif isinstance(value, Files):
-        signed: dict[str, str] = {}
-        for pattern in value.patterns:
-            matches = sorted(glob.glob(pattern, recursive=True))
-            for match in matches or [pattern]:
-                signed.update(_sign_path(Path(match), hasher))
-        if value.patterns:
-            found[label] = signed
-    elif isinstance(value, Path):
-        found[label] = _sign_path(value, hasher)
-    elif isinstance(value, ComponentRef):
-        _walk(value.config, label, hasher, found)
+def config_nodes(value: Any, label: str, *, inputs_only: bool = False) -> Iterator[tuple[str, Any]]:
+    """(config path, value) of `value` and of everything inside it, depth first: dataclass fields,
+    list items, dict values, and a component reference's config (under the reference's own path).
+    `Input`, `Files` and paths are leaves. `inputs_only` skips the fields marked `not_an_input`
+    (cache folders the stage writes), which fingerprints must not sign."""
+    yield label, value
+    if isinstance(value, (Input, Files, Path)):
+        return
+    if isinstance(value, ComponentRef):
+        yield from config_nodes(value.config, label, inputs_only=inputs_only)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            if not f.metadata.get(NOT_AN_INPUT):
-                _walk(getattr(value, f.name), f"{label}.{f.name}", hasher, found)
+            if not (inputs_only and f.metadata.get(NOT_AN_INPUT)):
+                yield from config_nodes(getattr(value, f.name), f"{label}.{f.name}", inputs_only=inputs_only)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _walk(item, f"{label}.{index}", hasher, found)
+            yield from config_nodes(item, f"{label}.{index}", inputs_only=inputs_only)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(item, f"{label}.{key}", hasher, found)
+            yield from config_nodes(item, f"{label}.{key}", inputs_only=inputs_only)
 
 
 def file_lists(value: Any, label: str) -> list[tuple[str, Files]]:
     """(config path, value) of every `Files` in a config, at any depth."""
-    if isinstance(value, Files):
-        return [(label, value)]
-    if isinstance(value, ComponentRef):
-        return file_lists(value.config, label)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [
-            found
-            for f in dataclasses.fields(value)
-            for found in file_lists(getattr(value, f.name), f"{label}.{f.name}")
-        ]
-    if isinstance(value, (list, tuple)):
-        return [found for i, v in enumerate(value) for found in file_lists(v, f"{label}.{i}")]
-    if isinstance(value, dict):
-        return [found for k, v in value.items() for found in file_lists(v, f"{label}.{k}")]
-    return []
+    return [(path, node) for path, node in config_nodes(value, label) if isinstance(node, Files)]
 
 
 def component_refs(value: Any) -> list[ComponentRef]:
     """Every task/objective reference in a config, at any depth."""
-    if isinstance(value, ComponentRef):
-        return [value, *component_refs(value.config)]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [r for f in dataclasses.fields(value) for r in component_refs(getattr(value, f.name))]
-    if isinstance(value, (list, tuple)):
-        return [r for v in value for r in component_refs(v)]
-    if isinstance(value, dict):
-        return [r for v in value.values() for r in component_refs(v)]
-    return []
+    return [node for _, node in config_nodes(value, "") if isinstance(node, ComponentRef)]
 
 
 def sign(parts: dict[str, Any]) -> Signature:
