@@ -21,6 +21,12 @@ Detectors (`--detectors`, all by default), each with AdamW at `--lr` (constant),
 
 Printed: the AUC of each detector every `--every` steps on a fixed probe batch (fixed noise).
 docs/results.md ("The quickstart with a toy ELECTRA stage") reads these numbers.
+
+`--noise agreement` (toy-language stages only) swaps the noise for the one skill the quickstart's
+toy/agreement task needs: each present-tense verb form is flipped to the other number ("runs" <->
+"run") with probability 1/2, and loss and AUC count only those verb positions. It asks whether a
+detector of this size can learn agreement at all when every verb carries the signal, which
+`tools/probe_agreement.py` contrasts with the share of ELECTRA's replacements that do.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -39,8 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_detection import ProbeError, _stage_config, _tokenizer_dir, examples_table, random_batch
 
 DETECTORS = ("xfer", "torch-post", "torch-pre", "conv")
+NOISES = ("unigram", "agreement")
 
 Detector = Callable[[Tensor, Tensor, Tensor], Tensor]  # (ids, attention, token types) -> logits [B, T]
+
+
+class CurvePoint(NamedTuple):
+    """The probe AUC after `step` training steps, and the detector as it is then (ids, attention -> logits)."""
+
+    step: int
+    auc: float
+    score: Callable[[Tensor, Tensor], Tensor]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--init-std", type=float, help="initializer_range of the xfer detector (default: the stage's encoder's)"
     )
+    parser.add_argument("--noise", choices=NOISES, default="unigram", help="what replaces tokens (default unigram)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.detectors.split(",") if name.strip()]
@@ -69,10 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in chosen:
             curve = train_detector(
-                args.stage_dir, name, args.steps, args.batch, args.lr, args.every, args.seed, args.init_std
+                args.stage_dir, name, args.steps, args.batch, args.lr, args.every, args.seed, args.init_std, args.noise
             )
-            for step, auc in curve:  # printed as training goes
-                print(f"{name:10s} step {step:6d}   unigram-noise AUC {auc:5.1f}", flush=True)
+            for point in curve:  # printed as training goes
+                print(f"{name:10s} step {point.step:6d}   {args.noise}-noise AUC {point.auc:5.1f}", flush=True)
+            if args.noise == "agreement":  # the trained detector on the task's own sentences
+                for split, (auc, n) in agreement_split(args.stage_dir, point.score).items():
+                    print(f"{name:10s} toy/agreement dev verbs, {split:13s} AUC {auc:5.1f}  ({n} verbs)", flush=True)
     except ProbeError as exc:
         print(f"probe_context: {exc}", file=sys.stderr)
         return 2
@@ -88,8 +108,10 @@ def train_detector(
     every: int,
     seed: int,
     init_std: float | None = None,
-) -> Iterator[tuple[int, float]]:
-    """(step, probe AUC) every `every` steps (and at the last) of training detector `name` from scratch."""
+    noise: str = "unigram",
+) -> Iterator[CurvePoint]:
+    """A `CurvePoint` every `every` steps (and at the last) of training detector `name` from scratch
+    against `noise` (see the module docstring)."""
     from sklearn.metrics import roc_auc_score
 
     from xfer.electra import masking
@@ -119,27 +141,41 @@ def train_detector(
     counts[[tokens.pad, tokens.cls, tokens.sep, tokens.mask]] = 0.0
     unigram = counts / counts.sum()
 
-    def corrupt(batch: dict[str, Tensor], generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def unigram_noise(batch: dict[str, Tensor], generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
         ids = batch["input_ids"]
         selection = masking.select(ids, batch["attention_mask"], special, mask_prob, cap)
         originals = ids.reshape(-1).index_select(0, selection.flat)
         drawn = torch.multinomial(unigram, originals.numel(), replacement=True, generator=generator)
         labels = torch.zeros(ids.numel(), dtype=torch.bool)
         labels[selection.flat] = drawn != originals  # a draw equal to the original is real
-        return ids.reshape(-1).index_copy(0, selection.flat, drawn).view_as(ids), labels.view_as(ids)
+        corrupted = ids.reshape(-1).index_copy(0, selection.flat, drawn).view_as(ids)
+        return corrupted, labels.view_as(ids), batch["attention_mask"].bool()
 
+    def agreement_noise(batch: dict[str, Tensor], generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        ids = batch["input_ids"]
+        verbs = (numbers[ids] > 0) & batch["attention_mask"].bool()
+        flipped = verbs & (torch.rand(ids.shape, generator=generator) < 0.5)
+        return torch.where(flipped, flips[ids], ids), flipped, verbs
+
+    if noise == "agreement":
+        from probe_agreement import present_forms
+
+        numbers, flips = present_forms(tokenizer)
+        corrupt = agreement_noise
+    elif noise == "unigram":
+        corrupt = unigram_noise
+    else:
+        raise ValueError(f"noise {noise!r}: choose from {', '.join(NOISES)}")
     generator = torch.Generator().manual_seed(seed)
-    probe_ids, probe_labels = corrupt(probe_batch, generator)
-    probe_real = probe_batch["attention_mask"].bool()
+    probe_ids, probe_labels, probe_scored = corrupt(probe_batch, generator)
     model, detector = _build(name, encoder_config, config["max_length"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     for step in range(1, steps + 1):
         model.train()
         batch = random_batch(table, batch_size, rng, tokens.pad)
-        ids, labels = corrupt(batch, generator)
-        real = batch["attention_mask"].bool()
+        ids, labels, scored = corrupt(batch, generator)
         logits = detector(ids, batch["attention_mask"], batch["token_type_ids"])
-        loss = F.binary_cross_entropy_with_logits(logits[real].float(), labels[real].float())
+        loss = F.binary_cross_entropy_with_logits(logits[scored].float(), labels[scored].float())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -147,8 +183,20 @@ def train_detector(
             model.eval()
             with torch.no_grad():
                 scores = detector(probe_ids, probe_batch["attention_mask"], probe_batch["token_type_ids"])
-            y = probe_labels[probe_real].numpy()
-            yield step, 100.0 * roc_auc_score(y, scores[probe_real].float().numpy())
+            y = probe_labels[probe_scored].numpy()
+            auc = 100.0 * roc_auc_score(y, scores[probe_scored].float().numpy())
+            yield CurvePoint(step, auc, lambda ids, attention: detector(ids, attention, torch.zeros_like(ids)))
+
+
+def agreement_split(stage_dir: Path, score: Callable[[Tensor, Tensor], Tensor]) -> dict[str, tuple[float, int]]:
+    """`probe_agreement.zero_shot` of a trained detector: flipped vs as-is AUC on toy/agreement dev
+    verbs, with and without an attractor."""
+    from probe_agreement import agreement_pairs, zero_shot
+
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, _stage_config(stage_dir)))
+    return zero_shot(score, agreement_pairs(tokenizer, 800), tokenizer.pad_id)
 
 
 def _build(name: str, config: object, max_length: int) -> tuple[nn.Module, Detector]:

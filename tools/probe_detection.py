@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,34 +49,11 @@ class ProbeError(Exception):
 
 
 def probe(stage_dir: Path, checkpoint: str | None, n_examples: int, seed: int) -> list[tuple[str, float, float]]:
-    from safetensors.torch import load_file
     from sklearn.metrics import roc_auc_score
 
     from xfer.electra import masking
-    from xfer.electra.config import GeneratorConfig, RTDConfig
-    from xfer.electra.objective import RTDObjective, SpecialTokens
-    from xfer.transformer.presets import preset
-    from xfer.transformer.tokenization import WordPieceTokenizer
 
-    config = _stage_config(stage_dir)
-    objective_config = dict(config["objective"])
-    if objective_config.pop("name") != "electra.rtd" or objective_config["generator"]["kind"] != "mlm":
-        raise ProbeError(f"{stage_dir}: only electra.rtd stages with an mlm generator can be probed")
-    tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, config))
-    encoder = preset(
-        config["model"],
-        vocab_size=tokenizer.vocab_size,
-        max_position_embeddings=max(512, config["max_length"]),
-        **config["encoder"],
-    )
-    rtd = RTDConfig(**{**objective_config, "generator": GeneratorConfig(**objective_config["generator"])})
-    objective = RTDObjective(encoder, SpecialTokens.of(tokenizer), config["max_length"], rtd)
-    weights = _checkpoint_dir(stage_dir, checkpoint) / "model.safetensors"
-    missing, unexpected = objective.load_state_dict(load_file(weights), strict=False)
-    shared = "generator.encoder.embeddings."  # tied: stored once, under the discriminator
-    if unexpected or any(not k.startswith(shared) for k in missing):
-        raise ProbeError(f"{weights}: does not match the stage's model (missing {missing}, unexpected {unexpected})")
-    objective.eval()
+    objective, tokenizer = load_objective(stage_dir, checkpoint)
 
     torch.manual_seed(seed)
     batch, counts = _batch(stage_dir, n_examples, seed, tokenizer)
@@ -111,6 +89,37 @@ def probe(stage_dir: Path, checkpoint: str | None, n_examples: int, seed: int) -
             y = labels.index_select(0, real).numpy()
             rows.append((name, 100.0 * y.mean(), 100.0 * roc_auc_score(y, logits.numpy())))
     return rows
+
+
+def load_objective(stage_dir: Path, checkpoint: str | None) -> tuple[Any, Any]:
+    """The stage's `RTDObjective` (generator and discriminator) with a checkpoint's weights, in eval
+    mode, and the stage's tokenizer. Only `electra.rtd` stages with an mlm generator qualify."""
+    from safetensors.torch import load_file
+
+    from xfer.electra.config import GeneratorConfig, RTDConfig
+    from xfer.electra.objective import RTDObjective, SpecialTokens
+    from xfer.transformer.presets import preset
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    config = _stage_config(stage_dir)
+    objective_config = dict(config["objective"])
+    if objective_config.pop("name") != "electra.rtd" or objective_config["generator"]["kind"] != "mlm":
+        raise ProbeError(f"{stage_dir}: only electra.rtd stages with an mlm generator can be probed")
+    tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, config))
+    encoder = preset(
+        config["model"],
+        vocab_size=tokenizer.vocab_size,
+        max_position_embeddings=max(512, config["max_length"]),
+        **config["encoder"],
+    )
+    rtd = RTDConfig(**{**objective_config, "generator": GeneratorConfig(**objective_config["generator"])})
+    objective = RTDObjective(encoder, SpecialTokens.of(tokenizer), config["max_length"], rtd)
+    weights = _checkpoint_dir(stage_dir, checkpoint) / "model.safetensors"
+    missing, unexpected = objective.load_state_dict(load_file(weights), strict=False)
+    shared = "generator.encoder.embeddings."  # tied: stored once, under the discriminator
+    if unexpected or any(not k.startswith(shared) for k in missing):
+        raise ProbeError(f"{weights}: does not match the stage's model (missing {missing}, unexpected {unexpected})")
+    return objective.eval(), tokenizer
 
 
 def _stage_config(stage_dir: Path) -> dict:

@@ -281,15 +281,20 @@ def test_two_processes_follow_the_single_process_loss_curve(tmp_path: Path) -> N
     assert ddp[16] < ddp[8] and single[16] < single[8]
 
 
-def test_probe_detection_tool_reads_a_pretraining_stage(pretrained: Path, capsys: pytest.CaptureFixture) -> None:
-    """Keeps tools/probe_detection.py from rotting (it reaches into the objective's internals)."""
+def _tool(name: str) -> object:
+    """Import tools/NAME.py (the probes put tools/ on sys.path themselves, to import each other)."""
     import importlib.util
 
-    tool = Path(__file__).resolve().parents[2] / "tools" / "probe_detection.py"
-    spec = importlib.util.spec_from_file_location("probe_detection", tool)
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_probe_detection_tool_reads_a_pretraining_stage(pretrained: Path, capsys: pytest.CaptureFixture) -> None:
+    """Keeps tools/probe_detection.py from rotting (it reaches into the objective's internals)."""
+    module = _tool("probe_detection")
     assert module.main([str(pretrained.parent), "--examples", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all("discriminator AUC" in line for line in lines)
@@ -301,13 +306,7 @@ def test_probe_context_tool_trains_detectors_that_can_learn(pretrained: Path, ca
     on, so its noise and labels must be right: the width-5 convolution (which reads neighbours
     directly) must learn to detect unigram replacements well above chance. Labels misaligned with
     the replaced positions, or noise drawn from the wrong distribution, would keep it near 50."""
-    import importlib.util
-
-    tool = Path(__file__).resolve().parents[2] / "tools" / "probe_context.py"
-    spec = importlib.util.spec_from_file_location("probe_context", tool)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _tool("probe_context")
     stage = pretrained.parent
     assert module.main([str(stage), "--steps", "1", "--detectors", "xfer,torch-post,torch-pre"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -318,3 +317,72 @@ def test_probe_context_tool_trains_detectors_that_can_learn(pretrained: Path, ca
         with pytest.raises(SystemExit):
             module.main([str(stage), *bad])
     assert module.main([str(stage.parent)]) == 2, "a run directory is not a stage directory"
+
+
+def test_probe_context_agreement_noise_flips_verbs_a_local_detector_can_catch(pretrained: Path) -> None:
+    """`--noise agreement` must flip present-tense verbs and label exactly those: the width-5
+    convolution sees subject and verb together in most toy clauses, so it must get well above 50."""
+    module = _tool("probe_context")
+    curve = list(
+        module.train_detector(pretrained.parent, "conv", 150, 16, 3e-3, 150, 0, noise="agreement")  # type: ignore[attr-defined]
+    )
+    assert curve[-1].step == 150 and curve[-1].auc > 80.0, curve  # 99.4 here; ~50 if labels missed the flips
+    with pytest.raises(SystemExit):
+        module.main([str(pretrained.parent), "--noise", "shuffled"])  # type: ignore[attr-defined]
+
+
+def test_probe_agreement_counts_the_generators_replacements_at_verbs(
+    pretrained: Path, capsys: pytest.CaptureFixture
+) -> None:
+    module = _tool("probe_agreement")
+    assert module.main([str(pretrained.parent), "--examples", "32", "--sentences", "40"]) == 0  # type: ignore[attr-defined]
+    out = capsys.readouterr().out
+    assert "agreement error" in out and "no attractor" in out, out
+    objective, tokenizer = _tool("probe_detection").load_objective(pretrained.parent, None)  # type: ignore[attr-defined]
+    numbers, flips = module.present_forms(tokenizer)  # type: ignore[attr-defined]
+    singular, plural = (numbers == 1).nonzero().squeeze(1), (numbers == 2).nonzero().squeeze(1)
+    assert len(singular) == len(plural) > 0
+    assert torch.equal(numbers[flips[singular]], torch.full_like(singular, 2)), "a flip must change the number"
+    from probe_detection import examples_table  # type: ignore[import-not-found]
+
+    counts = module.generator_replacements(objective, examples_table(pretrained.parent), numbers, 32, 0)  # type: ignore[attr-defined]
+    assert counts.examples == 32 and counts.masked_verbs > 0
+    assert counts.agreement_errors + counts.same_number + counts.other <= min(counts.masked_verbs, counts.replaced)
+    assert module.main([str(pretrained.parent.parent)]) == 2, "a run directory is not a stage directory"  # type: ignore[attr-defined]
+
+
+def test_probe_agreement_zero_shot_splits_verbs_by_attractor() -> None:
+    """A detector that compares each verb with the nearest noun before it is right exactly when no
+    noun of the other number intervenes: near 100 without an attractor, far below 50 with one. Pairs
+    that flipped the wrong word, swapped labels or a wrong attractor split would break this."""
+    module = _tool("probe_agreement")
+    from xfer.core.toy.lexicon import ToyLexicon
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    lexicon = ToyLexicon()
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({w.lower() for w in lexicon.vocabulary()})]
+    tokenizer = WordPieceTokenizer.from_vocab({w: i for i, w in enumerate(words)})
+    numbers, _ = module.present_forms(tokenizer)  # type: ignore[attr-defined]
+    noun_number = torch.zeros(len(words), dtype=torch.long)
+    for i, word in enumerate(words):
+        for info in lexicon.analyses(word) or lexicon.analyses(word.capitalize()):
+            if info.tag in ("NN", "NNS", "NNP", "PRP"):
+                noun_number[i] = 1 if info.number == "sg" else 2
+
+    def nearest_noun(ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(ids.shape)
+        for row in range(ids.shape[0]):
+            last = 0
+            for t, token in enumerate(ids[row].tolist()):
+                if numbers[token] and last and numbers[token] != last:
+                    logits[row, t] = 1.0
+                last = int(noun_number[token]) or last
+        return logits
+
+    pairs = module.agreement_pairs(tokenizer, 300)  # type: ignore[attr-defined]
+    for pair in pairs:
+        changed = [i for i, (a, b) in enumerate(zip(pair.original, pair.flipped, strict=True)) if a != b]
+        assert changed == [pair.position]
+    split = module.zero_shot(nearest_noun, pairs, tokenizer.pad_id)  # type: ignore[attr-defined]
+    assert split["no attractor"][0] > 90.0 and split["attractor"][0] < 30.0, split  # 97.4 / 16.2 on 800 sentences
+    assert split["no attractor"][1] > 0 and split["attractor"][1] > 0
