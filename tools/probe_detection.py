@@ -181,10 +181,10 @@ def random_batch(table: object, n: int, rng: np.random.Generator, pad_id: int) -
     """`n` examples of `table` drawn without replacement, collated into one padded batch."""
     from xfer.electra.data import collate_examples
 
-    ids_column = table.column("input_ids").combine_chunks()  # type: ignore[attr-defined]
     pick = rng.choice(len(table), size=min(n, len(table)), replace=False)  # type: ignore[arg-type]
-    sequences = [ids_column[int(i)].values.to_numpy() for i in pick]
-    return collate_examples(sequences, table.column("segment_split").to_numpy()[pick], pad_id)  # type: ignore[attr-defined]
+    rows = table.take(pick)  # type: ignore[attr-defined]  # only the picked rows: this runs every training step
+    sequences = [ids.values.to_numpy() for ids in rows.column("input_ids").combine_chunks()]
+    return collate_examples(sequences, rows.column("segment_split").to_numpy(), pad_id)
 
 
 if __name__ == "__main__":
