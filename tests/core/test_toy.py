@@ -560,3 +560,29 @@ def test_rng_streams_are_independent() -> None:
 def test_config_validation(bad: dict) -> None:
     with pytest.raises(ValueError):
         ToyGrammarConfig(**bad)
+
+
+def test_corpus_stage_writes_documents_of_the_configured_length(tmp_path) -> None:
+    from xfer.testing import make_host, run_recipe_file, write_recipe
+
+    recipe = write_recipe(
+        tmp_path, "name: c\nseed: 1\nstages:\n  corpus: {kind: toy.corpus, sentences: 12, sentences_per_document: 5}\n"
+    )
+    run_recipe_file(recipe, tmp_path / "run", make_host())
+    (path,) = (tmp_path / "run" / "corpus" / "outputs" / "text").glob("*.txt")
+    documents = [block.split("\n") for block in path.read_text(encoding="utf-8").rstrip("\n").split("\n\n")]
+    assert [len(d) for d in documents] == [5, 5, 2]
+    assert documents == generate_text(12, seed=7, sentences_per_document=5)
+
+
+def test_corpus_stage_rejects_empty_documents(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xfer.core import cli
+    from xfer.testing import write_recipe
+
+    recipe = write_recipe(
+        tmp_path, "name: c\nseed: 1\nstages:\n  corpus: {kind: toy.corpus, sentences_per_document: 0}\n"
+    )
+    assert cli.main(["validate", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert f"{recipe.resolve()}:4:" in err
+    assert "stages.corpus.sentences_per_document: must be at least 1, got 0" in err
