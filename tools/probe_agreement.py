@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_detection import ProbeError, examples_table, load_objective, random_batch
@@ -176,11 +177,8 @@ def zero_shot(score: Scorer, pairs: Sequence[AgreementPair], pad_id: int) -> dic
     with torch.no_grad():
         for start in range(0, len(pairs), 64):
             chunk = pairs[start : start + 64]
-            sequences = [p.original for p in chunk] + [p.flipped for p in chunk]
-            width = max(len(s) for s in sequences)
-            ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-            for row, sequence in enumerate(sequences):
-                ids[row, : len(sequence)] = torch.tensor(sequence)
+            sequences = [torch.tensor(p.original) for p in chunk] + [torch.tensor(p.flipped) for p in chunk]
+            ids = pad_sequence(sequences, batch_first=True, padding_value=pad_id)
             scores = score(ids, (ids != pad_id).long())
             for row, pair in enumerate(chunk):
                 logits.append((float(scores[row, pair.position]), float(scores[len(chunk) + row, pair.position])))
