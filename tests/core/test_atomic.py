@@ -54,3 +54,29 @@ def test_a_failed_write_leaves_the_old_content(tmp_path: Path) -> None:
         atomic.atomic_write_with(target, dies)
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["vocab.txt"]
+
+
+def test_a_symlink_is_followed_and_its_target_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "target.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    atomic.atomic_write_text(link, "new\n")
+    assert link.is_symlink(), "the link stays a link"
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "target.jsonl"], "no temp files left"
+
+
+def test_a_fifo_is_written_through_not_replaced_by_a_file(tmp_path: Path) -> None:
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    atomic.atomic_write_text(fifo, "through the pipe\n")
+    reader.join(timeout=10)
+    assert received == [b"through the pipe\n"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode), "still a FIFO, not a regular file"

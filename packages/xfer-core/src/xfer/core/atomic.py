@@ -51,8 +51,18 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     Whatever the body writes to the yielded path is fsynced and renamed onto `path` when the
     block ends without an exception; on an exception the temporary file is removed and `path`
     is untouched.
+
+    A rename replaces whatever is at `path`, so two kinds of target are treated apart (a user's
+    `--out /dev/stdout` or `--out link.jsonl` must not turn a device or a link into a file):
+    a symbolic link is followed, and its target replaced atomically; a device, FIFO or socket
+    cannot be replaced atomically at all, so it is written in place (the yielded path is `path`).
     """
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file() and not path.is_dir():
+        yield path  # write through: a rename would replace the device/pipe with a regular file
+        return
     tmp = _temp_name(path)
     try:
         yield tmp
