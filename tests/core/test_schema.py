@@ -170,6 +170,30 @@ def test_nested_default_instance_is_the_base() -> None:
     assert result == Ranged(low=7, high=50)
 
 
+@dataclass
+class Staged:
+    train: TrainConfig = knob(TrainConfig(steps=1000, warmup_steps=100), "A stage whose default fixes steps.")
+
+
+@pytest.mark.parametrize(
+    ("text", "steps", "warmup_steps", "epochs"),
+    [
+        ("train: {lr: 0.5}", 1000, 100, 1.0),  # untouched: the default's steps and warmup
+        ("train: {epochs: 3}", None, 100, 3.0),  # epochs alone: the default's steps would override it
+        ("train: {epochs: 3, steps: 7}", 7, 100, 3.0),  # both given: steps wins, as documented
+        ("train: {warmup_fraction: 0.1}", 1000, None, 1.0),
+    ],
+)
+def test_a_key_given_alone_unsets_the_default_that_would_override_it(
+    text: str, steps: int | None, warmup_steps: int | None, epochs: float
+) -> None:
+    value, found, validator = validate(text, Staged)
+    assert found == []
+    assert (value.train.steps, value.train.warmup_steps, value.train.epochs) == (steps, warmup_steps, epochs)
+    if steps is None:
+        assert validator.provenance["cfg.train.steps"] == "unset by epochs"
+
+
 def test_real_train_config() -> None:
     value, found, _ = validate(
         "lr: 3e-4\nsteps: 1e4\neval_every: epoch\nclip_norm: null\nno_decay: [bias]\n", TrainConfig, "train"

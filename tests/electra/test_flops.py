@@ -89,3 +89,35 @@ stages:
         "discriminator",
         "discriminator head",
     }
+
+
+def test_xfer_flops_with_epochs_says_the_steps_come_from_the_corpus(tmp_path, capsys) -> None:
+    """`train.epochs` alone: the step count needs the packed corpus, so no made-up total (it was 0)."""
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+    from xfer.testing import make_host, write_recipe
+
+    recipe = write_recipe(
+        tmp_path,
+        """
+stages:
+  corpus: {kind: toy.corpus, sentences: 10}
+  vocab: {kind: transformer.vocab, files: corpus.text, size: 1000}
+  mlm: {kind: electra.pretrain, corpus: {files: corpus.text}, tokenizer: vocab.tokenizer, model: tiny,
+        objective: electra.mlm, train: {epochs: 3}}
+""",
+    )
+    plain = write_recipe(tmp_path / "plain", "stages:\n  corpus: {kind: toy.corpus, sentences: 10}\n")
+    set_default_host(make_host(autoload=True))
+    try:
+        assert cli.main(["flops", str(recipe), "--json"]) == 0
+        (row,) = __import__("json").loads(capsys.readouterr().out)
+        assert cli.main(["flops", str(recipe)]) == 0
+        table = capsys.readouterr().out
+        assert cli.main(["flops", str(plain), "--json"]) == 0
+        assert __import__("json").loads(capsys.readouterr().out) == [], "JSON even without a pre-training stage"
+    finally:
+        set_default_host(None)
+    assert row["steps"] is None and row["flops_total"] is None and row["epochs"] == 3
+    assert row["steps_from"] == "train.epochs" and row["flops_per_step"] > 0
+    assert "3 epochs (train.epochs): steps known once the corpus is packed" in table

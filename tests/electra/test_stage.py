@@ -192,6 +192,18 @@ def test_budget_buys_its_steps(tmp_path: Path) -> None:
     assert f"{meta['training_steps']} steps" in report and "generator softmax (masked positions)" in report
 
 
+def test_epochs_given_alone_train_that_many_passes_not_the_default_steps(tmp_path: Path) -> None:
+    """The stage's default sets 1M steps; `train: {epochs: 2}` means two passes over the packed corpus."""
+    path = write_recipe(tmp_path, RECIPE.replace("train: {steps: 8,", "train: {epochs: 2,"))
+    assert load_recipe(path, host=host()).stages["fit"].config.train.steps is None
+    run_recipe_file(path, tmp_path / "run", host(), ["stages.fit.train.checkpoint_every=1000"])
+    meta = json.loads((tmp_path / "run/fit/outputs/discriminator/xfer_model.json").read_text())
+    metrics = [json.loads(line) for line in (tmp_path / "run/fit/metrics.jsonl").read_text().splitlines()]
+    last = [m for m in metrics if m["split"] == "train"][-1]
+    assert last["step"] == meta["training_steps"] > 2
+    assert last["epoch"] == pytest.approx(2.0), "as many steps as two passes over the packed examples"
+
+
 def test_bad_input_is_reported_before_any_training(tmp_path: Path) -> None:
     (tmp_path / "blank.txt").write_text("\n\n  \n")
     (tmp_path / "vocab").mkdir()

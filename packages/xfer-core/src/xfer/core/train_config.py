@@ -6,7 +6,7 @@ Kept free of torch imports so `xfer validate` and `xfer explain` stay fast.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from xfer.core.config import FieldError, knob
 
@@ -16,6 +16,14 @@ Schedule = Literal["linear", "warmup_on_decay", "constant", "constant_warmup", "
 @dataclass
 class TrainConfig:
     """Optimisation settings shared by every stage (nested as `train:` in stage configs)."""
+
+    # A stage's default may set `steps` (ELECTRA: 1M) or `warmup_steps`, each of which overrides its
+    # sibling. A recipe that sets the sibling alone means it: `train: {epochs: 3}` must not keep the
+    # default's 1M steps. The recipe schema unsets these defaults when the key is given alone.
+    RECIPE_UNSETS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "epochs": ("steps",),
+        "warmup_fraction": ("warmup_steps",),
+    }
 
     epochs: float = knob(1.0, "Passes over the training data (converted to steps; an epoch may end mid-batch).")
     steps: int | None = knob(None, "Total optimizer steps; when set it overrides `epochs`.", ge=1)

@@ -29,18 +29,24 @@ def run(args: argparse.Namespace) -> int:
 
     recipe = load_recipe(args.recipe, args.overrides, default_host())
     rows = [stage_flops(recipe, name) for name, plan in recipe.stages.items() if plan.kind == "electra.pretrain"]
+    if args.json:  # a list, empty when there is no pre-training stage: JSON either way
+        print(json.dumps(rows, indent=1))
+        return 0
     if not rows:
         print(f"{args.recipe}: no electra.pretrain stage")
-        return 0
-    if args.json:
-        print(json.dumps(rows, indent=1))
         return 0
     for row in rows:
         print(f"stage {row['stage']}: {row['objective']}, batch {row['batch_size']} x {row['max_length']} tokens")
         for component, value in row["per_step"].items():
             print(f"  {component:<40} {value:>12.4g} FLOPs/step")
         print(f"  {'total per step':<40} {row['flops_per_step']:>12.4g}")
-        print(f"  {row['steps']} steps ({row['steps_from']}): {row['flops_total']:.4g} FLOPs")
+        if row["steps"] is None:
+            print(
+                f"  {row['epochs']:g} epochs (train.epochs): steps known once the corpus is packed, "
+                f"{row['flops_per_step']:.4g} FLOPs each (the stage's report.md gives the total)"
+            )
+        else:
+            print(f"  {row['steps']} steps ({row['steps_from']}): {row['flops_total']:.4g} FLOPs")
         if row["steps_from"] == "budget":
             print(
                 f"  (every sequence counted {row['max_length']} tokens long; the stage plans from its corpus's "
@@ -76,8 +82,10 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
         except ValueError as exc:
             raise UserError(f"stage {name!r}: {exc}") from None
         steps_from = "budget"
-    else:
-        steps, steps_from = int(config.train.steps or 0), "train.steps"
+    elif config.train.steps is not None:
+        steps, steps_from = int(config.train.steps), "train.steps"
+    else:  # epochs: the number of packed examples is not known before the corpus is built
+        steps, steps_from = None, "train.epochs"
     return {
         "stage": name,
         "objective": config.objective.name,
@@ -88,5 +96,6 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
         "flops_per_step": per_step,
         "steps": steps,
         "steps_from": steps_from,
-        "flops_total": per_step * steps,
+        "epochs": config.train.epochs if steps is None else None,
+        "flops_total": None if steps is None else per_step * steps,
     }

@@ -282,15 +282,16 @@ def _plan(
     per_step = batch * sum(per_sequence.values())
     tokens_per_step = batch * float(np.mean(sequence_lengths))
     try:
-        steps = (
-            flops.steps_for_budget(config.budget, per_step, tokens_per_step)
-            if config.budget is not None
-            else int(config.train.steps or 0)
-        )
+        if config.budget is not None:
+            steps = flops.steps_for_budget(config.budget, per_step, tokens_per_step)
+        elif config.train.steps is not None:
+            steps = int(config.train.steps)
+        else:
+            steps = steps_for_epochs(config.train.epochs, None if lengths is None else len(lengths), batch)
     except ValueError as exc:
         raise UserError(f"electra.pretrain: {exc}") from None
     if steps <= 0:
-        raise UserError("electra.pretrain: set train.steps or a budget")
+        raise UserError("electra.pretrain: set train.steps, train.epochs or a budget")
     plan = {
         "flops_per_step": per_step,
         "flops_total": per_step * steps,
@@ -299,6 +300,16 @@ def _plan(
         "lengths_from": "corpus" if lengths is not None and len(lengths) else f"max_length {config.max_length}",
     }
     return steps, plan
+
+
+def steps_for_epochs(epochs: float, examples: int | None, batch_size: int) -> int:
+    """`train.epochs` as optimizer steps, as the shared trainer counts them (ceil(epochs x batches
+    per epoch)); the packed corpus's size is known only once it is built, never for a stream."""
+    if examples is None:
+        raise ValueError("train.epochs needs the packed corpus's size, which a stream does not have: set train.steps")
+    if examples == 0:
+        raise ValueError("the packed corpus is empty")
+    return max(1, math.ceil(epochs * math.ceil(examples / batch_size)))
 
 
 def objective_settings(config: PretrainConfig) -> Any:

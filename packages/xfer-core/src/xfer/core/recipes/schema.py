@@ -307,8 +307,15 @@ class Validator:
                 if values[key] is not INVALID:
                     values[key] = self._check_field(child, fields[key], values[key], child_path)
             ok &= values[key] is not INVALID
+        unset_by = {
+            name: key for key in node.value if key in values for name in getattr(cls, "RECIPE_UNSETS", {}).get(key, ())
+        }
         for name, f in fields.items():
             if name in values or name in skip:
+                continue
+            if name in unset_by and base is not None:  # e.g. `epochs` given alone: not the default's `steps`
+                values[name] = None
+                self.provenance[f"{path}.{name}" if path else name] = f"unset by {unset_by[name]}"
                 continue
             if f.metadata.get(REQUIRED_IN_RECIPES) and (base is None or getattr(base, name) is None):
                 self.error(node.loc, f"{path or 'recipe'}: missing required key {name!r}: {_doc_of(f)}")
