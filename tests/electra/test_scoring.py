@@ -8,6 +8,7 @@ random models written with `save_model_dir` once per module (no training).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -133,6 +134,19 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
+def nan_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An Electric discriminator whose head gives NaN (as a diverged run's weights do)."""
+    tokenizer = _tokenizer()
+    torch.manual_seed(0)
+    encoder, head = Encoder(_config(tokenizer.vocab_size)), DiscriminatorHead(16)
+    for p in head.parameters():
+        p.data.fill_(float("nan"))
+    meta = {"objective": "electric.nce", "objective_config": {"mask_prob": 0.15, "generator": {"kind": "two_tower"}}}
+    folder = tmp_path_factory.mktemp("nan") / "discriminator"
+    return _save(folder, {"encoder": encoder, "head": head}, meta, tokenizer)
+
+
+@pytest.fixture(scope="module")
 def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("texts") / "sentences.txt"
     path.write_text("\n".join(SENTENCES) + "\n")
@@ -218,13 +232,18 @@ def test_electra_tt_inverts_the_discriminator_with_the_cloze_model(ckpt: dict[st
 def test_auto_picks_the_method_from_the_checkpoint_and_refuses_mismatches(ckpt: dict[str, Path]) -> None:
     rtd = scoring.load_scorer(ckpt["rtd"])
     assert rtd.method == "mlm" and rtd.max_length == 20  # ELECTRA + masked generator: the generator's MLM
+    # only the generator scores: the description said "from DISC + generator GEN"
+    assert f"from the generator {ckpt['rtd_gen']} alone" in rtd.describe() and "+ generator" not in rtd.describe()
+    assert "+ generator" in scoring.load_scorer(ckpt["tt"]).describe()  # electra-tt does use both
     assert not any("position embeddings" in note for note in rtd.notes)
     assert any("position embeddings" in note for note in scoring.load_scorer(ckpt["electric"]).notes)
     assert scoring.load_scorer(ckpt["electric_gen"]).method == "two-tower"
     two_tower = scoring.load_scorer(ckpt["electric"], method="two-tower")
     assert isinstance(two_tower.scorer, scoring.TwoTowerScorer)
     ignored = scoring.load_scorer(ckpt["mlm"], generator=ckpt["tt_gen"])
-    assert any("ignored" in note for note in ignored.notes)
+    assert any("ignored" in note for note in ignored.notes)  # auto: noted; an explicit method: refused
+    with pytest.raises(UserError, match="uses no generator"):
+        scoring.load_scorer(ckpt["electric"], generator=ckpt["electric_gen"], method="electric")
     with pytest.raises(UserError, match=r"electric\.nce"):
         scoring.load_scorer(ckpt["tt"], method="electric")
     with pytest.raises(UserError, match="masked LM"):
@@ -391,6 +410,9 @@ def test_nbest_files_are_validated_with_file_and_line(tmp_path: Path) -> None:
     cases = {
         '{"id": 3, "hypotheses": [], "reference": "x"}': r":2: hypotheses: must be a non-empty list",
         '{"id": 2, "hypotheses": [{"text": "x", "score": "high"}], "reference": "x"}': r":2: hypotheses\[0\]: 'score'",
+        # a missing key said "'score' must be a finite number, got None"
+        '{"id": 2, "hypotheses": [{"text": "x"}], "reference": "x"}': r":2: hypotheses\[0\]: missing 'score'$",
+        '{"id": 2, "hypotheses": [{"score": 1}], "reference": "x"}': r":2: hypotheses\[0\]: missing 'text'$",
         '{"id": 2, "hypotheses": [{"text": "x", "score": NaN}], "reference": "x"}': r":2: hypotheses\[0\]: 'score'",
         # an integer too large for a float was an OverflowError traceback
         '{"id": 2, "hypotheses": [{"text": "x", "score": 1%s}], "reference": "x"}' % ("0" * 400): r":2: .*finite",
@@ -411,6 +433,74 @@ def test_nbest_files_are_validated_with_file_and_line(tmp_path: Path) -> None:
     assert rerank.reranked([nbest], [[-3.0]], 0.5)[0]["hypotheses"][0]["am"] == 2
     with pytest.raises(UserError, match="not a number"):
         rerank.parse_grid("0,0.1,x")
+    with pytest.raises(UserError, match=r"'-0\.1' is negative"):  # was accepted: it rewards unlikely hypotheses
+        rerank.parse_grid("0,-0.1")
+    assert rerank.parse_grid("0,0.5") == [0.0, 0.5]
+
+
+def test_negative_lambdas_are_refused_in_recipes() -> None:
+    from xfer.core.config import FieldError, Input
+    from xfer.electra.score_config import ScoreConfig
+
+    with pytest.raises(FieldError, match="must not be negative"):
+        ScoreConfig(checkpoint=Input("x"), lambdas=[0.0, -0.5])
+
+
+def test_partial_test_references_say_how_many_and_skip_the_metric() -> None:
+    """With references on only some test lists the report said "no references"."""
+    refs = ["the cat sat", "a dog ran", "the big dog"]
+    lists = _lists([(ref, [(ref, -1.0), ("x y", -2.0)]) for ref in refs])
+    plls = [[-1.0, -2.0] for _ in lists]
+    partial = [lists[0], rerank.NBestList(1, lists[1].hypotheses, None, "<mem>", 2), lists[2]]
+    result = rerank.rerank_nbest("wer", lists, plls, partial, plls)
+    assert result.test is not None and "before" not in result.test and result.test["references"] == 2
+    assert result.test["note"].startswith("only 2 of 3 lists have a reference: metric skipped")
+    assert "test: only 2 of 3 lists have a reference" in result.markdown()
+    none = [rerank.NBestList(n.id, n.hypotheses, None, n.path, n.line) for n in lists]
+    assert rerank.rerank_nbest("wer", lists, plls, none, plls).test["note"] == "no references: metric not computed"  # type: ignore[index]
+    assert rerank.rerank_nbest("wer", lists, plls, lists, plls).test["after"] == 0.0  # type: ignore[index]
+
+
+def test_non_finite_plls_are_errors_naming_file_line_and_hypothesis(
+    nan_ckpt: Path, texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """NaN PLLs were written as `"pll": NaN` (not JSON), and re-ranking with them reported a
+    perfect WER: every total NaN, so the first hypothesis won every list at every λ."""
+    from xfer.core.cli import main
+
+    loaded = scoring.load_scorer(nan_ckpt)
+    with pytest.raises(DataError, match=rf"{texts}:1: the PLL is nan \(6 of 6 piece scores are not finite\)"):
+        scoring.score_lines(loaded, scoring.read_texts(texts))
+    dev, _ = _nbest_files(tmp_path)
+    lists = rerank.read_nbest(dev, need_reference=True)
+    with pytest.raises(DataError, match=rf"{dev}:1: hypotheses\[0\]: list id 'u0', hypothesis 0 .*PLL is nan"):
+        scoring.score_nbest(loaded, [lists])
+    # torch-free too: re-ranking refuses NaN PLLs from any scorer, naming the list and hypothesis
+    plls = [[-1.0, -2.0], [-1.0, float("nan")], [-1.0, -2.0]]
+    with pytest.raises(DataError, match=rf"{dev}:2: hypotheses\[1\]: list id 'u1', hypothesis 1 .*PLL is nan"):
+        rerank.rerank_nbest("wer", lists, plls)
+    out = tmp_path / "plls.jsonl"
+    assert main(["score", str(nan_ckpt), str(texts), "--out", str(out)]) == 2
+    assert f"{texts}:1: the PLL is nan" in capsys.readouterr().err and not out.exists()
+    rr = tmp_path / "rr"
+    assert main(["score", str(nan_ckpt), "--nbest-dev", str(dev), "--metric", "wer", "--rerank-dir", str(rr)]) == 2
+    assert "list id 'u0'" in capsys.readouterr().err and not (rr / "report.json").exists()
+
+
+def test_score_stage_refuses_non_finite_plls(nan_ckpt: Path, texts: Path, tmp_path: Path) -> None:
+    recipe = write_recipe(
+        tmp_path, f"name: nan\nstages:\n  s: {{kind: electra.score, checkpoint: {nan_ckpt}, files: {texts}}}\n"
+    )
+    with pytest.raises(DataError, match=rf"{texts}:1: the PLL is nan"):
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+    assert not (tmp_path / "run" / "s" / "outputs" / "scores" / "sentences.jsonl").exists()
+    dev, _ = _nbest_files(tmp_path)
+    recipe = write_recipe(
+        tmp_path,
+        f"name: nan2\nstages:\n  s: {{kind: electra.score, checkpoint: {nan_ckpt}, nbest_dev: {dev}, metric: wer}}\n",
+    )
+    with pytest.raises(DataError, match=rf"{dev}:1: .*list id 'u0', hypothesis 0"):
+        run_recipe_file(recipe, tmp_path / "run2", make_host(autoload=True))
 
 
 # --- the stage and the command --------------------------------------------------------------------
@@ -526,6 +616,147 @@ def test_xfer_score_command(ckpt: dict[str, Path], texts: Path, tmp_path: Path, 
         assert "Traceback" not in err and any(m in err for m in message.split("|")), (argv, err)
     assert main(["score", str(ckpt["electric"]), str(empty), "--empty", "zero"]) == 0
     assert '"empty": true' in capsys.readouterr().out
+
+    unknown = tmp_path / "unknown.txt"
+    unknown.write_text("the zebra sat\nthe cat\nqqq xx\n")  # zebra, qqq, xx: not in the vocabulary
+    assert main(["score", str(ckpt["electric"]), str(unknown)]) == 0
+    assert "; 3 [UNK] pieces" in capsys.readouterr().err  # they were scored silently
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"sentence": "the cat"}\n')
+    assert main(["score", str(ckpt["electric"]), str(jsonl), "--text-field", "sentence"]) == 0
+    assert '"tokens": 2' in capsys.readouterr().out
+    for argv, message in [  # options that were silently ignored
+        ([str(ckpt["electric"]), str(texts), "--text-field", "sentence"], "is read as plain text"),
+        ([str(ckpt["electric"]), "--nbest-dev", str(dev), "--metric", "wer", "--text-field", "t"], "give a FILE"),
+        ([str(ckpt["electric"]), str(texts), "--method", "electric", "--generator", str(ckpt["electric_gen"])],
+         "--generator: method electric scores with the checkpoint alone"),
+    ]:  # fmt: skip
+        assert main(["score", *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+
+
+def test_precision_docs_do_not_promise_exact_sums() -> None:
+    """fp32 PLLs depend on which texts share a batch (~1e-5): the docs said "exact sums"."""
+    import dataclasses
+
+    from xfer.electra import score_cli
+    from xfer.electra.score_config import ScoreConfig
+
+    doc = next(f.metadata["doc"] for f in dataclasses.fields(ScoreConfig) if f.name == "precision")
+    assert "exact sums" not in doc and "not bit-exact" in doc
+    assert "not bit-exact" in (scoring.__doc__ or "")
+    parser = argparse.ArgumentParser()
+    score_cli.configure(parser)
+    assert "not bit-exact" in next(a.help or "" for a in parser._actions if "--precision" in a.option_strings)
+
+
+def test_rerank_dir_never_overwrites_inputs_or_out(
+    ckpt: dict[str, Path], texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """--rerank-dir DIR replaced DIR/dev.jsonl and DIR/test.jsonl even when they were the n-best
+    inputs, and --out when it was one of DIR's outputs. Refused before the model loads: the
+    checkpoint below does not exist, and the error is about the paths, not about it."""
+    from xfer.core.cli import main
+
+    dev, test = _nbest_files(tmp_path)
+    before = {p: p.read_bytes() for p in (dev, test)}
+    missing = str(tmp_path / "no-such-checkpoint")
+    nbest = ["--nbest-dev", str(dev), "--nbest-test", str(test), "--metric", "wer"]
+    for argv, message in [
+        ([missing, *nbest, "--rerank-dir", str(tmp_path)], f"dev.jsonl would overwrite --nbest-dev {dev}"),
+        ([missing, *nbest, "--rerank-dir", str(tmp_path / "x" / "..")], "would overwrite --nbest-dev"),
+        ([missing, *nbest[2:], "--nbest-dev", str(texts), "--rerank-dir", str(tmp_path)], "test.jsonl would overwrite"),
+        ([missing, str(texts), "--out", str(tmp_path / "rr" / "report.json"), *nbest, "--rerank-dir", str(tmp_path / "rr")],
+         "its report.json would overwrite --out"),
+        ([missing, str(texts), "--out", str(tmp_path / "rr" / "dev.jsonl"), *nbest, "--rerank-dir", str(tmp_path / "rr")],
+         "its dev.jsonl would overwrite --out"),
+    ]:  # fmt: skip
+        assert main(["score", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "no-such-checkpoint" not in err, (argv, err)
+    assert {p: p.read_bytes() for p in before} == before and not (tmp_path / "rr").exists()
+    # test.jsonl is only written with --nbest-test, so DIR/test.jsonl as --out is fine without it
+    rr = tmp_path / "rr2"
+    argv = [str(ckpt["electric"]), str(texts), "--out", str(rr / "test.jsonl"), "--nbest-dev", str(dev)]
+    assert main(["score", *argv, "--metric", "wer", "--rerank-dir", str(rr)]) == 0
+    assert len((rr / "test.jsonl").read_text().splitlines()) == len(SENTENCES) and (rr / "dev.jsonl").exists()
+
+
+def test_hf_export_records_the_objective_and_scoring_checks_it(
+    ckpt: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """An HF ELECTRA discriminator scored with --method electric gave meaningless positive "PLLs"
+    with no word, where its xfer layout is refused: ElectraForPreTraining holds either head."""
+    import shutil
+
+    from xfer.core.cli import main
+    from xfer.transformer.hf import OBJECTIVE_KEY, export_hf
+    from xfer.transformer.modelio import load_model_dir
+
+    def export(name: str) -> Path:  # as electra.pretrain does: <output>/hf, naming the objective
+        folder = shutil.copytree(ckpt[name], tmp_path / name)
+        model = load_model_dir(folder)
+        objective = json.loads((folder / "xfer_model.json").read_text())["objective"]
+        export_hf(
+            folder / "hf",
+            model.build("encoder"),
+            head=model.build("head"),
+            vocab_file=folder / "vocab.txt",
+            extra_config={OBJECTIVE_KEY: objective},
+        )
+        return folder / "hf"
+
+    rtd, electric = export("rtd"), export("electric")
+    assert json.loads((rtd / "config.json").read_text())[OBJECTIVE_KEY] == "electra.rtd"
+    with pytest.raises(UserError, match=r"method electric needs an Electric \(electric\.nce\) checkpoint"):
+        scoring.load_scorer(rtd, method="electric")
+    with pytest.raises(UserError, match="does not say which generator"):
+        scoring.load_scorer(rtd)
+    auto = scoring.load_scorer(electric)  # the key makes `auto` work on an HF folder too
+    assert auto.method == "electric" and not any("does not say how it was trained" in n for n in auto.notes)
+    # a HF folder without the key (third-party, or exported before it existed): scored, with a note
+    bare = tmp_path / "bare"
+    shutil.copytree(rtd, bare)
+    config = json.loads((bare / "config.json").read_text())
+    del config[OBJECTIVE_KEY]
+    (bare / "config.json").write_text(json.dumps(config))
+    noted = scoring.load_scorer(bare, method="electric")
+    assert any(
+        "does not say how it was trained" in n and "only meaningful for an electric.nce model" in n for n in noted.notes
+    )
+    assert main(["score", str(bare), "--method", "electric", "--nbest-dev", str(_nbest_files(tmp_path)[0]),
+                 "--metric", "wer"]) == 0  # fmt: skip
+    assert "note: " in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"its config\.json has no 'xfer_objective'"):
+        scoring.load_scorer(bare)
+
+
+def test_max_length_beyond_the_trained_length_is_noted(ckpt: dict[str, Path]) -> None:
+    """Positions past the trained length were never trained (scores moved by up to 14 nats per token)."""
+    longer = scoring.load_scorer(ckpt["rtd"], max_length=22)  # rtd records max_length 20
+    assert longer.max_length == 22
+    assert any("longer than the 20 tokens the checkpoint was trained on" in n for n in longer.notes), longer.notes
+    for max_length in (None, 20, 10):
+        notes = scoring.load_scorer(ckpt["rtd"], max_length=max_length).notes
+        assert not any("never trained" in n for n in notes), (max_length, notes)
+
+
+def test_json_lines_are_never_scored_as_plain_text(tmp_path: Path) -> None:
+    """A JSONL file named .json was scored as text: the raw `{"text": ...}` lines."""
+    content = '{"id": 1, "text": "the cat"}\n{"text": "a dog"}\n'
+    for suffix in (".json", ".ndjson", ".JSON"):
+        path = tmp_path / f"in{suffix}"
+        path.write_text(content)
+        assert [x.text for x in scoring.read_texts(path)] == ["the cat", "a dog"]
+    disguised = tmp_path / "in.txt"
+    disguised.write_text("\n" + content)
+    with pytest.raises(DataError, match=rf"{disguised}:2: looks like JSON lines.*--format jsonl.*--format text"):
+        scoring.read_texts(disguised)
+    assert [x.text for x in scoring.read_texts(disguised, "text")][1] == '{"id": 1, "text": "the cat"}'
+    assert [x.text for x in scoring.read_texts(disguised, "jsonl")] == ["the cat", "a dog"]
+    for text in ("[1, 2]\n", "{not json}\n", "the {cat}\n", '"a string"\n'):  # not an object: plain text
+        (tmp_path / "plain.txt").write_text(text)
+        assert len(scoring.read_texts(tmp_path / "plain.txt")) == 1
 
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun not installed")

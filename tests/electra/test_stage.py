@@ -79,6 +79,8 @@ def test_outputs_load_in_transformers_with_equal_outputs(pretrained: Path) -> No
     assert disc.meta["max_length"] == 32 and disc.meta["objective"] == "electra.rtd"  # what scoring reads
     encoder, head = disc.build("encoder").eval(), disc.build("head").eval()
     hf_disc = transformers.ElectraForPreTraining.from_pretrained(pretrained / "discriminator" / "hf").eval()
+    for output in ("discriminator", "generator"):  # which head the HF folder holds: PLL scoring checks it
+        assert json.loads((pretrained / output / "hf" / "config.json").read_text())["xfer_objective"] == "electra.rtd"
     with torch.no_grad():
         hidden = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
         ours = head(hidden[real])

@@ -22,12 +22,20 @@ percent; case-sensitive; lower is better). Within a list, equal totals keep the 
 the first hypothesis. For WER the oracle (the best hypothesis of each list) is reported too.
 
 A PLL is a sum over tokens, so it favours short hypotheses (each token adds a negative term); λ
-chosen on dev is what balances that against the base score. An empty hypothesis is an error
+chosen on dev is what balances that against the base score. λ is never negative: a negative λ
+would reward hypotheses the model finds unlikely. A PLL that is not a finite number (a diverged
+or corrupt checkpoint gives NaN) is an error naming the list and hypothesis: with NaN every total
+is NaN, no comparison is true, and the first hypothesis of every list would win silently. An empty hypothesis is an error
 naming its file and line unless empty texts are scored 0 (`empty: zero` / `--empty zero`): that
 is the highest PLL possible, so only use it when the base score already penalises empty output.
 
 Output per list: the hypotheses sorted by total = score + λ·PLL (best first), each with its
 "pll", "total" and "rank_before" (its 0-based rank under the base score), and "best" (text).
+
+Test lists without references: the metric is computed only when every list has its reference.
+When some lack one, the summary says how many have one and that the metric is skipped, rather
+than computing it on the subset: a corpus metric on part of the test set is not comparable with
+the full set's or with dev's, and would be easy to report as if it were the test result.
 """
 
 from __future__ import annotations
@@ -116,7 +124,10 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         where = f"hypotheses[{i}]"
         if not isinstance(item, dict):
             raise DataError(path, number, f"expected an object, got {type(item).__name__}", key=where)
-        text, score = item.get("text"), item.get("score")
+        missing = [key for key in ("text", "score") if key not in item]
+        if missing:
+            raise DataError(path, number, f"missing {' and '.join(repr(k) for k in missing)}", key=where)
+        text, score = item["text"], item["score"]
         if not isinstance(text, str):
             raise DataError(path, number, f"'text' must be a string, got {type(text).__name__}", key=where)
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not _finite(score):
@@ -186,6 +197,29 @@ def better(metric: str, a: float, b: float) -> bool:
 def _check_aligned(lists: Sequence[NBestList], plls: Sequence[Sequence[float]]) -> None:
     if len(lists) != len(plls) or any(len(n.hypotheses) != len(p) for n, p in zip(lists, plls, strict=False)):
         raise ValueError("plls must hold one value per hypothesis of every list")
+
+
+NON_FINITE = "the checkpoint gives non-finite scores (diverged or corrupt weights?)"
+
+
+def check_plls(lists: Sequence[NBestList], plls: Sequence[Sequence[float]]) -> None:
+    """Refuse a PLL that is not a finite number, naming file, line, list id and hypothesis.
+
+    Why: a NaN total compares false with everything, so `max` keeps the first hypothesis of every
+    list, at every λ (even λ = 0, as base + 0·NaN is NaN): the metric looks plausible, or perfect,
+    and the output JSON holds NaN, which is not JSON.
+    """
+    _check_aligned(lists, plls)
+    for nbest, values in zip(lists, plls, strict=True):
+        for index, value in enumerate(values):
+            if not math.isfinite(value):
+                text = nbest.hypotheses[index].text
+                raise DataError(
+                    nbest.path,
+                    nbest.line,
+                    f"list id {nbest.id!r}, hypothesis {index} ({text[:60]!r}): the PLL is {value}: {NON_FINITE}",
+                    key=f"hypotheses[{index}]",
+                )
 
 
 def best_indices(lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> list[int]:
@@ -267,10 +301,18 @@ def reranked(lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: f
 
 
 def summary(metric: str, lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> dict[str, Any]:
-    """Metric before (λ = 0) and after (λ) on lists with references (without: counts and a note)."""
+    """Metric before (λ = 0) and after (λ) when every list has a reference; else counts and a note
+    saying how many have one (the metric is skipped, not computed on a subset: see the module doc)."""
     result: dict[str, Any] = {"lists": len(lists), "hypotheses": sum(len(n.hypotheses) for n in lists)}
-    if any(n.reference is None for n in lists):
-        return {**result, "note": "no references: metric not computed"}
+    with_reference = sum(1 for n in lists if n.reference is not None)
+    if with_reference == 0:
+        return {**result, "references": 0, "note": "no references: metric not computed"}
+    if with_reference < len(lists):
+        note = (
+            f"only {with_reference} of {len(lists)} lists have a reference: metric skipped "
+            "(on a subset it would not be comparable with the whole set's)"
+        )
+        return {**result, "references": with_reference, "note": note}
     result |= {"before": evaluate(metric, lists, plls, 0.0), "after": evaluate(metric, lists, plls, lam)}
     if metric == "wer":
         result["oracle"] = oracle(lists)
@@ -314,6 +356,9 @@ class RerankResult:
             f"({'higher' if self.metric == 'bleu' else 'lower'} {name} is better).\n\n"
             f"| split | lists | {name} before | {name} after |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
         )
+        notes = [f"{split}: {s['note']}" for split, s in (("dev", self.dev), ("test", self.test)) if s and "note" in s]
+        if notes:  # what a "–" in the table means
+            text += "\n" + "\n".join(notes) + "\n"
         if self.signature:
             text += f"\nsacrebleu: `{self.signature}`\n"
         return text
@@ -334,6 +379,10 @@ def rerank_nbest(
     """Choose λ on dev, then re-rank dev and (optionally) test with it."""
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    check_plls(dev, dev_plls)
+    if test is not None:
+        assert test_plls is not None
+        check_plls(test, test_plls)
     lam, table = choose_lambda(metric, dev, dev_plls, grid)
     references = _references(dev)
     signature = corpus_metric(metric, references, [n.hypotheses[0].text for n in dev])[1]
@@ -354,7 +403,7 @@ def rerank_nbest(
 
 
 def parse_grid(text: str) -> list[float]:
-    """`"0,0.1,0.5"` -> [0.0, 0.1, 0.5] (finite numbers; for --lambdas)."""
+    """`"0,0.1,0.5"` -> [0.0, 0.1, 0.5] (finite numbers, not negative; for --lambdas)."""
     values = []
     for part in text.split(","):
         try:
@@ -363,11 +412,17 @@ def parse_grid(text: str) -> list[float]:
             raise UserError(f"--lambdas: {part.strip()!r} is not a number") from None
         if not math.isfinite(value):
             raise UserError(f"--lambdas: {part.strip()!r} is not finite")
+        if value < 0:
+            raise UserError(
+                f"--lambdas: {part.strip()!r} is negative (it would reward hypotheses the model finds unlikely)"
+            )
         values.append(value)
     return values
 
 
 def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Write records atomically; allow_nan=False: NaN is not JSON, so a non-finite value that got past
+    the checks is a crash here rather than a file that JSON readers reject."""
     from xfer.core.atomic import atomic_write_text
 
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records))

@@ -3,19 +3,24 @@
     xfer score runs/pre/fit/outputs/discriminator sentences.txt --out plls.jsonl
     xfer score CKPT --nbest-dev dev.nbest.jsonl --nbest-test test.nbest.jsonl --metric wer --rerank-dir rr/
 
-FILE is plain text (one text per line) or `.jsonl` (an object with a `text` field per line; an
-`id` is carried over). Output: one JSON object per input line, in input order —
+FILE is plain text (one text per line) or `.jsonl` / `.json` / `.ndjson` (an object with a `text`
+field per line; an `id` is carried over); a file read as text whose first line is a JSON object
+is refused (pass `--format`). Output: one JSON object per input line, in input order —
 `{"line", "id"?, "pll", "tokens", "method", "windows"?, "empty"?}` (with `--pieces`, also the
 word pieces and per-piece scores) — to `--out` (written atomically) or stdout; a summary (method,
-checkpoint, counts, lines/s) goes to stderr. Texts longer than max_length are scored in
+checkpoint, counts incl. [UNK] pieces, lines/s) goes to stderr. Texts longer than max_length are scored in
 overlapping windows (every piece once, with context; the record says how many windows); an empty
 line is an error naming file:line unless `--empty zero`. See `xfer.electra.scoring` for the methods
-and `xfer.electra.rerank` for the n-best schema. Bad input exits with code 2 and a message.
+and `xfer.electra.rerank` for the n-best schema. Bad input exits with code 2 and a message, and
+so does a PLL that is not a finite number (a diverged checkpoint), naming file and line. No output
+path (`--out`, the files `--rerank-dir` writes) may be an input or another output: that is
+refused before the model loads.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +33,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0] if __doc__ else None
     parser.add_argument("checkpoint", type=Path, help="model folder: an electra.pretrain `discriminator` output")
     parser.add_argument(
-        "file", type=Path, nargs="?", help="texts to score: .txt (one per line) or .jsonl (a `text` field)"
+        "file",
+        type=Path,
+        nargs="?",
+        help="texts to score: .txt (one per line) or .jsonl/.json/.ndjson (a `text` field)",
     )
     parser.add_argument("--generator", type=Path, help="generator folder (default: `generator/` next to CHECKPOINT)")
     parser.add_argument(
@@ -40,13 +48,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default 64)")
     parser.add_argument("--max-length", type=int, help="longest input in tokens incl. [CLS]/[SEP]; longer: windows")
     parser.add_argument(
-        "--format", choices=("auto", "text", "jsonl"), default="auto", help="input format (auto: by suffix)"
+        "--format",
+        choices=("auto", "text", "jsonl"),
+        default="auto",
+        help="input format (auto: by suffix; a 'text' file whose first line is a JSON object is refused)",
     )
-    parser.add_argument("--text-field", default="text", help="the JSONL field holding the text (default text)")
+    parser.add_argument("--text-field", help="the JSONL field holding the text (default text; JSONL input only)")
     parser.add_argument(
         "--empty", choices=("error", "zero"), default="error", help="an empty line: error (default) or PLL 0"
     )
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="fp32 (default) or bf16")
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="fp32 (default; PLLs move by ~1e-5 with batch composition, not bit-exact) or bf16 (faster, coarser)",
+    )
     parser.add_argument("--pieces", action="store_true", help="also write each line's word pieces and their scores")
     parser.add_argument("--out", type=Path, help="output JSONL file (default: stdout)")
     parser.add_argument("--device", default="auto", help="auto (a GPU if any), cpu, cuda, cuda:1, ...")
@@ -67,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
     grid = rerank.parse_grid(args.lambdas) if args.lambdas is not None else list(rerank.DEFAULT_LAMBDAS)
     # read every input before loading the model: a typo in a file fails fast
-    lines = scoring.read_texts(args.file, args.format, args.text_field) if args.file is not None else None
+    text_field = args.text_field or "text"
+    lines = scoring.read_texts(args.file, args.format, text_field) if args.file is not None else None
     dev = rerank.read_nbest(args.nbest_dev, need_reference=True) if args.nbest_dev is not None else None
     test = rerank.read_nbest(args.nbest_test) if args.nbest_test is not None else None
 
@@ -89,11 +106,13 @@ def run(args: argparse.Namespace) -> int:
         _write(records, args.out)
         windowed = sum(1 for s in scores if s.windows > 1)
         empty = sum(1 for s in scores if s.empty)
+        unknown = scoring.unknown_pieces(loaded, scores)
         log(
             f"scored {len(lines)} lines ({sum(s.tokens for s in scores)} pieces) of {args.file} in {seconds:.2f}s "
             f"({len(lines) / max(seconds, 1e-9):.1f} lines/s)"
             + (f"; {windowed} longer than max_length {loaded.max_length}, scored in windows" if windowed else "")
             + (f"; {empty} empty, scored 0" if empty else "")
+            + (f"; {unknown} [UNK] pieces (out of the vocabulary; each scored as [UNK])" if unknown else "")
         )
 
     if dev is not None:
@@ -136,14 +155,60 @@ def _check_args(args: argparse.Namespace) -> None:
                 raise UserError(f"{flag} needs --nbest-dev (λ is chosen on the dev lists)")
     elif args.metric is None:
         raise UserError("--nbest-dev needs --metric bleu or --metric wer")
+    if args.generator is not None and args.method == "electric":
+        raise UserError("--generator: method electric scores with the checkpoint alone and would ignore it")
+    if args.text_field is not None:
+        _check_text_field(args)
+    inputs = [
+        (flag, path)
+        for flag, path in (("FILE", args.file), ("--nbest-dev", args.nbest_dev), ("--nbest-test", args.nbest_test))
+        if path is not None
+    ]
     if args.out is not None:
         if args.file is None:
             raise UserError("--out is where FILE's scores go: give a FILE")
-        inputs = [p for p in (args.file, args.nbest_dev, args.nbest_test) if p is not None]
-        if any(args.out.resolve() == p.resolve() for p in inputs):
+        if any(_same_file(args.out, path) for _, path in inputs):
             raise UserError(f"--out {args.out} is an input file: it would be overwritten")
         if args.out.is_dir():
             raise UserError(f"--out {args.out} is a folder: give a file name")
+    if args.rerank_dir is not None:
+        # the same rule as --out: no output may replace an input, or another output
+        written = ["dev.jsonl", *(["test.jsonl"] if args.nbest_test is not None else []), "report.json"]
+        protected = inputs + ([("--out", args.out)] if args.out is not None else [])
+        for name in written:
+            clash = next(
+                (f"{flag} {path}" for flag, path in protected if _same_file(args.rerank_dir / name, path)), None
+            )
+            if clash is not None:
+                raise UserError(
+                    f"--rerank-dir {args.rerank_dir}: its {name} would overwrite {clash}: choose another folder"
+                )
+
+
+def _check_text_field(args: argparse.Namespace) -> None:
+    """--text-field only means something for a JSONL FILE; elsewhere it would be ignored, silently."""
+    from xfer.core.errors import UserError
+    from xfer.electra.scoring import input_format
+
+    if args.file is None:
+        raise UserError("--text-field names the text field of a JSONL FILE: give a FILE")
+    if input_format(args.file, args.format) == "text":
+        raise UserError(
+            f"--text-field {args.text_field}: {args.file} is read as plain text (one text per line, no fields); "
+            "if it is JSON lines, pass --format jsonl"
+        )
+    if not args.text_field.strip():
+        raise UserError("--text-field must name a field")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: resolved (symlinks, `..`), or an existing hard link."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _prepare_outputs(args: argparse.Namespace) -> None:
@@ -165,8 +230,8 @@ def _write(records: list[dict[str, Any]], out: Path | None) -> None:
     import json
 
     if out is None:
-        for record in records:
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        for record in records:  # allow_nan=False: NaN is not JSON (scoring refuses it; this is a backstop)
+            sys.stdout.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
         sys.stdout.flush()
         return
     from xfer.core.errors import UserError

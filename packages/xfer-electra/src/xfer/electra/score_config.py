@@ -58,7 +58,8 @@ class ScoreConfig:
         None, "Re-ranking metric: bleu (sacrebleu corpus BLEU, maximised) or wer (minimised). Required with nbest_dev."
     )
     lambdas: list[float] = knob(
-        list(DEFAULT_LAMBDAS), "λ grid tried on dev (default 0, 0.05, ..., 1.0; ties go to the smallest λ)."
+        list(DEFAULT_LAMBDAS),
+        "λ grid tried on dev (default 0, 0.05, ..., 1.0; ties go to the smallest λ; no negative values).",
     )
     batch_size: int = knob(64, "Sequences per forward pass (for mlm: masked copies, one per scored token).", ge=1)
     max_length: int | None = knob(
@@ -71,7 +72,9 @@ class ScoreConfig:
         "error", "An empty text is an error naming file and line (error), or scores 0 over 0 tokens (zero)."
     )
     precision: Literal["fp32", "bf16"] = knob(
-        "fp32", "fp32 (exact sums, the default) or bf16 autocast (faster on CPUs with AMX / on GPUs)."
+        "fp32",
+        "fp32 (the default; a text's PLL can move by ~1e-5 with which texts share its batch, not bit-exact) or "
+        "bf16 autocast (faster on CPUs with AMX / on GPUs, far less precise).",
     )
 
     def __post_init__(self) -> None:
@@ -80,6 +83,9 @@ class ScoreConfig:
         bad = [v for v in self.lambdas if not math.isfinite(v)]
         if bad:
             raise FieldError("lambdas", f"must be finite numbers, got {bad[0]!r}")
+        negative = [v for v in self.lambdas if v < 0]
+        if negative:  # score + λ·PLL with λ < 0 rewards the hypotheses the model finds unlikely
+            raise FieldError("lambdas", f"must not be negative, got {negative[0]!r}")
         if not self.text_field.strip():
             raise FieldError("text_field", "must name a field")
 

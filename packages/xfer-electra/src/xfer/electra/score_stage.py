@@ -7,11 +7,15 @@ Output `scores/`:
                       (names get a numeric prefix when two inputs share one)
   rerank/dev.jsonl    re-ranked dev lists (schema: `xfer.electra.rerank`), and test.jsonl
   rerank/report.json  metric, λ, sacrebleu signature, dev/test before/after, the dev metric per λ
-  summary.json        method, checkpoint, generator, max_length and what each input held
+  summary.json        method, checkpoint, generator, max_length and what each input held (lines,
+                      windowed, empty, unk: [UNK] pieces)
 
 The report gets the method, the counts, the speed and the re-ranking table. Every rank scores
-its share of the texts (DDP under torchrun), rank 0 writes. Scoring is deterministic, so a
-re-run (after a kill, or with a changed checkpoint) writes the same files again.
+its share of the texts (DDP under torchrun), rank 0 writes. Scoring is deterministic for the same
+inputs, batch size and number of ranks, so a re-run (after a kill) writes the same files again;
+another batch size or rank count moves PLLs by ~1e-5 (see `xfer.electra.scoring`). A PLL that is
+not finite (a diverged checkpoint) stops the stage with an error naming file and line (and, for
+n-best lists, the list id and hypothesis): NaN is not JSON, and NaN totals would re-rank silently.
 """
 
 from __future__ import annotations
@@ -72,8 +76,16 @@ def run_score(ctx: StageContext) -> None:
             rerank.write_jsonl(
                 out / name, [scoring.record(li, s, loaded.method) for li, s in zip(lines, scores, strict=True)]
             )
+        unknown = scoring.unknown_pieces(loaded, scores)
         summary["files"].append(
-            {"input": str(path), "output": name, "lines": len(lines), "windowed": windowed, "empty": empty}
+            {
+                "input": str(path),
+                "output": name,
+                "lines": len(lines),
+                "windowed": windowed,
+                "empty": empty,
+                "unk": unknown,
+            }
         )
         rows.append(
             f"| {path.name} | {len(lines)} | {sum(s.tokens for s in scores)} | {windowed} | {empty} | "

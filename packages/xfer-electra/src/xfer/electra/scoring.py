@@ -34,11 +34,17 @@ result says how many windows a text took. max_length defaults to what the checkp
 Empty texts (nothing left after tokenization) are an error naming file and line, or, with
 `empty="zero"`, a PLL of 0 over 0 tokens (flagged `empty` in the output). Texts containing the
 literal special tokens [CLS]/[SEP]/[MASK]/[PAD] are refused: the model would read them as
-structure. [UNK] pieces are scored like any other piece.
+structure. [UNK] pieces are scored like any other piece (often very unlikely: ~-18 nats each on a
+toy model), so `xfer score` counts them in its summary: many of them mean the text is out of the
+tokenizer's vocabulary and its PLL says more about that than about the text.
 
-Everything runs batched under `torch.inference_mode`, in eval mode (no dropout), on any device,
-and is deterministic. fp32 by default: a PLL sums hundreds of log-probabilities and re-ranking
-compares sums that differ by little; bf16 autocast is available for speed.
+Everything runs batched under `torch.inference_mode`, in eval mode (no dropout), on any device.
+The same texts with the same batch size give the same scores, but a text's score depends
+slightly on which texts share its batch (the padded width changes the order in which the kernels
+sum): ~1e-5 nats per token, up to 3e-5 on a PLL in fp32. It is not bit-exact across batch sizes,
+inputs or ranks; compare scores with a tolerance. fp32 by default: a PLL sums hundreds of
+log-probabilities and re-ranking compares sums that differ by little; bf16 autocast (about 3
+significant digits per token score) is available for speed.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from xfer.core.errors import CheckpointError, DataError, UserError
 from xfer.core.textfile import read_text
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
-from xfer.electra.rerank import NBestList, json_object
+from xfer.electra.rerank import NON_FINITE, NBestList, check_plls, json_object
 from xfer.transformer.encoder import Encoder
 
 METHODS = ("auto", "electric", "mlm", "electra-tt", "two-tower")
@@ -79,24 +85,39 @@ class Line:
     id: Any = None
 
 
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def input_format(path: str | Path, fmt: str = "auto") -> str:
+    """`text` or `jsonl`: `fmt` itself, or for `auto` what the suffix says (`JSONL_SUFFIXES` are JSONL)."""
+    if fmt == "auto":
+        return "jsonl" if Path(path).suffix.lower() in JSONL_SUFFIXES else "text"
+    if fmt not in ("text", "jsonl"):
+        raise UserError(f"unknown input format {fmt!r} (text or jsonl)")
+    return fmt
+
+
 def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text") -> list[Line]:
     """The texts of a plain-text file (one per line) or a JSONL file (`text_field` of each object).
 
-    `fmt="auto"` reads `.jsonl` files as JSONL and anything else as text. In a text file every
-    line is a text (an empty one too: what happens to it is the scorer's `empty` policy); lines
-    are split on "\\n" only, so line numbers match editors'. In JSONL, blank lines hold no record
-    and are skipped; every other line must be an object with a string `text_field` (an optional
-    `id` is carried to the output).
+    `fmt="auto"` reads `.jsonl`, `.json` and `.ndjson` files as JSONL and anything else as text,
+    except that a file read as text under `auto` whose first non-empty line is a JSON object is
+    refused: it is almost surely JSON lines with another suffix, and scoring its raw
+    `{"text": ...}` lines gives plausible-looking numbers for the wrong strings (an explicit
+    `fmt="text"` scores it as text). In a text file every line is a text (an empty one too: what
+    happens to it is the scorer's `empty` policy); lines are split on "\\n" only, so line numbers
+    match editors'. In JSONL, blank lines hold no record and are skipped; every other line must be
+    an object with a string `text_field` (an optional `id` is carried to the output).
     """
     path = Path(path)
-    if fmt == "auto":
-        fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "text"
-    if fmt not in ("text", "jsonl"):
-        raise UserError(f"unknown input format {fmt!r} (text or jsonl)")
+    sniff = fmt == "auto"
+    fmt = input_format(path, fmt)
     content = read_text(path)
     rows = content.split("\n")
     if rows and rows[-1] == "":
         rows.pop()  # the final newline ends the last line; it does not start a new one
+    if sniff and fmt == "text":
+        _refuse_json_lines(path, rows)
     lines = []
     for number, raw in enumerate(rows, start=1):
         raw = raw.removesuffix("\r")
@@ -115,6 +136,27 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text") ->
     if not lines:
         raise DataError(path, 0, "no records to score")
     return lines
+
+
+def _refuse_json_lines(path: Path, rows: Sequence[str]) -> None:
+    """A UserError when the first non-empty line of a file about to be read as text is a JSON object."""
+    import json
+
+    number, first = next(((n, r.strip()) for n, r in enumerate(rows, start=1) if r.strip()), (0, ""))
+    if not first.startswith("{"):
+        return
+    try:
+        value = json.loads(first)
+    except ValueError:
+        return
+    if isinstance(value, dict):
+        raise DataError(
+            path,
+            number,
+            "looks like JSON lines (this line is a JSON object), but the file name does not end in "
+            f"{', '.join(JSONL_SUFFIXES)}, so it would be scored as plain text: pass --format jsonl (or name it "
+            ".jsonl) to score its text field, or --format text to score the raw lines as text",
+        )
 
 
 # --- segments and windows ------------------------------------------------------------------------
@@ -364,6 +406,7 @@ class Checkpoint:
     meta: dict[str, Any]
     build: Callable[[str], nn.Module]
     max_positions: int
+    layout: str = "xfer"  # or "hf"
 
     @property
     def objective(self) -> str | None:
@@ -412,7 +455,9 @@ def open_checkpoint(path: str | Path, what: str = "checkpoint") -> Checkpoint:
 
 
 def _open_hf(path: Path) -> Checkpoint:
-    from xfer.transformer.hf import load_hf
+    """A HF folder; its meta holds the objective when config.json records one (`OBJECTIVE_KEY`,
+    written by xfer's HF export), so the method checks are the same as for the xfer layout."""
+    from xfer.transformer.hf import OBJECTIVE_KEY, load_hf
     from xfer.transformer.registry import build_head
 
     config, state, head = load_hf(path)
@@ -432,7 +477,9 @@ def _open_hf(path: Path) -> Checkpoint:
             module.load_state_dict(head.state_dict)
         return module
 
-    return Checkpoint(path, kinds[head.kind], {}, build, config.max_position_embeddings)
+    objective = head.hf_config.get(OBJECTIVE_KEY)
+    meta = {"objective": objective} if isinstance(objective, str) else {}
+    return Checkpoint(path, kinds[head.kind], meta, build, config.max_position_embeddings, "hf")
 
 
 def _hint(path: Path) -> str:
@@ -455,8 +502,16 @@ class LoadedScorer:
     notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
-        generator = f" + generator {self.generator}" if self.generator else ""
-        return f"{self.method} ({PASSES[self.method]}) from {self.checkpoint}{generator}, max_length {self.max_length}"
+        """What scores: mlm and two-tower with a generator use the generator alone (the checkpoint
+        only chose it and gives the tokenizer), so saying "from CKPT + generator" would mislead."""
+        head = f"{self.method} ({PASSES[self.method]})"
+        if self.generator is None:
+            source = f"from {self.checkpoint}"
+        elif self.method in ("mlm", "two-tower"):
+            source = f"from the generator {self.generator} alone (the generator of {self.checkpoint})"
+        else:
+            source = f"from {self.checkpoint} + generator {self.generator}"
+        return f"{head} {source}, max_length {self.max_length}"
 
 
 def resolve_method(main: Checkpoint, method: str) -> tuple[str, bool]:
@@ -482,13 +537,18 @@ def resolve_method(main: Checkpoint, method: str) -> tuple[str, bool]:
             return "electra-tt", True
         if objective == "electra.rtd" and generator_kind == "mlm":
             return "mlm", True  # ELECTRA's discriminator alone gives no PLL; its generator is a masked LM
+        if objective == "electra.rtd" and generator_kind is None:
+            raise UserError(
+                f"{main.path}: an ELECTRA discriminator gives no PLL on its own and the checkpoint does not say "
+                "which generator it was trained with: pass --method mlm or electra-tt with its --generator"
+            )
         if objective == "electra.rtd":
             raise UserError(
                 f"{main.path}: an ELECTRA discriminator trained with a {generator_kind} generator gives no PLL "
                 "(it needs a two-tower or masked-LM generator)"
             )
         raise UserError(
-            f"{main.path}: the checkpoint does not say which objective trained it (no 'objective' in its meta): "
+            f"{main.path}: the checkpoint does not say which objective trained it ({_no_objective(main)}): "
             "pass the method (electric, electra-tt, mlm, two-tower)"
         )
     if method == "electric" and objective not in (None, "electric.nce"):
@@ -516,8 +576,11 @@ def load_scorer(
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     main = open_checkpoint(checkpoint)
+    requested = method
     method, needs_generator = resolve_method(main, method)
     notes: list[str] = []
+    if main.kind == "detector" and main.objective is None and method in ("electric", "electra-tt"):
+        notes.append(_unknown_objective_note(main, method))
     gen: Checkpoint | None = None
     if needs_generator:
         if generator is None:
@@ -534,6 +597,8 @@ def load_scorer(
             raise UserError(
                 f"{gen.path} was trained with {gen.objective} but {main.path} with {main.objective}: not a pair"
             )
+    elif generator is not None and requested != "auto":  # asked for both: one of them is a mistake
+        raise UserError(f"method {method} scores with the checkpoint alone: it uses no generator ({generator})")
     elif generator is not None:
         notes.append(f"generator {generator} ignored: method {method} scores with the checkpoint alone")
     if method == "electra-tt" and "mask_prob" not in main.objective_config:
@@ -559,8 +624,35 @@ def load_scorer(
         raise UserError(f"max_length {max_length} exceeds the model's {positions} position embeddings")
     elif max_length < 3:
         raise UserError(f"max_length {max_length} cannot hold [CLS], one piece and [SEP]")
+    elif trained and max_length > min(trained):
+        notes.append(
+            f"max_length {max_length} is longer than the {min(trained)} tokens the checkpoint was trained on: "
+            f"positions beyond {min(trained)} were never trained, so texts longer than that are scored with "
+            f"untrained position embeddings (the default, {default}, scores them in windows instead)"
+        )
     scorer.eval().to(device)
     return LoadedScorer(scorer, tokenizer, method, max_length, main.path, gen.path if gen else None, notes)
+
+
+def _unknown_objective_note(main: Checkpoint, method: str) -> str:
+    """Why a detector that does not record its objective may give meaningless scores with `method`:
+    ELECTRA's replaced-token detector and Electric's energy head have the same shape (HF calls
+    both ElectraForPreTraining), so nothing in the weights tells them apart."""
+    if method == "electric":
+        meaning = (
+            "Electric PLLs are only meaningful for an electric.nce model (an ELECTRA discriminator's "
+            "replaced-token logits read as energies give meaningless numbers, often positive)"
+        )
+    else:
+        meaning = "ELECTRA-TT PLLs are only meaningful for an electra.rtd discriminator"
+    return f"{main.path} does not say how it was trained ({_no_objective(main)}): {meaning}"
+
+
+def _no_objective(main: Checkpoint) -> str:
+    """Where the objective would have been recorded, for messages about a checkpoint without one."""
+    from xfer.transformer.hf import OBJECTIVE_KEY
+
+    return f"its config.json has no {OBJECTIVE_KEY!r}" if main.layout == "hf" else "no 'objective' in its meta"
 
 
 def _build(method: str, main: Checkpoint, gen: Checkpoint | None, mask_id: int) -> PLLScorer:
@@ -651,9 +743,23 @@ def score_lines(
     progress: Progress | None = None,
 ) -> list[TextScore]:
     """The PLL of every line. With `world_size > 1` each rank scores every world_size-th segment
-    and the results are gathered (all ranks return everything)."""
+    and the results are gathered (all ranks return everything).
+
+    A PLL that is not finite (NaN from a diverged or corrupt checkpoint) is a DataError naming
+    the first such line, raised before anything is returned: NaN is not JSON, and every comparison
+    with it is false, so written out it would break readers or silently win/lose every ranking.
+    """
     pieces = tokenize(loaded, lines, empty)
-    return score_pieces(loaded, pieces, batch_size, precision, rank, world_size, progress)
+    scores = score_pieces(loaded, pieces, batch_size, precision, rank, world_size, progress)
+    for line, score in zip(lines, scores, strict=True):
+        if not math.isfinite(score.pll):
+            bad = sum(1 for value in score.token_scores if not math.isfinite(value))
+            raise DataError(
+                line.path,
+                line.line,
+                f"the PLL is {score.pll} ({bad} of {score.tokens} piece scores are not finite): {NON_FINITE}",
+            )
+    return scores
 
 
 def score_pieces(
@@ -688,6 +794,13 @@ def score_pieces(
         TextScore(math.fsum(values), list(p), values, count[i])
         for i, (p, values) in enumerate(zip(pieces, per_token, strict=True))
     ]
+
+
+def unknown_pieces(loaded: LoadedScorer, scores: Sequence[TextScore]) -> int:
+    """How many scored pieces are [UNK]: each is scored like a word (often very unlikely), so a text
+    with many of them gets a PLL that measures the vocabulary's coverage more than the text."""
+    unk = loaded.tokenizer.unk_id
+    return sum(1 for score in scores for piece in score.pieces if piece == unk)
 
 
 def encoder_passes(loaded: LoadedScorer, pieces: Sequence[Sequence[int]]) -> int:
@@ -733,13 +846,20 @@ def score_nbest(
     world_size: int = 1,
     progress: Progress | None = None,
 ) -> list[list[list[float]]]:
-    """PLLs of every hypothesis of every list of every group (e.g. [dev, test]), each distinct text scored once."""
+    """PLLs of every hypothesis of every list of every group (e.g. [dev, test]), each distinct text scored once.
+
+    A non-finite PLL is a DataError naming the file, line, list id and hypothesis (`rerank.check_plls`).
+    """
     unique: dict[str, Line] = {}
     for lists in groups:
         for nbest in lists:
             for hypothesis in nbest.hypotheses:
                 unique.setdefault(hypothesis.text, Line(hypothesis.text, nbest.path, nbest.line))
     lines = list(unique.values())
-    scores = score_lines(loaded, lines, batch_size, empty, precision, rank, world_size, progress)
+    pieces = tokenize(loaded, lines, empty)
+    scores = score_pieces(loaded, pieces, batch_size, precision, rank, world_size, progress)
     pll = {line.text: score.pll for line, score in zip(lines, scores, strict=True)}
-    return [[[pll[h.text] for h in nbest.hypotheses] for nbest in lists] for lists in groups]
+    out = [[[pll[h.text] for h in nbest.hypotheses] for nbest in lists] for lists in groups]
+    for lists, values in zip(groups, out, strict=True):
+        check_plls(lists, values)
+    return out

@@ -378,7 +378,7 @@ def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any) -> Any
 def _export(
     ctx: StageContext, config: PretrainConfig, objective: PretrainingObjective, tokenizer: Any, meta: dict
 ) -> None:
-    from xfer.transformer.hf import export_hf
+    from xfer.transformer.hf import OBJECTIVE_KEY, export_hf
     from xfer.transformer.modelio import save_model_dir
 
     # the objective's effective settings (defaults filled in): scoring reads mask_prob and the generator kind
@@ -397,7 +397,13 @@ def _export(
         if config.export_hf and "encoder" in modules:
             hf = folder / "hf"
             tokenizer.save(hf)
-            export_hf(hf, modules["encoder"], head=modules.get("head"), vocab_file=hf / "vocab.txt")
+            export_hf(
+                hf,
+                modules["encoder"],
+                head=modules.get("head"),
+                vocab_file=hf / "vocab.txt",
+                extra_config={OBJECTIVE_KEY: config.objective.name},  # which head this is: scoring checks it
+            )
 
 
 def _plain(value: Any) -> Any:

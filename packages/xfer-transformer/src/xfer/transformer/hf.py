@@ -47,6 +47,10 @@ from xfer.transformer import registry
 from xfer.transformer.encoder import Encoder, EncoderConfig
 
 SUPPORTED_MODEL_TYPES = ("electra", "bert")
+OBJECTIVE_KEY = "xfer_objective"
+"""config.json key naming the xfer objective that trained the weights (e.g. "electra.rtd"): HF's
+ElectraForPreTraining holds ELECTRA's replaced-token detector and Electric's energy head alike,
+and only this says which one it is (PLL scoring needs to know). transformers ignores the key."""
 
 # HF writes these non-persistent buffers into some older checkpoints; they are `arange`/zeros
 # constants, not weights, so they are dropped rather than returned in `remaining`.
@@ -443,6 +447,8 @@ def export_hf(
     from `load_hf`) are written as given; extra_config entries override config.json fields (e.g.
     real `id2label`). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
     `transformers` reports it missing (xfer has no pooler without a head).
+
+    Pre-training exports put `OBJECTIVE_KEY` in extra_config (which head the weights are).
     """
     config = config or encoder.config
     if model_type not in SUPPORTED_MODEL_TYPES:
