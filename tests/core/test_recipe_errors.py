@@ -252,8 +252,8 @@ CASES = [
         "zero epochs blamed on the key",
         GOOD.replace("train: {steps: 2, batch_size: 8}", "train: {epochs: 0, batch_size: 8}"),
         15,
-        13,
-        r"stages\.second\.train\.epochs: must be positive \(or set steps\), got 0\.0",
+        21,
+        r"stages\.second\.train\.epochs: must be greater than 0, got 0\.0",
     ),
     (
         "unknown namespace names the distribution",
@@ -270,6 +270,7 @@ CASES = [
         r"stages\.corpus\.sentences: must be at least 1, got 0",
     ),
     ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
+    ("include by override", (GOOD, ["include=other.yaml"]), 1, 1, r"include cannot be overridden"),
 ]
 
 

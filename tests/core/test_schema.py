@@ -98,6 +98,37 @@ def test_yaml_1_1_booleans() -> None:
     assert value.flag is True
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("count: 1:30", "base-60 number (90)"),
+        ("count: 010", "octal integer (8)"),
+        ("count: -0x10", "hexadecimal integer (-16)"),
+        ("count: 0b11", "binary integer (3)"),
+        ("count: 1\ninner: {lr: 1:30.5}", "base-60 number (90.5)"),
+    ],
+)
+def test_non_decimal_yaml_1_1_numbers_are_refused(text: str, kind: str) -> None:
+    """YAML 1.1 reads `batch_size: 1:30` as 90 and `seed: 010` as 8: refused, not another number."""
+    with pytest.raises(RecipeError) as caught:
+        parse_text(text + "\n", F)
+    assert kind in str(caught.value) and "write the number in decimal" in str(caught.value)
+
+
+def test_decimal_numbers_and_quoted_text_still_read() -> None:
+    value, found, _ = validate("count: 1_000\ninner: {lr: -0.5, epochs: 0, name: '1:30'}\n")
+    assert found == []
+    assert (value.count, value.inner) == (1000, Inner(lr=-0.5, epochs=0, name="1:30"))
+
+
+@pytest.mark.parametrize(
+    "text", ["count: 1\ninner: {lr: .nan}", "count: 1\ninner: {lr: nan}", "count: 1\ntable: {a: .NaN}"]
+)
+def test_nan_is_refused_for_every_number_bounded_or_not(text: str) -> None:
+    _, found, _ = validate(text + "\n")
+    assert len(found) == 1 and "must be a finite number" in found[0][2], found
+
+
 def test_literal_with_did_you_mean() -> None:
     _, found, _ = validate("count: 1\nmode: fsat\n")
     assert found == [(2, 7, "cfg.mode: str 'fsat' is not one of 'fast', 'slow'; did you mean 'fast'?")]
@@ -450,7 +481,7 @@ def test_real_train_config_intervals() -> None:
         "cfg.batch_size: must be at least 1, got 0",
     ]
     _, found, _ = validate("lr: 1e-3\nepochs: 0\n", TrainConfig)
-    assert found == [(2, 1, "cfg.epochs: must be positive (or set steps), got 0.0")]
+    assert found == [(2, 9, "cfg.epochs: must be greater than 0, got 0.0")]
 
 
 @dataclass

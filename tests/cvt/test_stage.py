@@ -220,6 +220,21 @@ def test_wrong_task_type_is_refused(tmp_path):
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", make_host(autoload=True))
 
 
+def test_mode_cvt_without_views_of_a_task_type_is_refused_before_any_stage_runs(tmp_path):
+    """`tagging_views: []` in mode cvt crashed in the first step (an empty stack of view losses)."""
+    from xfer.core.runs.preflight import PreflightError, check_data
+
+    write_tiny_data(tmp_path)
+    host = make_host(autoload=True)
+    text = tiny_cvt_recipe(CHUNK, PARSE, extra="    tagging_views: []")
+    recipe = load_recipe(write_recipe(tmp_path, text), host=host)
+    with pytest.raises(PreflightError) as caught:
+        check_data(recipe, host)
+    (problem,) = caught.value.diagnostics
+    assert "conll/chunking is a tagging task and tagging_views is empty" in problem.message
+    check_data(load_recipe(write_recipe(tmp_path, text.replace("mode: cvt", "mode: supervised")), host=host), host)
+
+
 def test_vocabulary_follows_the_data_each_mode_learns_from(tmp_path):
     write_tiny_data(tmp_path)
     with open(tmp_path / "unlabeled.txt", "a", encoding="utf-8") as f:

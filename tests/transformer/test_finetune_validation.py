@@ -208,3 +208,24 @@ def test_a_glob_reaching_into_the_run_directory_is_refused(tmp_path: Path) -> No
     outside = tmp_path / "run"
     for expected in ("ran", "skipped"):  # elsewhere it runs, then is up to date
         assert [s.action for s in run_recipe(recipe, outside, log=lambda *a: None).stages] == [expected]
+
+
+def test_a_task_listed_twice_and_select_best_without_evaluations_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both entries of a twice-listed task shared one trial folder: the second silently reused the first's result."""
+    text = HEAD + (
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}, {name: toy/agreement, train_size: 20, dev_size: 10}]\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys)
+    assert rows == [f"{path}:8:5: stages.finetune.tasks: task 'toy/agreement' is listed twice; give each task once"]
+    text = text.replace(", {name: toy/agreement, train_size: 20, dev_size: 10}", "") + (
+        "    select: best\n    train: {eval_every: null}\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys)
+    assert len(rows) == 1 and "stages.finetune.select: 'best' picks the best dev evaluation" in rows[0]
+    path, rows = _problems(tmp_path, text.replace("select: best", "task_epochs: {toy/agreement: .inf}"), capsys)
+    assert len(rows) == 1 and "epochs must be a positive finite number, got inf" in rows[0]

@@ -25,7 +25,7 @@ class TrainConfig:
         "warmup_fraction": ("warmup_steps",),
     }
 
-    epochs: float = knob(1.0, "Passes over the training data (converted to steps; an epoch may end mid-batch).")
+    epochs: float = knob(1.0, "Passes over the training data (converted to steps; an epoch may end mid-batch).", gt=0)
     steps: int | None = knob(None, "Total optimizer steps; when set it overrides `epochs`.", ge=1)
     batch_size: int = knob(32, "Global batch: examples per optimizer step, summed over ranks and accumulation.", ge=1)
     grad_accum: int = knob(1, "Micro-batches accumulated per optimizer step (divides batch_size).", ge=1)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Files, Input, KeysOf, TaskRef, knob
+from xfer.core.errors import UserError
 from xfer.core.train_config import TrainConfig
 
 PresetName = Literal["tiny", "cpu", "thesis"]
@@ -383,6 +384,25 @@ class CvtConfig:
                 f"mode {self.mode!r} trains on unlabeled data: set unlabeled.files or unlabeled.task_sentences "
                 "(or mode: supervised)",
             )
+
+    def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
+        """Before any stage runs: every task is one cvt.train trains, and, in mode cvt, has auxiliary
+        views of its type (an empty `tagging_views` crashed in the first step)."""
+        problems = []
+        for name, info in infos.items():
+            views = {"tagging": "tagging_views", "parsing": "parsing_views", "seq2seq": "seq2seq_views"}.get(info.type)
+            if views is None:
+                problems.append(
+                    UserError(f"cvt.train trains tagging, parsing and seq2seq tasks; {name} is a {info.type} task")
+                )
+            elif self.mode == "cvt" and not getattr(self, views):
+                problems.append(
+                    UserError(
+                        f"{name} is a {info.type} task and {views} is empty: mode 'cvt' needs at least one "
+                        "auxiliary view of it (list some, or use mode: supervised)"
+                    )
+                )
+        return problems
 
     def check_upstream(self, stages: Mapping[str, Any]) -> None:
         """Vectors from a cvt.vectors stage of this recipe must have word_dim components: a mismatch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -92,6 +93,12 @@ class FinetuneConfig:
             raise ValueError("give at least one task")
         if self.trials < 1:
             raise ValueError("trials must be >= 1")
+        names = [ref.name for ref in self.tasks]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:  # both entries would share one trial folder: the second silently reused the first's result
+            raise FieldError("tasks", f"task {duplicated[0]!r} is listed twice; give each task once")
+        if self.select == "best" and self.train.eval_every is None:
+            raise FieldError("select", "'best' picks the best dev evaluation, but train.eval_every is null (none run)")
         check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
         check_preset_with_init(self.init, self.model, "tiny")
         for name, value in self.encoder.items():
@@ -128,5 +135,5 @@ def check_task_epochs(task_epochs: dict[str, float], names: list[str]) -> None:
             raise FieldError(
                 ("task_epochs", name), f"{name!r} is not one of this stage's tasks ({', '.join(names)}){suggestion}"
             )
-        if epochs <= 0:
-            raise FieldError(("task_epochs", name), f"epochs must be positive, got {epochs!r}")
+        if not math.isfinite(epochs) or epochs <= 0:
+            raise FieldError(("task_epochs", name), f"epochs must be a positive finite number, got {epochs!r}")

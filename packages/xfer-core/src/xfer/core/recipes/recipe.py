@@ -185,6 +185,11 @@ def load_recipe(
         except RecipeError as exc:
             diagnostics += exc.diagnostics
             continue
+        if key_path and key_path[0] == "include":  # includes are merged before overrides: it would do nothing
+            where = Location(f"<override {index}: {text}>", 1, 1)
+            message = "include cannot be overridden (files are included before overrides apply); edit the recipe"
+            diagnostics.append(Diagnostic(where, message))
+            continue
         earlier = given.setdefault(tuple(key_path), (index, text))
         if earlier[0] != index:  # the last would win silently: two values for one key is a mistake
             where = Location(f"<override {index}: {text}>", 1, 1)

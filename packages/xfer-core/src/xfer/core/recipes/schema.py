@@ -558,6 +558,13 @@ def _int(v: Validator, node: Node, path: str) -> Any:
 
 
 def _float(v: Validator, node: Node, path: str) -> Any:
+    number = _float_value(v, node, path)
+    if isinstance(number, float) and math.isnan(number):  # no setting means "not a number"; `epochs: .nan` crashed late
+        return v.error(node.loc, f"{path}: must be a finite number, got {node.value!r}")
+    return number
+
+
+def _float_value(v: Validator, node: Node, path: str) -> Any:
     value = node.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)

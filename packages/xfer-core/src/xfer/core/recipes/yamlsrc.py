@@ -73,6 +73,26 @@ class Node:
         return self.key_loc or self.loc
 
 
+def _non_decimal_number(node: yaml.Node) -> str | None:
+    """The kind of YAML 1.1 number `node` is when it is not written in decimal, else None.
+
+    YAML 1.1 reads `1:30` as 90 (base 60), `010` as 8 (octal), `0x10` as 16: a batch size of
+    `1:30` or a seed of `010` would silently become another number.
+    """
+    if node.tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") or not isinstance(node.value, str):
+        return None
+    text = node.value.lstrip("+-").replace("_", "").lower()
+    if ":" in text:
+        return "base-60 number"
+    if text.startswith("0x"):
+        return "hexadecimal integer"
+    if text.startswith("0b"):
+        return "binary integer"
+    if node.tag.endswith(":int") and len(text) > 1 and text.startswith("0"):
+        return "octal integer"
+    return None
+
+
 def _loc(file: str, mark: yaml.Mark | None) -> Location:
     if mark is None:
         return Location(file)
@@ -125,6 +145,13 @@ class _Converter:
         if not isinstance(value, (str, int, float, bool, type(None))):
             value = str(value)  # e.g. timestamps: keep the text, the schema decides
         quoted = isinstance(node, yaml.ScalarNode) and node.style is not None  # quotes or | >
+        surprise = None if quoted else _non_decimal_number(node)
+        if surprise is not None:
+            self.error(
+                node.start_mark,
+                f"{node.value!r} reads as a YAML 1.1 {surprise} ({value!r}); write the number in decimal, "
+                "or quote it if it is text",
+            )
         return Node(value, loc, origin=str(loc), quoted=quoted)
 
     def _mapping(self, node: yaml.MappingNode, loc: Location) -> Node:

@@ -14,6 +14,9 @@ before the run.
 A stage config may also define `preflight(self) -> list[UserError]` for checks of its own that
 need to read files (a pre-training corpus, a checkpoint's vocabulary against the tokenizer's, a
 compute budget against the cost of one step). It must skip what comes from earlier stages.
+And it may define `check_task_infos(self, infos: dict[str, TaskInfo]) -> list[UserError]` for
+checks that need to know what its tasks are (a stage that trains tagging tasks only, or needs
+settings for each task type it gets): `infos` holds the `Task.info()` of every task checked here.
 """
 
 from __future__ import annotations
@@ -65,17 +68,23 @@ def preflight_diagnostics(
                 problems = [UserError(f"its pre-flight check failed ({type(exc).__name__}: {exc}); plugin bug")]
             for problem in problems:
                 found.append(_diagnostic(problem, f"stage {stage!r}", recipe, stage, ""))
+        infos: dict[str, Any] = {}
         for ref, splits in stage_tasks(plan.config):
             if _reads_stage_outputs(ref.config):
                 continue
             context = f"stage {stage!r}, task {ref.name!r}"
             try:
                 task = host.load("task", ref.name)(ref.name, ref.config)
+                infos[ref.name] = task.info()
                 problems = task.check_data(tuple(splits))
             except UserError as exc:  # the task cannot even be built from its config
                 problems = [exc]
             for problem in problems:
                 found.append(_diagnostic(problem, context, recipe, stage, ref.name))
+        check_infos = getattr(plan.config, "check_task_infos", None)
+        if callable(check_infos) and infos:
+            for problem in check_infos(infos):
+                found.append(_diagnostic(problem, f"stage {stage!r}", recipe, stage, ""))
     return found
 
 
