@@ -142,3 +142,19 @@ def test_a_full_disk_is_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"error: {tmp_path / 'run'}/fit/checkpoints/.tmp-step-0000005-1: No space left on device; fix that" in err
+
+
+def test_status_of_a_wrong_path_says_what_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo'd run directory is missing, not "not a run directory (no recipe.resolved.yaml)"."""
+    assert cli.main(["status", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope'}: no such directory"
+    (tmp_path / "afile").write_text("x")
+    assert cli.main(["status", str(tmp_path / "afile")]) == 2
+    assert "afile: not a directory" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["status", str(tmp_path / "empty")]) == 2
+    assert "empty: not a run directory (no recipe.resolved.yaml)" in capsys.readouterr().err
+    (tmp_path / "run" / "stage").mkdir(parents=True)
+    (tmp_path / "run" / "stage" / "stage.json").write_text('{"status": "completed"}')
+    assert cli.main(["status", str(tmp_path / "run" / "stage")]) == 2
+    assert f"a stage folder, not a run directory; try `xfer status {tmp_path / 'run'}`" in capsys.readouterr().err

@@ -60,8 +60,15 @@ def test_std_keeps_close_seeds_visible_and_is_left_out_for_one_run() -> None:
 def test_bad_or_missing_results_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["results", str(tmp_path / "nowhere")]) == 2
     assert "no such run or stage folder" in capsys.readouterr().err
-    (tmp_path / "empty").mkdir()
-    assert cli.main(["results", str(tmp_path / "empty")]) == 1
+    (tmp_path / "empty").mkdir()  # a wrong folder, not a run that has not finished yet
+    assert cli.main(["results", str(tmp_path / "empty")]) == 2
+    assert f"{tmp_path / 'empty'}: not a run or stage folder (no recipe.resolved.yaml" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert cli.main(["results", str(tmp_path / "afile")]) == 2
+    assert "afile: not a folder" in capsys.readouterr().err
+    (tmp_path / "started").mkdir()  # a run directory whose first stage has not finished: no results yet
+    (tmp_path / "started" / "recipe.resolved.yaml").write_text("name: r\nstages:\n  s: {kind: x}\n")
+    assert cli.main(["results", str(tmp_path / "started")]) == 1
     assert "no results yet" in capsys.readouterr().out
     write_stage(tmp_path / "run", "broken", '{"glue/cola": {"main_metric": "mcc"')
     assert cli.main(["results", str(tmp_path / "run")]) == 2
@@ -84,19 +91,23 @@ def seeded_runs(seeds: list[int], scores: list[float]) -> list[dict]:
     return [{"trial": t, "seed": s, "f1": v} for t, (s, v) in enumerate(zip(seeds, scores, strict=True))]
 
 
+def write_plain_stage(run: Path, name: str, status: str = "completed") -> None:
+    """A stage folder without results: a corpus or vocabulary stage, or one still running."""
+    (run / name).mkdir(parents=True)
+    (run / name / "stage.json").write_text(json.dumps({"status": status, "kind": "toy.corpus"}))
+
+
 def test_pooling_runs_reports_their_trials_as_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Seeds run apart (a first run of seed 1, then seed=2 with two trials) make one row of 3 runs;
     a note names the pooled folders and what differs in their configs besides `trials`."""
     first, later = tmp_path / "first", tmp_path / "later"
     config = {"mode": "cvt", "trials": 1, "vocab": {"vectors": "vectors.vectors"}}
     write_stage(first, "cvt", {"conll/ner": task_result("f1", seeded_runs([1], [80.0]))}, config)
-    write_stage(first, "only-here", {"conll/ner": task_result("f1", seeded_runs([1], [50.0]))}, config)
     other = {"mode": "cvt", "trials": 2, "vocab": {"vectors": "/runs/first/vectors/vectors.txt"}, "new_knob": False}
     write_stage(later, "cvt", {"conll/ner": task_result("f1", seeded_runs([2, 3], [82.0, 84.0]))}, other)
     assert cli.main(["results", f"{first}+{later}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "| cvt (pooled) | conll/ner | f1 | **82.0** | 82.0 ± 2.0 | 80.0–84.0 | 3 |  |"
-    assert lines[3].startswith("| only-here | conll/ner | f1 | **50.0** |")  # in one run only: alone
     assert lines[-1] == (
         f"cvt (pooled) pools {first / 'cvt'} + {later / 'cvt'}; their configs differ in vocab.vectors, "
         "new_knob (only 1 of 2 have it: false)"
@@ -112,13 +123,101 @@ def test_pools_that_would_mislead_are_refused(tmp_path: Path, capsys: pytest.Cap
     write_stage(c, "s", {"conll/chunking": task_result("f1", seeded_runs([3], [90.0]))}, {"trials": 1})
     (d / "s").mkdir(parents=True)
     (d / "s" / "stage.json").write_text(json.dumps({"status": "running", "signature": {"config": {}}}))
+    e, g = tmp_path / "e", tmp_path / "g"
+    write_stage(e, "s", {"conll/ner": task_result("f1", seeded_runs([5], [80.0]))}, {"trials": 1})
+    write_stage(g, "s", {"conll/ner": task_result("f1", seeded_runs([6], [80.0]))}, {"trials": 1})
+    write_stage(g, "only-in-g", {"conll/ner": task_result("f1", seeded_runs([6], [50.0]))}, {"trials": 1})
+    write_plain_stage(tmp_path / "f", "corpus")
     for pool, message in [
         (f"{a}+{b}", "seed 2 of conll/ner is also in"),
         (f"{a}+{c}", "tasks ['conll/chunking'] differ from"),
-        (f"{a}+{d}", "no results yet; only finished stages can be pooled"),
+        (f"{a}+{d}", f"{d / 's'}: no results yet (running); only finished stages can be pooled"),
+        (f"{d / 's'}+{a / 's'}", f"{d / 's'}: no results yet (running); only finished stages can be pooled"),
+        # a stage with results in one run must be in every run, else the row would hold fewer runs than asked
+        (f"{g}+{e}", f"{e}: stage only-in-g has not run there (not in its recipe, or not started), while {g}"),
+        (f"{tmp_path / 'f' / 'corpus'}+{a / 's'}", "f/corpus: finished without results (a toy.corpus stage"),
         (f"{a}+{b / 's'}", "pools stage folders with run folders"),
         (f"{a}+", "an empty folder name around '+'"),
         (f"{a}+{tmp_path / 'nowhere'}", "no such run or stage folder"),
     ]:
         assert cli.main(["results", pool]) == 2, pool
         assert message in capsys.readouterr().err, pool
+
+
+def write_run(run: Path, stages: dict[str, dict | str | None]) -> None:
+    """A run folder as `xfer run` leaves it: recipe.resolved.yaml and stage folders, of which only
+    those given results (a dict) wrote results.json; None is a completed stage without results
+    (a corpus or vocabulary), a string the status of an unfinished one."""
+    run.mkdir(parents=True)
+    (run / "recipe.resolved.yaml").write_text(
+        "name: r\nstages:\n" + "".join(f"  {name}: {{kind: x}}\n" for name in stages)
+    )
+    for name, results in stages.items():
+        if isinstance(results, dict):
+            write_stage(run, name, results, {"trials": 1})
+        else:
+            write_plain_stage(run, name, results or "completed")
+
+
+def test_pooling_runs_pools_only_the_stages_with_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A normal run has stages that report nothing (toy.corpus, transformer.vocab); `A+B` pools the
+    ones that do, and a stage finished without results in one run only is no result stage either."""
+    ok, seed2 = tmp_path / "r_ok", tmp_path / "r_seed2"
+    write_run(
+        ok,
+        {
+            "corpus": None,
+            "vocab": None,
+            "finetune": {"toy/agreement": task_result("f1", seeded_runs([1], [50.0]))},
+        },
+    )
+    write_run(seed2, {"corpus": None, "finetune": {"toy/agreement": task_result("f1", seeded_runs([2], [60.0]))}})
+    assert cli.main(["results", f"{ok}+{seed2}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:] == [
+        "| finetune (pooled) | toy/agreement | f1 | **55.0** | 55.0 ± 7.1 | 50.0–60.0 | 2 |  |",
+        "",
+        f"finetune (pooled) pools {ok / 'finetune'} + {seed2 / 'finetune'}; same config",
+    ]
+    running = tmp_path / "running"  # the result stage is still running there: refused, naming it
+    write_run(running, {"corpus": None, "vocab": None, "finetune": "running"})
+    assert cli.main(["results", f"{ok}+{running}"]) == 2
+    assert f"{running / 'finetune'}: no results yet (running); only finished stages can be pooled" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_run_pooled_with_itself_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`r+r` (or `r+./r`, or a stage folder twice) would count every trial twice: said as such."""
+    run = tmp_path / "r"
+    write_run(run, {"corpus": None, "finetune": {"toy/agreement": task_result("f1", seeded_runs([1], [50.0]))}})
+    (tmp_path / "link").symlink_to(run)
+    for pool, message in [
+        (f"{run}+{run}", f"{run} is given twice; pooling a folder with itself would count each trial twice"),
+        (f"{run}+{tmp_path / 'link'}", f"{tmp_path / 'link'} is the same folder as {run}"),
+        (f"{run / 'finetune'}+{run / 'finetune'}", f"{run / 'finetune'} is given twice"),
+    ]:
+        assert cli.main(["results", pool]) == 2, pool
+        assert message in capsys.readouterr().err, pool
+
+
+def test_rows_of_several_runs_name_their_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`xfer results A B` shows the same stage and task twice: a run column tells the rows apart;
+    a single run's table (the end of `xfer run` too) keeps its plain layout."""
+    a, b, c = (tmp_path / name for name in "abc")
+    for run, seed, score in [(a, 1, 50.0), (b, 2, 60.0), (c, 3, 70.0)]:
+        write_run(run, {"corpus": None, "finetune": {"toy/agreement": task_result("f1", seeded_runs([seed], [score]))}})
+    assert cli.main(["results", str(a), str(b)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| run | stage | task | main metric |") and lines[1].startswith("|---|---|---|")
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    assert lines[2].startswith(f"| {a} | finetune | toy/agreement | f1 | **50.0** |")
+    assert lines[3].startswith(f"| {b} | finetune | toy/agreement | f1 | **60.0** |")
+    assert cli.main(["results", f"{a}+{b}", str(c / "finetune")]) == 0  # a pool and a stage folder
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith(f"| {a}+{b} | finetune (pooled) | toy/agreement |")
+    assert lines[3].startswith(f"| {c} | finetune | toy/agreement |")
+    assert cli.main(["results", str(a)]) == 0
+    assert capsys.readouterr().out.splitlines()[2].startswith("| finetune | toy/agreement |")
+    assert cli.main(["results", f"{a}+{b}"]) == 0  # one pool: one row source, no run column
+    assert capsys.readouterr().out.splitlines()[2].startswith("| finetune (pooled) |")

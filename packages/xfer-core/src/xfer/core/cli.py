@@ -298,7 +298,16 @@ def _closest_origin(provenance: dict[str, str], key_path: list[str]) -> str:
 def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.runs.runner import read_status
 
-    rows = read_status(args.run_dir, host)
+    # What cannot be a run directory is refused with the reason: a typo'd path is missing (not "a run
+    # directory without a recipe"); a stage folder is answered with the run directory that holds it.
+    run_dir: Path = args.run_dir
+    if not run_dir.exists():
+        raise UserError(f"{run_dir}: no such directory")
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: not a directory; give a run directory")
+    if not (run_dir / "recipe.resolved.yaml").exists() and (run_dir / "stage.json").is_file():
+        raise UserError(f"{run_dir}: a stage folder, not a run directory; try `xfer status {run_dir.parent}`")
+    rows = read_status(run_dir, host)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

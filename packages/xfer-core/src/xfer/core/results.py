@@ -13,12 +13,16 @@ them by hand. Torch-free: the CLI reads results without loading a model stack.
 
 Pooling: `A+B` (two run folders, or two stage folders) reports the trials of both as one row. Seeds
 of one configuration are often run apart (on two machines, or later with `seed=N` once a first run
-has finished); pooling refuses a seed that two folders share (one trial counted twice) and names
-the config keys in which the pooled stages differ, so a reader sees what was pooled.
+has finished); pooling refuses a seed that two folders share (one trial counted twice), the same
+folder given twice, and a result stage one run has and another has not finished (or lacks); it
+names the config keys in which the pooled stages differ, so a reader sees what was pooled. Of run
+folders only the result stages are pooled: a corpus or vocabulary stage reports no results, so it
+has nothing to pool. When the table shows stages of more than one run, each row names its run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from collections.abc import Iterable
@@ -109,26 +113,42 @@ def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
 
 
 def stage_dirs_of(paths: Iterable[Path]) -> list[Path]:
-    """Stage folders named directly, or every stage folder (with a stage.json) of a run folder."""
+    """Stage folders named directly, or every stage folder (with a stage.json) of a run folder.
+
+    A path that is neither is refused (exit 2) rather than read as a run without results: a typo or
+    a wrong folder should not look like a run that has not finished yet."""
     found: list[Path] = []
     for path in paths:
         if (path / "stage.json").is_file() or (path / RESULTS_FILE).is_file():
             found.append(path)
-        elif path.is_dir():
+        elif not path.exists():
+            raise UserError(f"{path}: no such run or stage folder")
+        elif not path.is_dir():
+            raise UserError(f"{path}: not a folder; give a run folder or a stage folder")
+        elif (path / "recipe.resolved.yaml").is_file() or any(path.glob("*/stage.json")):
             found += [path / name for name in _stage_order(path) if (path / name / "stage.json").is_file()]
         else:
-            raise UserError(f"{path}: no such run or stage folder")
+            raise UserError(
+                f"{path}: not a run or stage folder (no recipe.resolved.yaml, stage.json or {RESULTS_FILE})"
+            )
     return found
 
 
 def stage_groups(paths: Iterable[str | Path]) -> list[list[Path]]:
     """The stage folders `paths` name, one group per table row: a run or stage folder gives a group
-    per stage; `A+B+...` pools same-named stages of run folders A, B, ... (or stage folders A, B, ...
-    themselves) into one group. A folder whose own name holds "+" is taken as it is."""
+    per stage; `A+B+...` pools stage folders A, B, ... themselves, or the same-named result stages of
+    run folders A, B, ... into one group. A folder whose own name holds "+" is taken as it is.
+
+    Of run folders, a stage that has results in none of them is left out: a finished stage that
+    reports none (a corpus, a vocabulary) has nothing to pool, and one no run has finished has
+    nothing yet. A stage with results in one run must have them in every run of the pool; where it
+    is missing or unfinished the pool is refused, naming it, instead of showing a row that silently
+    holds fewer runs than asked for."""
     groups: list[list[Path]] = []
     for path in paths:
         text = str(path)
         parts = pool_parts(text)
+        _refuse_repeats(text, parts)
         found = [stage_dirs_of([p]) for p in parts]
         if len(parts) == 1:
             groups += [[stage] for stage in found[0]]
@@ -140,7 +160,19 @@ def stage_groups(paths: Iterable[str | Path]) -> list[list[Path]]:
             raise UserError(f"{text}: pools stage folders with run folders; join run folders, or stage folders")
         else:
             names = dict.fromkeys(stage.name for stages in found for stage in stages)
-            groups += [[stage for stages in found for stage in stages if stage.name == name] for name in names]
+            for name in names:
+                with_results = [
+                    stage for stages in found for stage in stages if stage.name == name and _has_results(stage)
+                ]
+                if not with_results:
+                    continue
+                for run, stages in zip(parts, found, strict=True):
+                    if name not in {stage.name for stage in stages}:
+                        raise UserError(
+                            f"{run}: stage {name} has not run there (not in its recipe, or not started), while "
+                            f"{with_results[0]} has results; to pool only some stages, join stage folders (A/S+B/S)"
+                        )
+                groups.append([stage for stages in found for stage in stages if stage.name == name])
     return groups
 
 
@@ -165,7 +197,7 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
     for stage in stages:
         results = read_results(stage)
         if results is None:
-            raise UserError(f"{stage}: no results yet; only finished stages can be pooled")
+            raise UserError(_no_results(stage))
         if pooled and set(results) != set(pooled):
             raise UserError(f"{stage}: tasks {sorted(results)} differ from {stages[0]}'s {sorted(pooled)}; not pooled")
         for task, result in results.items():
@@ -217,17 +249,71 @@ def pool_note(label: str, stages: list[Path]) -> str:
 
 def results_table(paths: Iterable[str | Path]) -> str | None:
     """The Markdown table of every stage with results under `paths` (see `stage_groups` for pools);
-    None when none has any."""
-    rows: list[str] = []
+    None when none has any.
+
+    When the rows come from more than one run (`xfer results A B`), a first column names each row's
+    run folder (`A+B` for a pool): stage names repeat across runs of one recipe, so rows without it
+    could not be told apart. One run's table (also the end of `xfer run`) keeps the plain layout."""
+    labelled: list[tuple[str, list[str]]] = []
     notes: list[str] = []
     for group in stage_groups(paths):
         results = pooled_results(group)
         if results:
             label = group[0].name if len(group) == 1 else f"{group[0].name} (pooled)"
-            rows += markdown_rows(label, results)
+            labelled.append((run_label(group), markdown_rows(label, results)))
             if len(group) > 1:
                 notes.append(pool_note(label, group))
-    return "\n".join([HEADER, *rows, *(["", *notes] if notes else [])]) if rows else None
+    if not labelled:
+        return None
+    if len({run for run, _ in labelled}) > 1:
+        first, rule = HEADER.splitlines()
+        header = [f"| run {first}", f"|---{rule}"]
+        rows = [f"| {_cell(run)} {row}" for run, group_rows in labelled for row in group_rows]
+    else:
+        header = [HEADER]
+        rows = [row for _, group_rows in labelled for row in group_rows]
+    return "\n".join([*header, *rows, *(["", *notes] if notes else [])])
+
+
+def run_label(group: list[Path]) -> str:
+    """The run folder(s) a table row comes from, as given: `A`, or `A+B` for a pool."""
+    return "+".join(dict.fromkeys(str(stage.parent) for stage in group))
+
+
+def _cell(text: str) -> str:
+    """`text` safe inside a Markdown table cell (a "|" in a folder name would split the cell)."""
+    return text.replace("|", "\\|")
+
+
+def _refuse_repeats(text: str, parts: list[Path]) -> None:
+    """Refuse `A+A` (also spelled `A+./A`, or through a symlink): every trial would count twice,
+    and saying so is clearer than the seed clash or missing results it would otherwise show as."""
+    seen: dict[Path, Path] = {}
+    for part in parts:
+        key = part.resolve()
+        if key in seen:
+            same = "given twice" if part == seen[key] else f"the same folder as {seen[key]}"
+            raise UserError(f"{text}: {part} is {same}; pooling a folder with itself would count each trial twice")
+        seen[key] = part
+
+
+def _has_results(stage: Path) -> bool:
+    return (stage / RESULTS_FILE).is_file()
+
+
+def _no_results(stage: Path) -> str:
+    """Why a pooled stage folder has no results, from its recorded status: unfinished (pool it once
+    it has finished), or finished without any (a stage kind that reports no dev scores)."""
+    record: Any = None
+    with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError):  # no record: status unknown
+        record = json.loads((stage / "stage.json").read_text(encoding="utf-8"))
+    status = record.get("status") if isinstance(record, dict) else None
+    if status == "completed":
+        kind = record.get("kind") if isinstance(record, dict) else None
+        which = f"a {kind} stage" if isinstance(kind, str) else "its stage"
+        return f"{stage}: finished without results ({which} reports none); nothing to pool"
+    state = f" ({status})" if isinstance(status, str) else ""
+    return f"{stage}: no results yet{state}; only finished stages can be pooled"
 
 
 def _stage_order(run_dir: Path) -> list[str]:
