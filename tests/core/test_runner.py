@@ -482,6 +482,34 @@ def test_stage_import_failure_marks_the_stage_failed_and_fires_the_finish_hook(t
     assert "failed to import" in (tmp_path / "run/fit/report.md").read_text()
 
 
+class CtrlC(Recorder):
+    """Presses Ctrl-C once, after the checkpoint of step 5 (a KeyboardInterrupt out of the training loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pressed = False
+
+    @hookimpl
+    def xfer_checkpoint_saved(self, stage: str, step: int, path: Path) -> None:
+        super().xfer_checkpoint_saved(stage, step, path)
+        if step == 5 and not self.pressed:
+            self.pressed = True
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_marks_the_stage_interrupted_not_failed_and_the_rerun_resumes(tmp_path: Path) -> None:
+    recorder = CtrlC()
+    recipe = write_recipe(tmp_path, FIT)
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe_file(recipe, tmp_path / "run", host_with(recorder))
+    state = json.loads((tmp_path / "run/fit/stage.json").read_text())
+    assert state["status"] == "interrupted" and state["error"] == "KeyboardInterrupt"
+    assert ("finish", "fit", "interrupted", []) in recorder.events
+    run_recipe_file(recipe, tmp_path / "run", host_with(recorder))
+    assert ("start", "fit", "testing.fit", True) in recorder.events, "resumed from its step-5 checkpoint"
+    assert json.loads((tmp_path / "run/fit/stage.json").read_text())["status"] == "completed"
+
+
 def test_only_runs_the_named_stages_and_what_they_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     recipe, run = write_recipe(tmp_path, CHAIN), tmp_path / "run"
     set_default_host(host_with())

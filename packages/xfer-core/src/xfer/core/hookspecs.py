@@ -74,8 +74,8 @@ def xfer_stage_start(run_dir: Path, stage: str, kind: str, config: Any, resumed:
 
 @hookspec
 def xfer_stage_finish(run_dir: Path, stage: str, kind: str, status: str, outputs: dict[str, Path]) -> None:
-    """Called on rank 0 after a stage ends; `status` is "completed" or "failed"; `outputs`
-    maps declared output names to directories (empty on failure)."""
+    """Called on rank 0 after a stage ends; `status` is "completed", "failed" or "interrupted"
+    (Ctrl-C / SIGTERM); `outputs` maps declared output names to directories (empty unless completed)."""
 
 
 @hookspec

@@ -481,12 +481,14 @@ def _run_stage(
             raise RuntimeError(f"stage kind {plan.kind!r} did not write its declared outputs {missing} (plugin bug)")
     except BaseException as exc:
         if dist.is_main():
-            message = str(exc) if isinstance(exc, UserError) else "".join(traceback.format_exception_only(exc)).strip()
-            status.update(status="failed", finished=time.time(), error=message or type(exc).__name__)
+            # Ctrl-C (or SIGTERM, which `xfer run` turns into the same exception) stops a healthy stage:
+            # "interrupted", as after a kill, not "failed" with a KeyboardInterrupt for its error.
+            ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            message = str(exc) if isinstance(exc, (UserError, KeyboardInterrupt)) else None
+            message = message or "".join(traceback.format_exception_only(exc)).strip()
+            status.update(status=ended, finished=time.time(), error=message or type(exc).__name__)
             _write_json(stage_dir / "stage.json", status)
-            host.notify(
-                "xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status="failed", outputs={}
-            )
+            host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status=ended, outputs={})
             _safe_report(plan, stage_dir, status, ctx)
         raise
     outputs = {o: stage_dir / "outputs" / o for o in plan.spec.outputs}
