@@ -77,3 +77,18 @@ def test_crash_inside_checkpoint_write_keeps_previous_checkpoint(reference: tupl
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert_same_weights(expected, output_tensors(tmp_path / "run", "fit"))
     assert not list(checkpoints.glob(".tmp-*")), "stale temp dirs are cleaned up"
+
+
+def test_sigterm_stops_like_ctrl_c_and_the_rerun_resumes_exactly(reference: tuple[Path, dict], tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's stop) used to end the process without a word; now: stage interrupted, exit 143."""
+    recipe, expected = reference
+    args = ["run", str(recipe), "--run-dir", str(tmp_path / "run")]
+    stopped = run_cli(args, plugin_modules=PLUGINS, term_at_step=7)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    assert "terminated (SIGTERM); re-run the same command to resume" in stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    state = json.loads((tmp_path / "run" / "fit" / "stage.json").read_text())
+    assert state["status"] == "interrupted" and state["error"] == "SIGTERM"
+    resumed = run_cli(args, plugin_modules=PLUGINS)
+    assert resumed.returncode == 0 and "[fit] resuming" in resumed.stdout, resumed.stderr[-2000:]
+    assert_same_weights(expected, output_tensors(tmp_path / "run", "fit"))

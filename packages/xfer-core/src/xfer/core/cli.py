@@ -17,13 +17,17 @@ message (no traceback); a diverged training run exits with code 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import inspect
 import json
+import signal
 import sys
+import threading
 import typing
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +162,28 @@ _MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACC
 not about xfer: reported in one line, like bad input, instead of with a traceback."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `xfer run` (a scheduler's or `kill`'s polite stop): raised in the main thread so
+    the run stops like Ctrl-C — the stage is marked interrupted, the run lock released, exit 143 —
+    instead of dying without a word. Resuming is exact either way (from the last checkpoint)."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops_like_ctrl_c() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         host = default_host()
@@ -190,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    except Terminated:
+        print("terminated (SIGTERM); re-run the same command to resume", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
@@ -220,9 +249,10 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
 
     only = None if args.only is None else recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip())
     check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
-    result = run_recipe(
-        recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
-    )
+    with _sigterm_stops_like_ctrl_c():
+        result = run_recipe(
+            recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
+        )
     if dist.is_main():
         from xfer.core.results import results_table
 

@@ -5,6 +5,7 @@
 
 `--kill-at-step N` sends SIGKILL to the process right after training step N is logged (so
 set `log_every: 1`): no handler, no cleanup, exactly like an OOM kill or a pulled plug.
+`--term-at-step N` sends SIGTERM instead (a scheduler's polite stop), once.
 `--crash-in-checkpoint K` makes the K-th checkpoint write die half-way (model weights
 written, optimizer state not) with SIGKILL.
 Faults are plugins/patches installed in this process only; production code has no fault hooks.
@@ -23,15 +24,18 @@ from xfer.core.hookspecs import hookimpl
 
 
 class KillAtStep:
-    """Lifecycle-hook plugin that SIGKILLs the process at a training step."""
+    """Lifecycle-hook plugin that sends a signal (SIGKILL by default) to the process at a training step."""
 
-    def __init__(self, step: int):
+    def __init__(self, step: int, signum: int = signal.SIGKILL):
         self.step = step
+        self.signum = signum
+        self.sent = False
 
     @hookimpl
     def xfer_metrics_logged(self, run_dir: Path, stage: str, step: int, split: str, metrics: dict[str, float]) -> None:
-        if split == "train" and step >= self.step:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if split == "train" and step >= self.step and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
 
 
 def crash_in_checkpoint(nth: int) -> None:
@@ -57,6 +61,7 @@ def crash_in_checkpoint(nth: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m xfer.testing.faults")
     parser.add_argument("--kill-at-step", type=int)
+    parser.add_argument("--term-at-step", type=int)
     parser.add_argument("--crash-in-checkpoint", type=int)
     args, rest = parser.parse_known_args(argv)
     from xfer.core import cli
@@ -65,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     host = default_host()
     if args.kill_at_step is not None:
         host.add_object(KillAtStep(args.kill_at_step), "fault-kill")
+    if args.term_at_step is not None:
+        host.add_object(KillAtStep(args.term_at_step, signal.SIGTERM), "fault-term")
     if args.crash_in_checkpoint is not None:
         crash_in_checkpoint(args.crash_in_checkpoint)
     return cli.main(rest)

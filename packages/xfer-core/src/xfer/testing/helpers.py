@@ -50,6 +50,7 @@ def run_cli(
     *,
     plugin_modules: Iterable[str] = (),
     kill_at_step: int | None = None,
+    term_at_step: int | None = None,
     crash_in_checkpoint: int | None = None,
     cwd: Path | None = None,
     timeout: float = 600,
@@ -59,6 +60,8 @@ def run_cli(
     command = [sys.executable, "-m", "xfer.testing.faults"]
     if kill_at_step is not None:
         command += ["--kill-at-step", str(kill_at_step)]
+    if term_at_step is not None:
+        command += ["--term-at-step", str(term_at_step)]
     if crash_in_checkpoint is not None:
         command += ["--crash-in-checkpoint", str(crash_in_checkpoint)]
     full_env = {**os.environ, **(env or {})}
