@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xfer.core import cli
-from xfer.core.errors import PluginError, RunDirError
+from xfer.core.errors import PluginError, RunDirError, UserError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.plugins import set_default_host
 from xfer.core.recipes.recipe import load_recipe
@@ -168,6 +168,37 @@ def test_a_folder_xfer_did_not_make_is_refused_as_run_dir_and_left_untouched(tmp
     empty = tmp_path / "empty"
     empty.mkdir()
     assert [s.action for s in run_recipe_file(recipe, empty, host, only={"corpus"}).stages] == ["ran"]
+
+
+def test_a_run_starting_in_a_new_folder_refuses_a_second_with_its_pid_not_as_foreign(tmp_path: Path) -> None:
+    """Two `xfer run` started at once on a new folder: the second saw the first's files before its
+    recipe.resolved.yaml and called the folder "not an xfer run directory"."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    run.mkdir()
+    with RunLock(run):  # the first run, between taking the lock and writing its recipe
+        (run / "environment.json").write_text("{}")
+        with pytest.raises(RunDirError, match=r"is in use by pid \d+"):
+            run_recipe_file(recipe, run, host_with())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "list"])
+def test_a_damaged_resolved_recipe_is_named_and_force_rewrites_it(tmp_path: Path, damage: str) -> None:
+    """It was read as-is: `xfer status` printed an empty table, `xfer run` a diff of the whole file."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    run = tmp_path / "run"
+    host = host_with()
+    run_recipe_file(recipe, run, host, only={"corpus"})
+    resolved = run / "recipe.resolved.yaml"
+    text = resolved.read_text()
+    resolved.write_text({"truncate": text[: text.index("corpus") + 4], "empty": "", "list": "- 1\n"}[damage])
+    with pytest.raises(RunDirError, match=r"recipe\.resolved\.yaml is (damaged|unreadable).*--force"):
+        run_recipe_file(recipe, run, host, only={"corpus"})
+    with pytest.raises(UserError, match=r"recipe\.resolved\.yaml is (damaged|unreadable)"):
+        read_status(run, host)
+    forced = run_recipe_file(recipe, run, host, only={"corpus"}, force=True)
+    assert [(s.name, s.action) for s in forced.stages] == [("corpus", "skipped")], "its stage.json still counts"
+    assert resolved.read_text() == text
 
 
 def _completed_chain(tmp_path: Path) -> tuple[Path, Path, object]:
@@ -451,7 +482,7 @@ def test_status_shows_interrupted_for_a_dead_owner_and_trial_checkpoints(
         assert "checkpoint: trials/glue-rte/trial-1: step-0000200" in out
         (run / "recipe.resolved.yaml").write_text("stages: [unclosed\n")
         assert cli.main(["status", str(run)]) == 2
-        assert "recipe.resolved.yaml: unreadable" in capsys.readouterr().err
+        assert "recipe.resolved.yaml is unreadable" in capsys.readouterr().err
     finally:
         set_default_host(None)
 

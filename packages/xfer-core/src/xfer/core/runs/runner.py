@@ -245,14 +245,30 @@ def _on_main_refusing_alike(action: Any) -> Any:
     return result
 
 
+def read_resolved_recipe(path: Path, error: type[Exception], remedy: str) -> dict[str, Any]:
+    """A run's recipe.resolved.yaml, or `error` saying it is damaged (unreadable, truncated, edited
+    into another shape): a damaged one read as-is showed an empty status table, or a "different
+    recipe" diff of the whole file."""
+    try:
+        resolved = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise error(f"{path} is unreadable ({exc}); {remedy}") from None
+    stages = resolved.get("stages") if isinstance(resolved, dict) else None
+    if not isinstance(stages, dict) or not all(isinstance(c, dict) and "kind" in c for c in stages.values()):
+        raise error(f"{path} is damaged (not a resolved recipe: no mapping of stages with a kind); {remedy}")
+    return resolved
+
+
 def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | None) -> None:
     resolved = recipe.resolved()
     recipe_file = run_dir / "recipe.resolved.yaml"
     if recipe_file.exists():
         try:
-            previous = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise RunDirError(f"{recipe_file}: unreadable ({exc}); use --fork NEW_DIR or --force") from None
+            previous = read_resolved_recipe(recipe_file, RunDirError, "use --force to rewrite it (or --fork NEW_DIR)")
+        except RunDirError:
+            if not (force or fork is not None):
+                raise
+            previous = {}  # rewritten below; each stage is still judged by its own stage.json
         changes = diff(previous, without_new_unsigned(resolved, recipe.resolved(signing=True), previous))
         if changes and fork is None and not force:
             listing = "\n".join(f"  {c}" for c in changes)
@@ -276,8 +292,14 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
 def _check_not_foreign(run_dir: Path) -> None:
     """Refuse a folder xfer did not make (files in it, no recipe.resolved.yaml): a stage that runs
     afresh replaces the sub-folder of its name, which there would be the user's. Checked before the
-    lock file is created, so nothing is written into such a folder."""
-    if not (run_dir / "recipe.resolved.yaml").exists() and _holds_more_than_a_lock(run_dir):
+    lock file is created, so nothing is written into such a folder. A folder whose lock is held is
+    another `xfer run` starting in it (before it wrote its recipe): the lock then refuses this run
+    with the owner's pid, which is the true reason."""
+    if (
+        not (run_dir / "recipe.resolved.yaml").exists()
+        and _holds_more_than_a_lock(run_dir)
+        and runlock.holder(run_dir) is None
+    ):
         raise RunDirError(
             f"{run_dir} is not empty and is not an xfer run directory (no recipe.resolved.yaml); "
             "give a new or empty folder as the run directory"
@@ -677,11 +699,8 @@ def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str,
     recipe_file = run_dir / "recipe.resolved.yaml"
     if not recipe_file.exists():
         raise UserError(f"{run_dir}: not a run directory (no recipe.resolved.yaml)")
-    try:
-        resolved = yaml.safe_load(recipe_file.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise UserError(f"{recipe_file}: unreadable: {exc}") from None
-    stages = resolved.get("stages") if isinstance(resolved, dict) else None
+    resolved = read_resolved_recipe(recipe_file, UserError, "`xfer run RECIPE --run-dir DIR --force` rewrites it")
+    stages = resolved["stages"]
     owner_alive = runlock.holder(run_dir) is not None
     stale: dict[str, list[str]] = {}
     stale_error = None
