@@ -256,13 +256,16 @@ def test_output_files_deleted_on_purpose_are_noted_not_remade(tmp_path: Path) ->
     recipe, run, host = _completed_chain(tmp_path)
     weights = sorted((run / "first/outputs/model").rglob("*.safetensors"))[0]
     weights.unlink()
-    assert stale_reasons(run, host) == {"corpus": [], "first": [], "second": []}
+    notes: dict[str, list[str]] = {}
+    assert stale_reasons(run, host, notes) == {"corpus": [], "first": [], "second": []}
+    assert list(notes) == ["first"] and "1 of its output files was deleted" in notes["first"][0]
+    assert next(r for r in read_status(run, host) if r["stage"] == "first")["notes"] == notes["first"], "xfer status"
     said: list[str] = []
     again = run_recipe(load_recipe(recipe, [], host), run, host=host, log=said.append)
     assert [s.action for s in again.stages] == ["skipped"] * 3
     note = next(line for line in said if line.startswith("[first] up to date, skipped;"))
     assert (
-        f"1 of its output files were deleted since it completed ({weights.relative_to(run / 'first').as_posix()})"
+        f"1 of its output files was deleted since it completed ({weights.relative_to(run / 'first').as_posix()})"
         in note
     )
 
@@ -271,6 +274,9 @@ def test_a_stage_json_without_fingerprint_runs_again_and_so_do_its_readers(tmp_p
     """A hand-edited or foreign stage.json is no record of what ran: `xfer status` and `xfer run`
     (one shared verdict) both treat the stage as lost, readers included."""
     recipe, run, host = _completed_chain(tmp_path)
+    stage_json = (run / "first/stage.json").read_text()
+    (run / "first/stage.json").write_text(stage_json[: len(stage_json) // 2])  # truncated: said nothing before
+    assert stale_reasons(run, host)["first"] == ["its stage.json is unreadable (truncated or not a JSON object)"]
     (run / "first/stage.json").write_text('{"status": "completed"}')
     reasons = stale_reasons(run, host)
     assert reasons["first"] == ["its stage.json records no fingerprint"]
@@ -358,6 +364,10 @@ def test_failed_stage_is_recorded_and_rerun(tmp_path: Path) -> None:
     state = json.loads((tmp_path / "run/second/stage.json").read_text())
     assert state["status"] == "failed" and "tagging task" in state["error"]
     assert "error" in (tmp_path / "run/second/report.md").read_text()
+    said: list[str] = []
+    with pytest.raises(Exception, match="tagging task"):
+        run_recipe(load_recipe(recipe, [], host_with()), tmp_path / "run", host=host_with(), log=said.append)
+    assert "[second] running testing.fit again (its last attempt left no checkpoint to resume from)" in said
 
 
 # --- runs you can trust: damaged checkpoints, the run lock, interrupted stages, import failures ---
@@ -456,7 +466,8 @@ def fake_run(run: Path, status: str) -> None:
     (run / "fine/stage.json").write_text(json.dumps({"status": status, "fingerprint": "ab" * 32, "started": 1.0}))
     for task, trial, step in (("glue-rte", 0, 400), ("glue-rte", 1, 200)):
         checkpoints = run / "fine/trials" / task / f"trial-{trial}" / "checkpoints"
-        checkpoints.mkdir(parents=True)
+        (checkpoints / f"step-{step:07d}").mkdir(parents=True)
+        (checkpoints / f"step-{step:07d}" / "state.json").write_text("{}")
         (checkpoints / "latest").write_text(f"step-{step:07d}\n")
 
 
@@ -480,6 +491,10 @@ def test_status_shows_interrupted_for_a_dead_owner_and_trial_checkpoints(
         assert " running " in out and "interrupted" not in out
         assert "checkpoint: trials/glue-rte/trial-0: step-0000400" in out
         assert "checkpoint: trials/glue-rte/trial-1: step-0000200" in out
+        # a garbage pointer is not shown as a checkpoint name: the one a resume would take is
+        (run / "fine/trials/glue-rte/trial-0/checkpoints/latest").write_text("garbage-pointer\n")
+        assert cli.main(["status", str(run)]) == 0
+        assert "checkpoint: trials/glue-rte/trial-0: step-0000400" in capsys.readouterr().out
         (run / "recipe.resolved.yaml").write_text("stages: [unclosed\n")
         assert cli.main(["status", str(run)]) == 2
         assert "recipe.resolved.yaml is unreadable" in capsys.readouterr().err

@@ -362,6 +362,8 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
             print(f"{indent} error: {r['error']}")
         for reason in r["reruns_because"]:
             print(f"{indent} runs again because {reason}")
+        for note in r.get("notes", []):
+            print(f"{indent} note: {note}")
     unknown = next((r["staleness_unknown"] for r in rows if r.get("staleness_unknown")), None)
     if unknown:
         print(f"note: {unknown}", file=sys.stderr)

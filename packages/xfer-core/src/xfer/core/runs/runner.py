@@ -46,6 +46,7 @@ import yaml
 
 from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json, write_json
+from xfer.core.checkpoint import latest_checkpoint
 from xfer.core.errors import RecipeError, RunDirError, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.recipe import Recipe, StagePlan
@@ -173,7 +174,11 @@ def read_state(stage_json: Path) -> dict[str, Any]:
     not a JSON object, `{MALFORMED: why}` when a field they compute with has the wrong type (a
     hand edit, another tool). Either way the stage has no trustworthy record: it runs afresh and
     its readers with it, instead of the run stopping on a traceback at every re-run."""
-    state = read_json(stage_json) or {}
+    state = read_json(stage_json)
+    if state is None:
+        return (
+            {MALFORMED: "its stage.json is unreadable (truncated or not a JSON object)"} if stage_json.exists() else {}
+        )
     problem = _state_problem(state)
     return state if problem is None else {MALFORMED: f"its stage.json is malformed ({problem})"}
 
@@ -451,7 +456,10 @@ def _run_recipe(
         if dist.is_main():
             stage_dir.mkdir(parents=True, exist_ok=True)
         dist.barrier()
-        say(f"[{name}] {'resuming' if resumed else 'running'} {plan.kind}")
+        if resumed and not _left_progress(stage_dir):
+            say(f"[{name}] running {plan.kind} again (its last attempt left no checkpoint to resume from)")
+        else:
+            say(f"[{name}] {'resuming' if resumed else 'running'} {plan.kind}")
         report = _run_stage(
             recipe, plan, run_dir, stage_dir, stage_dirs, signature, resumed, torch_device, host, hasher
         )
@@ -529,10 +537,19 @@ def _run_stage(
     return report
 
 
+def _left_progress(stage_dir: Path) -> bool:
+    """Whether an interrupted attempt left something to resume from: a complete checkpoint (of the
+    stage or of one of its trials) or a finished trial's record."""
+    return any(True for _ in stage_dir.glob("**/checkpoints/step-*/state.json")) or any(
+        True for _ in stage_dir.glob("**/done.json")
+    )
+
+
 def _pruned_note(pruned: list[str]) -> str:
     shown = ", ".join(pruned[:3]) + (f" and {len(pruned) - 3} more" if len(pruned) > 3 else "")
     return (
-        f"{len(pruned)} of its output files were deleted since it completed ({shown}): a stage that "
+        f"{len(pruned)} of its output files {'was' if len(pruned) == 1 else 'were'} deleted since it completed "
+        f"({shown}): a stage that "
         "reads them will fail; delete the stage's folder to make them again"
     )
 
@@ -654,8 +671,9 @@ def judge(state: dict[str, Any], signature: Signature, plan: StagePlan, stage_di
     return Verdict(FRESH, tuple(explain_change(state.get("signature"), signature.parts, plan.name)))
 
 
-def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
-    """Why `xfer run` would run each stage of the run directory again ([] = up to date).
+def stale_reasons(run_dir: Path, host: PluginHost, notes: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Why `xfer run` would run each stage of the run directory again ([] = up to date); `notes`
+    (when given) gets what a re-run would only note, such as output files deleted since completion.
 
     Re-validates the run's resolved recipe and re-signs every stage against the current files
     and plugins (file hashes come from the run's cache; nothing is written). A stage never run
@@ -681,6 +699,8 @@ def stale_reasons(run_dir: Path, host: PluginHost) -> dict[str, list[str]]:
             redone.add(name)
         if not state:  # never run: nothing to be stale
             continue
+        if verdict.pruned and notes is not None:
+            notes[name] = [_pruned_note(list(verdict.pruned))]
         if verdict.action in (SKIP, RESUME) and upstream:  # the runner will have marked it invalidated
             reasons[name] = [f"upstream stage {dep!r}, which it read, runs again first" for dep in upstream]
         else:
@@ -703,10 +723,11 @@ def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str,
     stages = resolved["stages"]
     owner_alive = runlock.holder(run_dir) is not None
     stale: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}
     stale_error = None
     if host is not None:
         try:
-            stale = stale_reasons(run_dir, host)
+            stale = stale_reasons(run_dir, host, notes)
         except UserError as exc:
             stale_error = str(exc)
     rows = []
@@ -727,21 +748,22 @@ def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str,
                 "fingerprint": (state.get("fingerprint") or "")[:12],
                 "duration_s": None if duration is None else round(duration, 1),
                 "attempts": attempts,
-                "checkpoint": _pointer_name(stage_dir / "checkpoints" / "latest"),
+                "checkpoint": _checkpoint_name(stage_dir / "checkpoints"),
                 "trial_checkpoints": _nested_checkpoints(stage_dir),
                 "error": state.get("error"),
                 "reruns_because": stale.get(name, []),
+                "notes": notes.get(name, []),
                 "staleness_unknown": stale_error,
             }
         )
     return rows
 
 
-def _pointer_name(pointer: Path) -> str | None:
-    try:
-        return pointer.read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
+def _checkpoint_name(directory: Path) -> str | None:
+    """The checkpoint a resume would start from, as the trainer finds it (a damaged `latest` pointer
+    is not shown as if it named one)."""
+    found = latest_checkpoint(directory)
+    return found.name if found is not None else None
 
 
 def _nested_checkpoints(stage_dir: Path) -> list[dict[str, str | None]]:
@@ -751,5 +773,5 @@ def _nested_checkpoints(stage_dir: Path) -> list[dict[str, str | None]]:
         for pointer in sorted(stage_dir.glob("*/**/checkpoints/latest")):
             owner = pointer.parent.parent.relative_to(stage_dir)
             if owner.parts[0] != "outputs":
-                found.append({"run": str(owner), "checkpoint": _pointer_name(pointer)})
+                found.append({"run": str(owner), "checkpoint": _checkpoint_name(pointer.parent)})
     return found
