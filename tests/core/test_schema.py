@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
-from xfer.core.config import ExistingPath, FieldError, KeysOf, knob
+from xfer.core.config import ExistingPath, FieldError, Files, Input, KeysOf, knob
 from xfer.core.errors import Location, RecipeError
 from xfer.core.recipes.schema import INVALID, Validator
 from xfer.core.recipes.yamlsrc import apply_override, deep_merge, parse_file, parse_override, parse_text
@@ -211,7 +211,7 @@ class Staged:
     [
         ("train: {lr: 0.5}", 1000, 100, 1.0),  # untouched: the default's steps and warmup
         ("train: {epochs: 3}", None, 100, 3.0),  # epochs alone: the default's steps would override it
-        ("train: {epochs: 3, steps: 7}", 7, 100, 3.0),  # both given: steps wins, as documented
+        ("train: {epochs: 3, steps: 700}", 700, 100, 3.0),  # both given: steps wins, as documented
         ("train: {warmup_fraction: 0.1}", 1000, None, 1.0),
     ],
 )
@@ -527,3 +527,57 @@ def test_keys_of_mapping_checks_names_and_types() -> None:
         (3, 10, "cfg.encoder.unpad: expected true or false, got str 'no'"),
         (4, 12, "cfg.encoder.dropout: expected a number, got str 'x'"),
     ]
+
+
+def test_warmup_longer_than_the_steps_is_an_error_at_warmup_steps() -> None:
+    """The lr never reached its peak: e.g. a stage default's warmup 10k kept under `steps: 100`."""
+    _, found, _ = validate("steps: 100\nwarmup_steps: 300\n", TrainConfig)
+    assert found == [
+        (
+            2,
+            1,
+            "cfg.warmup_steps: 300 is more than train.steps (100): the learning rate would never reach train.lr; "
+            "give at most 100 (or a warmup_fraction)",
+        )
+    ]
+    _, found, _ = validate("train: {steps: 50}\n", Staged)  # the default's warmup 100, kept: blamed at `train`
+    assert [m for _, _, m in found] == [
+        "cfg.train.warmup_steps: 100 is more than train.steps (50): the learning rate would never reach train.lr; "
+        "give at most 50 (or a warmup_fraction)"
+    ]
+    for fine in ("steps: 100\nwarmup_steps: 100\n", "epochs: 1\nwarmup_steps: 300\n", "steps: 5\nwarmup_fraction: 1\n"):
+        assert validate(fine, TrainConfig)[1] == [], fine  # epochs: the total is known only when training starts
+    assert TrainConfig(steps=1, warmup_steps=10).warmup_steps == 10, "recipes only: stages set steps after the fact"
+
+
+@dataclass
+class WithFiles:
+    files: Files = knob(doc="Text files.")
+
+
+def test_a_directory_given_as_files_is_an_error_at_the_key(tmp_path: Path) -> None:
+    """Readers take files only: a folder was read as nothing, and the stage failed at run time
+    saying the patterns "matched nothing" (or showing an internal `Files(...)` repr)."""
+    (tmp_path / "corpus" / "a").mkdir(parents=True)
+    (tmp_path / "corpus" / "a" / "x.txt").write_text("text\n")
+    (tmp_path / "corpus" / "b").mkdir()
+    file = str(tmp_path / "cfg.yaml")
+    _, found, _ = validate("files: corpus\n", WithFiles, file=file)
+    assert found == [(1, 8, "cfg.files: 'corpus' is a directory; give files or a glob such as corpus/*.txt")]
+    _, found, _ = validate("files: [corpus/a/x.txt, 'corpus/*/']\n", WithFiles, file=file)
+    assert found == [
+        (
+            1,
+            25,
+            f"cfg.files.1: 'corpus/*/' matches only directories (such as {tmp_path}/corpus/a); "
+            "give files or a glob such as corpus/*/*.txt",
+        )
+    ]
+    value, found, _ = validate("files: ['corpus/**']\n", WithFiles, file=file)  # folders and files: the files count
+    assert found == [] and value.files.patterns == (str(tmp_path / "corpus" / "**"),)
+
+
+def test_files_read_in_messages_as_a_recipe_writes_them() -> None:
+    """`no text files found in Files(patterns=(...), inputs=())` showed an internal repr."""
+    files = Files(("/data/*.txt",), (Input(stage="corpus", output="text"),))
+    assert f"no text files found in {files}" == "no text files found in /data/*.txt, corpus.text"

@@ -4,6 +4,7 @@ overrides, `task_epochs` keys, required task settings, and (with --data) every t
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from pathlib import Path
 
@@ -229,3 +230,156 @@ def test_a_task_listed_twice_and_select_best_without_evaluations_are_refused(
     assert len(rows) == 1 and "stages.finetune.select: 'best' picks the best dev evaluation" in rows[0]
     path, rows = _problems(tmp_path, text.replace("select: best", "task_epochs: {toy/agreement: .inf}"), capsys)
     assert len(rows) == 1 and "epochs must be a positive finite number, got inf" in rows[0]
+
+
+FINETUNE = HEAD + (
+    "  finetune:\n"
+    "    kind: transformer.finetune\n"
+    "    tokenizer: vocab.tokenizer\n"
+    "    max_length: 32\n"
+    "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+    "    encoder: {}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("encoder", "wanted"),
+    [
+        ("{hidden_size: 101}", "encoder.hidden_size: must be a multiple of num_heads (2), got 101"),
+        ("{num_heads: 3}", "encoder.num_heads: must divide hidden_size (128), got 3"),
+        ("{max_position_embeddings: 16}", "encoder.max_position_embeddings: 16 positions do not cover max_length 32"),
+        ("{type_vocab_size: 1}", "encoder.type_vocab_size: must be at least 2 (sentence-pair tasks give the second"),
+        ("{pad_token_id: -1}", "encoder.pad_token_id: must be a token id (at least 0), got -1"),
+        ("{pad_token_id: 4, vocab_size: 4}", "encoder.pad_token_id: must be less than vocab_size (4), got 4"),
+        ("{layer_norm_eps: 0.0}", "encoder.layer_norm_eps: must be positive, got 0.0"),
+        ("{initializer_range: -0.02}", "encoder.initializer_range: must be at least 0, got -0.02"),
+    ],
+)
+def test_encoder_overrides_the_encoder_would_refuse_are_errors_at_their_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], encoder: str, wanted: str
+) -> None:
+    """They passed `xfer validate` and failed `xfer run` with a traceback when the model was built
+    (or an IndexError at the first step)."""
+    path, rows = _problems(tmp_path, FINETUNE.replace("encoder: {}", f"encoder: {encoder}"), capsys)
+    assert len(rows) == 1 and rows[0].startswith(f"{path}:10:15: stages.finetune.{wanted}"), rows
+
+
+def test_max_length_beyond_the_presets_positions_is_an_error_at_max_length(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, rows = _problems(tmp_path, FINETUNE.replace("max_length: 32", "max_length: 600"), capsys)
+    assert rows == [
+        f"{path}:8:5: stages.finetune.max_length: 600 is more than the 512 positions of preset 'tiny': lower it, "
+        "or set encoder.max_position_embeddings to at least 600"
+    ]
+    text = FINETUNE.replace("max_length: 32", "max_length: 600").replace("{}", "{max_position_embeddings: 600}")
+    assert cli.main(["validate", str(write_recipe(tmp_path, text))]) == 0
+
+
+def test_with_init_only_each_overrides_own_range_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The checkpoint fixes the architecture: a lone hidden_size is compared with it when it is read."""
+    text = FINETUNE.replace("tokenizer: vocab.tokenizer", "init: vocab.tokenizer")
+    assert cli.main(["validate", str(write_recipe(tmp_path, text.replace("{}", "{hidden_size: 101}")))]) == 0
+    path, rows = _problems(tmp_path, text.replace("{}", "{num_heads: 0}"), capsys)
+    assert rows == [f"{path}:10:15: stages.finetune.encoder.num_heads: must be positive, got 0"]
+
+
+def test_encoder_config_and_recipes_share_one_set_of_rules() -> None:
+    """`presets.encoder_problems` is what EncoderConfig enforces; recipes check it without torch."""
+    import subprocess
+    import sys
+
+    from xfer.transformer.encoder import ARCHITECTURE_FIELDS
+    from xfer.transformer.presets import POSITIVE_FIELDS, PRESETS, encoder_problems, preset, preset_values
+
+    assert POSITIVE_FIELDS == ARCHITECTURE_FIELDS
+    for name in PRESETS:  # what recipes are checked against is what the stages build
+        assert preset_values(name) == {
+            k: v for k, v in dataclasses.asdict(preset(name)).items() if k in preset_values(name)
+        }
+        assert set(ARCHITECTURE_FIELDS) <= set(preset_values(name))
+    with pytest.raises(ValueError, match=r"EncoderConfig\.hidden_size must be a multiple of num_heads \(2\), got 101"):
+        EncoderConfig(hidden_size=101, num_heads=2)
+    with pytest.raises(ValueError, match=r"EncoderConfig\.pad_token_id must be less than vocab_size \(8\), got 9"):
+        EncoderConfig(vocab_size=8, pad_token_id=9)
+    assert encoder_problems({"num_heads": 0, "hidden_size": 128}) == [("num_heads", "must be positive, got 0")]
+    code = (
+        "import sys, xfer.transformer.finetune_config, xfer.transformer.presets, xfer.electra.stage_config\n"
+        "assert 'torch' not in sys.modules, 'validation imported torch'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _folder(path: Path, tokens: list[str], config: dict | None = None) -> Path:
+    path.mkdir(parents=True)
+    (path / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    if config is not None:
+        (path / "config.json").write_text(json.dumps({"model_type": "electra", **config}))
+    return path
+
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_a_tokenizer_that_does_not_fit_the_init_checkpoint_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another vocabulary of the same size was accepted: every pre-trained embedding then stood for
+    another word. The error names both vocabularies and the first line where they differ."""
+    words = [f"w{i}" for i in range(95)]
+    checkpoint = _folder(tmp_path / "ckpt", SPECIALS + words, {"vocab_size": 100, "max_position_embeddings": 64})
+    _folder(tmp_path / "other", SPECIALS + words[:10] + ["zz"] + words[11:])
+    _folder(tmp_path / "prefix", SPECIALS + words[:50])
+    text = (
+        "stages:\n"
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    init: ckpt\n"
+        "    tokenizer: other\n"
+        "    max_length: 32\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+    )
+    _, rows = _problems(tmp_path, text, capsys, "--data")
+    assert rows == [
+        f"{tmp_path / 'other/vocab.txt'}:16: token id 15 is 'zz' here but 'w10' in the init checkpoint's vocabulary "
+        f"({checkpoint / 'vocab.txt'}:16): the checkpoint was trained with another vocabulary, so its embeddings "
+        "would stand for other words; use the checkpoint's own tokenizer (leave out `tokenizer:`) (stage 'finetune')"
+    ]
+    for fits in ("tokenizer: prefix", "tokenizer: ckpt"):  # the same ids for the same words
+        assert (
+            cli.main(["validate", "--data", str(write_recipe(tmp_path, text.replace("tokenizer: other", fits)))]) == 0
+        )
+    (checkpoint / "vocab.txt").unlink()  # nothing to compare with: only the sizes are checked
+    assert cli.main(["validate", "--data", str(write_recipe(tmp_path, text))]) == 0
+    capsys.readouterr()
+    _, rows = _problems(tmp_path, text.replace("max_length: 32", "max_length: 128"), capsys, "--data")
+    assert rows == [
+        f"{checkpoint}: the checkpoint covers 64 positions but max_length is 128: lower max_length to at most 64 "
+        "(stage 'finetune')"
+    ]
+
+
+def test_overrides_the_tokenizer_contradicts_are_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`vocab_size` below the tokenizer's size failed at the first step; a `pad_token_id` that is not
+    the tokenizer's [PAD] was exported silently into the HF config."""
+    _folder(tmp_path / "tok", SPECIALS + [f"w{i}" for i in range(95)])
+    text = (
+        "stages:\n"
+        "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: tok\n"
+        "    encoder: {vocab_size: 10, pad_token_id: 5}\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+    )
+    path, rows = _problems(tmp_path, text, capsys, "--data")
+    vocab = tmp_path / "tok/vocab.txt"
+    assert rows == [
+        f"{path}:3:11: stage 'finetune': encoder.pad_token_id 5 is not the tokenizer's [PAD] id, 0 ({vocab}): the "
+        "exported config would name another token as padding; remove it (the default is 0)",
+        f"{path}:3:11: stage 'finetune': encoder.vocab_size 10 is less than the 100 tokens of the tokenizer ({vocab}): "
+        "ids from 10 on would have no embedding; remove encoder.vocab_size (it defaults to the tokenizer's size)",
+    ]
+    fine = text.replace("vocab_size: 10, pad_token_id: 5", "vocab_size: 128, pad_token_id: 0")
+    assert cli.main(["validate", "--data", str(write_recipe(tmp_path, fine))]) == 0

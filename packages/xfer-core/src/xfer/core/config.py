@@ -114,6 +114,10 @@ class Files:
     patterns: tuple[str, ...] = ()
     inputs: tuple[Input, ...] = ()
 
+    def __str__(self) -> str:
+        """As a recipe writes them, for messages (the dataclass repr is an internal detail)."""
+        return ", ".join([*self.patterns, *(str(i) for i in self.inputs)])
+
 
 @dataclass(frozen=True)
 class ComponentRef:

@@ -84,3 +84,15 @@ class TrainConfig:
             raise ValueError("batch_size and grad_accum must be positive")
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of grad_accum {self.grad_accum}")
+
+    def check_recipe(self) -> None:
+        """Recipe-only checks: a Python caller may set `steps` after the fact (a stage converting
+        epochs or a budget to steps), so these are not `__post_init__` rules."""
+        if self.steps is not None and self.warmup_steps is not None and self.warmup_steps > self.steps:
+            # The lr would still be climbing when training stops: e.g. a stage default's 10k warmup
+            # kept under `train: {steps: 100}`, silently training at a hundredth of `lr`.
+            raise FieldError(
+                "warmup_steps",
+                f"{self.warmup_steps} is more than train.steps ({self.steps}): the learning rate would never "
+                f"reach train.lr; give at most {self.steps} (or a warmup_fraction)",
+            )

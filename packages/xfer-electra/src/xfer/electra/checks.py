@@ -2,7 +2,10 @@
 `xfer validate --data`), each naming the file it is about.
 
 - an empty corpus: every file the corpus names holds no text;
-- a tokenizer whose vocabulary does not fit the `init` checkpoint's embeddings;
+- a tokenizer that does not fit the `init` checkpoint: another vocabulary (token ids would mean
+  other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
+  `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
+  `transformer.finetune` (`xfer.transformer.finetune_config.checkpoint_problems`);
 - a compute budget that does not buy a single step.
 
 Files produced by earlier stages do not exist yet and are checked by the stage itself. Bytes
@@ -12,11 +15,11 @@ that are not UTF-8 are reported with file and line by the reader when the corpus
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError, UserError
+from xfer.transformer.finetune_config import checkpoint_encoder, checkpoint_problems, read_vocabulary
 
 _PROBE_BYTES = 1 << 20
 
@@ -24,11 +27,16 @@ _PROBE_BYTES = 1 << 20
 def preflight(config: Any) -> list[UserError]:
     """Every problem found; each check runs on its own, so one does not hide another."""
     problems: list[UserError] = []
-    tokenizer_vocab = _tokenizer_vocab_size(config)
-    init_vocab = _checkpoint_vocab_size(config.init.path) if config.init is not None and config.init.path else None
-    checks = [lambda: _empty_corpus(config), lambda: _vocabulary(config, tokenizer_vocab, init_vocab)]
+    init = config.init.path if config.init is not None else None
+    tokenizer = _tokenizer_dir(config)
+    checks = [
+        lambda: _empty_corpus(config),
+        lambda: checkpoint_problems(
+            tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
+        ),
+    ]
     if config.budget is not None and config.budget.steps is None:
-        checks.append(lambda: _budget(config, tokenizer_vocab or init_vocab))
+        checks.append(lambda: _budget(config, _vocab_size(config, init)))
     for check in checks:
         try:
             problems += check()
@@ -37,17 +45,23 @@ def preflight(config: Any) -> list[UserError]:
     return problems
 
 
-def _vocabulary(config: Any, tokenizer_vocab: int | None, init_vocab: int | None) -> list[UserError]:
-    if tokenizer_vocab is None or init_vocab is None or tokenizer_vocab <= init_vocab:
-        return []
-    return [
-        DataError(
-            str(config.init.path),
-            0,
-            f"the checkpoint has {init_vocab} token embeddings but the tokenizer ({_tokenizer_dir(config)}) "
-            f"has {tokenizer_vocab} tokens: use the checkpoint's own vocabulary",
-        )
-    ]
+def _vocab_size(config: Any, init: Path | None) -> int | None:
+    """The tokenizer's size, else the init checkpoint's embedding count (None when neither reads)."""
+    size = _tokenizer_vocab_size(config)
+    return size if size is not None or init is None else _checkpoint_vocab_size(init)
+
+
+def _tokenizer_vocab_size(config: Any) -> int | None:
+    """Tokens in the stage's tokenizer folder (`tokenizer:`, else `init:`), None if not readable yet."""
+    folder = _tokenizer_dir(config)
+    vocabulary = read_vocabulary(folder) if folder is not None else None
+    return len(vocabulary[1]) if vocabulary is not None else None
+
+
+def _checkpoint_vocab_size(folder: Path) -> int | None:
+    """vocab_size from an HF config.json or an xfer model dir's encoder config (None if unreadable)."""
+    size = (checkpoint_encoder(folder) or {}).get("vocab_size")
+    return size if isinstance(size, int) else None
 
 
 def _empty_corpus(config: Any) -> list[UserError]:
@@ -73,40 +87,6 @@ def _has_text(path: Path) -> bool:
 def _tokenizer_dir(config: Any) -> Path | None:
     source = config.tokenizer if config.tokenizer is not None else config.init
     return source.path if source is not None and source.path is not None else None
-
-
-def _tokenizer_vocab_size(config: Any) -> int | None:
-    folder = _tokenizer_dir(config)
-    if folder is None:
-        return None
-    vocab = folder / "vocab.txt"
-    if vocab.is_file():
-        return sum(1 for _ in vocab.open(encoding="utf-8", errors="replace"))
-    tokenizer = folder / "tokenizer.json"
-    if tokenizer.is_file():
-        try:
-            return len(json.loads(tokenizer.read_text(encoding="utf-8"))["model"]["vocab"])
-        except (ValueError, KeyError, TypeError):
-            return None
-    return None
-
-
-def _checkpoint_vocab_size(folder: Path) -> int | None:
-    """vocab_size from an HF config.json or an xfer model dir's encoder config (None if unreadable)."""
-    for name, path in (
-        ("config.json", ("vocab_size",)),
-        ("xfer_model.json", ("modules", "encoder", "config", "vocab_size")),
-    ):
-        file = folder / name
-        if file.is_file():
-            try:
-                value: Any = json.loads(file.read_text(encoding="utf-8"))
-                for key in path:
-                    value = value[key]
-                return int(value)
-            except (ValueError, KeyError, TypeError):
-                return None
-    return None
 
 
 def _budget(config: Any, vocab_size: int | None) -> list[UserError]:

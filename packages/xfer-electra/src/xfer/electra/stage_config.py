@@ -15,7 +15,12 @@ from typing import Annotated, Any
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
 from xfer.core.train_config import TrainConfig
 from xfer.electra.corpus import CorpusConfig
-from xfer.transformer.finetune_config import ENCODER_FIELDS, PresetName, check_preset_with_init
+from xfer.transformer.finetune_config import (
+    ENCODER_FIELDS,
+    PresetName,
+    check_encoder_overrides,
+    check_preset_with_init,
+)
 
 DEFAULT_TRAIN = TrainConfig(
     steps=1_000_000,
@@ -91,6 +96,17 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         check_preset_with_init(self.init, self.model, "electra-small")
+        two_segments = self.single_segment_prob < 1.0
+        check_encoder_overrides(
+            self.encoder,
+            self.model,
+            self.init,
+            self.max_length,
+            segments=2 if two_segments else 1,
+            segments_why="two-segment examples give the second segment token type 1; "
+            "single_segment_prob: 1.0 makes every example one segment",
+            default_positions=max(512, self.max_length),  # as the stage builds a preset (stage._encoder_config)
+        )
 
     def preflight(self) -> list[Any]:
         """Checks that read files, run before any stage trains (see `xfer.electra.checks`)."""
@@ -111,3 +127,15 @@ class PretrainConfig:
             )
         if self.corpus.streaming and self.budget is None and self.train.steps is None:
             raise FieldError(("train", "steps"), "a streaming corpus has no epochs: set train.steps or a budget")
+        warmup = self.train.warmup_steps
+        if (
+            self.budget is not None
+            and self.budget.steps is not None
+            and warmup is not None
+            and warmup > self.budget.steps
+        ):
+            raise FieldError(
+                ("train", "warmup_steps"),
+                f"{warmup} is more than the budget's {self.budget.steps} steps: the learning rate would never reach "
+                f"train.lr; give at most {self.budget.steps}",
+            )

@@ -35,6 +35,7 @@ from xfer.transformer.kernels import (
     residual_dropout,
     unpadded_plan,
 )
+from xfer.transformer.presets import encoder_problems
 
 __all__ = [
     "ARCHITECTURE_FIELDS",
@@ -92,16 +93,12 @@ class EncoderConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ARCHITECTURE_FIELDS:
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"EncoderConfig.{name} must be positive, got {getattr(self, name)!r}")
-        if self.hidden_size % self.num_heads:
-            raise ValueError(
-                f"EncoderConfig.hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})"
-            )
-        for name in ("hidden_dropout", "attention_dropout"):
-            if not 0.0 <= float(getattr(self, name)) < 1.0:
-                raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        # The rules live in torch-free `presets.encoder_problems`, so that recipe validation checks
+        # `encoder:` overrides against exactly these before anything imports torch.
+        problems = encoder_problems(asdict(self))
+        if problems:
+            name, message = problems[0]
+            raise ValueError(f"EncoderConfig.{name} {message}")
 
     @property
     def head_dim(self) -> int:

@@ -1,14 +1,25 @@
-"""Config of the `transformer.finetune` stage (torch-free, so validation stays fast)."""
+"""Config of the `transformer.finetune` stage (torch-free, so validation stays fast).
+
+Also the checks of a stage's `encoder:` overrides, tokenizer and init checkpoint that
+`electra.pretrain` shares: the arithmetic ones at validation (`check_encoder_overrides`), the
+ones that read the tokenizer's and the checkpoint's files in the pre-flight (`checkpoint_problems`).
+"""
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
+from xfer.core.errors import DataError, UserError
 from xfer.core.train_config import TrainConfig
+from xfer.transformer.presets import encoder_problems, preset_values
 
 # Must list exactly `presets.PRESETS` (a test checks); kept literal so recipes are checked
 # with did-you-mean before anything imports torch.
@@ -34,8 +45,6 @@ ENCODER_FIELDS: dict[str, Any] = {
     "pad_token_id": int,
     "unpad": bool,
 }
-_POSITIVE = {name for name, tp in ENCODER_FIELDS.items() if tp is int and name != "pad_token_id"}
-_PROBABILITIES = ("hidden_dropout", "attention_dropout")
 
 DEFAULT_TRAIN = TrainConfig(
     epochs=3.0,
@@ -101,11 +110,21 @@ class FinetuneConfig:
             raise FieldError("select", "'best' picks the best dev evaluation, but train.eval_every is null (none run)")
         check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
         check_preset_with_init(self.init, self.model, "tiny")
-        for name, value in self.encoder.items():
-            if name in _POSITIVE and value <= 0:
-                raise FieldError(("encoder", name), f"must be positive, got {value!r}")
-            if name in _PROBABILITIES and not 0.0 <= value < 1.0:
-                raise FieldError(("encoder", name), f"must be in [0, 1), got {value!r}")
+        check_encoder_overrides(
+            self.encoder,
+            self.model,
+            self.init,
+            self.max_length,
+            segments=2,
+            segments_why="sentence-pair tasks give the second text token type 1",
+        )
+
+    def preflight(self) -> list[UserError]:
+        """Checks that read the tokenizer's and the init checkpoint's files, before any stage trains."""
+        tokenizer = self.tokenizer if self.tokenizer is not None else self.init
+        return checkpoint_problems(
+            _path_of(tokenizer), _path_of(self.init), self.encoder, self.max_length, random_init=self.init is None
+        )
 
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """For the pre-flight data check: every task with the splits this stage reads
@@ -137,3 +156,181 @@ def check_task_epochs(task_epochs: dict[str, float], names: list[str]) -> None:
             )
         if not math.isfinite(epochs) or epochs <= 0:
             raise FieldError(("task_epochs", name), f"epochs must be a positive finite number, got {epochs!r}")
+
+
+def check_encoder_overrides(
+    encoder: Mapping[str, Any],
+    model: str,
+    init: Any,
+    max_length: int,
+    *,
+    segments: int,
+    segments_why: str,
+    default_positions: int | None = None,
+) -> None:
+    """Refuse, at its key, an `encoder:` override that the encoder would refuse when built.
+
+    These were tracebacks at model construction or IndexErrors at the first step (hidden_size not
+    a multiple of num_heads, fewer positions than `max_length`, one token type for two-segment
+    input). Without `init:` the overrides are checked merged into the preset (with the stage's
+    `default_positions`, if it sets one); with it only each override's own range is, since the
+    checkpoint fixes the rest (an override that differs from it is refused when it is read).
+    `segments` token types are needed, for the reason `segments_why`.
+    """
+    values = dict(encoder)
+    if init is None:
+        default = {"max_position_embeddings": default_positions} if default_positions else {}
+        values = {**preset_values(model), **default, **values}
+    problems = encoder_problems(values, given=encoder)
+    if problems:
+        name, message = problems[0]
+        raise FieldError(("encoder", name), message)
+    positions = values.get("max_position_embeddings")
+    if positions is not None and positions < max_length:
+        if "max_position_embeddings" in encoder:
+            raise FieldError(
+                ("encoder", "max_position_embeddings"),
+                f"{positions} positions do not cover max_length {max_length}: give at least {max_length}",
+            )
+        raise FieldError(
+            "max_length",
+            f"{max_length} is more than the {positions} positions of preset {model!r}: lower it, or set "
+            f"encoder.max_position_embeddings to at least {max_length}",
+        )
+    types = values.get("type_vocab_size")
+    if types is not None and types < segments:
+        raise FieldError(("encoder", "type_vocab_size"), f"must be at least {segments} ({segments_why}), got {types}")
+
+
+# --- pre-flight: the tokenizer's and the init checkpoint's files (torch- and tokenizers-free) --------
+
+
+def _path_of(source: Input | None) -> Path | None:
+    """An `Input`'s folder when it exists before the run (not an earlier stage's output)."""
+    return source.path if source is not None and not source.is_reference else None
+
+
+def read_vocabulary(folder: Path) -> tuple[Path, list[str | None]] | None:
+    """(file, token of each id) of a WordPiece folder: `vocab.txt` (a token a line, as the
+    tokenizer reads it), else `tokenizer.json`'s WordPiece vocabulary; None when neither reads.
+    Ids that `tokenizer.json` leaves out are None."""
+    vocab = folder / "vocab.txt"
+    if vocab.is_file():
+        lines = re.split(r"\r\n|\r|\n", vocab.read_text(encoding="utf-8", errors="replace"))
+        if lines and lines[-1] == "":
+            lines.pop()
+        return vocab, list(lines)
+    document = folder / "tokenizer.json"
+    if not document.is_file():
+        return None
+    try:
+        ids = json.loads(document.read_text(encoding="utf-8"))["model"]["vocab"]
+        tokens: list[str | None] = [None] * (max(ids.values(), default=-1) + 1)
+        for token, index in ids.items():
+            tokens[int(index)] = token
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+    return document, tokens
+
+
+def checkpoint_encoder(folder: Path) -> dict[str, Any] | None:
+    """The encoder config an xfer model dir (`xfer_model.json`) or an HF folder (`config.json`)
+    records, in EncoderConfig's names for the sizes read here; None when unreadable. The same
+    choice of file and module as `modelio.read_encoder`, without loading any weights."""
+    try:
+        meta = folder / "xfer_model.json"
+        if meta.is_file():
+            modules = json.loads(meta.read_text(encoding="utf-8"))["modules"]
+            name = (
+                "encoder" if "encoder" in modules else next(n for n, d in modules.items() if d.get("type") == "encoder")
+            )
+            return dict(modules[name]["config"])
+        config = folder / "config.json"
+        if config.is_file():
+            return dict(json.loads(config.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
+    return None
+
+
+def checkpoint_problems(
+    tokenizer: Path | None, init: Path | None, encoder: Mapping[str, Any], max_length: int, *, random_init: bool
+) -> list[UserError]:
+    """What a stage's tokenizer folder (by default the init checkpoint's own), init checkpoint and
+    `encoder:` overrides disagree on, each error naming the files. Empty when they fit; folders
+    that are earlier stages' outputs (None here) are not there yet and are checked by the stage.
+
+    A vocabulary that differs from the one the checkpoint was trained with was accepted when it
+    was not larger: its ids then meant other words for every pre-trained embedding, silently.
+    """
+    problems: list[UserError] = []
+    vocabulary = read_vocabulary(tokenizer) if tokenizer is not None else None
+    sizes = checkpoint_encoder(init) if init is not None else None
+    if vocabulary is not None and init is not None and tokenizer is not None and tokenizer.resolve() != init.resolve():
+        mismatch = vocabulary_mismatch(vocabulary, read_vocabulary(init))
+        if mismatch is not None:
+            problems.append(mismatch)
+    if vocabulary is not None:
+        file, tokens = vocabulary
+        embeddings = encoder.get("vocab_size") if random_init else (sizes or {}).get("vocab_size")
+        if isinstance(embeddings, int) and embeddings < len(tokens):
+            if not random_init:
+                problems.append(
+                    DataError(
+                        str(init),
+                        0,
+                        f"the checkpoint has {embeddings} token embeddings but the tokenizer ({tokenizer}) "
+                        f"has {len(tokens)} tokens: use the checkpoint's own vocabulary",
+                    )
+                )
+            else:
+                problems.append(
+                    UserError(
+                        f"encoder.vocab_size {embeddings} is less than the {len(tokens)} tokens of the tokenizer "
+                        f"({file}): ids from {embeddings} on would have no embedding; remove encoder.vocab_size "
+                        "(it defaults to the tokenizer's size)"
+                    )
+                )
+        pad = encoder.get("pad_token_id")
+        if pad is not None and "[PAD]" in tokens and tokens.index("[PAD]") != pad:
+            actual = tokens.index("[PAD]")
+            fix = f"set it to {actual}" if actual else "remove it (the default is 0)"
+            problems.append(
+                UserError(
+                    f"encoder.pad_token_id {pad} is not the tokenizer's [PAD] id, {actual} ({file}): the exported "
+                    f"config would name another token as padding; {fix}"
+                )
+            )
+    positions = (sizes or {}).get("max_position_embeddings")
+    if isinstance(positions, int) and positions < max_length:
+        problems.append(
+            DataError(
+                str(init),
+                0,
+                f"the checkpoint covers {positions} positions but max_length is {max_length}: "
+                f"lower max_length to at most {positions}",
+            )
+        )
+    return problems
+
+
+def vocabulary_mismatch(
+    tokenizer: tuple[Path, list[str | None]], init: tuple[Path, list[str | None]] | None
+) -> DataError | None:
+    """An error at the first line where the tokenizer's vocabulary differs from the init
+    checkpoint's. A tokenizer that is a prefix of the checkpoint's vocabulary fits (its ids mean
+    the same words). A checkpoint without a vocabulary file cannot be compared and passes: its
+    embedding count is still checked against the tokenizer's size."""
+    if init is None:
+        return None
+    (ours, our_tokens), (theirs, their_tokens) = tokenizer, init
+    for index, (mine, other) in enumerate(zip(our_tokens, their_tokens, strict=False)):
+        if mine != other:
+            return DataError(
+                str(ours),
+                index + 1,
+                f"token id {index} is {mine!r} here but {other!r} in the init checkpoint's vocabulary "
+                f"({theirs}:{index + 1}): the checkpoint was trained with another vocabulary, so its embeddings "
+                "would stand for other words; use the checkpoint's own tokenizer (leave out `tokenizer:`)",
+            )
+    return None

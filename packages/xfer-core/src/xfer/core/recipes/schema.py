@@ -461,11 +461,17 @@ class Validator:
                 self.error(item.loc, f"{item_path}: {exc}")
                 ok = False
                 continue
-            if not glob.glob(pattern, recursive=True):
+            matches = glob.glob(pattern, recursive=True)
+            if not matches:
                 # `corpuss.text`, close to a stage's name, is likelier a misspelt stage output than a file
                 near = did_you_mean(match.group(1), self.stage_outputs) if match else ""
                 hint = f"; nor is it a stage output (no stage {match.group(1)!r}{near})" if near and match else ""
                 self.error(item.loc, f"{item_path}: no file matches {item.value!r} (looked for {pattern}){hint}")
+                ok = False
+            elif not any(os.path.isfile(m) for m in matches):
+                # Readers take files only: a folder here was read as nothing ("the patterns matched
+                # nothing"), far from this key. Stage outputs, which are folders, are references above.
+                self.error(item.loc, f"{item_path}: {_only_directories(item.value, pattern, matches)}")
                 ok = False
             patterns.append(pattern)
         return Files(tuple(patterns), tuple(inputs)) if ok else INVALID
@@ -495,6 +501,14 @@ class Validator:
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
         return INVALID if config is INVALID else ref_type(name, config)
+
+
+def _only_directories(written: str, pattern: str, matches: list[str]) -> str:
+    """The error for a file pattern that matches folders only, with a glob to write instead."""
+    instead = f"give files or a glob such as {written.rstrip('/')}/*.txt"
+    if os.path.isdir(pattern):
+        return f"{written!r} is a directory; {instead}"
+    return f"{written!r} matches only directories (such as {min(matches)}); {instead}"
 
 
 def _field_default(f: dataclasses.Field) -> Any:
