@@ -85,3 +85,9 @@ def test_teacher_mistakes(tmp_path: Path) -> None:
     twice = write_recipe(tmp_path / "twice", "stages:\n  t:\n    kind: bam.teachers\n    tasks: [toy/pos, toy/pos]\n")
     with pytest.raises(RecipeError, match="listed twice"):
         load_recipe(twice, host=make_host(autoload=True))
+
+
+def test_teacher_encoder_overrides_the_encoder_would_refuse_are_recipe_errors(tmp_path: Path) -> None:
+    """Like transformer.finetune's: a traceback when the first teacher was built, before."""
+    problems = _problems(tmp_path, "    teachers: teachers.predictions\n", "\n    encoder: {hidden_size: 101}")
+    assert any("hidden_size" in p and "multiple of num_heads" in p for p in problems), problems
