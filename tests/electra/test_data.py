@@ -186,6 +186,29 @@ def test_document_end_flushes_and_empty_sentences_change_nothing() -> None:
     assert example.input_ids == [CLS, *sentence(3), SEP] and rng.draws == []
 
 
+def test_packer_counts_what_its_cuts_drop_without_changing_its_draws() -> None:
+    """ELECTRA's cuts are kept; PackStats says how many tokens they drop, and how many of those came
+    from lines longer than one example (max_length - 2 = 18 tokens here)."""
+    rng = Scripted([0.5, 0.9, 0.5, 0.7, 0.9, 0.5, 0.7, 0.9])
+    packer = ExamplePacker(20, CLS, SEP, rng)
+    long = packer.add_sentence(sentence(30))  # one line longer than an example: 12 of its tokens go
+    assert long.input_ids == [CLS, *sentence(18), SEP]
+    packer.add_sentence(sentence(7))
+    usual = packer.add_sentence(sentence(13, 50))  # the usual cut: segment b keeps 10 of the 13
+    assert usual.input_ids == [CLS, *sentence(7), SEP, *sentence(10, 50), SEP]
+    packer.add_sentence(sentence(5))
+    late = packer.add_sentence(sentence(25, 50))  # a long line in segment b keeps 12 of its 25
+    assert late.input_ids == [CLS, *sentence(5), SEP, *sentence(12, 50), SEP]
+    assert rng.draws == []
+    assert packer.stats.as_dict() == {
+        "lines": 5,
+        "tokens": 80,
+        "tokens_dropped": 12 + 3 + 13,
+        "long_lines": 2,
+        "long_line_tokens_dropped": 12 + 13,
+    }
+
+
 def test_packing_rules_and_frequencies_over_many_examples() -> None:
     rng = random.Random(0)
     packer = ExamplePacker(128, CLS, SEP, random.Random(1))
@@ -295,7 +318,7 @@ def test_examples_layout_and_documents(kit: dict, examples: datasets.Dataset) ->
 
 
 def test_second_build_reuses_the_cache_without_tokenizing(kit: dict, examples, monkeypatch) -> None:
-    def no_tokenizing(self, block):
+    def no_tokenizing(self, block, *stats):
         raise AssertionError("the cache should have been reused")
 
     monkeypatch.setattr(electra_data._PackSpec, "pack_block", no_tokenizing)
@@ -329,10 +352,10 @@ def test_failed_build_leaves_no_cache_and_damage_is_rebuilt(kit: dict, tmp_path:
     cache = tmp_path / "cache"
     real = electra_data._PackSpec.pack_block
 
-    def fail_on_block_3(self, block):
+    def fail_on_block_3(self, block, *stats):
         if block == 3:
             raise RuntimeError("interrupted")
-        return real(self, block)
+        return real(self, block, *stats)
 
     with monkeypatch.context() as patch:
         patch.setattr(electra_data._PackSpec, "pack_block", fail_on_block_3)
@@ -357,10 +380,10 @@ def build_in_subprocess(kit: dict, cache: Path, kill_at_block: int | None = None
         from xfer.electra import data
         from xfer.electra.corpus import CorpusConfig
         real = data._PackSpec.pack_block
-        def pack(self, block):
+        def pack(self, block, *stats):
             if block == {kill_at_block!r}:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return real(self, block)
+            return real(self, block, *stats)
         data._PackSpec.pack_block = pack
         files = [Path(p) for p in {[str(f) for f in kit["files"]]!r}]
         corpus = CorpusConfig(files=Files(tuple(map(str, files))))
@@ -394,10 +417,10 @@ def test_concurrent_builds_build_once(kit: dict, examples, tmp_path: Path, monke
     """
     real, packed = electra_data._PackSpec.pack_block, []
 
-    def slow_pack(self, block):
+    def slow_pack(self, block, *stats):
         packed.append(block)
         time.sleep(0.02)  # long enough for the second builder to arrive mid-build
-        return real(self, block)
+        return real(self, block, *stats)
 
     monkeypatch.setattr(electra_data._PackSpec, "pack_block", slow_pack)
     results: list = [None, None]
@@ -460,6 +483,167 @@ def test_streaming_yields_the_map_style_examples(kit: dict, examples) -> None:
     stream = build(kit, kit["root"] / "cache-main", corpus=corpus_of(kit["files"], streaming=True))
     assert isinstance(stream, datasets.IterableDataset) and stream.num_shards > 5
     assert rows(stream) == rows(examples)
+
+
+# --- the key holds for the bytes read; damage is noticed; truncation is counted -----------------
+
+
+def copies(kit: dict, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for original in kit["files"]:
+        (folder / original.name).write_bytes(original.read_bytes())
+    return [folder / f.name for f in kit["files"]]
+
+
+def cache_folders(cache: Path) -> list[str]:
+    return [p.name for p in cache.iterdir() if p.name.startswith("electra-examples-")] if cache.exists() else []
+
+
+def same_size_edit(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b"b", b"c"))
+
+
+@pytest.mark.parametrize("edited", ["before its blocks are read", "after its blocks were read"])
+def test_a_file_edited_during_the_build_fails_it_and_caches_nothing(
+    kit: dict, examples, tmp_path: Path, monkeypatch, edited: str
+) -> None:
+    """The key hashes the files before packing reads them. A file edited mid-build used to file
+    examples of its new text under its old text's hash, reused silently by any later build of the
+    old text (and the stage's fingerprint named the old text)."""
+    files = copies(kit, tmp_path / "corpus")
+    victim = files[1] if edited.startswith("before") else files[0]
+    original = victim.read_bytes()
+    real, done = electra_data._PackSpec.pack_block, []
+
+    def edit_then_pack(self, block, *stats):
+        first_of_file_1 = self.source.blocks[block].file == 1
+        trigger = first_of_file_1 if edited.startswith("before") else block == self.source.num_blocks - 1
+        if trigger and not done:
+            same_size_edit(victim)
+            done.append(block)
+        return real(self, block, *stats)
+
+    cache = tmp_path / "cache"
+    with monkeypatch.context() as patch:
+        patch.setattr(electra_data._PackSpec, "pack_block", edit_then_pack)
+        with pytest.raises(DataError, match=rf"{victim.name}: changed while it was being read.*Re-run"):
+            build(kit, cache, files=files)
+    assert done and cache_folders(cache) == []
+    assert not [p for p in cache.iterdir() if ".tmp-" in p.name], "the discarded build was left behind"
+    victim.write_bytes(original)  # the text the first attempt's key named
+    assert rows(build(kit, cache, files=files)) == rows(examples)
+
+
+def test_a_file_edited_while_it_is_streamed_stops_the_stream(kit: dict, tmp_path: Path) -> None:
+    """Streaming has no cache, but it re-reads the files every pass (and on resume): an edited file
+    would mix texts within one training run, under a fingerprint of the old text."""
+    files = copies(kit, tmp_path / "corpus")
+    stream = build(kit, tmp_path / "cache", corpus=corpus_of(files, streaming=True), files=files)
+    iterator = iter(stream)
+    next(iterator)
+    same_size_edit(files[0])
+    with pytest.raises(DataError, match=r"part0.txt: changed while it was being read"):
+        for _ in iterator:
+            pass
+
+
+def sha256_of(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("damage", ["flipped bytes", "out-of-range token ids"])
+def test_a_cache_damaged_in_place_is_noticed_by_its_hash_warned_about_and_rebuilt(
+    kit: dict, tmp_path: Path, capsys, damage: str
+) -> None:
+    """Same size, other contents: the manifest used to record only sizes, so this resumed silently
+    on other examples, or crashed in the embedding lookup (IndexError) on out-of-range ids."""
+    cache = tmp_path / "shared-cache"
+    built = build(kit, cache)
+    arrow, expected = Path(built.cache_files[0]["filename"]), rows(built)
+    del built
+    manifest = json.loads((arrow.parent / "manifest.json").read_text())
+    assert manifest["files"] == [{"name": arrow.name, "bytes": arrow.stat().st_size, "sha256": sha256_of(arrow)}]
+    data = bytearray(arrow.read_bytes())
+    middle = len(data) // 2 & ~3
+    if damage == "flipped bytes":
+        data[middle : middle + 100] = bytes(b ^ 0x5A for b in data[middle : middle + 100])
+    else:
+        data[middle : middle + 64] = np.full(16, 10**6, dtype=np.int32).tobytes()
+    arrow.write_bytes(bytes(data))
+    assert rows(datasets.Dataset.from_file(str(arrow))) != expected, "the damage must change the examples"
+    capsys.readouterr()
+    again = build(kit, cache)  # a cache hit, as from another run sharing the data_cache
+    assert rows(again) == expected
+    err = capsys.readouterr().err
+    assert "warning: the pre-training example cache is damaged" in err and str(arrow) in err
+    assert "sha256 differs" in err and "rebuilt" in err
+    capsys.readouterr()
+    assert rows(build(kit, cache)) == expected  # and the rebuilt cache is trusted again, quietly
+    assert "damaged" not in capsys.readouterr().err
+
+
+def content_tokens(dataset) -> int:
+    """Tokens of the examples without [CLS] and the one or two [SEP]."""
+    return sum(len(ids) - (3 if split < len(ids) else 2) for ids, split in rows(dataset))
+
+
+def one_line_per_document(text: str) -> str:
+    documents = [d for d in text.split("\n\n") if d.strip()]
+    return "\n\n".join(" ".join(d.split("\n")) for d in documents) + "\n"
+
+
+def test_lines_longer_than_an_example_are_counted_and_warned_about(kit: dict, examples, tmp_path: Path, capsys) -> None:
+    """The packing truncates as the original ELECTRA does, but no longer silently: the manifest
+    counts lines and tokens, and lines longer than an example raise a warning on every build or reuse."""
+    packing = cache_manifest(examples)["packing"]
+    assert packing["long_lines"] == packing["long_line_tokens_dropped"] == 0  # one sentence per line
+    assert packing["tokens"] - packing["tokens_dropped"] == content_tokens(examples)
+    assert 0 < packing["tokens_dropped"] < packing["tokens"] / 4  # the usual cut where an example fills up
+    assert packing["lines"] == sum(1 for f in kit["files"] for line in f.read_text().splitlines() if line.strip())
+
+    joined = tmp_path / "joined.txt"
+    joined.write_text(one_line_per_document(kit["files"][0].read_text()))
+    lengths = [
+        len(kit["tok"].backend.encode(line, add_special_tokens=False).ids) for line in joined.read_text().split("\n")
+    ]
+    capsys.readouterr()
+    built = build(kit, tmp_path / "cache", files=[joined])
+    first_err = capsys.readouterr().err
+    packing = cache_manifest(built)["packing"]
+    assert packing["long_lines"] == sum(n > 22 for n in lengths) > 10
+    assert packing["tokens"] == sum(lengths)
+    assert packing["tokens"] - packing["tokens_dropped"] == content_tokens(built)
+    assert 0 < packing["long_line_tokens_dropped"] <= packing["tokens_dropped"]
+    share = 100 * packing["long_line_tokens_dropped"] / packing["tokens"]
+    build(kit, tmp_path / "cache", files=[joined])  # reused from the cache: the warning comes again
+    for err in (first_err, capsys.readouterr().err):
+        assert f"warning: {packing['long_lines']} of the corpus's {packing['lines']} lines" in err
+        assert f"{share:.1f}% of the corpus's {packing['tokens']} tokens" in err
+        assert "one sentence per line" in err
+
+    single = tmp_path / "single.txt"  # one 100k-character line: one example of 22 tokens
+    single.write_text(" ".join(itertools.islice(itertools.cycle(["aaa", "bb", "cccc", "d"]), 40_000))[:100_000] + "\n")
+    capsys.readouterr()
+    one = build(kit, tmp_path / "cache", files=[single])
+    assert len(one) == 1 and content_tokens(one) == 22
+    packing = cache_manifest(one)["packing"]
+    assert packing["long_lines"] == 1 and packing["tokens_dropped"] == packing["tokens"] - 22 > 20_000
+    assert "99.9% of the corpus's" in capsys.readouterr().err
+
+
+def test_a_stream_warns_once_about_lines_longer_than_an_example(kit: dict, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(electra_data, "_STREAM_WARNED", set(), raising=False)
+    joined = tmp_path / "joined.txt"
+    joined.write_text(one_line_per_document(kit["files"][0].read_text()))
+    stream = build(kit, tmp_path / "cache", corpus=corpus_of([joined], streaming=True), files=[joined])
+    assert stream.num_shards > 1
+    capsys.readouterr()
+    assert len(rows(stream)) > 0
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "joined.txt: a block of the streamed corpus has" in err
+    assert "one sentence per line" in err
 
 
 # --- datasets sources -----------------------------------------------------------------------------

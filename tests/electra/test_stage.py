@@ -400,3 +400,190 @@ def test_probe_agreement_zero_shot_splits_verbs_by_attractor() -> None:
     split = module.zero_shot(nearest_noun, pairs, tokenizer.pad_id)  # type: ignore[attr-defined]
     assert split["no attractor"][0] > 90.0 and split["attractor"][0] < 30.0, split  # 97.4 / 16.2 on 800 sentences
     assert split["no attractor"][1] > 0 and split["attractor"][1] > 0
+
+
+@pytest.mark.parametrize(
+    ("encoder", "wanted"),
+    [
+        ("{hidden_size: 101}", r"encoder\.hidden_size: must be a multiple of num_heads \(2\), got 101"),
+        ("{num_heads: 0}", r"encoder\.num_heads: must be positive, got 0"),
+        ("{max_position_embeddings: 16}", r"encoder\.max_position_embeddings: 16 positions do not cover max_length 32"),
+        ("{type_vocab_size: 1}", r"encoder\.type_vocab_size: must be at least 2 \(two-segment examples"),
+    ],
+)
+def test_encoder_overrides_the_encoder_refuses_are_recipe_errors(tmp_path: Path, encoder: str, wanted: str) -> None:
+    """They passed `xfer validate` and `xfer run` failed with a traceback building the model (or an
+    IndexError at the first step)."""
+    path = write_recipe(tmp_path, RECIPE)
+    with pytest.raises(RecipeError, match=wanted):
+        load_recipe(path, [f"stages.fit.encoder={encoder}"], host())
+    one_segment = ["stages.fit.encoder={type_vocab_size: 1}", "stages.fit.single_segment_prob=1.0"]
+    assert load_recipe(path, one_segment, host()).stages["fit"].config.encoder["type_vocab_size"] == 1
+
+
+def _tokenizer_folder(path: Path, lines: list[str]) -> Path:
+    path.mkdir(parents=True)
+    (path / "vocab.txt").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_another_vocabulary_than_the_init_checkpoints_is_refused_before_training(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    """A tokenizer of the same size but other words was accepted (only sizes were compared): the
+    output paired the checkpoint's embeddings with the new vocab.txt, so every id meant another word."""
+    own = (pretrained / "tokenizer" / "vocab.txt").read_text().splitlines()
+    swapped = [*own[:20], own[21], own[20], *own[22:]]
+    _tokenizer_folder(tmp_path / "other", swapped)
+    _tokenizer_folder(tmp_path / "prefix", own[:150])
+    corpus = pretrained.parent.parent / "corpus/outputs/text/toy.txt"
+    text = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {corpus}}}
+    init: {pretrained / "discriminator"}
+    tokenizer: other
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    recipe = load_recipe(write_recipe(tmp_path, text), host=host())
+    with pytest.raises(RecipeError) as caught:
+        check_data(recipe, host())
+    assert [str(d) for d in caught.value.diagnostics] == [
+        f"{tmp_path / 'other/vocab.txt'}:21: token id 20 is {own[21]!r} here but {own[20]!r} in the init checkpoint's "
+        f"vocabulary ({pretrained / 'discriminator/vocab.txt'}:21): the checkpoint was trained with another vocabulary, "
+        "so its embeddings would stand for other words; use the checkpoint's own tokenizer (leave out `tokenizer:`) "
+        "(stage 'more')"
+    ]
+    for fits in ("prefix", str(pretrained / "tokenizer")):
+        check_data(
+            load_recipe(write_recipe(tmp_path, text.replace("tokenizer: other", f"tokenizer: {fits}")), host=host())
+        )
+    hf = text.replace(str(pretrained / "discriminator"), str(pretrained / "discriminator" / "hf"))
+    with pytest.raises(
+        RecipeError, match=r"token id 20 is .* in the init checkpoint's vocabulary \(.*/hf/vocab.txt:21\)"
+    ):
+        check_data(load_recipe(write_recipe(tmp_path, hf), host=host()))
+
+
+def test_encoder_overrides_the_tokenizer_contradicts_are_refused_before_training(tmp_path: Path) -> None:
+    """`vocab_size: 10` under a 100-token tokenizer was an IndexError at the first step;
+    `pad_token_id: 5` went silently into the exported HF config."""
+    (tmp_path / "text.txt").write_text("the dog runs .\n" * 20)
+    _tokenizer_folder(tmp_path / "tok", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *map(str, range(95))])
+    text = """
+stages:
+  fit:
+    kind: electra.pretrain
+    corpus: {files: text.txt}
+    tokenizer: tok
+    model: tiny
+    max_length: 32
+    encoder: {vocab_size: 10, pad_token_id: 5}
+    train: {steps: 1, batch_size: 8, warmup_steps: 0}
+"""
+    with pytest.raises(RecipeError) as caught:
+        check_data(load_recipe(write_recipe(tmp_path, text), host=host()), host())
+    messages = "\n".join(str(d) for d in caught.value.diagnostics)
+    assert (
+        f"encoder.vocab_size 10 is less than the 100 tokens of the tokenizer ({tmp_path / 'tok/vocab.txt'})" in messages
+    )
+    assert "encoder.pad_token_id 5 is not the tokenizer's [PAD] id, 0" in messages
+
+
+def test_warmup_longer_than_the_training_is_refused_or_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lr never reached its peak (a recipe run with `train.steps=100` kept its warmup of 300)."""
+    path = write_recipe(tmp_path, RECIPE)
+    with pytest.raises(RecipeError, match=r"train\.warmup_steps: 20 is more than train\.steps \(8\)"):
+        load_recipe(path, ["stages.fit.train.warmup_steps=20"], host())
+    with pytest.raises(RecipeError, match=r"train\.warmup_steps: 2 is more than the budget's 1 steps"):
+        load_recipe(path, ["stages.fit.budget={steps: 1}"], host())
+    # steps bought by a budget are known only when training starts: a warning, then
+    overrides = ["stages.fit.budget={tokens: 1000}", "stages.fit.train.warmup_steps=8"]  # < 8 x 32 tokens a step
+    run_recipe_file(path, tmp_path / "run", host(), overrides)
+    steps = json.loads((tmp_path / "run/fit/outputs/discriminator/xfer_model.json").read_text())["training_steps"]
+    assert steps < 8
+    warning = f"warning: train.warmup_steps 8 is more than the {steps} training steps: the learning rate never reaches"
+    assert warning in capsys.readouterr().err
+
+
+# --- the corpus the examples are built from, and what the report says about it -------------------
+
+FILE_RECIPE = f"""
+name: lines
+seed: 1
+stages:
+  fit:
+    kind: electra.pretrain
+    corpus: {{files: corpus.txt}}
+    tokenizer: vocab
+    model: tiny
+    encoder: {TINY}
+    max_length: 32
+    export_hf: false
+    train: {{steps: 2, batch_size: 4, warmup_steps: 1, log_every: 1, checkpoint_every: 100}}
+"""
+
+
+def _file_corpus(folder: Path, joined: bool) -> Path:
+    """A corpus.txt (documents of 2-6 sentences; `joined`: one line per document) and a vocab/ for it."""
+    import random
+
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    rng = random.Random(0)
+    words = ["the", "a", "dog", "cat", "saw", "big", "small", "ran", "home", "near", "tree", "river", "old"]
+    documents = [
+        [" ".join(rng.choices(words, k=rng.randint(4, 12))) + " ." for _ in range(rng.randint(2, 6))] for _ in range(80)
+    ]
+    text = "\n\n".join((" ".join(d) if joined else "\n".join(d)) for d in documents) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.txt").write_text(text)
+    WordPieceTokenizer.train([folder / "corpus.txt"], vocab_size=60).save(folder / "vocab")
+    return write_recipe(folder, FILE_RECIPE)
+
+
+def test_report_gives_the_data_and_warns_about_lines_longer_than_an_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A corpus with a document per line loses most of its text to ELECTRA's truncation: say so
+    (stderr and report.md), and give the examples and real tokens trained on."""
+    run_recipe_file(_file_corpus(tmp_path, joined=True), tmp_path / "run", host())
+    report = (tmp_path / "run/fit/report.md").read_text()
+    (manifest_path,) = (tmp_path / "run/fit/data").glob("electra-examples-*/manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    stats, packing = manifest["statistics"], manifest["packing"]
+    assert f"## Data\n\n{stats['examples']} packed examples, {stats['tokens']} real tokens" in report
+    assert f"from {packing['lines']} lines of {packing['tokens']} tokens" in report
+    assert packing["long_lines"] > 0
+    warning = f"{packing['long_lines']} of the corpus's {packing['lines']} lines"
+    assert f"## Warning\n\n{warning}" in report and "one sentence per line" in report
+    assert f"warning: {warning}" in capsys.readouterr().err
+
+
+def test_a_corpus_edited_after_the_run_fingerprinted_it_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """The runner signs the corpus into stage.json before the stage builds its examples; an edit in
+    between would train on the new text under the old text's fingerprint (a later run on the old
+    text would then skip the stage as done)."""
+    from xfer.electra import data
+
+    recipe = _file_corpus(tmp_path, joined=False)
+    real = data.build_examples
+
+    def edit_then_build(*args, **kwargs):
+        with open(tmp_path / "corpus.txt", "a") as handle:
+            handle.write("the big dog ran home .\n")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(data, "build_examples", edit_then_build)
+        with pytest.raises(UserError, match=r"corpus.txt: changed after this run fingerprinted it"):
+            run_recipe_file(recipe, tmp_path / "run", host())
+    state = json.loads((tmp_path / "run/fit/stage.json").read_text())
+    assert state["status"] == "failed" and "changed after this run fingerprinted it" in state["error"]
+    run_recipe_file(recipe, tmp_path / "run", host())  # re-fingerprinted on the new text: reuses its examples
+    assert json.loads((tmp_path / "run/fit/stage.json").read_text())["status"] == "completed"
+    assert len(list((tmp_path / "run/fit/data").glob("electra-examples-*"))) == 1

@@ -11,12 +11,23 @@
   the tokenizer's full serialised pipeline, max_length, the two probabilities, the seed,
   max_lines and the block size. A second call with the same inputs loads it without tokenizing;
   any change builds a new one. Builds run in a hidden temporary folder that is renamed into place
-  only once complete (with a manifest listing every file and its size), under a file lock, so a
-  killed or concurrent build (several ranks, several runs) never leaves a cache that looks
-  complete but is not. A damaged cache (missing/truncated file) is rebuilt.
+  only once complete (with a manifest listing every file, its size and sha256), under a file
+  lock, so a killed or concurrent build (several ranks, several runs) never leaves a cache that
+  looks complete but is not. Every open re-hashes the cache files against the manifest (one
+  sequential read, ~0.1 s per 100 MB when cached by the OS): a damaged cache (missing,
+  truncated or altered file) is rebuilt with a warning instead of training on garbage.
+* The key must describe the bytes actually tokenized, but it is computed before they are read.
+  So every input file's (size, mtime, inode, ctime) is recorded before it is hashed, checked
+  again after each block is read, and after the build the files are hashed once more: a file
+  that changed in between fails the build (DataError naming it; nothing is cached) instead of
+  storing examples of the new text under the old text's key.
+* Packing truncates as the original ELECTRA does; the manifest records how much
+  (`xfer.electra.packing.PackStats`), and lines longer than one example are warned about.
 * `streaming=True` builds nothing: a `datasets.IterableDataset` whose shards are the blocks,
   packed on the fly while training (same examples as the map-style build, for files and
-  `save_to_disk` folders).
+  `save_to_disk` folders). Text files are checked after every block read as above (a corpus
+  edited while it is streamed stops the run), and a line longer than an example is warned about
+  (stderr, once per process) when first met: nothing is counted ahead.
 
 Columns: `input_ids` (int32 list, `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`) and
 `segment_split` (int32: index of the first token of segment b, i.e. where token type 1 starts;
@@ -36,9 +47,10 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import islice, pairwise
 from pathlib import Path
 from typing import Any, Literal
@@ -59,6 +71,7 @@ from xfer.electra.packing import (
     MAX_SCAN_BLOCKS,
     ExamplePacker,
     PackedExample,
+    PackStats,
     TextBlock,
     WorkerDataError,
     block_rng,
@@ -72,14 +85,16 @@ try:  # POSIX; elsewhere concurrent builders are still safe (rename), only not s
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-CACHE_FORMAT = "xfer.electra.examples/1"
-"""Bump when the packing or the stored layout changes: old caches are then never reused."""
+CACHE_FORMAT = "xfer.electra.examples/2"
+"""Bump when the packing or the stored layout changes: old caches are then never reused.
+(/2: the manifest records each file's sha256 and the packing counts.)"""
 
 EXAMPLE_FEATURES = datasets.Features(
     {"input_ids": datasets.List(datasets.Value("int32")), "segment_split": datasets.Value("int32")}
 )
 MANIFEST = "manifest.json"
 _CACHE_PREFIX = "electra-examples-"
+_PACK_STATS = "pack-stats"  # per-process block counts, inside a build's temporary folder only
 _ROWS_PER_CHUNK = 2000
 _FILE_BUILDERS = {
     ".json": "json",
@@ -106,6 +121,7 @@ def build_examples(
     *,
     block_bytes: int = BLOCK_BYTES,
     block_rows: int = BLOCK_ROWS,
+    warn: Callable[[str], None] | None = None,
 ) -> datasets.Dataset | datasets.IterableDataset:
     """Packed pre-training examples of `corpus` (see the module docstring).
 
@@ -113,11 +129,15 @@ def build_examples(
     stage outputs with `ctx.resolve_files`); it is ignored for `corpus.dataset`. Safe to call on
     every rank at once: one process builds, the others wait for it and load the result.
     `block_bytes`/`block_rows` set the block size (tests make it small to get many blocks).
+    `warn` receives the warnings (a damaged cache rebuilt, lines longer than an example); by
+    default they are printed to stderr as `warning: ...`. The stage also puts them in its report.
 
-    Raises DataError for unreadable/non-UTF-8 files (file and line), a dataset that cannot be
-    loaded, a missing or non-text column, or a corpus without a single token.
+    Raises DataError for unreadable/non-UTF-8 files (file and line), a file that changed while
+    it was read, a dataset that cannot be loaded, a missing or non-text column, or a corpus
+    without a single token.
     """
     _check_arguments(corpus, files, max_length, short_seq_prob, single_segment_prob, block_bytes, block_rows)
+    warn = warn or _print_warning
     tokenizer_dir = Path(tokenizer_dir)
     tokenizer = _load_tokenizer(str(tokenizer_dir))
     cache_dir = Path(cache_dir)
@@ -143,13 +163,51 @@ def build_examples(
         "max_lines": corpus.max_lines,
     }
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-    return _build_or_load(spec, key, parts, cache_dir, corpus.num_proc)
+    digests = parts["source"].get("sha256", [])
+
+    def inputs_unchanged() -> None:  # run after the build, before the cache is renamed into place
+        source.snapshot.verify(digests)
+
+    examples = _build_or_load(spec, key, parts, cache_dir, corpus.num_proc, inputs_unchanged, warn)
+    manifest = cache_manifest(examples) or {}
+    message = truncation_warning(manifest.get("packing"), max_length)
+    if message:
+        warn(message)
+    return examples
 
 
 def cache_manifest(examples: datasets.Dataset) -> dict[str, Any] | None:
     """The manifest of the cache `examples` was loaded from (inputs, counts, statistics), if any."""
     files = examples.cache_files
     return read_json(Path(files[0]["filename"]).parent / MANIFEST) if files else None
+
+
+def truncation_warning(packing: dict[str, int] | None, max_length: int) -> str | None:
+    """The warning for a corpus with lines longer than one example (None if it has none).
+
+    Packing keeps at most `max_length - 2` tokens of such a line, as the original ELECTRA does,
+    which silently throws away most of a corpus written one paragraph or document per line.
+    `packing` is the manifest's `PackStats` record.
+    """
+    if not packing:
+        return None
+    stats = PackStats.from_dict(packing)
+    if stats.long_lines == 0:
+        return None
+    tokens = max(stats.tokens, 1)
+    return (
+        f"{stats.long_lines} of the corpus's {stats.lines} line{'s' if stats.lines != 1 else ''} "
+        f"({100 * stats.long_lines / max(stats.lines, 1):.3g}%) {'has' if stats.long_lines == 1 else 'have'} "
+        f"more tokens than one example holds ({max_length - 2} = max_length - 2); packing cuts them, "
+        f"as the original ELECTRA does, which dropped {stats.long_line_tokens_dropped} of their tokens: "
+        f"{100 * stats.long_line_tokens_dropped / tokens:.1f}% of the corpus's {stats.tokens} tokens "
+        f"({100 * stats.tokens_dropped / tokens:.1f}% dropped in all, with the usual cut of the sentence that "
+        "fills an example). The corpus should have one sentence per line, with a blank line between documents."
+    )
+
+
+def _print_warning(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def example_statistics(examples: datasets.Dataset) -> dict[str, float]:
@@ -191,6 +249,70 @@ def _check_arguments(
 # --- sources: where a block's lines come from ----------------------------------------------------
 
 
+FileIdentity = tuple[int, int, int, int]
+"""(size, mtime_ns, inode, ctime_ns): changes whenever a file is written or replaced (the ctime
+cannot be set back by any tool)."""
+
+
+def _identity(path: str) -> FileIdentity | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
+
+
+def _changed_while_read(path: str) -> DataError:
+    return WorkerDataError(
+        path,
+        0,
+        "changed while it was being read for the pre-training examples (its contents, size, modification time "
+        "or inode differ from when reading started): the examples would mix its old and new text, or not be of "
+        "the text their cache key and the run's fingerprint name, so nothing built from it is used. Re-run once "
+        "it no longer changes",
+    )
+
+
+@dataclass
+class _InputSnapshot:
+    """The identity of every file whose contents key the cache, taken before they are hashed or read.
+
+    The key is computed from the files' sha256 before packing reads them; this is what makes
+    the key hold for the bytes actually tokenized: `check` after each block, `verify` after the
+    whole build (identity unchanged and contents hashing to the digests in the key).
+    """
+
+    paths: list[str] = field(default_factory=list)
+    identities: list[FileIdentity | None] = field(default_factory=list)
+
+    @classmethod
+    def take(cls, paths: Sequence[str]) -> _InputSnapshot:
+        return cls(list(paths), [_identity(p) for p in paths])
+
+    def check(self, index: int) -> None:
+        """Raise if file `index` was written, replaced or removed since the snapshot."""
+        if _identity(self.paths[index]) != self.identities[index]:
+            raise _changed_while_read(self.paths[index])
+
+    def verify(self, digests: Sequence[str]) -> None:
+        """`check` every file, then hash it again: its contents must still be `digests` (the key's).
+
+        The re-hash also covers a same-size rewrite within the file system's timestamp
+        granularity of the snapshot, which the identity alone can miss. One sequential read of
+        the corpus, after a build that read and tokenized it (far slower).
+        """
+        if len(digests) != len(self.paths):
+            return  # nothing hashed by file (an in-memory dataset)
+        for index, (path, digest) in enumerate(zip(self.paths, digests, strict=True)):
+            self.check(index)
+            try:
+                now = _sha256(Path(path))
+            except OSError:
+                raise _changed_while_read(path) from None
+            if now != digest:
+                raise _changed_while_read(path)
+
+
 @dataclass
 class _TextSource:
     """Plain-text files cut into byte-range blocks."""
@@ -198,6 +320,7 @@ class _TextSource:
     paths: list[str]
     blocks: list[TextBlock]
     ends: list[int]
+    snapshot: _InputSnapshot = field(default_factory=_InputSnapshot)
 
     @property
     def name(self) -> str:
@@ -210,6 +333,8 @@ class _TextSource:
     def lines(self, block: int) -> Iterator[list[str]]:
         b = self.blocks[block]
         yield from iter_text_lines(Path(self.paths[b.file]), b.start, b.end)
+        if self.snapshot.paths:  # the bytes just read are the ones hashed (and, streaming, fingerprinted)
+            self.snapshot.check(b.file)
 
     def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:
         return {
@@ -229,6 +354,7 @@ class _RowSource:
     column: str
     blocks: list[tuple[int, int]]
     identity: dict[str, Any]
+    snapshot: _InputSnapshot = field(default_factory=_InputSnapshot)
 
     @property
     def num_blocks(self) -> int:
@@ -256,6 +382,7 @@ class _IterableRowSource:
     name: str
     column: str
     max_lines: int | None
+    snapshot: _InputSnapshot = field(default_factory=_InputSnapshot)  # nothing: a stream is not cached
 
     @property
     def num_blocks(self) -> int:
@@ -297,9 +424,11 @@ def _open_source(
     corpus: CorpusConfig, files: list[Path], cache_dir: Path, block_bytes: int, block_rows: int
 ) -> _TextSource | _RowSource | _IterableRowSource:
     if corpus.dataset is None:
+        paths = [str(f) for f in files]
+        snapshot = _InputSnapshot.take(paths)  # before anything reads them: planning, hashing, packing
         ends = prefix_ends(files, corpus.max_lines)
         blocks = plan_text_blocks(files, ends, block_bytes)
-        return _TextSource([str(f) for f in files], blocks, ends)
+        return _TextSource(paths, blocks, ends, snapshot)
     loaded = _load_dataset(corpus, cache_dir)
     name, column = corpus.dataset, corpus.text_column
     if isinstance(loaded, datasets.IterableDataset):
@@ -316,12 +445,14 @@ def _open_source(
         loaded = loaded.select(range(corpus.max_lines))
     identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
     cache_files = [f["filename"] for f in loaded.cache_files]
+    snapshot = _InputSnapshot()
     if cache_files:
         identity["files"] = sorted(cache_files)
+        snapshot = _InputSnapshot.take(identity["files"])
     else:  # in memory: fall back on the fingerprint datasets computed
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
-    return _RowSource(loaded, name, column, blocks, identity)
+    return _RowSource(loaded, name, column, blocks, identity, snapshot)
 
 
 def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | datasets.IterableDataset:
@@ -427,7 +558,8 @@ class _PackSpec:
     single_segment_prob: float
     source: _TextSource | _RowSource | _IterableRowSource
 
-    def pack_block(self, block: int) -> Iterator[PackedExample]:
+    def pack_block(self, block: int, stats: PackStats | None = None) -> Iterator[PackedExample]:
+        """The examples of block `block`; once exhausted, its counts are added to `stats`."""
         tokenizer = _load_tokenizer(self.tokenizer_dir)
         packer = ExamplePacker(
             self.max_length,
@@ -449,26 +581,75 @@ class _PackSpec:
         example = packer.end_document()  # the end of a block is the end of a document
         if example is not None:
             yield example
+        if stats is not None:
+            stats.add(packer.stats)
 
 
-def _pack_blocks(batch: dict[str, list[int]], rank: int | None, spec: _PackSpec) -> dict[str, list[Any]]:
-    """`datasets.map` function: block indices in, packed examples out."""
+def _pack_blocks(
+    batch: dict[str, list[int]], rank: int | None, spec: _PackSpec, stats_dir: str | None = None
+) -> dict[str, list[Any]]:
+    """`datasets.map` function: block indices in, packed examples out.
+
+    Each block's `PackStats` is appended to `stats_dir/blocks-<pid>.jsonl`: the map's output
+    rows are examples, so the counts of a build spread over processes travel by file.
+    """
     if rank is not None:  # a worker process: a forked tokenizer must not start its own thread pool
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
     input_ids: list[list[int]] = []
     splits: list[int] = []
     for block in batch["block"]:
-        for example in spec.pack_block(block):
+        stats = PackStats()
+        for example in spec.pack_block(block, stats):
             input_ids.append(example.input_ids)
             splits.append(example.segment_split)
+        if stats_dir is not None:
+            with open(Path(stats_dir) / f"blocks-{os.getpid()}.jsonl", "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"block": block, **stats.as_dict()}) + "\n")
     return {"input_ids": input_ids, "segment_split": splits}
 
 
+def _read_pack_stats(stats_dir: Path, num_blocks: int) -> PackStats:
+    """The sum of the per-block counts `_pack_blocks` wrote (each block once)."""
+    per_block: dict[int, PackStats] = {}
+    for path in sorted(stats_dir.glob("blocks-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            per_block[int(record.pop("block"))] = PackStats.from_dict(record)
+    missing = sorted(set(range(num_blocks)) - per_block.keys())
+    if missing:  # pragma: no cover - every block goes through _pack_blocks
+        raise RuntimeError(f"packing counts missing for blocks {missing[:5]} (a bug in xfer.electra.data)")
+    total = PackStats()
+    for stats in per_block.values():
+        total.add(stats)
+    return total
+
+
+_STREAM_WARNED: set[str] = set()
+_STREAM_WARNED_LOCK = threading.Lock()
+
+
 def _generate_examples(blocks: list[int], spec: _PackSpec) -> Iterator[dict[str, Any]]:
-    """`IterableDataset.from_generator` function: the examples of the given blocks, in order."""
+    """`IterableDataset.from_generator` function: the examples of the given blocks, in order.
+
+    A stream is never counted ahead, so a line longer than one example is warned about when it
+    is first met (stderr, once per source and process) rather than in the report.
+    """
     for block in blocks:
-        for example in spec.pack_block(block):
+        stats = PackStats()
+        for example in spec.pack_block(block, stats):
             yield {"input_ids": example.input_ids, "segment_split": example.segment_split}
+        if stats.long_lines:
+            with _STREAM_WARNED_LOCK:
+                first = spec.source.name not in _STREAM_WARNED
+                _STREAM_WARNED.add(spec.source.name)
+            if first:
+                _print_warning(
+                    f"{spec.source.name}: a block of the streamed corpus has {stats.long_lines} line(s) with more "
+                    f"tokens than one example holds ({spec.max_length - 2} = max_length - 2); packing cuts them "
+                    f"(as the original ELECTRA does), which dropped {stats.long_line_tokens_dropped} of the "
+                    f"block's {stats.tokens} tokens. A stream is not counted ahead; the corpus should have one "
+                    "sentence per line, with a blank line between documents."
+                )
 
 
 # --- the Arrow cache ------------------------------------------------------------------------------
@@ -492,17 +673,35 @@ class _FileHashes:
         return digests
 
 
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 def _build_or_load(
-    spec: _PackSpec, key: str, parts: dict[str, Any], cache_dir: Path, num_proc: int
+    spec: _PackSpec,
+    key: str,
+    parts: dict[str, Any],
+    cache_dir: Path,
+    num_proc: int,
+    inputs_unchanged: Callable[[], None],
+    warn: Callable[[str], None],
 ) -> datasets.Dataset:
+    """Load the cache of `key`, or build it; `inputs_unchanged` must pass before a build is kept."""
     final = cache_dir / f"{_CACHE_PREFIX}{key[:24]}"
-    loaded = _load_cache(final, key)
+    loaded, _ = _load_cache(final, key)
     if loaded is not None:
         return loaded
     with _exclusive(cache_dir / f".{final.name}.lock"):
-        loaded = _load_cache(final, key)  # another process may have built it while we waited
+        # another process may have built it while we waited; damage is reported here, under the
+        # lock, once, for the cache that is about to be replaced
+        loaded, damage = _load_cache(final, key)
         if loaded is not None:
             return loaded
+        if damage:
+            warn(
+                f"the pre-training example cache is damaged: {damage}. It is rebuilt (if this recurs, check the disk)."
+            )
         shutil.rmtree(final, ignore_errors=True)  # damaged (we hold the lock, nobody is writing it)
         for stale in cache_dir.glob(f".{final.name}.tmp-*"):  # left by killed builds
             shutil.rmtree(stale, ignore_errors=True)
@@ -510,6 +709,7 @@ def _build_or_load(
         temp.mkdir()
         try:
             manifest = _build(spec, key, parts, temp, num_proc)
+            inputs_unchanged()  # else the examples are not those of the text the key names: discard them
             write_json(temp / MANIFEST, manifest)
             fsync_dir(temp)
             os.rename(temp, final)
@@ -517,15 +717,17 @@ def _build_or_load(
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
-    loaded = _load_cache(final, key)
+    loaded, damage = _load_cache(final, key, verify=False)  # just hashed by _build
     if loaded is None:  # pragma: no cover - only if the folder is tampered with right after the build
-        raise DataError(final, 0, "the example cache just built cannot be read back")
+        raise DataError(final, 0, f"the example cache just built cannot be read back: {damage}")
     return loaded
 
 
 def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_proc: int) -> dict[str, Any]:
     blocks = datasets.Dataset.from_dict({"block": list(range(spec.source.num_blocks))})
     workers = min(num_proc, spec.source.num_blocks)
+    stats_dir = folder / _PACK_STATS
+    stats_dir.mkdir()
     examples = blocks.map(
         _pack_blocks,
         batched=True,
@@ -537,7 +739,7 @@ def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_p
         cache_file_name=str(folder / "examples.arrow"),
         load_from_cache_file=False,
         new_fingerprint=key[:32],
-        fn_kwargs={"spec": spec},
+        fn_kwargs={"spec": spec, "stats_dir": str(stats_dir)},
         desc="ELECTRA examples: tokenize + pack corpus blocks",
     )
     if len(examples) == 0:
@@ -545,33 +747,55 @@ def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_p
     names = [Path(f["filename"]).name for f in examples.cache_files]
     statistics = example_statistics(examples)
     del examples
+    packing = _read_pack_stats(stats_dir, spec.source.num_blocks)
+    shutil.rmtree(stats_dir)
+    entries = []
     for name in names:
         fsync_file(folder / name)
+        entries.append({"name": name, "bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)})
     return {
         "format": CACHE_FORMAT,
         "key": key,
         "inputs": parts,
-        "files": [{"name": n, "bytes": (folder / n).stat().st_size} for n in names],
+        "files": entries,
         "statistics": statistics,
+        "packing": packing.as_dict(),
     }
 
 
-def _load_cache(folder: Path, key: str) -> datasets.Dataset | None:
-    """The cached examples, or None when absent or not exactly what the manifest promises."""
-    manifest = read_json(folder / MANIFEST)
-    if manifest is None or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
-        return None
+def _load_cache(folder: Path, key: str, *, verify: bool = True) -> tuple[datasets.Dataset | None, str | None]:
+    """(the cached examples, None), or (None, what is wrong with them: None when simply absent).
+
+    The cache is used only when it is exactly what its manifest promises: every file of the
+    size and (when `verify`) the sha256 recorded at build time, and the recorded number of
+    examples. Without the hash, a file damaged in place (same size) trained silently on other
+    examples, or crashed the embedding lookup on out-of-range token ids.
+    """
+    manifest_path = folder / MANIFEST
+    manifest = read_json(manifest_path)
+    if manifest is None:
+        return None, (f"{manifest_path} is missing or unreadable" if folder.is_dir() else None)
+    if manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
+        return None, None  # another layout or another key's folder (a 24-hex-digit prefix clash): not ours
     try:
         entries = manifest["files"]
-        if any((folder / e["name"]).stat().st_size != e["bytes"] for e in entries):
-            return None
+        for entry in entries:
+            path = folder / entry["name"]
+            size = path.stat().st_size
+            if size != entry["bytes"]:
+                return None, f"{path} has {size} bytes, {entry['bytes']} when it was built"
+            if verify and _sha256(path) != entry["sha256"]:
+                return None, f"{path} does not have the contents it was built with (its sha256 differs)"
         parts = [datasets.Dataset.from_file(str(folder / e["name"])) for e in entries]
         examples = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-    except (OSError, KeyError, TypeError, ValueError, pa.ArrowException):
-        return None
-    if len(examples) != manifest.get("statistics", {}).get("examples"):
-        return None
-    return examples
+    except FileNotFoundError as error:
+        return None, f"{error.filename} is missing"
+    except (OSError, KeyError, TypeError, ValueError, pa.ArrowException) as error:
+        return None, f"{folder} cannot be read ({type(error).__name__}: {error})"
+    expected = manifest.get("statistics", {}).get("examples")
+    if len(examples) != expected:
+        return None, f"{folder} holds {len(examples)} examples, {expected} when it was built"
+    return examples, None
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from torch import nn
 
 from xfer.core import distributed as dist
 from xfer.core.atomic import read_json
-from xfer.core.errors import UserError
+from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer
 from xfer.electra import flops
@@ -42,6 +42,8 @@ def run_pretrain(ctx: StageContext) -> None:
     tokenizer = _tokenizer(config, ctx)
     encoder_config, init_state = _encoder_config(config, ctx, tokenizer.vocab_size)
     examples = _examples(config, ctx, tokenizer)
+    if ctx.is_main:
+        ctx.report(_data_report(examples, config))
     lengths = example_lengths(examples)
     objective = _objective(config, ctx, encoder_config, tokenizer, examples)
     if init_state is not None:
@@ -155,13 +157,90 @@ def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:
             ctx.seed,
             short_seq_prob=config.short_seq_prob,
             single_segment_prob=config.single_segment_prob,
+            warn=lambda message: _warn(ctx, message),
         )
 
     if dist.world_size() > 1 and not config.corpus.streaming:
         result = build() if ctx.is_main else None
         dist.barrier()
-        return result if result is not None else build()  # a cache hit on the other ranks
-    return build()
+        examples = result if result is not None else build()  # a cache hit on the other ranks
+    else:
+        examples = build()
+    check_fingerprinted_corpus(ctx, files, examples)
+    return examples
+
+
+def _warn(ctx: StageContext, message: str) -> None:
+    """A warning where the stage's others go: stderr and a section of report.md (rank 0 only)."""
+    if ctx.is_main:
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+        ctx.report(f"## Warning\n\n{message}\n")
+
+
+def check_fingerprinted_corpus(ctx: StageContext, files: list[Path], examples: Any) -> None:
+    """Refuse examples built from other corpus bytes than the ones the run's fingerprint signed.
+
+    The runner hashes the corpus files into stage.json when it decides to run the stage;
+    `build_examples` hashes them again for its cache key (and guarantees the examples are of
+    those bytes). A file edited between the two would be trained on while stage.json records
+    the old hash — and a later run on the old text would then skip this stage as done. The cache
+    built from the new text is kept (it is filed under the new text's hash): the re-run that
+    fingerprints the new text reuses it. Streams are not hashed, so not compared.
+    """
+    from xfer.electra.data import cache_manifest
+
+    manifest = cache_manifest(examples) if hasattr(examples, "cache_files") else None
+    source = (manifest or {}).get("inputs", {}).get("source", {})
+    if source.get("kind") != "files":
+        return
+    signature = (read_json(ctx.dir / "stage.json") or {}).get("signature") or {}
+    signed = (signature.get("inputs") or {}).get(f"stages.{ctx.name}.corpus.files")
+    if not isinstance(signed, dict):
+        return  # not run by the runner, or a corpus from an earlier stage (signed by its fingerprint)
+    for path, digest in zip(files, source.get("sha256", []), strict=False):
+        recorded = signed.get(str(path))
+        if isinstance(recorded, str) and recorded != digest:
+            raise DataError(
+                path,
+                0,
+                "changed after this run fingerprinted it and before its pre-training examples were built "
+                f"(stage.json records sha256 {recorded[:12]}..., the examples are of {digest[:12]}...). "
+                "Re-run: the stage is then fingerprinted on the new text and reuses these examples",
+            )
+
+
+def _data_report(examples: Any, config: PretrainConfig) -> str:
+    """The report's data section: what the model trains on, and what packing cut (from the cache manifest)."""
+    from xfer.electra.data import cache_manifest, example_statistics
+    from xfer.electra.packing import PackStats
+
+    if not hasattr(examples, "cache_files"):
+        return (
+            "## Data\n\nStreamed corpus: examples are packed on the fly while training, so their number, their "
+            "tokens and the tokens packing cuts are not known ahead (a line longer than one example is warned "
+            "about on stderr when it is met).\n"
+        )
+    manifest = cache_manifest(examples) or {}
+    stats = manifest.get("statistics") or example_statistics(examples)
+    text = (
+        f"## Data\n\n{stats['examples']} packed examples, {stats['tokens']} real tokens ([CLS]/[SEP] included; "
+        f"mean length {stats['mean_length']:.1f} of max_length {config.max_length}, "
+        f"{stats['two_segment_percent']:.0f}% with two segments)"
+    )
+    if manifest.get("packing"):
+        packing = PackStats.from_dict(manifest["packing"])
+        share = 100 * packing.tokens_dropped / max(packing.tokens, 1)
+        text += (
+            f", from {packing.lines} line{'s' if packing.lines != 1 else ''} of {packing.tokens} tokens: packing cut {packing.tokens_dropped} of them "
+            f"({share:.1f}%), as the original ELECTRA does, where a sentence overflowed a full example; "
+        )
+        text += (
+            f"{packing.long_lines} {'line is' if packing.long_lines == 1 else 'lines are'} longer than one "
+            f"example and {packing.long_line_tokens_dropped} of the cut tokens were theirs (see the warning)"
+            if packing.long_lines
+            else "no line is longer than one example"
+        )
+    return text + ".\n"
 
 
 def example_lengths(examples: Any) -> np.ndarray | None:
