@@ -587,3 +587,66 @@ def test_a_corpus_edited_after_the_run_fingerprinted_it_is_refused(tmp_path: Pat
     run_recipe_file(recipe, tmp_path / "run", host())  # re-fingerprinted on the new text: reuses its examples
     assert json.loads((tmp_path / "run/fit/stage.json").read_text())["status"] == "completed"
     assert len(list((tmp_path / "run/fit/data").glob("electra-examples-*"))) == 1
+
+
+def test_the_streaming_shuffle_buffer_reaches_the_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`corpus.shuffle_buffer` was never passed on: every stream shuffled in windows of 10,000."""
+    from xfer.electra import data
+
+    seen: list[int] = []
+    real = data.PretrainBatches.__init__
+
+    def spy(self, *args, shuffle_buffer: int = 10_000, **kwargs) -> None:
+        seen.append(shuffle_buffer)
+        real(self, *args, shuffle_buffer=shuffle_buffer, **kwargs)
+
+    monkeypatch.setattr(data.PretrainBatches, "__init__", spy)
+    path = write_recipe(tmp_path, RECIPE)
+    streaming = [
+        "stages.fit.corpus={files: corpus.text, streaming: true, shuffle_buffer: 7}",
+        "stages.fit.train.steps=2",
+    ]
+    run_recipe_file(path, tmp_path / "run", host(), streaming)
+    assert seen == [7]
+
+
+def test_a_stage_made_vocabulary_other_than_the_init_checkpoints_is_refused_before_training(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    """When the tokenizer is an earlier stage's output it does not exist at pre-flight: the stage
+    compares it before training (a different vocabulary of the same size used to pass)."""
+    text = f"""
+stages:
+  corpus: {{kind: toy.corpus, sentences: 300, seed: 9}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 180, min_frequency: 1}}
+  more:
+    kind: electra.pretrain
+    corpus: {{files: corpus.text}}
+    init: {pretrained / "discriminator"}
+    tokenizer: vocab.tokenizer
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    with pytest.raises(UserError, match=r"vocab\.txt:\d+: token id \d+ is .* in the init checkpoint's vocabulary"):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    assert not (tmp_path / "run/more/checkpoints").exists(), "refused before the first step"
+
+
+def test_finetune_refuses_a_stage_made_vocabulary_other_than_its_init_checkpoints(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    """The same check in transformer.finetune, whose pre-flight cannot see a `vocab.tokenizer` either."""
+    text = f"""
+stages:
+  corpus: {{kind: toy.corpus, sentences: 300, seed: 9}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 180, min_frequency: 1}}
+  tune:
+    kind: transformer.finetune
+    init: {pretrained / "discriminator"}
+    tokenizer: vocab.tokenizer
+    max_length: 32
+    tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8}}]
+"""
+    with pytest.raises(UserError, match=r"vocab\.txt:\d+: token id \d+ is .* in the init checkpoint's vocabulary"):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"

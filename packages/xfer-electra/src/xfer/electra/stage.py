@@ -50,7 +50,7 @@ def run_pretrain(ctx: StageContext) -> None:
         _load_init(objective, init_state, config, ctx)
     steps, plan = _plan(config, objective, encoder_config, lengths)
     train = dataclasses.replace(config.train, steps=steps)
-    source = _source(ctx, train, examples, tokenizer)
+    source = _source(ctx, train, examples, tokenizer, config.corpus.shuffle_buffer)
     trainer = Trainer(train, objective, source, ctx.dir, device=ctx.device, events=ctx.events(), description="pretrain")
     trainer.fit()
     trainer.load_weights("last")  # the EMA weights when EMA is on: what the run's diagnostics describe
@@ -91,8 +91,19 @@ def _tokenizer(config: PretrainConfig, ctx: StageContext) -> Any:
 
 def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) -> tuple[Any, dict | None]:
     """(discriminator EncoderConfig, initial weights or None): from `init`, or a preset."""
+    from xfer.transformer.finetune_config import checkpoint_problems
     from xfer.transformer.presets import preset
 
+    # The pre-flight check, again now that earlier stages' outputs exist (a `vocab.tokenizer` or an
+    # `init:` from this recipe were not there to compare before the run): a vocabulary other than the
+    # init checkpoint's, or `encoder:` sizes the tokenizer contradicts, fail here, before training.
+    tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
+    init_dir = ctx.resolve(config.init) if config.init is not None else None
+    problems = checkpoint_problems(
+        tokenizer_dir, init_dir, config.encoder, config.max_length, random_init=config.init is None
+    )
+    if problems:
+        raise problems[0]
     if config.init is None:
         overrides = {"vocab_size": vocab_size, **config.encoder}
         overrides.setdefault("max_position_embeddings", max(512, config.max_length))
@@ -437,7 +448,8 @@ def component_flops(config: PretrainConfig, objective: Any, encoder_config: Any,
     )
 
 
-def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any) -> Any:
+def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, shuffle_buffer: int) -> Any:
+    """The batch source; `shuffle_buffer` is the streaming window (ignored for a packed dataset)."""
     from xfer.electra.data import PretrainBatches
 
     return PretrainBatches(
@@ -448,6 +460,7 @@ def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any) -> Any
         rank=dist.rank(),
         world_size=dist.world_size(),
         accumulation=train.grad_accum,
+        shuffle_buffer=shuffle_buffer,
     )
 
 

@@ -34,7 +34,7 @@ from xfer.core.results import HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, nonempty_examples
 from xfer.core.trainer import Trainer
-from xfer.transformer.finetune_config import FinetuneConfig
+from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
 
 
 def slug(name: str) -> str:
@@ -73,6 +73,16 @@ def run_finetune(ctx: StageContext) -> None:
     config: FinetuneConfig = ctx.config
     encoder_config, init_state, init_folder = load_initial(config, ctx)
     tokenizer = load_tokenizer(config, ctx, init_folder)
+    if config.tokenizer is not None:  # the pre-flight check, now that earlier stages' outputs exist
+        problems = checkpoint_problems(
+            ctx.resolve(config.tokenizer),
+            init_folder,
+            config.encoder,
+            config.max_length,
+            random_init=init_folder is None,
+        )
+        if problems:
+            raise problems[0]
     if tokenizer.vocab_size > encoder_config.vocab_size:
         raise UserError(
             f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size} embeddings"
