@@ -21,9 +21,9 @@ from xfer.transformer.finetune_config import (
     DEFAULT_TRAIN,
     ENCODER_FIELDS,
     PresetName,
-    check_encoder_overrides,
     check_preset_with_init,
     check_task_epochs,
+    check_task_model_encoder,
 )
 
 TEACHER_TRAIN = DEFAULT_TRAIN
@@ -85,14 +85,7 @@ class ModelSource:
         if self.trials < 1:
             raise FieldError("trials", "must be >= 1")
         check_preset_with_init(self.init, self.model, "tiny")
-        check_encoder_overrides(
-            self.encoder,
-            self.model,
-            self.init,
-            self.max_length,
-            segments=2,
-            segments_why="sentence-pair tasks give the second text token type 1",
-        )
+        check_task_model_encoder(self)
 
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """Pre-flight: both stages read the train and dev split of every task."""

@@ -35,7 +35,7 @@ from xfer.transformer.kernels import (
     residual_dropout,
     unpadded_plan,
 )
-from xfer.transformer.presets import encoder_problems
+from xfer.transformer.presets import ARCHITECTURE_FIELDS, encoder_problems
 
 __all__ = [
     "ARCHITECTURE_FIELDS",
@@ -50,19 +50,6 @@ __all__ = [
     "residual_dropout",
     "trunc_normal_",
 ]
-
-
-ARCHITECTURE_FIELDS = (
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
-"""EncoderConfig fields that pre-trained weights fix: their shapes, or (num_heads) how they are read."""
 
 
 @dataclass

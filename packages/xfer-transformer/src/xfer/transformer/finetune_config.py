@@ -110,14 +110,7 @@ class FinetuneConfig:
             raise FieldError("select", "'best' picks the best dev evaluation, but train.eval_every is null (none run)")
         check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
         check_preset_with_init(self.init, self.model, "tiny")
-        check_encoder_overrides(
-            self.encoder,
-            self.model,
-            self.init,
-            self.max_length,
-            segments=2,
-            segments_why="sentence-pair tasks give the second text token type 1",
-        )
+        check_task_model_encoder(self)
 
     def preflight(self) -> list[UserError]:
         """Checks that read the tokenizer's and the init checkpoint's files, before any stage trains."""
@@ -156,6 +149,19 @@ def check_task_epochs(task_epochs: dict[str, float], names: list[str]) -> None:
             )
         if not math.isfinite(epochs) or epochs <= 0:
             raise FieldError(("task_epochs", name), f"epochs must be a positive finite number, got {epochs!r}")
+
+
+def check_task_model_encoder(config: Any) -> None:
+    """`encoder:` checks of a stage that trains task models (transformer.finetune, bam.*): its
+    `encoder`, `model`, `init` and `max_length`; sentence-pair tasks need two token types."""
+    check_encoder_overrides(
+        config.encoder,
+        config.model,
+        config.init,
+        config.max_length,
+        segments=2,
+        segments_why="sentence-pair tasks give the second text token type 1",
+    )
 
 
 def check_encoder_overrides(

@@ -73,7 +73,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-POSITIVE_FIELDS = (
+ARCHITECTURE_FIELDS = (
     "vocab_size",
     "embedding_size",
     "hidden_size",
@@ -83,7 +83,8 @@ POSITIVE_FIELDS = (
     "max_position_embeddings",
     "type_vocab_size",
 )
-"""Sizes that must be at least 1 (the same names as `encoder.ARCHITECTURE_FIELDS`; a test checks)."""
+"""EncoderConfig fields that pre-trained weights fix: their shapes, or (num_heads) how they are read.
+Each is a size that must be at least 1. Here, not in `encoder`, so recipes check them without torch."""
 
 
 def encoder_problems(values: Mapping[str, Any], given: Collection[str] | None = None) -> list[tuple[str, str]]:
@@ -97,7 +98,7 @@ def encoder_problems(values: Mapping[str, Any], given: Collection[str] | None = 
     error points at the override that broke it, not at the preset's value.
     """
     problems: list[tuple[str, str]] = []
-    for name in POSITIVE_FIELDS:
+    for name in ARCHITECTURE_FIELDS:
         if name in values and int(values[name]) <= 0:
             problems.append((name, f"must be positive, got {values[name]!r}"))
     for name in ("hidden_dropout", "attention_dropout"):
