@@ -80,3 +80,20 @@ def test_a_fifo_is_written_through_not_replaced_by_a_file(tmp_path: Path) -> Non
     reader.join(timeout=10)
     assert received == [b"through the pipe\n"]
     assert stat.S_ISFIFO(fifo.stat().st_mode), "still a FIFO, not a regular file"
+
+
+def test_a_symlink_to_a_fifo_is_written_through_like_dev_stdout_to_a_pipe(tmp_path: Path) -> None:
+    """`--out /dev/stdout` is a link to /proc/self/fd/1, a pipe under `| head`: resolving the link
+    first gave a path that cannot be created ("No such file or directory")."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout"
+    link.symlink_to(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    atomic.atomic_write_text(link, "through the link\n")
+    reader.join(timeout=10)
+    assert received == [b"through the link\n"] and link.is_symlink()

@@ -58,11 +58,11 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     cannot be replaced atomically at all, so it is written in place (the yielded path is `path`).
     """
     path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_file() and not path.is_dir():
+    if path.exists() and not path.is_file() and not path.is_dir():  # (links followed: /dev/stdout -> a pipe)
         yield path  # write through: a rename would replace the device/pipe with a regular file
         return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     tmp = _temp_name(path)
     try:
         yield tmp
