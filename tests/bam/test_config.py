@@ -49,6 +49,12 @@ def test_a_valid_student_recipe(tmp_path: Path) -> None:
         ("    teachers: teachers.predictions\n    lambda_value: 0.5\n", 11, "only used by lambda_schedule: constant"),
         ("    teachers: teachers.predictions\n    lamda_schedule: none\n", 11, "did you mean 'lambda_schedule'"),
         ("    teachers: teachers.modelz\n", 10, "has no output 'modelz'"),
+        (
+            "    teachers: teachers.models\n",
+            10,
+            "stages.student.teachers: teachers.models is bam-models; teachers takes teacher-predictions "
+            "(e.g. teachers.predictions)",
+        ),
         ("    teachers: teachers.predictions\n    sampling: sqrt\n", 11, "sampling"),
         ("    teachers: teachers.predictions\n    lambda_value: 1.5\n", 11, "lambda_value"),
         # were silently ignored: the student sampled by the scheme's own exponent
@@ -77,6 +83,22 @@ def test_a_student_task_without_a_teacher_is_a_recipe_error(tmp_path: Path) -> N
     assert "predicts toy/agreement, toy/pos" in problem.message
     outside = write_recipe(tmp_path / "outside", text + f"    teachers: {tmp_path}\n")  # a folder: read at run time
     load_recipe(outside, host=make_host(autoload=True))
+
+
+def test_a_reference_to_an_output_of_the_wrong_kind_is_a_recipe_error(tmp_path: Path) -> None:
+    """`init: teachers.predictions` failed only when the student started, after the teachers had trained."""
+    text = BASE.replace("init: teachers.init", "init: teachers.predictions") + "    teachers: teachers.predictions\n"
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(write_recipe(tmp_path, text), host=make_host(autoload=True))
+    [problem] = caught.value.diagnostics
+    assert (problem.location.line, problem.location.col) == (8, 11), problem
+    assert problem.message == (
+        "stages.student.init: teachers.predictions is teacher-predictions; init takes a model or bam-models "
+        "(e.g. teachers.init, teachers.models)"
+    )
+    for init in ("teachers.models", str(tmp_path)):  # a BAM models output, and a folder: read at run time
+        path = write_recipe(tmp_path / "ok", text.replace("init: teachers.predictions", f"init: {init}"))
+        load_recipe(path, host=make_host(autoload=True))
 
 
 def test_teacher_mistakes(tmp_path: Path) -> None:

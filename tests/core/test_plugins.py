@@ -301,3 +301,58 @@ def test_registration_hooks_honour_specname() -> None:
     host = make_host()
     record = host.add_object(Plugin(), "spec")
     assert record.error is None and host.find("stage", "spec.fit") is not None
+
+
+def test_output_kinds_must_name_declared_outputs_and_stay_hashable() -> None:
+    fit = ("stage", "spec.fit", "xfer.testing.bow:run_fit", "1")
+    with pytest.raises(
+        ValueError, match=r"output_kinds names 'modle', which is not a declared output \(outputs: model\)"
+    ):
+        ComponentSpec(*fit, outputs=("model",), output_kinds=(("modle", "model"),))
+    with pytest.raises(ValueError, match="only stages declare outputs, output kinds"):
+        ComponentSpec("task", "spec/t", "x:y", "1", output_kinds=(("model", "model"),))
+    spec = ComponentSpec(*fit, outputs=("model",), output_kinds={"model": "bow-model"})  # a mapping is stored as pairs
+    assert spec.output_kinds == (("model", "bow-model"),) and spec.output_kind("model") == "bow-model"
+    assert hash(spec) == hash(ComponentSpec(*fit, outputs=("model",), output_kinds=(("model", "bow-model"),)))
+    assert ComponentSpec(*fit, outputs=("model",)).output_kind("model") is None
+
+
+def test_a_reference_to_an_output_of_another_kind_is_refused_and_undeclared_kinds_pass(tmp_path: Path) -> None:
+    """A field with `takes` refuses a stage output whose spec declares another kind; a third-party
+    stage that declares no kinds is not checked."""
+
+    def plugin(namespace: str, **kinds: str) -> object:
+        class Plugin:
+            @hookimpl
+            def xfer_stages(self):
+                config = "xfer.testing.bow:FitConfig"
+                target = "xfer.testing.bow:run_fit"
+                return [
+                    ComponentSpec(
+                        "stage", f"{namespace}.work", target, "1", config, outputs=("model",), output_kinds=kinds
+                    )
+                ]
+
+        return Plugin()
+
+    host = make_host(modules=["xfer.testing.plugin"])
+    host.add_object(plugin("ext"), "ext")  # declares no kinds
+    host.add_object(plugin("typed", model="ext-model"), "typed")
+    text = """\
+stages:
+  ext: {kind: ext.work, task: toy/agreement}
+  typed: {kind: typed.work, task: toy/agreement}
+  fit:
+    kind: testing.fit
+    task: toy/agreement
+    init: ext.model
+"""
+    from xfer.core.errors import RecipeError
+    from xfer.core.recipes.recipe import load_recipe
+
+    load_recipe(write_recipe(tmp_path, text), host=host)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(write_recipe(tmp_path, text.replace("init: ext.model", "init: typed.model")), host=host)
+    [problem] = caught.value.diagnostics
+    assert (problem.location.line, problem.location.col) == (7, 11)
+    assert problem.message == "stages.fit.init: typed.model is an ext-model; init takes a bow-model"

@@ -298,6 +298,50 @@ def test_existing_path_missing(tmp_path: Path) -> None:
     assert diag.message == f"cfg.existing: path not found: {tmp_path / 'nope.txt'}"
 
 
+@dataclass
+class Reads:
+    init: Input | None = knob(None, "A model.", takes=("model",))
+    tokenizer: Input | None = knob(None, "A tokenizer; a model dir holds one.", takes=("tokenizer", "model"))
+    anything: Input | None = None
+
+
+def _reads(text: str, file: str = F) -> tuple[Any, list[tuple[int, int, str]]]:
+    validator = Validator({"vocab": ("tokenizer",), "pre": ("discriminator", "tokenizer"), "ext": ("model",)})
+    validator.stage_kinds = {
+        "vocab": {"tokenizer": "tokenizer"},
+        "pre": {"discriminator": "model", "tokenizer": "tokenizer"},
+    }  # `ext` (a third-party stage) declares no kinds
+    value = validator.dataclass(parse_text(text, file), Reads, "stages.ft")
+    return value, [(d.location.line, d.location.col, d.message) for d in validator.diagnostics]
+
+
+def test_a_field_that_takes_kinds_refuses_an_output_of_another_kind(tmp_path: Path) -> None:
+    value, found = _reads("init: vocab.tokenizer\ntokenizer: pre.tokenizer\n")
+    assert value is INVALID
+    assert found == [
+        (1, 7, "stages.ft.init: vocab.tokenizer is a tokenizer; init takes a model (e.g. pre.discriminator)")
+    ]
+    _, found = _reads("init: pre.tokenizer\n")  # the referenced stage's outputs that fit come first
+    assert found == [
+        (1, 7, "stages.ft.init: pre.tokenizer is a tokenizer; init takes a model (e.g. pre.discriminator)")
+    ]
+    (tmp_path / "ckpt").mkdir()
+    file = str(tmp_path / "cfg.yaml")
+    for ok in (
+        "init: pre.discriminator\ntokenizer: pre.discriminator\n",  # a model dir holds its tokenizer
+        "init: ext.model\ntokenizer: vocab.tokenizer\n",  # undeclared kinds are not checked
+        "init: ckpt\nanything: vocab.tokenizer\n",  # nor folders, nor fields without `takes`
+    ):
+        value, found = _reads(ok, file)
+        assert found == [] and isinstance(value, Reads), (ok, found)
+    assert value.init == Input(path=tmp_path / "ckpt")
+
+
+def test_knob_takes_is_a_tuple_of_kinds() -> None:
+    with pytest.raises(ValueError, match="takes= must be a non-empty tuple"):
+        knob(None, "", takes="model")
+
+
 # --- yamlsrc ------------------------------------------------------------------------------------
 
 

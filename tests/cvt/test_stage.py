@@ -119,6 +119,18 @@ def test_features_knobs_without_a_transformer_are_refused(tmp_path, features):
     assert "stages.fit.features." in errors
 
 
+def test_word_vectors_given_as_the_transformer_are_refused(tmp_path):
+    """`features.init: vectors.vectors` passed validation and failed after the vectors stage had run."""
+    extra = "    features: {init: vectors.vectors}\n    vocab: {vectors: vectors.vectors}"
+    text = tiny_cvt_recipe(CHUNK, extra=extra) + "  vectors: {kind: cvt.vectors, files: unlabeled.txt}\n"
+    errors = recipe_errors(tmp_path, text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "features:" in row)
+    assert errors.count("recipe.yaml:") == 1, errors  # vocab.vectors takes the same output
+    assert (
+        f"recipe.yaml:{line}:22: stages.fit.features.init: vectors.vectors is vectors; features.init takes a model"
+    ) in errors
+
+
 def test_semi_supervised_modes_need_unlabeled_files(tmp_path):
     text = tiny_cvt_recipe(CHUNK).replace(UNLABELED_LINE, "")
     assert "set unlabeled.files or unlabeled.task_sentences" in recipe_errors(tmp_path, text)

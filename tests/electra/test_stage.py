@@ -158,9 +158,20 @@ stages:
 
 def test_init_generator_without_init_is_refused(tmp_path: Path) -> None:
     """It was silently ignored: the generator started from random weights."""
-    text = RECIPE.replace("    max_length: 32\n", "    max_length: 32\n    init_generator: vocab.tokenizer\n")
+    text = RECIPE.replace("    max_length: 32\n", f"    max_length: 32\n    init_generator: {tmp_path}\n")
     with pytest.raises(RecipeError, match=r"init_generator: is only read together with `init:`"):
         load_recipe(write_recipe(tmp_path, text), host=host())
+
+
+def test_a_tokenizer_given_as_a_checkpoint_is_refused_at_validation(tmp_path: Path) -> None:
+    """`init: vocab.tokenizer` passed `xfer validate` and failed once the stages before had run."""
+    text = RECIPE.replace("    max_length: 32\n", "    max_length: 32\n    init: vocab.tokenizer\n")
+    text = text.replace("    model: tiny\n    encoder: " + TINY + "\n", "")
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(write_recipe(tmp_path, text), host=host())
+    [problem] = caught.value.diagnostics
+    assert (problem.location.line, problem.location.col) == (12, 11), problem
+    assert problem.message == "stages.fit.init: vocab.tokenizer is a tokenizer; init takes a model"
 
 
 @pytest.mark.parametrize(

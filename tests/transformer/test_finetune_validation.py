@@ -147,16 +147,17 @@ def test_an_empty_split_from_a_task_is_an_error_naming_it(
 
 
 def test_a_preset_next_to_init_is_an_error_not_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "checkpoint").mkdir()
     text = HEAD + (
         "  finetune:\n"
         "    kind: transformer.finetune\n"
-        "    init: vocab.tokenizer\n"
+        "    init: checkpoint\n"
         "    model: mini\n"
         "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
     )
     path, rows = _problems(tmp_path, text, capsys)
     assert rows[0].startswith(f"{path}:8:5: stages.finetune.model: 'mini' would be ignored: with `init:`"), rows
-    path = write_recipe(tmp_path, text.replace("    init: ", "    tokenizer: "))
+    path = write_recipe(tmp_path, text.replace("    init: checkpoint", "    tokenizer: vocab.tokenizer"))
     assert cli.main(["validate", str(path)]) == 0, "the same preset without init is valid"
 
 
@@ -278,7 +279,8 @@ def test_max_length_beyond_the_presets_positions_is_an_error_at_max_length(
 
 def test_with_init_only_each_overrides_own_range_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The checkpoint fixes the architecture: a lone hidden_size is compared with it when it is read."""
-    text = FINETUNE.replace("tokenizer: vocab.tokenizer", "init: vocab.tokenizer")
+    (tmp_path / "checkpoint").mkdir()  # a folder, read only when the stage starts
+    text = FINETUNE.replace("tokenizer: vocab.tokenizer", "init: checkpoint")
     assert cli.main(["validate", str(write_recipe(tmp_path, text.replace("{}", "{hidden_size: 101}")))]) == 0
     path, rows = _problems(tmp_path, text.replace("{}", "{num_heads: 0}"), capsys)
     assert rows == [f"{path}:10:15: stages.finetune.encoder.num_heads: must be positive, got 0"]

@@ -51,8 +51,13 @@ class ModelSource:
         None,
         "Initial weights: an earlier stage's output or a folder (xfer model dir, e.g. an ELECTRA discriminator, "
         "or a HF ELECTRA/BERT folder). Null: random init of `model`.",
+        takes=("model", "bam-models"),  # a BAM `models` output: each task starts from its model (weights.py)
     )
-    tokenizer: Input | None = knob(None, "Folder with vocab.txt / tokenizer.json; default: the one in `init`.")
+    tokenizer: Input | None = knob(
+        None,
+        "Folder with vocab.txt / tokenizer.json; default: the one in `init`.",
+        takes=("tokenizer", "model"),  # a model dir holds its tokenizer's files
+    )
     model: PresetName = knob(
         "tiny",
         "Encoder preset for random init; with `init`, the checkpoint's architecture (another preset is an error).",
@@ -119,6 +124,7 @@ class StudentConfig(ModelSource):
         None,
         "Teacher predictions: the `predictions` output of a bam.teachers or bam.student stage (or such a folder). "
         "Required unless lambda_schedule is none.",
+        takes=("teacher-predictions",),
     )
     lambda_schedule: LambdaSchedule = knob(
         "linear",

@@ -7,6 +7,9 @@ from xfer.core.specs import CommandSpec, ComponentSpec
 
 _M = "xfer.bam"
 _OUTPUTS = ("models", "predictions", "results")
+# models: models.json (task -> model dir) and the dirs, which a BAM `init` reads, a finetune `init` not;
+# predictions: the teachers' cached training-set outputs, which a student's `teachers` reads.
+_KINDS = (("models", "bam-models"), ("predictions", "teacher-predictions"), ("results", "results"))
 
 
 @hookimpl
@@ -20,6 +23,7 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.config:TeachersConfig",
             "BAM teachers: one single-task model per task (N seeds); training-set predictions cached for students.",
             outputs=("init", *_OUTPUTS),
+            output_kinds=(("init", "model"), *_KINDS),
         ),
         ComponentSpec(
             "stage",
@@ -29,6 +33,7 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.config:StudentConfig",
             "BAM student: shared encoder + head per task, |D|^0.75 task sampling, teacher annealing from cached predictions.",
             outputs=_OUTPUTS,
+            output_kinds=_KINDS,
         ),
     ]
 

@@ -26,6 +26,9 @@ NOT_AN_INPUT = "not_an_input"
 """Metadata key: a path-typed field that names an output or cache location, not something the
 stage reads: fingerprints do not hash the files there (see `knob`)."""
 
+TAKES = "takes"
+"""Metadata key: the output kinds an `Input` field accepts from a stage reference (see `knob`)."""
+
 
 def knob(
     default: Any = dataclasses.MISSING,
@@ -38,6 +41,7 @@ def knob(
     lt: float | None = None,
     unsigned_at: Any = dataclasses.MISSING,
     not_an_input: bool = False,
+    takes: tuple[str, ...] | None = None,
     **metadata: Any,
 ) -> Any:
     """A documented config field. Mutable defaults are copied per instance automatically.
@@ -54,6 +58,9 @@ def knob(
     `not_an_input=True`: a path-typed field where the stage writes (a cache folder); fingerprints
     sign the path but not the contents of the files found there, and a recipe naming an existing
     file there is an error.
+    `takes=("model",)`: on an `Input` field, the output kinds it reads (see `ComponentSpec.output_kinds`):
+    a reference to a stage output of another declared kind is a recipe error. Outputs whose stage
+    declares no kind, and folder paths, are not checked.
     """
     meta = {"doc": doc, **metadata}
     if unsigned_at is not dataclasses.MISSING:
@@ -62,6 +69,10 @@ def knob(
         meta[REQUIRED_IN_RECIPES] = True
     if not_an_input:
         meta[NOT_AN_INPUT] = True
+    if takes is not None:
+        if isinstance(takes, str) or not takes or not all(isinstance(k, str) and k for k in takes):
+            raise ValueError(f"knob takes= must be a non-empty tuple of output kinds, got {takes!r}")
+        meta[TAKES] = tuple(takes)
     for name, bound in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)):
         if bound is not None:
             meta[name] = bound

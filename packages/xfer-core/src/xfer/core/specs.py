@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,11 @@ class ComponentSpec:
     # `trials` for a stage whose trial N depends on the config and seed + N only: raising one
     # resumes the stage in place (finished trials are read back) instead of starting afresh.
     growable: tuple[str, ...] = ()
+    # Stages only: what some outputs hold, as (output, kind) pairs (a mapping is accepted too), e.g.
+    # (("discriminator", "model"), ("tokenizer", "tokenizer")). A config field of type `Input` that
+    # declares `knob(..., takes=("model",))` then refuses, at validation, a reference to an output of
+    # another kind. Outputs left out are unchecked.
+    output_kinds: tuple[tuple[str, str], ...] = ()
     # Filled in by the host: which distribution / plugin registered the spec.
     provider: str = field(default="", compare=False)
 
@@ -65,10 +71,33 @@ class ComponentSpec:
             )
         if ":" not in self.target:
             raise ValueError(f"component {self.name!r}: target {self.target!r} must be 'module:attribute'")
-        if (self.outputs or self.growable) and self.kind != "stage":
-            raise ValueError(f"component {self.name!r}: only stages declare outputs and growable keys")
+        if (self.outputs or self.growable or self.output_kinds) and self.kind != "stage":
+            raise ValueError(f"component {self.name!r}: only stages declare outputs, output kinds and growable keys")
+        self._check_output_kinds()
         if not self.version:
             raise ValueError(f"component {self.name!r}: version must be a non-empty string")
+
+    def _check_output_kinds(self) -> None:
+        if isinstance(self.output_kinds, Mapping):  # frozen: store the hashable form
+            object.__setattr__(self, "output_kinds", tuple(self.output_kinds.items()))
+        seen: set[str] = set()
+        for pair in self.output_kinds:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+                raise ValueError(f"component {self.name!r}: output_kinds must be (output, kind) pairs, got {pair!r}")
+            output = pair[0]
+            if output not in self.outputs:
+                listing = ", ".join(self.outputs) or "none"
+                raise ValueError(
+                    f"component {self.name!r}: output_kinds names {output!r}, which is not a declared output "
+                    f"(outputs: {listing})"
+                )
+            if output in seen:
+                raise ValueError(f"component {self.name!r}: output_kinds gives {output!r} twice")
+            seen.add(output)
+
+    def output_kind(self, output: str) -> str | None:
+        """What `output` holds (`model`, `tokenizer`, ...), or None if the stage does not say."""
+        return dict(self.output_kinds).get(output)
 
     @property
     def namespace(self) -> str:

@@ -38,7 +38,9 @@ class FitConfig:
     buckets: int = knob(4096, "Hash buckets for words and word bigrams (bucket 0 is padding).")
     dim: int = knob(32, "Embedding size.")
     dropout: float = knob(0.1, "Dropout on the pooled embedding.", ge=0, lt=1)
-    init: Input | None = knob(None, "Start from the weights of another fit stage's `model` output (or a folder).")
+    init: Input | None = knob(
+        None, "Start from the weights of another fit stage's `model` output (or a folder).", takes=("bow-model",)
+    )
 
 
 def featurize(example: SentenceExample, buckets: int) -> list[int]:

@@ -23,5 +23,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "xfer.testing.bow:FitConfig",
             "Train a hashed bag-of-words classifier/regressor on any sentence task with the shared trainer.",
             outputs=("model",),
+            # model.safetensors of the bag-of-words model: another fit stage's `init` reads it, nothing else
+            output_kinds=(("model", "bow-model"),),
         )
     ]

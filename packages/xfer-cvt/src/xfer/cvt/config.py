@@ -155,6 +155,7 @@ class VocabConfig:
         None,
         "Pre-trained word vectors to initialise embeddings, dim = word_dim: a GloVe or word2vec text file, or a "
         "cvt.vectors stage's output (e.g. vectors.vectors).",
+        takes=("vectors",),
     )
     vectors_limit: int | None = knob(
         100000, "Also add the first N words of the vectors file to the vocabulary (None: all).", ge=0
@@ -178,8 +179,13 @@ class FeaturesConfig:
         None,
         "Transformer to read features from: an earlier stage's output or a folder (xfer model dir or HF "
         "ELECTRA/BERT). Null: word embeddings + char-CNN only.",
+        takes=("model",),
     )
-    tokenizer: Input | None = knob(None, "WordPiece folder (vocab.txt / tokenizer.json); default: the one in `init`.")
+    tokenizer: Input | None = knob(
+        None,
+        "WordPiece folder (vocab.txt / tokenizer.json); default: the one in `init`.",
+        takes=("tokenizer", "model"),  # a model dir holds its tokenizer's files
+    )
     layer: int = knob(-1, "Hidden layer to read (-1 = last, 0 = embeddings).")
     finetune: bool = knob(False, "Train the Transformer too (else frozen: eval mode, no gradient).")
     lr_scale: float = knob(

@@ -23,6 +23,8 @@ def xfer_stages() -> list[ComponentSpec]:
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",
             outputs=("model", "predictions", "results"),
+            # a char-CNN + BiLSTM model, not a Transformer: no `init` of another stage reads it
+            output_kinds=(("model", "cvt-model"), ("predictions", "predictions"), ("results", "results")),
             growable=("trials",),  # trial N depends on the config and seed + N only
         ),
         ComponentSpec(
@@ -34,5 +36,6 @@ def xfer_stages() -> list[ComponentSpec]:
             "Word vectors from unlabeled text (PPMI + truncated SVD) in GloVe format, for cvt.train's vocab.vectors "
             "when no GloVe file is at hand.",
             outputs=("vectors",),
+            output_kinds=(("vectors", "vectors"),),
         ),
     ]

@@ -20,6 +20,8 @@ def xfer_stages() -> list[ComponentSpec]:
             "Pre-train an encoder with ELECTRA (replaced token detection), Electric or MLM on your text, "
             "optionally to a compute budget; outputs discriminator, generator and tokenizer (xfer + HF layouts).",
             outputs=("discriminator", "generator", "tokenizer"),
+            # each model dir carries the tokenizer files too (`_export`)
+            output_kinds=(("discriminator", "model"), ("generator", "model"), ("tokenizer", "tokenizer")),
         ),
         ComponentSpec(
             "stage",
@@ -30,6 +32,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "Pseudo-log-likelihood of every line of a text file (Electric one pass, MLM n passes, ELECTRA-TT), "
             "and n-best re-ranking with a weight chosen on a dev file.",
             outputs=("scores",),
+            output_kinds=(("scores", "scores"),),
         ),
     ]
 

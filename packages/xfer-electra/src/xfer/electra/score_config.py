@@ -29,12 +29,14 @@ class ScoreConfig:
 
     checkpoint: Input = knob(
         doc="The model: an electra.pretrain stage's `discriminator` output (or its folder), or a HF "
-        "ElectraForMaskedLM/ElectraForPreTraining folder. A generator's folder works too (mlm / two-tower)."
+        "ElectraForMaskedLM/ElectraForPreTraining folder. A generator's folder works too (mlm / two-tower).",
+        takes=("model",),
     )
     generator: Input | None = knob(
         None,
         "The generator for electra-tt (two-tower) or mlm on an ELECTRA checkpoint; default: the `generator` "
         "folder next to the checkpoint (what electra.pretrain writes).",
+        takes=("model",),
     )
     method: Method = knob(
         "auto",

@@ -57,7 +57,9 @@ class PretrainConfig:
 
     corpus: CorpusConfig = knob(doc="The text: files/globs/stage outputs or an HF `datasets` name/path.")
     tokenizer: Input | None = knob(
-        None, "WordPiece folder (a transformer.vocab output, or vocab.txt/tokenizer.json); default: the one in `init`."
+        None,
+        "WordPiece folder (a transformer.vocab output, or vocab.txt/tokenizer.json); default: the one in `init`.",
+        takes=("tokenizer", "model"),  # a model dir holds its tokenizer's files
     )
     objective: ObjectiveRef = knob(
         ObjectiveRef("electra.rtd"),
@@ -75,9 +77,12 @@ class PretrainConfig:
         None,
         "Continue pre-training from a checkpoint: an ELECTRA discriminator (HF folder or xfer model dir, e.g. an "
         "earlier stage's `discriminator`). Weights only: the optimizer and schedule start afresh (not a resume).",
+        takes=("model",),
     )
     init_generator: Input | None = knob(
-        None, "The matching generator checkpoint (HF ElectraForMaskedLM folder or xfer dir); default: a fresh one."
+        None,
+        "The matching generator checkpoint (HF ElectraForMaskedLM folder or xfer dir); default: a fresh one.",
+        takes=("model",),
     )
     max_length: int = knob(128, "Tokens per packed example, [CLS] and [SEP]s included.", ge=8)
     single_segment_prob: float = knob(0.1, "Probability that an example has one segment only.", ge=0.0, le=1.0)

@@ -65,8 +65,13 @@ class FinetuneConfig:
     init: Input | None = knob(
         None,
         "Pre-trained checkpoint: an earlier stage's output or a folder (xfer model dir or HF ELECTRA/BERT). Null: random init.",
+        takes=("model",),
     )
-    tokenizer: Input | None = knob(None, "Folder with vocab.txt / tokenizer.json; default: the one in `init`.")
+    tokenizer: Input | None = knob(
+        None,
+        "Folder with vocab.txt / tokenizer.json; default: the one in `init`.",
+        takes=("tokenizer", "model"),  # a model dir holds its tokenizer's files
+    )
     model: PresetName = knob(
         "tiny",
         "Encoder preset for random init; with `init`, the checkpoint's architecture (another preset is an error).",

@@ -19,6 +19,8 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
             outputs=("models", "predictions", "results"),
+            # models/<task>/: one model dir per task, not a model itself
+            output_kinds=(("models", "task-models"), ("predictions", "predictions"), ("results", "results")),
             growable=("trials",),  # trial N depends on the config and seed + N only
         ),
         ComponentSpec(
@@ -29,6 +31,7 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.vocab_stage:VocabConfig",
             "Train a WordPiece vocabulary (vocab.txt + tokenizer.json) from text files.",
             outputs=("tokenizer",),
+            output_kinds=(("tokenizer", "tokenizer"),),
         ),
     ]
 

@@ -226,6 +226,11 @@ def load_recipe(
         for stage_name, node in stages_node.value.items():
             kinds[stage_name] = (node, _stage_spec(host, stage_name, node, validator, written))
     validator.stage_outputs = {n: (spec.outputs if spec else None) for n, (_, spec) in kinds.items()}
+    validator.stage_kinds = {
+        n: {o: k for o in spec.outputs if (k := spec.output_kind(o)) is not None}
+        for n, (_, spec) in kinds.items()
+        if spec is not None
+    }
 
     configs: dict[str, tuple[Any, tuple[str, ...]]] = {}
     for stage_name, (node, spec) in kinds.items():

@@ -24,6 +24,7 @@ from typing import Any, Literal, Union
 from xfer.core.config import (
     NOT_AN_INPUT,
     REQUIRED_IN_RECIPES,
+    TAKES,
     UNSIGNED_AT,
     ComponentRef,
     FieldError,
@@ -178,7 +179,8 @@ class Validator:
     `stage_outputs` maps each stage name to its declared outputs (for `Input` references);
     `component_config(kind, name, node, validator)` returns a component's config class, None
     if it takes none, or INVALID after recording why it is unavailable. `refs` collects every
-    stage referenced, for the DAG.
+    stage referenced, for the DAG. `stage_kinds` maps each stage name to the kinds its spec
+    declares for its outputs (`ComponentSpec.output_kinds`), checked against a field's `takes`.
     """
 
     def __init__(
@@ -191,6 +193,7 @@ class Validator:
         self.stage_outputs = stage_outputs or {}
         self.component_config = component_config
         self.refs: set[str] = set()
+        self.stage_kinds: dict[str, dict[str, str]] = {}
 
     def error(self, where: Location, message: str) -> Any:
         self.diagnostics.append(Diagnostic(where, message))
@@ -248,6 +251,7 @@ class Validator:
             return self.value(node, candidates[0], path)
         for candidate in candidates:
             trial = Validator(self.stage_outputs, self.component_config)
+            trial.stage_kinds = self.stage_kinds
             result = trial.value(node, candidate, path)
             if result is not INVALID:
                 self.refs |= trial.refs
@@ -367,6 +371,10 @@ class Validator:
         if f.metadata.get(NOT_AN_INPUT) and isinstance(value, Path) and value.exists() and not value.is_dir():
             # the stage creates its cache folder there: a file in the way failed only when it first wrote
             return self.error(node.loc, f"{path}: {value} is a file; give a folder (created if missing)")
+        if f.metadata.get(TAKES) and isinstance(value, Input) and value.is_reference:
+            problem = self._wrong_kind(value, f.metadata[TAKES], path)
+            if problem:
+                return self.error(node.loc, problem)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             bounded = any(f.metadata.get(name) is not None for name in ("ge", "gt", "le", "lt"))
             if bounded and not math.isfinite(value):  # `.inf` passes `gt: 0`: a budget of .inf FLOPs, lr .inf
@@ -381,6 +389,30 @@ class Validator:
                 if bound is not None and not ok(value, bound):
                     return self.error(node.loc, f"{path}: must be {words} {bound:g}, got {value!r}")
         return value
+
+    def _wrong_kind(self, ref: Input, takes: tuple[str, ...], path: str) -> str:
+        """Why the stage output `ref` does not fit a field that takes `takes`, or '' if it may.
+
+        Only kinds the referenced stage declares are checked (third-party stages may declare none)."""
+        outputs = self.stage_kinds.get(ref.stage or "", {})
+        kind = outputs.get(ref.output or "")
+        if kind is None or kind in takes:
+            return ""
+        parts = path.split(".")
+        current = parts[1] if len(parts) > 2 and parts[0] == "stages" else None
+        key = ".".join(parts[2:]) if current is not None else parts[-1]
+        fits = [f"{ref.stage}.{o}" for o, k in outputs.items() if k in takes]
+        if not fits:  # e.g. `init: vocab.tokenizer`: the recipe's stages whose outputs would do
+            fits = [
+                f"{stage}.{o}"
+                for stage, kinds in self.stage_kinds.items()
+                if stage not in (ref.stage, current)
+                for o, k in kinds.items()
+                if k in takes
+            ]
+        hint = f" (e.g. {', '.join(fits[:3])})" if fits else ""
+        wanted = " or ".join(_kind_phrase(k) for k in takes)
+        return f"{path}: {ref} is {_kind_phrase(kind)}; {key} takes {wanted}{hint}"
 
     def keys_of(self, node: Node, marker: KeysOf, path: str) -> Any:
         """A mapping checked key by key against `marker.fields` (see `config.KeysOf`)."""
@@ -501,6 +533,11 @@ class Validator:
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
         return INVALID if config is INVALID else ref_type(name, config)
+
+
+def _kind_phrase(kind: str) -> str:
+    """'a model', 'a tokenizer'; plural and mass kinds ('predictions', 'text') take no article."""
+    return kind if kind.endswith("s") or kind == "text" else f"{_article(kind)} {kind}"
 
 
 def _only_directories(written: str, pattern: str, matches: list[str]) -> str:

@@ -47,5 +47,6 @@ def xfer_stages() -> list[ComponentSpec]:
             "xfer.core.toy.stage:ToyCorpusConfig",
             "Write unlabeled toy-language text (one sentence per line, blank line between documents).",
             outputs=("text",),
+            output_kinds=(("text", "text"),),
         )
     ]
