@@ -40,7 +40,8 @@ def test_components_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert "toy/pos" in out and "testing.fit" not in out
     assert cli.main(["explain", "stage", "testing.fit"]) == 0
     out = capsys.readouterr().out
-    assert "outputs: model" in out
+    assert "outputs: model (bow-model)" in out, "what each output holds (ComponentSpec.output_kinds)"
+    assert "(a stage output must be: bow-model)" in out, "what a reference field takes"
     assert "task: a task name or a mapping with 'name' = (required)" in out
     assert "train.lr: a number = 0.01  # Peak learning rate." in out
     assert "train.schedule: one of 'linear', 'warmup_on_decay'" in out

@@ -434,7 +434,9 @@ def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
     if target_doc:
         print("\n" + "\n".join("  " + line for line in target_doc.splitlines()))
     if spec.outputs:
-        print(f"\noutputs: {', '.join(spec.outputs)}  (reference them as <stage>.<output>)")
+        kinds = dict(spec.output_kinds)
+        listed = ", ".join(f"{o} ({kinds[o]})" if o in kinds else o for o in spec.outputs)
+        print(f"\noutputs: {listed}  (reference them as <stage>.<output>)")
     cls = host.config_class(spec.kind, spec.name)
     if cls is None:
         print("\nconfig: none")
@@ -448,7 +450,7 @@ def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
 def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[str]:
     """`name: type = default  # doc` lines for every field; nested config dataclasses are
     flattened (`train.lr`) with the defaults the enclosing config gives them."""
-    from xfer.core.config import UNSIGNED_AT, ComponentRef, Files, Input
+    from xfer.core.config import TAKES, UNSIGNED_AT, ComponentRef, Files, Input
     from xfer.core.recipes.schema import to_plain, type_name
 
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -475,6 +477,8 @@ def describe_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[s
             if default_value is dataclasses.MISSING or f.metadata.get("required")
             else json.dumps(to_plain(default_value), default=str)
         )
+        if f.metadata.get(TAKES):  # stage references of other kinds are refused (docs/plugins.md)
+            doc = f"{doc} (a stage output must be: {' or '.join(f.metadata[TAKES])})".strip()
         if UNSIGNED_AT in f.metadata:  # fingerprints leave the knob out at this value (docs/plugins.md)
             unsigned = json.dumps(to_plain(f.metadata[UNSIGNED_AT]), default=str)
             doc = f"{doc} (unsigned at {unsigned}: runs made before this knob existed stay fresh)".strip()
