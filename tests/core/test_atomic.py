@@ -95,3 +95,19 @@ def test_a_link_to_a_pipe_is_written_through_like_dev_stdout_under_a_pipe(tmp_pa
         with os.fdopen(write_end, "wb"):  # closed after the write, so the read below sees the end
             atomic.atomic_write_text(link, "through the link\n")
         assert reader.read() == b"through the link\n"
+
+
+def test_an_open_descriptor_is_written_through_so_appending_keeps_what_was_there(tmp_path: Path) -> None:
+    """`xfer score --out /dev/stdout >> scores.jsonl` replaced scores.jsonl, losing its first lines
+    (the link was followed to the file, which was then renamed over)."""
+    if not Path("/dev/fd").is_dir():
+        pytest.skip("no /dev/fd on this system")
+    target = tmp_path / "scores.jsonl"
+    target.write_text('{"header": 1}\n')
+    descriptor = os.open(target, os.O_WRONLY | os.O_APPEND)
+    try:
+        atomic.atomic_write_text(f"/dev/fd/{descriptor}", '{"line": 1}\n')
+    finally:
+        os.close(descriptor)
+    assert target.read_text() == '{"header": 1}\n{"line": 1}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.jsonl"], "no temp files left"

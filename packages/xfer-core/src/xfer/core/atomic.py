@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,34 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _open_descriptor(path: Path) -> int | None:
+    """N when `path` names this process's open descriptor N (`/dev/stdout`, `/dev/fd/N`,
+    `/proc/self/fd/N`, or a link to one of them), else None. Followed link by link: resolving
+    the whole chain would give the file behind the descriptor, or a `pipe:[...]` name."""
+    text = str(path)
+    for _ in range(16):  # a link chain, never a loop
+        if text in _STANDARD_STREAMS:
+            return _STANDARD_STREAMS[text]
+        match = re.fullmatch(r"/(?:dev|proc/self|proc/(\d+))/fd/(\d+)", os.path.normpath(text))
+        if match and (match.group(1) is None or int(match.group(1)) == os.getpid()):
+            return int(match.group(2))
+        try:
+            target = os.readlink(text)
+        except OSError:
+            return None
+        text = os.path.join(os.path.dirname(text), target)
+    return None
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
 def _temp_name(path: Path) -> Path:
     """A per-process hidden sibling of `path`: same filesystem (so rename is atomic), no clash between ranks."""
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -52,13 +82,23 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     block ends without an exception; on an exception the temporary file is removed and `path`
     is untouched.
 
-    A rename replaces whatever is at `path`, so two kinds of target are treated apart (a user's
+    A rename replaces whatever is at `path`, so three kinds of target are treated apart (a user's
     `--out /dev/stdout` or `--out link.jsonl` must not turn a device or a link into a file):
-    a symbolic link is followed, and its target replaced atomically; a device, FIFO or socket
-    cannot be replaced atomically at all, so it is written in place (the yielded path is `path`).
+    one of this process's open descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`) gets
+    the bytes written to the descriptor itself, so `>> file` appends and `( ... ) > file` keeps
+    the shell's other output (reopening or replacing the file it names would lose both); a device,
+    FIFO or socket cannot be replaced atomically at all, so it is written in place (the yielded
+    path is `path`); any other symbolic link is followed, and its target replaced atomically.
     """
     path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():  # (links followed: /dev/stdout -> a pipe)
+    descriptor = _open_descriptor(path)
+    if descriptor is not None:  # /dev/stdout, /dev/fd/N: this process's open file, whatever it is
+        with tempfile.TemporaryDirectory() as folder:
+            tmp = Path(folder) / path.name
+            yield tmp
+            _write_all(descriptor, tmp.read_bytes())
+        return
+    if path.exists() and not path.is_file() and not path.is_dir():
         yield path  # write through: a rename would replace the device/pipe with a regular file
         return
     if path.is_symlink():
