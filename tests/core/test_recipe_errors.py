@@ -271,6 +271,14 @@ CASES = [
     ),
     ("override without =", (GOOD, ["stages.fit.train.lr"]), 1, 1, r"an override must look like 'path\.to\.key=value'"),
     ("include by override", (GOOD, ["include=other.yaml"]), 1, 1, r"include cannot be overridden"),
+    (
+        "epochs by override under the file's steps",
+        (GOOD, ["stages.second.train.epochs=2"]),
+        1,
+        21,
+        r"stages\.second\.train\.epochs \(override .*\) and stages\.second\.train\.steps \(.*recipe\.yaml:\d+:\d+\) "
+        r"are set in different places",
+    ),
 ]
 
 

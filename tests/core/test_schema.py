@@ -225,6 +225,21 @@ def test_a_key_given_alone_unsets_the_default_that_would_override_it(
         assert validator.provenance["cfg.train.steps"] == "unset by epochs"
 
 
+@dataclass
+class TwoStaged:
+    a: TrainConfig = knob(TrainConfig(steps=1000, warmup_steps=100), "")
+    b: TrainConfig = knob(TrainConfig(steps=1000, warmup_steps=100), "")
+
+
+def test_epochs_next_to_a_merged_steps_is_refused_not_silently_overridden() -> None:
+    """`b: {<<: *a, epochs: 3}` meant epochs; the merged `steps: 7` won without a word."""
+    _, found, _ = validate("a: &t {steps: 7, warmup_steps: 1}\nb: {<<: *t, epochs: 3}\n", TwoStaged)
+    assert len(found) == 1 and found[0][:2] == (2, 13), found
+    assert "cfg.b.epochs" in found[0][2] and "set in different places, and steps overrides epochs" in found[0][2]
+    for fine in ("a: {steps: 7, epochs: 3, warmup_steps: 1}\n", "a: &t {steps: 7, warmup_steps: 1}\nb: {<<: *t}\n"):
+        assert validate(fine, TwoStaged)[1] == [], fine
+
+
 def test_real_train_config() -> None:
     value, found, _ = validate(
         "lr: 3e-4\nsteps: 1e4\neval_every: epoch\nclip_norm: null\nno_decay: [bias]\n", TrainConfig, "train"

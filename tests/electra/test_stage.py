@@ -503,22 +503,18 @@ stages:
     assert "encoder.pad_token_id 5 is not the tokenizer's [PAD] id, 0" in messages
 
 
-def test_warmup_longer_than_the_training_is_refused_or_warned_about(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_warmup_longer_than_the_training_is_refused(tmp_path: Path) -> None:
     """The lr never reached its peak (a recipe run with `train.steps=100` kept its warmup of 300)."""
     path = write_recipe(tmp_path, RECIPE)
     with pytest.raises(RecipeError, match=r"train\.warmup_steps: 20 is more than train\.steps \(8\)"):
         load_recipe(path, ["stages.fit.train.warmup_steps=20"], host())
     with pytest.raises(RecipeError, match=r"train\.warmup_steps: 2 is more than the budget's 1 steps"):
         load_recipe(path, ["stages.fit.budget={steps: 1}"], host())
-    # steps bought by a budget are known only when training starts: a warning, then
+    # steps bought by a budget (or epochs) are known only when training starts: refused then, before step 1
     overrides = ["stages.fit.budget={tokens: 1000}", "stages.fit.train.warmup_steps=8"]  # < 8 x 32 tokens a step
-    run_recipe_file(path, tmp_path / "run", host(), overrides)
-    steps = json.loads((tmp_path / "run/fit/outputs/discriminator/xfer_model.json").read_text())["training_steps"]
-    assert steps < 8
-    warning = f"warning: train.warmup_steps 8 is more than the {steps} training steps: the learning rate never reaches"
-    assert warning in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"train\.warmup_steps 8 is more than the [1-7] steps this stage trains"):
+        run_recipe_file(path, tmp_path / "run", host(), overrides)
+    assert not (tmp_path / "run/fit/checkpoints").exists()
 
 
 # --- the corpus the examples are built from, and what the report says about it -------------------

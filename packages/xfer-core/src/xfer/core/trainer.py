@@ -215,11 +215,11 @@ class Trainer:
             config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
         )
         self.warmup_steps = warmup
-        if warmup > self.total_steps and dist.is_main():  # steps from epochs or a budget: known only now
-            print(
-                f"warning: train.warmup_steps {warmup} is more than the {self.total_steps} training steps: "
-                "the learning rate never reaches train.lr",
-                file=sys.stderr,
+        if warmup > self.total_steps:  # steps from epochs or a budget, known only now: as recipes refuse it
+            raise UserError(
+                f"train.warmup_steps {warmup} is more than the {self.total_steps} steps this stage trains (as its "
+                f"epochs or budget come out): the learning rate would never reach train.lr; give at most "
+                f"{self.total_steps} warmup steps, or a warmup_fraction"
             )
         self.eval_every = self.steps_per_epoch if config.eval_every == "epoch" else config.eval_every
         self.checkpoint_every = self.steps_per_epoch if config.checkpoint_every == "epoch" else config.checkpoint_every

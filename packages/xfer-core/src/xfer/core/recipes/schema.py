@@ -314,6 +314,7 @@ class Validator:
         unset_by = {
             name: key for key in node.value if key in values for name in getattr(cls, "RECIPE_UNSETS", {}).get(key, ())
         }
+        ok &= self._no_split_overrides(node, cls, values, path)
         for name, f in fields.items():
             if name in values or name in skip:
                 continue
@@ -350,6 +351,29 @@ class Validator:
             return self.field_error(node, path, exc)
         except (ValueError, TypeError) as exc:  # __post_init__ cross-field checks
             return self.error(node.loc, f"{path}: {exc}")
+
+    def _no_split_overrides(self, node: Node, cls: type, values: dict[str, Any], path: str) -> bool:
+        """A key and the sibling that overrides it (RECIPE_UNSETS: `steps` overrides `epochs`) set in
+        different places — `epochs` by an override, an including file or next to a `<<:` merge,
+        `steps` by the file below or the merged mapping — is refused: the lower layer's `steps`
+        would silently win over what the upper layer meant."""
+        ok = True
+        for key, siblings in getattr(cls, "RECIPE_UNSETS", {}).items():
+            for sibling in siblings:
+                if values.get(key) is None or values.get(sibling) is None or sibling not in node.value:
+                    continue
+                here, there = node.value[key].origin, node.value[sibling].origin
+                merged = sibling in node.merged_keys and key not in node.merged_keys  # `{<<: *train, epochs: 3}`
+                if merged or _source_of(here) != _source_of(there):
+                    where = f"{path}." if path else ""
+                    self.error(
+                        node.value[key].where(),
+                        f"{where}{key} ({here}) and {where}{sibling} ({there}) are set in different places, and "
+                        f"{sibling} overrides {key}: set {sibling} to null where you set {key} (e.g. "
+                        f"`{where}{sibling}=null`), or remove one",
+                    )
+                    ok = False
+        return ok
 
     def field_error(self, node: Node, path: str, exc: FieldError) -> Any:
         """Report `exc` at the line of the key it blames inside the mapping `node` (at `path`)."""
@@ -533,6 +557,11 @@ class Validator:
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
         return INVALID if config is INVALID else ref_type(name, config)
+
+
+def _source_of(origin: str) -> str:
+    """The file (or `<override N: ...>`) of a `file:line:col` origin."""
+    return origin.rsplit(":", 2)[0] if origin.count(":") >= 2 else origin
 
 
 def _kind_phrase(kind: str) -> str:

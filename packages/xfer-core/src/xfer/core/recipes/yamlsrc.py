@@ -48,6 +48,8 @@ class Node:
     # A scalar written in quotes ('600', "3e-4") or as a block: the author meant a string, so the schema
     # does not read it as a number (only plain YAML 1.1 scalars like `1e4` get that leniency).
     quoted: bool = False
+    # A mapping's keys that came from a `<<:` merge, not written in the mapping itself.
+    merged_keys: frozenset[str] = frozenset()
 
     @property
     def is_map(self) -> bool:
@@ -179,7 +181,8 @@ class _Converter:
             result[key] = child
         for k, v in merged.items():
             result.setdefault(k, v)
-        return Node(result, loc, origin=str(loc))
+        inherited = frozenset(k for k in merged if result[k] is merged[k])
+        return Node(result, loc, origin=str(loc), merged_keys=inherited)
 
 
 def parse_text(text: str, file: str) -> Node:
