@@ -64,6 +64,7 @@ import torch
 from xfer.core.atomic import fsync_dir, fsync_file, read_json, write_json
 from xfer.core.data import BatchStream
 from xfer.core.errors import DataError, UserError
+from xfer.core.runs.fingerprint import file_sha256
 from xfer.electra.corpus import CorpusConfig
 from xfer.electra.packing import (
     BLOCK_BYTES,
@@ -306,7 +307,7 @@ class _InputSnapshot:
         for index, (path, digest) in enumerate(zip(self.paths, digests, strict=True)):
             self.check(index)
             try:
-                now = _sha256(Path(path))
+                now = file_sha256(Path(path))
             except OSError:
                 raise _changed_while_read(path) from None
             if now != digest:
@@ -673,11 +674,6 @@ class _FileHashes:
         return digests
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _build_or_load(
     spec: _PackSpec,
     key: str,
@@ -752,7 +748,7 @@ def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_p
     entries = []
     for name in names:
         fsync_file(folder / name)
-        entries.append({"name": name, "bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)})
+        entries.append({"name": name, "bytes": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)})
     return {
         "format": CACHE_FORMAT,
         "key": key,
@@ -784,7 +780,7 @@ def _load_cache(folder: Path, key: str, *, verify: bool = True) -> tuple[dataset
             size = path.stat().st_size
             if size != entry["bytes"]:
                 return None, f"{path} has {size} bytes, {entry['bytes']} when it was built"
-            if verify and _sha256(path) != entry["sha256"]:
+            if verify and file_sha256(path) != entry["sha256"]:
                 return None, f"{path} does not have the contents it was built with (its sha256 differs)"
         parts = [datasets.Dataset.from_file(str(folder / e["name"])) for e in entries]
         examples = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)

@@ -96,33 +96,24 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
 
     # The pre-flight check, again now that earlier stages' outputs exist (a `vocab.tokenizer` or an
     # `init:` from this recipe were not there to compare before the run): a vocabulary other than the
-    # init checkpoint's, or `encoder:` sizes the tokenizer contradicts, fail here, before training.
+    # init checkpoint's, fewer embeddings than tokens, fewer positions than max_length, or `encoder:`
+    # sizes the tokenizer contradicts, fail here, before training.
     tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
     init_dir = ctx.resolve(config.init) if config.init is not None else None
     problems = checkpoint_problems(
-        tokenizer_dir, init_dir, config.encoder, config.max_length, random_init=config.init is None
+        tokenizer_dir, init_dir, config.encoder, config.max_length, random_init=init_dir is None
     )
     if problems:
         raise problems[0]
-    if config.init is None:
+    if init_dir is None:
         overrides = {"vocab_size": vocab_size, **config.encoder}
         overrides.setdefault("max_position_embeddings", max(512, config.max_length))
         return preset(config.model, **overrides), None
     from xfer.transformer.modelio import with_overrides
 
-    folder = ctx.resolve(config.init)
-    check_role(folder, "discriminator", "init")
-    encoder_config, state = read_checkpoint(folder)
-    encoder_config = with_overrides(encoder_config, config.encoder, folder)
-    if encoder_config.vocab_size < vocab_size:
-        raise UserError(
-            f"init checkpoint has {encoder_config.vocab_size} token embeddings but the tokenizer {vocab_size} tokens"
-        )
-    if encoder_config.max_position_embeddings < config.max_length:
-        raise UserError(
-            f"init checkpoint covers {encoder_config.max_position_embeddings} positions, max_length is {config.max_length}"
-        )
-    return encoder_config, state
+    check_role(init_dir, "discriminator", "init")
+    encoder_config, state = read_checkpoint(init_dir)
+    return with_overrides(encoder_config, config.encoder, init_dir), state
 
 
 def check_role(folder: Path, wanted: str, key: str) -> None:

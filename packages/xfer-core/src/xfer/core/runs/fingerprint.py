@@ -52,6 +52,12 @@ class Signature:
     parts: dict[str, Any]
 
 
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's contents, read now (`FileHasher` reuses it while the file is unchanged)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 class FileHasher:
     """sha256 of file contents, reused while (path, size, mtime_ns, inode, ctime_ns) is unchanged.
 
@@ -77,8 +83,7 @@ class FileHasher:
         if cached is not None and cached[:4] == identity:
             return str(cached[4])
         started = time.time()
-        with open(path, "rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        digest = file_sha256(path)
         self.hashed += 1
         if started - stat.st_mtime_ns / 1e9 > RACY_SECONDS:
             self.table[key] = [*identity, digest]
