@@ -219,6 +219,15 @@ def test_seeds_run_apart_pool_into_the_rows_one_run_of_more_trials_makes(tmp_pat
     assert "seed 2 of conll/chunking is also in" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mode", ["cvt", "supervised"])
+def test_epochs_instead_of_steps_is_refused_in_every_mode(tmp_path, mode):
+    """The message said "alternates data sources" also in mode supervised, which has one source."""
+    text = tiny_cvt_recipe(CHUNK, mode=mode).replace("train: {steps: 8,", "train: {epochs: 2,")
+    errors = recipe_errors(tmp_path, text)
+    assert "stages.fit.train.steps" in errors and "cvt.train counts training in steps, not epochs" in errors
+    assert "alternates" not in errors
+
+
 def test_char_sum_needs_matching_sizes(tmp_path):
     text = tiny_cvt_recipe(CHUNK, extra="    sizes: {char_combine: sum, word_dim: 20, char_filters: 8}")
     assert "word_dim (20) must equal char_filters x len(char_widths) (8 x 3)" in recipe_errors(tmp_path, text)

@@ -356,7 +356,11 @@ class CvtConfig:
                 "change the sizes or use char_combine: concat",
             )
         if self.train.steps is None:
-            raise FieldError(("train", "steps"), "cvt.train alternates data sources without epochs: set train.steps")
+            raise FieldError(
+                ("train", "steps"),
+                "cvt.train counts training in steps, not epochs (its tasks, and in mode cvt the unlabeled text, are "
+                "sampled without epochs): set train.steps",
+            )
         for knob_name in ("eval_every", "checkpoint_every"):
             if getattr(self.train, knob_name) == "epoch":
                 raise FieldError(("train", knob_name), "cvt.train has no epochs: give a number of steps")

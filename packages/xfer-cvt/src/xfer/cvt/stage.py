@@ -392,7 +392,10 @@ def make_evaluators(
 def run_train(ctx: StageContext) -> None:
     config: CvtConfig = ctx.config
     if config.train.steps is None:
-        raise UserError("cvt.train alternates data sources without epochs: set train.steps")
+        raise UserError(
+            "cvt.train counts training in steps, not epochs (its tasks, and in mode cvt the unlabeled text, are "
+            "sampled without epochs): set train.steps"
+        )
     if config.mode == "word_dropout" and config.features.init is not None:
         raise UserError("mode word_dropout cannot hide words from Transformer features (they attend to every word)")
     tasks = load_tasks(ctx, config)
