@@ -93,6 +93,19 @@ def test_wrong_scalar_types(text: str, message: str) -> None:
     assert [m for _, _, m in found] == [message]
 
 
+@pytest.mark.parametrize("text", ["count: 1e100", "count: 9223372036854775808", "count: -9223372036854775809"])
+def test_integers_beyond_64_bits_are_refused(text: str) -> None:
+    """`steps: 1e100` was accepted: a run that could never end, and counters that overflow int64."""
+    _, found, _ = validate(text + "\n")
+    assert len(found) == 1 and found[0][2].startswith("cfg.count: must fit in 64 bits (below 2**63 in size), got ")
+
+
+def test_the_largest_64_bit_integers_pass() -> None:
+    for number in (2**63 - 1, -(2**63)):
+        value, found, _ = validate(f"count: {number}\n")
+        assert found == [] and value.count == number
+
+
 def test_yaml_1_1_booleans() -> None:
     value, _, _ = validate("count: 1\nflag: yes\n")
     assert value.flag is True

@@ -619,7 +619,17 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
+_INT64 = 2**63  # torch, numpy and the checkpoints hold counts and seeds as 64-bit integers
+
+
 def _int(v: Validator, node: Node, path: str) -> Any:
+    number = _int_value(v, node, path)
+    if isinstance(number, int) and not -_INT64 <= number < _INT64:  # `steps: 1e100` ran "forever", then overflowed
+        return v.error(node.loc, f"{path}: must fit in 64 bits (below 2**63 in size), got {node.value!r}")
+    return number
+
+
+def _int_value(v: Validator, node: Node, path: str) -> Any:
     value = node.value
     if isinstance(value, int) and not isinstance(value, bool):
         return value
