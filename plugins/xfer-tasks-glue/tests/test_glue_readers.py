@@ -188,6 +188,21 @@ def test_empty_line_inside_file(tmp_path):
     expect_error(tmp_path, RTETask, "train", f"{path}:3", "empty line")
 
 
+@pytest.mark.parametrize("ending", ["\n", "\n\n", "\r\n\r\n\n"])
+def test_blank_lines_may_end_the_file(tmp_path, ending):
+    """The docstring said so; a file ending in one blank line was refused ("empty line")."""
+    write(tmp_path / "train.tsv", RTE.rstrip("\n") + ending)
+    assert [e.id for e in task(RTETask, tmp_path).examples("train")] == ["train-0", "train-1"]
+
+
+@pytest.mark.parametrize("sentence", ["", "  "])
+def test_empty_sentence_is_refused(tmp_path, sentence):
+    """An empty sentence was read as an empty input and trained on."""
+    path = write(tmp_path / "train.tsv", RTE.replace("\tD.\t", f"\t{sentence}\t"))
+    err = expect_error(tmp_path, RTETask, "train", f"{path}:3", "empty sentence")
+    assert err.key == "sentence2"
+
+
 def test_bad_encoding(tmp_path):
     path = write(tmp_path / "train.tsv", RTE + "2\tcaf\xe9\tB\tentailment\n", encoding="latin-1")
     expect_error(tmp_path, RTETask, "train", f"{path}:4", "not valid UTF-8")

@@ -103,6 +103,17 @@ def test_column_index_out_of_range(tmp_path):
         make(train=path, header=False, label_column=5, labels=["a"]).examples("train")
 
 
+def test_quoted_csv_blank_lines_only_at_the_end(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text('t,l\n"x, y",a\n\n\n')
+    t = make(train=path, delimiter=",", quoting=True, label_column="l", text_a_column="t", labels=["a"])
+    assert [e.text_a for e in t.examples("train")] == ["x, y"]
+    path.write_text('t,l\n"x, y",a\n\nz,a\n')
+    t = make(train=path, delimiter=",", quoting=True, label_column="l", text_a_column="t", labels=["a"])
+    with pytest.raises(DataError, match=f"{path}:3: empty line"):
+        t.examples("train")
+
+
 def test_unterminated_quote(tmp_path):
     path = tmp_path / "train.csv"
     path.write_text('t,l\nok,a\n"never closed,a\n')

@@ -35,17 +35,21 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
     Without quoting, a record is one physical line (`split_lines`: CRLF endings are fine, a CR
     elsewhere is an error) split on `delimiter`; with quoting, Python's csv module parses
     double-quoted fields. An empty line is an error (it is either a truncated record or a
-    formatting accident), except after the last record.
+    formatting accident), except after the last record: blank lines that end a file are dropped.
     """
     text = read_text(path)
     rows: list[Row] = []
     if not quoting:
-        for number, line in enumerate(split_lines(path, text), start=1):
+        lines = split_lines(path, text)
+        while lines and not lines[-1]:
+            lines.pop()
+        for number, line in enumerate(lines, start=1):
             if not line:
-                raise DataError(path, number, "empty line")
+                raise DataError(path, number, "empty line (blank lines may only end the file)")
             rows.append(Row(number, line.split(delimiter)))
         return rows
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"', strict=True)
+    blank: list[int] = []
     while True:
         start = reader.line_num + 1
         try:
@@ -55,7 +59,10 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
         except csv.Error as err:
             raise DataError(path, reader.line_num or start, f"malformed CSV record: {err}") from None
         if not fields:
-            raise DataError(path, start, "empty line")
+            blank.append(start)
+            continue
+        if blank:  # a blank line before this record
+            raise DataError(path, blank[0], "empty line (blank lines may only end the file)")
         rows.append(Row(start, fields))
     return rows
 
@@ -185,6 +192,9 @@ def read_sentence_examples(
                 label = parse_score(path, row.line, row.fields[y], key, regression_bounds)
             else:
                 label = parse_label(path, row.line, row.fields[y], labels, key)
+        for column in (a, b):
+            if column is not None and not row.fields[column].strip():  # would train on an empty input
+                raise DataError(path, row.line, "empty sentence", key=header[column] if header else f"column {column}")
         examples.append(
             SentenceExample(
                 id=ident,
