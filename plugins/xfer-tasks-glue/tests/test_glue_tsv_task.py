@@ -149,3 +149,20 @@ def test_missing_split_file_is_a_clear_error():
     with pytest.raises(UserError, match="no dev file configured"):
         make(labels=["a"]).examples("dev")
     assert issubclass(DataError, UserError)
+
+
+def test_registered_metric_components_can_be_named(tmp_path):
+    """`xfer_metrics` components had no consumer: a registered metric could not be used anywhere."""
+    (tmp_path / "dev.tsv").write_text("t\ty\na\tyes\nb\tno\nc\tyes\nd\tno\n")
+    t = make(
+        dev=tmp_path / "dev.tsv", text_a_column="t", label_column="y", labels=["no", "yes"], metrics=["core.mcc", "mcc"]
+    )
+    examples = t.examples("dev")
+    scores = t.evaluate(examples, {"dev-0": "yes", "dev-1": "no", "dev-2": "no", "dev-3": "no"})
+    assert t.main_metric == "core.mcc" and scores["core.mcc"] == pytest.approx(scores["mcc"])
+    assert 0 < scores["mcc"] < 100
+
+
+def test_an_unknown_metric_component_is_refused_with_a_suggestion():
+    with pytest.raises(ValueError, match=r"unknown metric 'core\.mccc'; did you mean 'core\.mcc'"):
+        TsvTaskConfig(labels=["a", "b"], metrics=["core.mccc"])

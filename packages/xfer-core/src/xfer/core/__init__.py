@@ -12,7 +12,7 @@ import os
 # MKL's first call; respect a user's own setting.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-from xfer.core.config import ExistingPath, Files, Input, ObjectiveRef, TaskRef, knob
+from xfer.core.config import ExistingPath, FieldError, Files, Input, ObjectiveRef, TaskRef, knob
 from xfer.core.errors import DataError, PluginError, RecipeError, UserError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.specs import CommandSpec, ComponentSpec
@@ -24,6 +24,7 @@ __all__ = [
     "ComponentSpec",
     "DataError",
     "ExistingPath",
+    "FieldError",
     "Files",
     "Input",
     "ObjectiveRef",

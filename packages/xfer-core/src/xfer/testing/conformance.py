@@ -20,6 +20,11 @@ line; one training step runs; two runs give bitwise-identical weights; and a run
 with SIGKILL at `kill_at_step`, then resumed, ends with the same weights as an
 uninterrupted one. Keep `log_every: 1` so the kill lands exactly.
 
+A stage that does not train (it writes files: a corpus, a report, predictions of a given
+model) sets `trains = False`: "one step runs" becomes "the recipe runs and the stage writes
+files under its outputs", determinism compares those files byte for byte, and the
+kill-and-resume check is skipped (there are no checkpoints to resume from).
+
 The kill-and-resume check costs two fresh interpreters (~5-10 s). A family of components that
 share one code path (e.g. GLUE tasks with the same file layout) may set
 `resume_covered_by = "<the class that checks it>"` on all but one member: the check is then
@@ -38,7 +43,15 @@ import yaml
 
 from xfer.core.errors import RecipeError
 from xfer.core.recipes.recipe import load_recipe
-from xfer.testing.helpers import assert_same_weights, make_host, output_tensors, run_cli, run_recipe_file, write_recipe
+from xfer.testing.helpers import (
+    assert_same_weights,
+    make_host,
+    output_files,
+    output_tensors,
+    run_cli,
+    run_recipe_file,
+    write_recipe,
+)
 
 TESTING_PLUGIN = "xfer.testing.plugin"
 
@@ -52,6 +65,7 @@ class ComponentConformance:
     autoload: ClassVar[bool] = True
     kill_at_step: ClassVar[int] = 5
     resume_covered_by: ClassVar[str | None] = None
+    trains: ClassVar[bool] = True  # False: a stage that writes files without a training loop
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -111,13 +125,17 @@ class ComponentConformance:
         assert hits, f"unknown key not reported; got: {caught.value}"
         assert hits[0].location.line == line and hits[0].location.file == str(path.resolve()), str(hits[0])
 
+    def outputs(self, run_dir: Path) -> dict:
+        """What determinism compares: the weights of a training stage, every file's bytes otherwise."""
+        return output_tensors(run_dir, self.stage) if self.trains else output_files(run_dir, self.stage)
+
     def test_one_step_runs(self, tmp_path: Path) -> None:
         path = self.recipe_file(tmp_path)
         # warmup 0 too: a recipe's own warmup_steps is longer than one step, which recipes refuse
         one_step = [f"stages.{self.stage}.train.steps=1", f"stages.{self.stage}.train.warmup_steps=0"]
-        result = run_recipe_file(path, tmp_path / "run", self.host(), one_step)
+        result = run_recipe_file(path, tmp_path / "run", self.host(), one_step if self.trains else [])
         assert [s.status for s in result.stages] == ["completed"] * len(result.stages)
-        assert output_tensors(tmp_path / "run", self.stage)
+        assert self.outputs(tmp_path / "run")
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -127,14 +145,19 @@ class ComponentConformance:
         directory = tmp_path_factory.mktemp("reference")
         path = checks.recipe_file(directory)
         run_recipe_file(path, directory / "run", checks.host())
-        return path, output_tensors(directory / "run", cls.stage)
+        return path, checks.outputs(directory / "run")
 
     def test_deterministic(self, reference: tuple[Path, dict], tmp_path: Path) -> None:
         path, expected = reference
         run_recipe_file(path, tmp_path / "again", self.host())
-        assert_same_weights(expected, output_tensors(tmp_path / "again", self.stage))
+        if self.trains:
+            assert_same_weights(expected, self.outputs(tmp_path / "again"))
+        else:
+            assert self.outputs(tmp_path / "again") == expected
 
     def test_kill_and_resume(self, reference: tuple[Path, dict], tmp_path: Path) -> None:
+        if not self.trains:
+            pytest.skip("the stage does not train (trains = False): no checkpoints to resume from")
         if self.resume_covered_by:
             pytest.skip(f"same code path as {self.resume_covered_by}, whose kill-and-resume check runs")
         path, expected = reference

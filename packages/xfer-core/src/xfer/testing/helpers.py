@@ -84,6 +84,17 @@ def output_tensors(run_dir: Path, stage: str) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def output_files(run_dir: Path, stage: str) -> dict[str, str]:
+    """The sha256 of every file under the stage's outputs, keyed by its path there."""
+    from xfer.core.runs.fingerprint import file_sha256
+
+    root = run_dir / stage / "outputs"
+    files = {str(f.relative_to(root)): file_sha256(f) for f in sorted(root.rglob("*")) if f.is_file()}
+    if not files:
+        raise AssertionError(f"no files under {root}")
+    return files
+
+
 def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rtol: float = 0.0) -> None:
     """Bitwise equality (rtol=0) or relative closeness of two weight sets, naming the first mismatch."""
     import torch

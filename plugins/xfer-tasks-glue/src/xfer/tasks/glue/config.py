@@ -79,7 +79,8 @@ class TsvTaskConfig:
     metrics: list[str] = knob(
         ["accuracy"],
         "Metrics to report: accuracy, f1, mcc (classification), pearson, spearman (regression). "
-        "f1 is the binary F1 of positive_label. All are reported x100.",
+        "f1 is the binary F1 of positive_label. All are reported x100. A namespaced name is a registered "
+        "metric component, `(golds, predictions) -> percent` (`xfer components metric`; e.g. core.mcc).",
     )
     main_metric: str = knob("", "The metric used for model selection; empty means the first of `metrics`.")
     positive_label: str | None = knob(
@@ -119,6 +120,18 @@ def check_subsample(value: object) -> None:
         raise ValueError(f"subsample must be 'first' or 'random', not {value!r}")
 
 
+def _component_problems(name: str) -> list[str]:
+    """Whether a plugin registers the metric component `name` (`xfer components metric`)."""
+    from xfer.core.errors import PluginError
+    from xfer.core.plugins import default_host
+
+    try:
+        default_host().get("metric", name)
+    except PluginError as err:
+        return [str(err)]
+    return []
+
+
 def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
     """Every inconsistency of a glue/tsv config, so that one validation run reports them all."""
     problems: list[str] = []
@@ -138,8 +151,13 @@ def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
     if not cfg.metrics:
         problems.append("metrics is empty")
     for metric in cfg.metrics:
-        if metric not in allowed:
-            problems.append(f"metric {metric!r} is not available for {cfg.type} (choose from {list(allowed)})")
+        if "." in metric:  # a registered metric component
+            problems += _component_problems(metric)
+        elif metric not in allowed:
+            problems.append(
+                f"metric {metric!r} is not available for {cfg.type} (choose from {list(allowed)}, "
+                "or name a registered metric component such as core.mcc)"
+            )
     if cfg.main_metric and cfg.main_metric not in cfg.metrics:
         problems.append(f"main_metric {cfg.main_metric!r} is not in metrics {cfg.metrics}")
     if {"f1", "acc_f1_avg"} & set(cfg.metrics) and cfg.labels:

@@ -25,6 +25,26 @@ def _base(name: str, positive: str | None) -> Callable[[Sequence[Any], Sequence[
     return table[name]
 
 
+def is_component(name: str) -> bool:
+    """A namespaced name (`core.mcc`, `mytask.kappa`) is a registered metric component."""
+    return "." in name
+
+
+def _component(name: str) -> Callable[[Sequence[Any], Sequence[Any]], float]:
+    """The metric component `name` (plugin hook `xfer_metrics`), checked to return a number."""
+    from xfer.core.plugins import default_host
+
+    metric = default_host().load("metric", name)
+
+    def call(golds: Sequence[Any], preds: Sequence[Any]) -> float:
+        value = metric(golds, preds)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"metric {name!r} returned {type(value).__name__}, expected a number (in percent)")
+        return float(value)
+
+    return call
+
+
 def compute(
     names: Sequence[str], golds: Sequence[Any], preds: Sequence[Any], positive: str | None = None
 ) -> dict[str, float]:
@@ -34,7 +54,11 @@ def compute(
         needed |= {"accuracy", "f1"}
     if "pearson_spearman_avg" in needed:
         needed |= {"pearson", "spearman"}
-    values = {name: _base(name, positive)(golds, preds) for name in sorted(needed) if not name.endswith("_avg")}
+    values = {
+        name: _component(name)(golds, preds) if is_component(name) else _base(name, positive)(golds, preds)
+        for name in sorted(needed)
+        if not name.endswith("_avg")
+    }
     if "acc_f1_avg" in needed:
         values["acc_f1_avg"] = (values["accuracy"] + values["f1"]) / 2
     if "pearson_spearman_avg" in needed:
