@@ -139,6 +139,20 @@ def test_compare_prints_the_table_and_writes_a_plot(
     assert cli.main(["compare", str(tmp_path / "nothing")]) == 2
 
 
+def test_compare_of_a_run_folder_follows_the_recipe_and_one_system_is_noted(
+    bam_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Alphabetical order made `multi` the default baseline of a run folder (teachers, in the
+    recipe, come first), and a single system printed an empty table without a word."""
+    assert cli.main(["compare", str(bam_run), "--no-plot", "--bootstrap", "100", "--out", str(tmp_path / "c")]) == 0
+    rows = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert rows[1:4] == ["teachers", "student", "multi"], rows
+    saved = json.loads((tmp_path / "c/compare.json").read_text())
+    assert saved["baselines"] == ["teachers"]
+    assert cli.main(["compare", str(bam_run / "multi"), "--no-plot", "--out", str(tmp_path / "d")]) == 0
+    assert "note: one system (multi): its medians only, no tests" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

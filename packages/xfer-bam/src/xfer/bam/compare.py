@@ -62,17 +62,35 @@ def _read_json(path: Path) -> Any:
 
 
 def stage_folders(folder: Path) -> list[Path]:
-    """`folder` itself when it is a stage with results, else its stages that have results (a run folder)."""
+    """`folder` itself when it is a stage with results, else its stages that have results (a run
+    folder), in the recipe's stage order: the first one is the default baseline, and in a BAM run
+    that is the single-task teachers (alphabetical order made it `distill`, flipping every sign)."""
     if (folder / "outputs" / "results" / "results.json").is_file():
         return [folder]
     found = (
-        sorted(p for p in folder.iterdir() if (p / "outputs" / "results" / "dev").is_dir()) if folder.is_dir() else []
+        sorted(
+            (p for p in folder.iterdir() if (p / "outputs" / "results" / "dev").is_dir()),
+            key=_recipe_order(folder),
+        )
+        if folder.is_dir()
+        else []
     )
     if not found:
         raise UserError(
             f"{folder}: no outputs/results/results.json here or in a stage folder below (is it a bam stage or run?)"
         )
     return found
+
+
+def _recipe_order(run: Path) -> Any:
+    """Sort key of a run's stage folders: their position in its `recipe.resolved.yaml`, then name."""
+    import yaml
+
+    try:
+        stages = list((yaml.safe_load((run / "recipe.resolved.yaml").read_text(encoding="utf-8")) or {})["stages"])
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        stages = []
+    return lambda path: (stages.index(path.name) if path.name in stages else len(stages), path.name)
 
 
 def _field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, where: str) -> Any:
@@ -333,6 +351,8 @@ def main(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     systems = parse_systems(args.systems)
+    if len(systems) == 1:
+        print(f"note: one system ({systems[0].name}): its medians only, no tests (give two or more)", file=sys.stderr)
     baselines = args.baseline or [systems[0].name]
     comparisons = compare(systems, baselines, args.bootstrap, args.seed)
     text = markdown(systems, baselines, comparisons, args.bootstrap, args.seed)
