@@ -224,6 +224,28 @@ def test_bad_vectors_files_are_refused_at_their_line(tmp_path, content: bytes, m
         read_vectors(path, 2, None)
 
 
+def test_vectors_limit_keeps_the_first_words_and_every_word_asked_for(tmp_path) -> None:
+    """The limit cut rare labeled words off their vectors; `limit: 0` kept one word."""
+    path = tmp_path / "glove.txt"
+    path.write_text("the 0.1 0.2\nof 0.3 0.4\nparis 0.5 0.6\nrome 0.7 0.8\n", encoding="utf-8")
+    assert list(read_vectors(path, 2, 1)) == ["the"]
+    assert read_vectors(path, 2, 0) == {}
+    kept = read_vectors(path, 2, 1, keep=lambda word: word == "rome")
+    assert kept == {"the": [0.1, 0.2], "rome": [0.7, 0.8]}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [("river  0.1 0.2", "two spaces in a row"), ("river\t0.1\t0.2", "a tab: fields .* single spaces")],
+)
+def test_vectors_fields_are_separated_by_single_spaces(tmp_path, line: str, message: str) -> None:
+    """A double space after the word stored the vector under 'river ' (never matched)."""
+    path = tmp_path / "glove.txt"
+    path.write_text(f"the 0.1 0.2\n{line}\n", encoding="utf-8")
+    with pytest.raises(DataError, match=f"glove.txt:2: {message}"):
+        read_vectors(path, 2, None)
+
+
 def test_vectors_whose_word_has_spaces_are_kept_whole(tmp_path) -> None:
     """GloVe 840B has entries such as "at name@domain.com": the word is all before the numbers."""
     path = tmp_path / "glove.txt"

@@ -131,6 +131,21 @@ def test_word_vectors_given_as_the_transformer_are_refused(tmp_path):
     ) in errors
 
 
+def test_vectors_of_lowercased_words_with_a_cased_vocabulary_are_refused(tmp_path):
+    """cvt.vectors keys lower-cased words; a cased vocabulary started every capitalised word random."""
+    extra = "    vocab: {vectors: vectors.vectors, lowercase: false}"
+    text = tiny_cvt_recipe(CHUNK, extra=extra) + "  vectors: {kind: cvt.vectors, files: unlabeled.txt, dim: 16}\n"
+    errors = recipe_errors(tmp_path, text)
+    assert "stages.fit.vocab.lowercase" in errors and "writes vectors of lower-cased words" in errors
+
+
+def test_unlabeled_text_of_blank_lines_is_named(tmp_path):
+    write_tiny_data(tmp_path)
+    (tmp_path / "unlabeled.txt").write_text("\n  \n\n")
+    with pytest.raises(UserError, match=r"the unlabeled text contains no words \(only blank lines\): .*unlabeled\.txt"):
+        run_recipe_file(write_recipe(tmp_path, tiny_cvt_recipe(CHUNK)), tmp_path / "run", make_host(autoload=True))
+
+
 def test_semi_supervised_modes_need_unlabeled_files(tmp_path):
     text = tiny_cvt_recipe(CHUNK).replace(UNLABELED_LINE, "")
     assert "set unlabeled.files or unlabeled.task_sentences" in recipe_errors(tmp_path, text)

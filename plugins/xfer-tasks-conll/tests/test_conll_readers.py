@@ -76,6 +76,13 @@ def test_ner_bioes_input(tmp_path):
         ner(bad, input_scheme="BIOES").examples("train")
 
 
+def test_a_stray_bioes_tag_is_named_when_auto_reads_a_file_as_bioes(tmp_path):
+    """One E- tag made auto read an IOB2 file as BIOES, and the error blamed a valid line."""
+    path = write(tmp_path / "train.txt", "The B-NP\nbook E-NP\n\nbuilds B-VP\na B-NP\nhouse I-NP\n")
+    with pytest.raises(DataError, match=f"{path}:5: tag: .*because line 2 has an E-/S- tag"):
+        ner(path).examples("train")
+
+
 def test_chunking_carves_dev_from_the_end_of_train(tmp_path):
     text = "".join(f"w{i} NN B-NP\nx{i} VBZ B-VP\n\n" for i in range(10))
     task = ChunkingTask(

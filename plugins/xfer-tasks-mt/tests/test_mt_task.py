@@ -54,6 +54,12 @@ def test_bad_parallel_files(tmp_path, en, de, where, message):
     assert where in str(caught.value)
 
 
+def test_blank_lines_that_end_one_file_are_not_sentences(tmp_path):
+    """A trailing blank line in one file was blamed as a misalignment at a line the other lacks."""
+    task = data(tmp_path, "a\nb\n", "x\ny\n\n  \n")
+    assert [(e.source, e.target) for e in task.examples("train")] == [("a", "x"), ("b", "y")]
+
+
 def test_bad_encoding_and_missing_split(tmp_path):
     task = data(tmp_path, "fine\n", "fine\n")
     (tmp_path / "train.de").write_bytes(b"ok\xff\n")

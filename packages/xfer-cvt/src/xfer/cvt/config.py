@@ -158,7 +158,10 @@ class VocabConfig:
         takes=("vectors",),
     )
     vectors_limit: int | None = knob(
-        100000, "Also add the first N words of the vectors file to the vocabulary (None: all).", ge=0
+        100000,
+        "Also add the first N words of the vectors file to the vocabulary (None: all). Words the vocabulary "
+        "has anyway (from the tasks and the unlabeled text) get their vectors wherever they are in the file.",
+        ge=0,
     )
     char_min_count: int = knob(1, "Characters seen fewer times are <unk> for the char-CNN.", ge=1)
     train_unk: bool = knob(
@@ -418,13 +421,23 @@ class CvtConfig:
         """Vectors from a cvt.vectors stage of this recipe must have word_dim components: a mismatch
         was found only once that stage had run and this one read its file."""
         ref = self.vocab.vectors
-        dim = getattr(stages.get(ref.stage), "dim", None) if ref is not None and ref.stage else None
+        upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
+        dim = getattr(upstream, "dim", None)
         word_dim = self.resolved_sizes()["word_dim"]
         if isinstance(dim, int) and dim != word_dim:
             raise FieldError(
                 ("vocab", "vectors"),
                 f"stage {ref.stage!r} writes {dim}-dimensional vectors, the word embeddings have word_dim "
                 f"{word_dim} (model {self.model!r}, sizes): make them equal",
+            )
+        lowercase = getattr(upstream, "lowercase", None)
+        if isinstance(lowercase, bool) and lowercase != self.vocab.lowercase:  # keys would not match
+            raise FieldError(
+                ("vocab", "lowercase"),
+                f"stage {ref.stage!r} writes vectors of {'lower-cased' if lowercase else 'cased'} words, and "
+                f"vocab.lowercase is {str(self.vocab.lowercase).lower()}: "
+                + ("every capitalised word would start without its vector" if lowercase else "words would not match")
+                + "; make them equal",
             )
 
     def resolved_sizes(self) -> dict[str, Any]:

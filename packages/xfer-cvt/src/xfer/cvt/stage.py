@@ -113,7 +113,10 @@ def read_unlabeled(
     corpus = UnlabeledCorpus(files, u.chunk_lines, u.max_length, u.tokenize)
     counts = Counter(corpus.words(u.vocab_lines))
     if not counts:
-        raise UserError(f"the unlabeled files ({len(corpus.files)}) contain no words")
+        named = ", ".join(str(p) for p in corpus.files[:3]) + (
+            f" and {len(corpus.files) - 3} more" if len(corpus.files) > 3 else ""
+        )
+        raise UserError(f"the unlabeled text contains no words (only blank lines): {named}")
     return corpus, counts
 
 
@@ -143,6 +146,23 @@ def write_task_sentences(path: Path, tasks: list[TaskData]) -> Path:
     return path
 
 
+def vocabulary_words(config: CvtConfig, tasks: list[TaskData], unlabeled_counts: Counter[str] | None) -> set[str]:
+    """The word keys a trial's vocabulary can hold without the vectors file: those of every task's
+    whole training set (each trial's labeled subset is part of it) and the unlabeled text. Their
+    vectors are read wherever they are in the file, not only among its first `vectors_limit`."""
+    v = config.vocab
+    words = [w for t in tasks for e in t.train for w in source_words(t, e)]
+    vocab = build_vocab(
+        words,
+        unlabeled_counts,
+        lowercase=v.lowercase,
+        min_count=1,
+        unlabeled_words=v.unlabeled_words,
+        char_min_count=v.char_min_count,
+    )
+    return set(vocab.words)
+
+
 def prepare(
     config: CvtConfig, tasks: list[TaskData], unlabeled_counts: Counter[str] | None, seed: int, vectors: dict | None
 ) -> Prepared:
@@ -160,7 +180,7 @@ def prepare(
         min_count=v.min_count,
         unlabeled_words=v.unlabeled_words,
         char_min_count=v.char_min_count,
-        vector_words=list(vectors) if vectors else (),
+        vector_words=list(vectors)[: v.vectors_limit] if vectors else (),  # the rest are words it has anyway
     )
     prepared = Prepared(vocab, {}, {})
     for t in tasks:
@@ -407,7 +427,14 @@ def run_train(ctx: StageContext) -> None:
             from xfer.cvt.vectors import VECTORS_FILE
 
             path = path / VECTORS_FILE
-        vectors = read_vectors(path, config.resolved_sizes()["word_dim"], config.vocab.vectors_limit)
+        wanted = vocabulary_words(config, tasks, unlabeled_counts)
+        lowercase = config.vocab.lowercase
+        vectors = read_vectors(
+            path,
+            config.resolved_sizes()["word_dim"],
+            config.vocab.vectors_limit,
+            keep=lambda word: embedding_key(word, lowercase) in wanted,
+        )
     transformer = load_transformer(ctx, config)
     train_config = config.train
     if dist.world_size() > 1 and not train_config.find_unused_parameters:

@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,21 +135,35 @@ def build_vocab(
     return Vocab(words, char_list, lowercase)
 
 
-def read_vectors(path: Path, dim: int, limit: int | None) -> dict[str, list[float]]:
-    """Word -> vector from a GloVe (`word v1 ... vd`) or word2vec text file (first line `count dim`).
+def read_vectors(
+    path: Path, dim: int, limit: int | None, keep: Callable[[str], bool] | None = None
+) -> dict[str, list[float]]:
+    """Word -> vector from a GloVe (`word v1 ... vd`) or word2vec text file (first line `count dim`),
+    in file order.
 
-    Every line must end with `dim` finite numbers; a malformed line (or a NaN/inf value, which
-    would silently poison training) is a DataError naming file and line. The word is everything
-    before them, spaces included: GloVe 840B has a few such entries ("at name@domain.com"); they
-    are kept, and never match a whitespace-split word. The first occurrence of a word wins.
-    `limit` reads only the first N vectors (files are ordered by frequency)."""
+    Every line must end with `dim` finite numbers, fields separated by single spaces; a malformed
+    line (or a NaN/inf value, which would silently poison training) is a DataError naming file and
+    line. The word is everything before them, spaces included: GloVe 840B has a few such entries
+    ("at name@domain.com"); they are kept, and never match a whitespace-split word. The first
+    occurrence of a word wins. `limit` keeps the first N words (files are ordered by frequency,
+    so these are the frequent ones); after them, only the words `keep` accepts are kept (the
+    words a vocabulary has anyway, which must not lose their vectors to the limit), and reading
+    stops at the limit when there is no `keep`."""
     vectors: dict[str, list[float]] = {}
+    seen_vector = False
     for number, line in stream_lines(path):
+        full = limit is not None and len(vectors) >= limit
+        if full and keep is None:
+            return vectors  # `limit: 0` keeps nothing (it used to keep the first word)
         parts = line.rstrip().split(" ")
         if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
             continue  # word2vec header
         if not line.strip():
             continue
+        if "\t" in line.rstrip():
+            raise DataError(path, number, "a tab: fields (the word and its numbers) are separated by single spaces")
+        if "" in parts:
+            raise DataError(path, number, "two spaces in a row: fields are separated by single spaces")
         if len(parts) < dim + 1 or (len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
             raise DataError(
                 path, number, f"expected a word and {dim} numbers (word_dim), found {len(parts) - 1} fields"
@@ -162,10 +176,11 @@ def read_vectors(path: Path, dim: int, limit: int | None) -> dict[str, list[floa
             ) from None
         if not all(math.isfinite(v) for v in values):
             raise DataError(path, number, "vector values must be finite (found NaN or infinity)")
-        vectors.setdefault(" ".join(parts[:-dim]), values)
-        if limit is not None and len(vectors) >= limit:
-            break
-    if not vectors:
+        seen_vector = True
+        word = " ".join(parts[:-dim])
+        if not full or (keep is not None and keep(word)):
+            vectors.setdefault(word, values)
+    if not seen_vector:
         raise DataError(path, 1, "no vectors in file")
     return vectors
 

@@ -199,9 +199,23 @@ class SpanTaggingTask(TaggingTask):
         tag_col = _column_index(path, sentences[0], cfg.tag_column, "tag_column")
         word_col = 0
         input_scheme = cfg.input_scheme
+        why = ""
         if input_scheme == "auto":
-            bioes = any(schemes.has_bioes_tags([row[tag_col] for row in s.rows]) for s in sentences)
-            input_scheme = "BIOES" if bioes else "IOB1"  # IOB1 -> IOB2 is the identity on IOB2
+            first_bioes = next(
+                (
+                    s.lines[i]
+                    for s in sentences
+                    for i, row in enumerate(s.rows)
+                    if schemes.has_bioes_tags([row[tag_col]])
+                ),
+                None,
+            )
+            input_scheme = "BIOES" if first_bioes else "IOB1"  # IOB1 -> IOB2 is the identity on IOB2
+            if first_bioes:  # one stray E-/S- tag makes every line BIOES: say which line decided it
+                why = (
+                    f" (input_scheme auto reads this file as BIOES because line {first_bioes} has an E-/S- tag; "
+                    "a file mixing IOB and BIOES tags needs fixing)"
+                )
         detected = "IOB2" if input_scheme == "IOB1" else input_scheme  # until an IOB1 span start shows
         out = []
         for sentence in sentences:
@@ -210,7 +224,7 @@ class SpanTaggingTask(TaggingTask):
             problem = schemes.bad_tag(tags, input_scheme)
             if problem is not None:
                 position, reason = problem
-                raise DataError(path, sentence.lines[position], reason, key="tag")
+                raise DataError(path, sentence.lines[position], reason + why, key="tag")
             if input_scheme == "IOB1":
                 converted = schemes.iob1_to_iob2(tags)
                 if converted != tags:

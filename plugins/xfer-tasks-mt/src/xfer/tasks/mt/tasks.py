@@ -27,8 +27,11 @@ SPLITS = ("train", "dev", "test")
 
 def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     """(line number, source, target) for each line pair; both files must have the same number of
-    lines and no empty line (after stripping surrounding whitespace)."""
+    lines and no empty line (after stripping surrounding whitespace) but at their ends."""
     src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
+    for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
+        while lines and not lines[-1].strip():
+            lines.pop()
     if len(src) != len(tgt):
         shorter, longer = (source, target) if len(src) < len(tgt) else (target, source)
         n = min(len(src), len(tgt))
