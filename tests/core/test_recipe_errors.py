@@ -43,10 +43,17 @@ CASES = [
     ],
     (
         "seed too large for torch",
-        GOOD.replace("seed: 1", "seed: 18446744073709551616"),
+        GOOD.replace("seed: 1", "seed: 1099511627776"),
         2,
         7,
         r"seed: must be in 0\.\.2147483647",
+    ),
+    (
+        "seed beyond 64 bits",
+        GOOD.replace("seed: 1", "seed: 18446744073709551616"),
+        2,
+        7,
+        r"seed: must fit in 64 bits",
     ),
     ("negative seed", (GOOD, ["seed=-3"]), 1, 6, r"seed: must be in 0\.\.2147483647, got -3"),
     (
