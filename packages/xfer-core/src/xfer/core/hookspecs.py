@@ -49,7 +49,11 @@ def xfer_objectives() -> list[ComponentSpec]:
 @hookspec
 def xfer_stages() -> list[ComponentSpec]:
     """Called once when the host loads plugins. Return stage specs (kind "stage"); each target
-    is a `xfer.core.stage.Stage` subclass and its name is the recipe's `kind:` value."""
+    is a function `run(ctx: xfer.core.stage.StageContext) -> None` (its return value is ignored)
+    and its name is the recipe's `kind:` value. The spec's `config` class is what the recipe's
+    keys fill in (`ctx.config`); `run` must write every output the spec declares in `outputs` into
+    `ctx.output_dir(name)`, or the stage fails as a plugin bug. Every rank calls `run`; only rank 0
+    writes files (`ctx.is_main`)."""
 
 
 @hookspec
@@ -79,15 +83,24 @@ def xfer_stage_finish(run_dir: Path, stage: str, kind: str, status: str, outputs
 
 
 @hookspec
-def xfer_metrics_logged(run_dir: Path, stage: str, step: int, split: str, metrics: dict[str, float]) -> None:
+def xfer_metrics_logged(
+    run_dir: Path, stage: str, step: int, split: str, metrics: dict[str, float], tags: dict[str, Any]
+) -> None:
     """Called on rank 0 each time the trainer logs (every `log_every` steps, and after each
-    evaluation with split "dev"). Loggers such as TensorBoard implement this."""
+    evaluation with split "dev"). Loggers such as TensorBoard implement this.
+
+    `tags` tells apart the training runs of one stage, as the same keys do in its metrics.jsonl
+    records: e.g. {"task": "glue/rte", "trial": 1} for a fine-tuning stage that trains each task
+    several times; {} for a stage that trains once. A copy: changing it changes nothing. An
+    implementation may leave out any argument it does not use (pluggy passes only the ones it
+    names), so one written before `tags` existed keeps working."""
 
 
 @hookspec
-def xfer_checkpoint_saved(run_dir: Path, stage: str, step: int, path: Path) -> None:
+def xfer_checkpoint_saved(run_dir: Path, stage: str, step: int, path: Path, tags: dict[str, Any]) -> None:
     """Called on rank 0 after a checkpoint is completely written and the `latest` pointer
-    updated; `path` is the checkpoint directory."""
+    updated; `path` is the checkpoint directory. `tags` are the training run's, as in
+    `xfer_metrics_logged` (e.g. {"task": "glue/rte", "trial": 1}, or {})."""
 
 
 HOOK_NAMES = tuple(name for name, value in dict(globals()).items() if name.startswith("xfer_") and callable(value))

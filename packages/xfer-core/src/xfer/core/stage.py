@@ -96,7 +96,8 @@ def finished_trial(done: Path) -> dict[str, Any] | None:
 class RunLog:
     """Writes metrics.jsonl lines and forwards lifecycle events to plugins (rank 0 only).
 
-    One RunLog per training run (its `tags` tell runs of a stage apart). In a stage run again
+    One RunLog per training run (its `tags` tell runs of a stage apart, in metrics.jsonl and in
+    the `tags` argument of the `xfer_metrics_logged` and `xfer_checkpoint_saved` hooks). In a stage run again
     after an interruption, the records the earlier attempt wrote past the point this run starts
     from are dropped before the first new one is written, so each step is logged once: from
     the checkpoint resumed from (`resumed`), or from the first step when no checkpoint was left.
@@ -105,6 +106,11 @@ class RunLog:
     def __init__(self, ctx: StageContext, tags: dict[str, Any]):
         self.ctx, self.tags = ctx, tags
         self._synced = not ctx.resumed  # a fresh stage folder holds no earlier attempt's records
+
+    @property
+    def host(self) -> PluginHost:
+        """The stage's plugin host (the trainer reads it to name an objective's provider in errors)."""
+        return self.ctx.host
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
         if not self.ctx.is_main:
@@ -121,11 +127,17 @@ class RunLog:
             step=step,
             split=split,
             metrics=metrics,
+            tags=dict(self.tags),
         )
 
     def checkpoint_saved(self, step: int, path: Path) -> None:
         self.ctx.host.notify(
-            "xfer_checkpoint_saved", run_dir=self.ctx.run_dir, stage=self.ctx.name, step=step, path=path
+            "xfer_checkpoint_saved",
+            run_dir=self.ctx.run_dir,
+            stage=self.ctx.name,
+            step=step,
+            path=path,
+            tags=dict(self.tags),
         )
 
     def resumed(self, step: int) -> None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol
@@ -31,7 +32,7 @@ from xfer.core import checkpoint as ckpt
 from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.data import BatchSource, Prefetcher, check_batch_source, to_device
-from xfer.core.errors import TrainingDiverged, UserError
+from xfer.core.errors import PluginError, TrainingDiverged, UserError
 from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
 from xfer.core.train_config import TrainConfig
 
@@ -158,7 +159,10 @@ class TrainingProgress:
 
 
 class TrainerEvents(Protocol):
-    """Where the trainer reports (rank 0 only). `xfer.core.stage.RunLog` is the standard one."""
+    """Where the trainer reports (rank 0 only). `xfer.core.stage.RunLog` is the standard one.
+
+    An events object may also have a `host` attribute (the `PluginHost`, as `RunLog` has): the
+    trainer then names the objective's component and provider in its error messages."""
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None: ...
 
@@ -201,6 +205,7 @@ class Trainer:
         self.objective = objective.to(device)
         self.checkpoints = workdir / "checkpoints"
         self.evaluator = evaluator
+        self._host = getattr(events, "host", None)  # read on every rank: error messages name the objective
         self.events = events if dist.is_main() else None
         self.amp_dtype = resolve_precision(config.precision, device)
         self.steps_per_epoch: int | None = data.steps_per_epoch
@@ -253,6 +258,7 @@ class Trainer:
         self._sums: dict[str, torch.Tensor] = {}
         self._sum_steps = 0
         self._last_good_step = 0
+        self._first_loss: torch.Tensor | None = None  # step 1's loss (fresh fit) until the first finite check
         self._seconds_before = 0.0  # training time up to the checkpoint resumed from
         self._started = time.perf_counter()
 
@@ -352,9 +358,13 @@ class Trainer:
             with sync:
                 with self.autocast():
                     out: StepOutput = self.model(batch)
+                self._check_output(out)
                 loss = out.loss / accumulation if accumulation > 1 else out.loss
                 loss.backward()
             self._accumulate(out, accumulation)
+            if self.step == 0:  # before any update: a non-finite loss here is the objective's, not the LR's
+                first = out.loss.detach()
+                self._first_loss = first if self._first_loss is None else self._first_loss + first
         if self.config.clip_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_norm, foreach=True)
             self._add("grad_norm", norm.detach())
@@ -364,6 +374,43 @@ class Trainer:
             self.ema.update()
         self.step += 1
         self._sum_steps += 1
+
+    def _check_output(self, out: Any) -> None:
+        """Refuse, naming the objective, what `forward(batch)` must not return; PyTorch's own errors
+        ("element 0 of tensors does not require grad", "'tuple' object has no attribute 'loss'")
+        do not say whose bug it is. Type, shape and flag checks only: no device sync."""
+        if type(out) is StepOutput:
+            loss, metrics = out
+            if (
+                isinstance(loss, torch.Tensor)
+                and loss.requires_grad
+                and loss.dim() == 0
+                and loss.is_floating_point()
+                and type(metrics) is dict
+                and all(type(v) is torch.Tensor and v.dim() == 0 for v in metrics.values())
+            ):
+                return  # the usual case, decided without a function call per value
+        problem = _output_problem(out)
+        if problem is not None:
+            raise PluginError(f"{self._objective_label()}: forward(batch) {problem}")
+
+    def _objective_label(self) -> str:
+        """`objective 'ns.name' from ns (dist 1.0) (class pkg.mod.Class)`, or the class alone when no
+        registered objective spec targets it (a stage's own, unregistered objective)."""
+        cls = type(self.objective)
+        qualified = f"{cls.__module__}.{cls.__qualname__}"
+        host = self._host
+        if host is None:
+            from xfer.core import plugins
+
+            host = plugins._default_host  # only if one was made: never load plugins to word an error
+        components = getattr(host, "components", None) or {}
+        for base in cls.__mro__:
+            target = f"{base.__module__}:{base.__qualname__}"
+            for (kind, name), spec in components.items():
+                if kind == "objective" and spec.target == target:
+                    return f"objective {name!r} from {spec.provider or 'an unknown plugin'} (class {qualified})"
+        return f"objective class {qualified}"
 
     def _add(self, name: str, value: torch.Tensor) -> None:
         current = self._sums.get(name)
@@ -388,11 +435,21 @@ class Trainer:
                 if last
                 else "no checkpoint had been written yet"
             )
+            where = f"between step {self._last_good_step + 1} and step {self.step}; {kept}"
+            first = self._first_loss  # set on every rank alike, so every rank takes part in any_rank
+            if first is not None and dist.any_rank(not bool(torch.isfinite(first).all()), self.device):
+                raise TrainingDiverged(
+                    f"training stopped: the loss was already NaN/inf at the first step, before any update, "
+                    f"so the {self._objective_label()} computes a non-finite loss from the initial weights: "
+                    f"a bug in the objective (its loss or its inputs), not an optimisation problem — a lower "
+                    f"learning rate or clipping will not help (the loss or gradient became NaN/inf {where})"
+                )
             raise TrainingDiverged(
-                f"training stopped: the loss or gradient became NaN/inf between step {self._last_good_step + 1} "
-                f"and step {self.step}; {kept}. Lower the learning rate, enable clipping, or use fp32."
+                f"training stopped: the loss or gradient became NaN/inf {where}. "
+                "Lower the learning rate, enable clipping, or use fp32."
             )
         self._last_good_step = self.step
+        self._first_loss = None
 
     def _flush_metrics(self, extra: dict[str, float]) -> dict[str, float]:
         names = sorted(self._sums)
@@ -502,3 +559,39 @@ class Trainer:
         from tqdm.auto import tqdm
 
         return tqdm(total=self.total_steps, initial=start, desc=self.description, dynamic_ncols=True)
+
+
+def _output_problem(out: Any) -> str | None:
+    """What is wrong with an objective's `forward(batch)` result, or None when nothing is."""
+    if not isinstance(out, StepOutput):
+        hint = (
+            "; wrap them: `return StepOutput(loss, metrics)` (from xfer.core.trainer)"
+            if isinstance(out, tuple) and len(out) == 2
+            else ""
+        )
+        return f"returned {type(out).__name__}, expected xfer.core.trainer.StepOutput(loss, metrics){hint}"
+    loss, metrics = out
+    expected = "expected a 0-dim floating-point tensor that requires grad"
+    if not isinstance(loss, torch.Tensor):
+        return f"returned a loss of type {type(loss).__name__}, {expected}"
+    if loss.dim() != 0:
+        return (
+            f"returned a loss of shape {tuple(loss.shape)}, {expected}: reduce it to one number "
+            "(e.g. `.mean()`; a per-example loss such as reduction='none' is not a loss to minimise)"
+        )
+    if not loss.is_floating_point():
+        return f"returned a loss of dtype {loss.dtype}, {expected}"
+    if not loss.requires_grad:
+        return (
+            f"returned a loss that does not require grad, {expected}: it was detached (`.detach()`, "
+            "`.item()`, `torch.no_grad()`, a new tensor) or computed from no trainable parameter"
+        )
+    if not isinstance(metrics, Mapping):
+        return f"returned metrics of type {type(metrics).__name__}, expected a dict of scalar tensors or numbers"
+    for name, value in metrics.items():
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                return f"returned metric {name!r} of shape {tuple(value.shape)}, expected a scalar"
+        elif not isinstance(value, numbers.Real):
+            return f"returned metric {name!r} of type {type(value).__name__}, expected a scalar tensor or number"
+    return None

@@ -47,7 +47,7 @@ import yaml
 from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json, write_json
 from xfer.core.checkpoint import latest_checkpoint
-from xfer.core.errors import RecipeError, RunDirError, UserError
+from xfer.core.errors import PluginError, RecipeError, RunDirError, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.recipe import Recipe, StagePlan
 from xfer.core.runs import runlock
@@ -508,7 +508,11 @@ def _run_stage(
         dist.barrier()  # rank 0 writes the outputs; every rank checks them only after it is done
         missing = [o for o in plan.spec.outputs if not (stage_dir / "outputs" / o).is_dir()]
         if missing:
-            raise RuntimeError(f"stage kind {plan.kind!r} did not write its declared outputs {missing} (plugin bug)")
+            raise PluginError(
+                f"stage {plan.name!r}: stage kind {plan.kind!r} from {plan.spec.provider or 'an unknown plugin'} "
+                f"did not write its declared outputs {missing} (plugin bug: its run(ctx) must fill "
+                f"ctx.output_dir(name) for every output its spec declares); report it to the plugin's authors"
+            )
     except BaseException as exc:
         if dist.is_main():
             # Ctrl-C (or SIGTERM, which `xfer run` turns into the same exception) stops a healthy stage:
