@@ -29,12 +29,15 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     """(line number, source, target) for each line pair; both files must have the same number of
     lines and no empty line (after stripping surrounding whitespace) but at their ends."""
     src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
+    read = {source: len(src), target: len(tgt)}
     for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
         while lines and not lines[-1].strip():
             lines.pop()
     if len(src) != len(tgt):
         shorter, longer = (source, target) if len(src) < len(tgt) else (target, source)
         n = min(len(src), len(tgt))
+        if read[shorter] > n:  # a blank line facing a sentence of the other file
+            raise DataError(shorter, n + 1, "empty line: every sentence needs a translation")
         raise DataError(
             shorter, n + 1, f"has {n} lines but {longer} has {max(len(src), len(tgt))}: files are not aligned"
         )
