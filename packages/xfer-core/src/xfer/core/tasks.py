@@ -14,10 +14,13 @@ Predictions passed to `Task.evaluate` are a mapping from example id to:
 from __future__ import annotations
 
 import abc
+import difflib
+import math
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from xfer.core.errors import UserError
 
@@ -90,6 +93,18 @@ class TranslationExample:
 
 Example = SentenceExample | TaggingExample | SpanQAExample | ParsingExample | TranslationExample
 
+TASK_TYPES: tuple[str, ...] = get_args(TaskType)
+
+EXAMPLE_CLASSES: dict[str, type] = {
+    "classification": SentenceExample,
+    "regression": SentenceExample,
+    "tagging": TaggingExample,
+    "span_qa": SpanQAExample,
+    "parsing": ParsingExample,
+    "seq2seq": TranslationExample,
+}
+"""The example class `examples()` must return for each task type."""
+
 
 @dataclass
 class TaskInfo:
@@ -141,20 +156,43 @@ class Task(abc.ABC):
         one problem per split.
 
         Default: `examples(split)` for each split (also `labels`, which tagging tasks read from
-        the train file). Override to skip data that is not local (e.g. a hub download).
+        the train file), then `check_examples` on what each split returned: the Task contract
+        (type, example classes, unique ids, labels within `labels`, labelled training data).
+        An exception other than a UserError, from the plugin's reader, is reported as a plugin
+        bug. Override to skip data that is not local (e.g. a hub download).
         """
         problems: list[UserError] = []
-        for split in splits:
+
+        def add(problem: UserError) -> None:
+            if not any(str(problem) == str(p) for p in problems):
+                problems.append(problem)
+
+        try:
+            task_type(self)
+        except UserError as exc:
+            return [exc]  # examples cannot be checked against an unknown type
+        read: dict[str, list[Example]] = {}
+        for split in dict.fromkeys(splits):
             try:
-                self.examples(split)
+                read[split] = self.examples(split)
             except UserError as exc:
-                if not any(str(exc) == str(p) for p in problems):
-                    problems.append(exc)
-        if not problems:
+                add(exc)
+            except Exception as exc:  # a bug in the plugin's reader: report it, do not crash the pre-flight
+                add(TaskContractError(self.name, split, f"examples() failed: {describe_failure(exc)}; plugin bug"))
+        try:
+            _ = self.labels  # tagging tasks read the tag set from the train file
+        except UserError as exc:
+            if not problems:  # a broken train file is already reported
+                add(exc)
+            return problems  # without labels, the examples cannot be checked
+        except Exception as exc:
+            add(TaskContractError(self.name, None, f"its `labels` failed: {describe_failure(exc)}; plugin bug"))
+            return problems
+        for split, examples in read.items():
             try:
-                _ = self.labels  # tagging tasks read the tag set from the train file
+                check_examples(self, split, examples)
             except UserError as exc:
-                problems.append(exc)
+                add(exc)
         return problems
 
     @property
@@ -163,11 +201,18 @@ class Task(abc.ABC):
         return ()
 
     def info(self) -> TaskInfo:
+        main_metric = getattr(self, "main_metric", None)
+        if not isinstance(main_metric, str) or not main_metric:
+            raise TaskContractError(
+                self.name,
+                None,
+                f"{type(self).__name__} sets no `main_metric` (the name of its main metric); plugin bug",
+            )
         return TaskInfo(
             name=self.name,
-            type=self.type,
+            type=task_type(self),
             labels=tuple(self.labels),
-            main_metric=self.main_metric,
+            main_metric=main_metric,
             greater_is_better=self.greater_is_better,
         )
 
@@ -205,6 +250,207 @@ def nonempty_examples(task: Task, split: Split) -> list[Example]:
     """`task.examples(split)`, or a UserError naming the task and split when there are none:
     training on nothing, or a dev metric of nothing, would otherwise fail far from the cause."""
     examples = task.examples(split)
+    check_examples(task, split, examples)
     if not examples:
         raise UserError(f"{task.name}: the {'training' if split == 'train' else split} set is empty")
     return examples
+
+
+# --- the contract, checked -------------------------------------------------------------------
+
+
+class TaskContractError(UserError):
+    """A task broke the Task contract (usually a plugin bug): says which task, split and example."""
+
+    def __init__(self, task: str, split: str | None, detail: str, example_id: str | None = None):
+        self.task, self.split, self.detail, self.example_id = task, split, detail, example_id
+        where = f" ({split})" if split else ""
+        super().__init__(f"task {task!r}{where}: {detail}")
+
+
+def task_type(task: Task) -> str:
+    """`task.type`, or a TaskContractError when it is missing or not one of TaskType's values."""
+    value = getattr(task, "type", None)
+    cls = type(task).__name__
+    expected = ", ".join(TASK_TYPES)
+    if value is None:
+        raise TaskContractError(task.name, None, f"{cls} sets no `type` (one of {expected}); plugin bug")
+    if not isinstance(value, str) or value not in TASK_TYPES:
+        close = difflib.get_close_matches(str(value), TASK_TYPES, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise TaskContractError(
+            task.name, None, f"{cls}.type is {value!r}, not a task type ({hint}expected one of {expected}); plugin bug"
+        )
+    return value
+
+
+def describe_failure(exc: BaseException) -> str:
+    """`Type: message at file:line` of the innermost frame, for a plugin error reported without a traceback."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        text += f" at {frames[-1].filename}:{frames[-1].lineno}"
+    return text
+
+
+def _show_labels(labels: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(repr(label) for label in labels[:limit])
+    return f"({shown})" if len(labels) <= limit else f"({shown}, ... {len(labels)} in all)"
+
+
+def _check_labels(task: Task, kind: str) -> tuple[str, ...]:
+    """The label set of a classification or tagging task: a non-empty sequence of unique strings."""
+    labels = task.labels
+    what = "labels" if kind == "classification" else "labels (its tag set)"
+    if not isinstance(labels, (tuple, list)):
+        raise TaskContractError(
+            task.name,
+            None,
+            f"its {what} is a {type(labels).__name__}, not a tuple of strings in a fixed order; plugin bug",
+        )
+    if not labels:
+        raise TaskContractError(task.name, None, f"a {kind} task needs labels, but its {what} is empty; plugin bug")
+    bad = next((label for label in labels if not isinstance(label, str)), None)
+    if bad is not None:
+        raise TaskContractError(
+            task.name, None, f"its {what} has {bad!r} ({type(bad).__name__}), not a string; plugin bug"
+        )
+    if len(set(labels)) != len(labels):
+        twice = next(label for i, label in enumerate(labels) if label in labels[:i])
+        raise TaskContractError(task.name, None, f"its {what} lists {twice!r} twice; plugin bug")
+    return tuple(labels)
+
+
+def _gold(example: Any) -> Any:
+    """The gold annotation of an example (None when unlabelled); span QA always counts as labelled."""
+    if isinstance(example, SentenceExample):
+        return example.label
+    if isinstance(example, TaggingExample):
+        return example.tags
+    if isinstance(example, ParsingExample):
+        return example.heads
+    if isinstance(example, TranslationExample):
+        return example.target
+    return ()
+
+
+def _is_words(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(word, str) for word in value)
+
+
+def _example_problem(example: Any, kind: str, labels: tuple[str, ...], label_set: frozenset[str]) -> str | None:
+    """What is wrong with one labelled or unlabelled example of the right class, or None."""
+    if isinstance(example, SentenceExample):
+        if not isinstance(example.text_a, str) or not isinstance(example.text_b, (str, type(None))):
+            return f"has text_a {type(example.text_a).__name__} / text_b {type(example.text_b).__name__}, not strings"
+        label = example.label
+        if label is None:
+            return None
+        if kind == "classification" and (not isinstance(label, str) or label not in label_set):
+            return f"has label {label!r}, not one of its labels {_show_labels(labels)}"
+        if kind == "regression":
+            if isinstance(label, bool) or not isinstance(label, (int, float)):
+                return f"has label {label!r} ({type(label).__name__}), not a number (a regression label is a float)"
+            if not math.isfinite(label):
+                return f"has label {label!r}, not a finite number"
+        return None
+    if isinstance(example, TaggingExample):
+        if not _is_words(example.words):
+            return f"has words of type {type(example.words).__name__}, not a tuple of strings"
+        tags = example.tags
+        if tags is None:
+            return None
+        if not isinstance(tags, (tuple, list)) or len(tags) != len(example.words):
+            count = f"{len(tags)} tags" if isinstance(tags, (tuple, list)) else f"tags of type {type(tags).__name__}"
+            return f"has {count} for {len(example.words)} words (one tag per word expected)"
+        for position, tag in enumerate(tags, start=1):
+            if not isinstance(tag, str) or tag not in label_set:
+                return f"has tag {tag!r} (word {position}), not one of its labels {_show_labels(labels)}"
+        return None
+    if isinstance(example, ParsingExample):
+        if not _is_words(example.words):
+            return f"has words of type {type(example.words).__name__}, not a tuple of strings"
+        if example.heads is None:
+            return None
+        n = len(example.words)
+        for name, value in (("heads", example.heads), ("relations", example.relations)):
+            if not isinstance(value, (tuple, list)) or len(value) != n:
+                count = f"{len(value)} {name}" if isinstance(value, (tuple, list)) else f"{name} {value!r}"
+                return f"has {count} for {n} words (one per word expected)"
+        bad = next((h for h in example.heads if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= n), None)
+        if bad is not None:
+            return f"has head {bad!r}, not a word index in 0..{n} (1-based, 0 = ROOT)"
+        return None
+    if isinstance(example, TranslationExample) and (
+        not isinstance(example.source, str) or not isinstance(example.target, (str, type(None)))
+    ):
+        return f"has source {type(example.source).__name__} / target {type(example.target).__name__}, not strings"
+    return None
+
+
+def check_examples(task: Task, split: str, examples: Any) -> None:
+    """Raise a TaskContractError (a UserError naming the task, split and first offending example)
+    when `examples` (what `task.examples(split)` returned) breaks the Task contract: `type` is
+    missing or unknown; the result is not a list of the example class of that type; ids are not
+    unique strings; a classification or tagging task has no labels; a gold label is outside
+    `labels` (regression: not a finite number), or tags do not match the words one to one; a
+    training example is unlabelled, or a split mixes labelled and unlabelled examples.
+
+    Unlabelled dev and test splits (every example's gold None, e.g. GLUE test sets) are allowed.
+    One pass over the examples: cheap next to reading them. `Task.check_data` (pre-flight) and
+    `nonempty_examples` (stage time) call it.
+    """
+    kind = task_type(task)
+    expected = EXAMPLE_CLASSES[kind]
+    if not isinstance(examples, list):
+        raise TaskContractError(
+            task.name,
+            split,
+            f"examples() returned a {type(examples).__name__}, not a list of {expected.__name__}s; plugin bug",
+        )
+    labels: tuple[str, ...] = _check_labels(task, kind) if kind in ("classification", "tagging") else ()
+    label_set = frozenset(labels)
+    seen: dict[str, int] = {}
+    first_labelled: str | None = None
+    first_unlabelled: str | None = None
+    for position, example in enumerate(examples, start=1):
+        if not isinstance(example, expected):
+            raise TaskContractError(
+                task.name,
+                split,
+                f"example #{position} is a {type(example).__name__}, not a {expected.__name__} "
+                f"(what a {kind} task's examples() must return); plugin bug",
+            )
+        ident = example.id
+        if not isinstance(ident, str) or not ident:
+            raise TaskContractError(
+                task.name, split, f"example #{position} has id {ident!r}; ids must be non-empty strings; plugin bug"
+            )
+        if ident in seen:
+            raise TaskContractError(
+                task.name,
+                split,
+                f"examples #{seen[ident]} and #{position} have the same id {ident!r}; examples() must give "
+                "every example its own id (predictions are keyed by id); plugin bug",
+                ident,
+            )
+        seen[ident] = position
+        problem = _example_problem(example, kind, labels, label_set)
+        if problem is not None:
+            raise TaskContractError(task.name, split, f"example {ident!r} {problem}", ident)
+        if _gold(example) is None:
+            if split == "train":
+                raise TaskContractError(
+                    task.name, split, f"training example {ident!r} has no label; a training set must be labelled", ident
+                )
+            first_unlabelled = first_unlabelled or ident
+        else:
+            first_labelled = first_labelled or ident
+        if first_labelled is not None and first_unlabelled is not None:
+            raise TaskContractError(
+                task.name,
+                split,
+                f"example {first_unlabelled!r} has no label but example {first_labelled!r} has one; a split is "
+                "either labelled or unlabelled throughout",
+                first_unlabelled,
+            )

@@ -30,6 +30,7 @@ from xfer.core.config import Files, Input, TaskRef
 from xfer.core.errors import DataError, Diagnostic, Location, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.recipe import Recipe
+from xfer.core.tasks import TaskContractError, describe_failure
 
 DEFAULT_SPLITS = ("train", "dev")
 
@@ -75,10 +76,12 @@ def preflight_diagnostics(
             context = f"stage {stage!r}, task {ref.name!r}"
             try:
                 task = host.load("task", ref.name)(ref.name, ref.config)
-                infos[ref.name] = task.info()
+                infos[ref.name] = task.info()  # a missing or unknown `type` is a TaskContractError
                 problems = task.check_data(tuple(splits))
             except UserError as exc:  # the task cannot even be built from its config
                 problems = [exc]
+            except Exception as exc:  # a plugin bug: report it with the others instead of crashing
+                problems = [UserError(f"the task failed ({describe_failure(exc)}); plugin bug")]
             for problem in problems:
                 found.append(_diagnostic(problem, context, recipe, stage, ref.name))
         check_infos = getattr(plan.config, "check_task_infos", None)
@@ -131,6 +134,9 @@ def _diagnostic(problem: UserError, context: str, recipe: Recipe, stage: str, ta
     """A DataError about a file points into that file; anything else at the stage in the recipe."""
     if isinstance(problem, DataError) and (problem.line or Path(problem.path).exists()):
         return Diagnostic(Location(problem.path, problem.line), f"{_message(problem)} ({context})")
+    if isinstance(problem, TaskContractError) and problem.task == task:
+        split = f" ({problem.split})" if problem.split else ""
+        return Diagnostic(_stage_location(recipe, stage), f"{context}{split}: {problem.detail}")
     text = _message(problem) if isinstance(problem, DataError) else str(problem)
     return Diagnostic(_stage_location(recipe, stage), f"{context}: {text.removeprefix(task + ': ') if task else text}")
 
