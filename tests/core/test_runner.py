@@ -503,23 +503,32 @@ def test_status_shows_interrupted_for_a_dead_owner_and_trial_checkpoints(
 
 
 class BrokenStage:
-    """A plugin whose stage's module cannot be imported (its config class can)."""
+    """A plugin whose stage's module imports at validation and fails when the stage runs
+    (a target that never imports is refused by recipe validation, before any stage)."""
 
     @hookimpl
     def xfer_stages(self) -> list[ComponentSpec]:
         return [
-            ComponentSpec(
-                "stage", "broken.fit", "xfer_no_such_module_anywhere:run", "1", "xfer.testing.bow:FitConfig", "x"
-            )
+            ComponentSpec("stage", "broken.fit", "xfer.testing.bow:run_fit", "1", "xfer.testing.bow:FitConfig", "x")
         ]
 
 
-def test_stage_import_failure_marks_the_stage_failed_and_fires_the_finish_hook(tmp_path: Path) -> None:
+def test_stage_import_failure_marks_the_stage_failed_and_fires_the_finish_hook(tmp_path: Path, monkeypatch) -> None:
     recorder = Recorder()
     host = host_with(recorder)
     host.add_object(BrokenStage(), "broken")
+    real_load = host.load
+
+    def load(kind: str, name: str):
+        if (kind, name) == ("stage", "broken.fit"):
+            raise PluginError(
+                "stage 'broken.fit' from broken failed to import: ModuleNotFoundError: xfer_no_such_module"
+            )
+        return real_load(kind, name)
+
+    monkeypatch.setattr(host, "load", load)
     recipe = write_recipe(tmp_path, FIT.replace("kind: testing.fit", "kind: broken.fit"))
-    with pytest.raises(PluginError, match="xfer_no_such_module_anywhere"):
+    with pytest.raises(PluginError, match="xfer_no_such_module"):
         run_recipe_file(recipe, tmp_path / "run", host)
     state = json.loads((tmp_path / "run/fit/stage.json").read_text())
     assert state["status"] == "failed" and "failed to import" in state["error"]

@@ -5,7 +5,7 @@
     xfer validate RECIPE --data               ... and read every task's data files (the run's pre-flight)
     xfer show RECIPE [key=value ...]          resolved recipe, with where each value came from
     xfer status RUN_DIR                       stages, their status and checkpoints
-    xfer plugins [--json]                     distributions, versions, hooks, components, failures
+    xfer plugins [--check] [--json]           distributions, versions, hooks, components, failures
     xfer components [KIND] [--json]           registered component names
     xfer explain KIND NAME                    a component's config fields, defaults and docs
     xfer new-plugin NAME [--dir DIR]          scaffold a third-party plugin distribution
@@ -108,6 +108,9 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
 
     plugins = sub.add_parser("plugins", help="list plugins, their hooks and components")
     plugins.add_argument("--json", action="store_true")
+    plugins.add_argument(
+        "--check", action="store_true", help="also import every component's config and target and report problems"
+    )
 
     components = sub.add_parser("components", help="list registered components")
     components.add_argument("kind", nargs="?", choices=KINDS)
@@ -370,7 +373,13 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     return 0
 
 
+SLOW_IMPORT_SECONDS = 1.0
+"""`xfer plugins` flags a plugin whose import took longer: every command pays for it."""
+
+
 def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
+    if getattr(args, "check", False):
+        host.check_components()
     records = list(host.plugins.values())
     if args.json:
         data = [
@@ -381,22 +390,42 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
                 "module": r.module,
                 "hooks": r.hooks,
                 "components": [
-                    {"kind": c.kind, "name": c.name, "version": c.version, "summary": c.summary} for c in r.components
+                    {
+                        "kind": c.kind,
+                        "name": c.name,
+                        "version": c.version,
+                        "summary": c.summary,
+                        "error": r.problems.get(c.name),
+                        "registered_twice": (c.kind, c.name) in host.conflicts,
+                    }
+                    for c in r.components
                 ],
                 "error": r.error,
+                "import_seconds": round(r.import_seconds, 3),
             }
             for r in records
         ]
         print(json.dumps(data, indent=1))
         return 0
     for r in records:
+        slow = (
+            f"  SLOW: import took {r.import_seconds:.1f} s (every xfer command pays it; keep the plugin module cheap)"
+            if r.import_seconds > SLOW_IMPORT_SECONDS
+            else ""
+        )
         print(f"{r.name}  ({r.distribution} {r.version}, {r.module})")
+        if slow:
+            print(slow)
         if r.error:
             print(f"  FAILED: {r.error}")
-            continue
+            if not r.components:
+                continue
         print(f"  hooks: {', '.join(r.hooks) or '-'}")
         for c in r.components:
-            print(f"  {c.kind:<9} {c.name:<28} v{c.version}  {c.summary}")
+            twice = "  (registered twice)" if (c.kind, c.name) in host.conflicts else ""
+            print(f"  {c.kind:<9} {c.name:<28} v{c.version}  {c.summary}{twice}")
+            if c.name in r.problems:
+                print(f"    BROKEN: {r.problems[c.name]}")
     for (kind, name), providers in host.conflicts.items():
         print(f"CONFLICT: {kind} {name!r} registered by {' and '.join(providers)}")
     return 0
@@ -417,7 +446,8 @@ def cmd_components(args: argparse.Namespace, host: PluginHost) -> int:
         )
         return 0
     for s in specs:
-        print(f"{s.kind:<9} {s.name:<28} {s.summary}")
+        twice = "  (CONFLICT: registered twice; see xfer plugins)" if (s.kind, s.name) in host.conflicts else ""
+        print(f"{s.kind:<9} {s.name:<28} {s.summary}{twice}")
     return 0
 
 
@@ -431,13 +461,15 @@ def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
         target_doc = inspect.cleandoc(spec.load().__doc__ or "")
     except Exception as exc:  # documentation must not need every heavy import to work
         print(f"  (could not import {spec.target}: {type(exc).__name__}: {exc})")
+    except SystemExit as exc:  # a plugin module that exits at import must not end `xfer explain` silently
+        print(f"  (could not import {spec.target}: it called sys.exit({exc.code!r}))")
     if target_doc:
         print("\n" + "\n".join("  " + line for line in target_doc.splitlines()))
     if spec.outputs:
         kinds = dict(spec.output_kinds)
         listed = ", ".join(f"{o} ({kinds[o]})" if o in kinds else o for o in spec.outputs)
         print(f"\noutputs: {listed}  (reference them as <stage>.<output>)")
-    cls = host.config_class(spec.kind, spec.name)
+    cls = host.config_class(spec.kind, spec.name, target=False)  # a broken target is shown above
     if cls is None:
         print("\nconfig: none")
         return 0

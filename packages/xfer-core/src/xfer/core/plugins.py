@@ -9,9 +9,19 @@ idea), and from core's own built-in modules. Environment switches:
 - `XFER_PLUGINS=a,b`: load only these entry-point plugins (a name matching none is recorded
   as a failed plugin, so the typo shows).
 
-A plugin that fails to import, has a misspelled hook, or whose registration hook raises is
-recorded with its error and skipped; asking for one of its components later raises a
-`PluginError` that names its distribution and the original error.
+A plugin that fails to import (including one that calls `sys.exit` or runs argparse at import),
+has a misspelled hook, or whose registration hook raises or returns something other than a list
+of specs is recorded with its error and skipped; asking for one of its components later raises a
+`PluginError` that names its distribution and the original error. Error locations point at the
+plugin's own file and line where the traceback passes through it. A plugin whose `xfer_commands`
+is broken keeps its components but is marked failed. Each plugin's import time is recorded
+(`xfer plugins` shows the slow ones).
+
+A component's config class and target are checked when first resolved (`config_class`, which
+recipe validation and `xfer explain` call), not at start-up: a config that is not a dataclass,
+an annotation that does not resolve, a field type recipes cannot give or a default of the wrong
+type is a `PluginError` naming the component, its provider and the field, and so is a target
+that does not import. The problem is also kept on the plugin's record (`problems`).
 
 Every hook is called through pluggy (`pm.hook.<name>`, or `pm.subset_hook_caller` to call one
 plugin's registration hooks), so `specname`, `tryfirst`/`trylast` and hook wrappers behave as
@@ -23,23 +33,27 @@ warning and the other observers and the run go on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata
 import inspect
 import os
+import re
+import time
 import traceback
+import typing
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import pluggy
 
 from xfer.core import hookspecs
 from xfer.core.errors import PluginError
-from xfer.core.recipes.schema import did_you_mean
+from xfer.core.recipes.schema import config_class_problems, dataclasses_in, did_you_mean
 from xfer.core.specs import CommandSpec, ComponentSpec, namespace_of
 
 BUILTIN_PLUGINS = {"core": "xfer.core.builtin", "toy": "xfer.core.toy.plugin"}
@@ -56,6 +70,12 @@ class PluginRecord:
     hooks: list[str] = field(default_factory=list)
     components: list[ComponentSpec] = field(default_factory=list)
     error: str | None = None
+    # Seconds spent importing the plugin's module (its entry point's target).
+    import_seconds: float = 0.0
+    # Problems found later in single components (a broken config class or target), by component name.
+    problems: dict[str, str] = field(default_factory=dict)
+    # The package whose frames are the plugin's own (for error locations); derived from `module`.
+    package: str = ""
 
     @property
     def label(self) -> str:
@@ -68,9 +88,30 @@ def _default_namespace(module: str) -> str:
     return parts[-2] if parts[-1] in ("plugin", "plugins") and len(parts) > 1 else parts[-1]
 
 
-def _short_error(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+def _package_of(module: str) -> str:
+    """The package whose code counts as a plugin's own: `xfer.mytask.plugin` -> `xfer.mytask`,
+    `my_plugin` -> `my_plugin`, `pkg.mod:attr` -> `pkg`."""
+    module = module.partition(":")[0].strip()
+    return module.rsplit(".", 1)[0] if "." in module else module
+
+
+def _short_error(exc: BaseException, package: str = "") -> str:
+    """`Type: message (at file:line)`, the location being the innermost frame of `package` (the
+    plugin's own code, not core's or importlib's frames) if the traceback passes through it."""
+    if isinstance(exc, _Refused):
+        return str(exc)
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    own = [
+        (frame, line)
+        for frame, line in frames
+        if package
+        and (name := str(frame.f_globals.get("__name__", "")))
+        and (name == package or name.startswith(package + "."))
+    ]
+    chosen = (own or frames)[-1:]
+    where = f" (at {chosen[0][0].f_code.co_filename}:{chosen[0][1]})" if chosen else ""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r}): the plugin exited the process{where}"
     return f"{type(exc).__name__}: {exc}{where}"
 
 
@@ -108,6 +149,10 @@ class _Manager(pluggy.PluginManager):
         return opts
 
 
+class _Refused(Exception):
+    """The host refuses what a plugin's hook returned; the message says where (no traceback location)."""
+
+
 def _guarded(plugin_name: str, hook: str, function: Any) -> Any:
     """A lifecycle implementation whose exceptions become warnings (observers must not stop runs)."""
 
@@ -131,6 +176,9 @@ class PluginHost:
         self.plugins: dict[str, PluginRecord] = {}
         self.components: dict[tuple[str, str], ComponentSpec] = {}
         self.conflicts: dict[tuple[str, str], list[str]] = {}
+        self._commands: dict[str, list[CommandSpec]] = {}
+        self._checked: dict[tuple[str, str], type | None] = {}
+        self._targets_ok: set[tuple[str, str]] = set()
         if autoload is None:
             autoload = not _env_flag("XFER_DISABLE_PLUGIN_AUTOLOAD")
         if allow is None and os.environ.get("XFER_PLUGINS"):
@@ -176,13 +224,16 @@ class PluginHost:
     def add_module(self, module: str, name: str | None = None) -> PluginRecord:
         """Register a plugin module by import path (namespace: `XFER_NAMESPACE` or the module's name)."""
         record = PluginRecord(name or "", "(module)", "-", module)
+        started = time.perf_counter()
         try:
             loaded = importlib.import_module(module)
-        except Exception as exc:  # isolated: recorded, not fatal
+        except (Exception, SystemExit) as exc:  # isolated: recorded, not fatal (sys.exit/argparse too)
             record.name = record.name or _default_namespace(module)
-            record.error = f"import failed: {_short_error(exc)}"
+            record.error = f"import failed: {_short_error(exc, _package_of(module))}"
+            record.import_seconds = time.perf_counter() - started
             self.plugins[record.name] = record
             return record
+        record.import_seconds = time.perf_counter() - started
         record.name = name or getattr(loaded, "XFER_NAMESPACE", _default_namespace(module))
         if self.pm.is_registered(loaded):  # already loaded through its entry point
             return next(r for r in self.plugins.values() if r.module in (module, f"{module}:") or r.name == record.name)
@@ -196,11 +247,17 @@ class PluginHost:
         # Two distributions may claim one namespace; both are kept (and their components conflict).
         key = record.name if record.name not in self.plugins else f"{record.name} ({record.distribution})"
         self.plugins[key] = record
+        record.package = record.package or _package_of(record.module)
+        started = time.perf_counter()
         try:
             plugin: ModuleType | Any = load()
-        except Exception as exc:  # isolated: a broken plugin must not break the host
-            record.error = f"import failed: {_short_error(exc)}"
+        except (Exception, SystemExit) as exc:  # isolated: a broken plugin must not break the host
+            record.import_seconds += time.perf_counter() - started
+            record.error = f"import failed: {_short_error(exc, record.package)}"
             return record
+        record.import_seconds += time.perf_counter() - started
+        if not isinstance(plugin, ModuleType):  # an object (add_object, `module:attr` entry point)
+            record.package = _package_of(getattr(type(plugin), "__module__", "") or record.package)
         unknown = [
             n
             for n in dir(plugin)
@@ -214,18 +271,19 @@ class PluginHost:
         try:
             self.pm.register(plugin, name=key)
             self.pm.check_pending()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             if self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
-            record.error = f"registration failed: {_short_error(exc)}"
+            record.error = f"registration failed: {_short_error(exc, record.package)}"
             return record
         record.hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
+        key_name = key
         self._guard_lifecycle(plugin, key)
         try:
             specs = self._collect(plugin, record)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             self.pm.unregister(plugin)
-            record.error = f"registration hook failed: {_short_error(exc)}"
+            record.error = f"registration hook failed: {_short_error(exc, record.package)}"
             return record
         for spec in specs:
             key = (spec.kind, spec.name)
@@ -234,6 +292,7 @@ class PluginHost:
             else:
                 self.components[key] = spec
         record.components = specs
+        self._collect_commands(plugin, key_name, record)
         return record
 
     def _guard_lifecycle(self, plugin: Any, name: str) -> None:
@@ -249,22 +308,71 @@ class PluginHost:
         others = [p for p in self.pm.get_plugins() if p is not plugin]
         return self.pm.subset_hook_caller(hook, remove_plugins=others)()
 
+    def _where_hook(self, plugin: Any, hook: str) -> str:
+        """` (in xfer_tasks at file:line)`: where the plugin defines `hook` (for errors in what it returned)."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            if impl.plugin is plugin:
+                code = getattr(inspect.unwrap(impl.function), "__code__", None)
+                if code is not None:
+                    return f" (in {impl.function.__name__} at {code.co_filename}:{code.co_firstlineno})"
+        return ""
+
     def _collect(self, plugin: Any, record: PluginRecord) -> list[ComponentSpec]:
         specs: list[ComponentSpec] = []
         provider = f"{record.name} ({record.distribution} {record.version})"
         for hook_name, kind in hookspecs.REGISTRATION_HOOKS.items():
-            for spec in (item for result in self._call_one(plugin, hook_name) for item in result or []):
+            results = self._call_one(plugin, hook_name)
+            for result in results:
+                if result is not None and not isinstance(result, (list, tuple)):
+                    raise _Refused(
+                        f"{hook_name} must return a list of ComponentSpec, got {type(result).__name__}"
+                        f"{self._where_hook(plugin, hook_name)}"
+                    )
+            for spec in (item for result in results for item in result or []):
                 if not isinstance(spec, ComponentSpec):
-                    raise TypeError(f"{hook_name} returned {type(spec).__name__}, expected ComponentSpec")
+                    raise _Refused(
+                        f"{hook_name} must return a list of ComponentSpec, got a list holding {type(spec).__name__}"
+                        f"{self._where_hook(plugin, hook_name)}"
+                    )
+                where = f" (declared at {spec.defined_at})" if spec.defined_at else self._where_hook(plugin, hook_name)
                 if spec.kind != kind:
-                    raise ValueError(f"{hook_name} returned {spec.name!r} of kind {spec.kind!r}, expected {kind!r}")
+                    raise _Refused(
+                        f"{hook_name} returned {spec.name!r} of kind {spec.kind!r}, expected {kind!r}{where}"
+                    )
                 if spec.namespace != record.name:
-                    raise ValueError(
+                    raise _Refused(
                         f"component {spec.name!r} must be in the plugin's namespace {record.name!r} "
-                        f"(e.g. '{record.name}.{spec.name.split('.')[-1].split('/')[-1]}')"
+                        f"(e.g. '{record.name}.{spec.name.split('.')[-1].split('/')[-1]}'){where}"
                     )
                 specs.append(replace(spec, provider=provider))
         return specs
+
+    def _collect_commands(self, plugin: Any, name: str, record: PluginRecord) -> None:
+        """The plugin's CLI command specs (nothing of a command is imported). A broken
+        `xfer_commands` marks the plugin failed (its components stay usable)."""
+        self._commands[name] = []
+        if self.pm.hook.xfer_commands not in (self.pm.get_hookcallers(plugin) or []):
+            return
+        try:
+            found: list[CommandSpec] = []
+            for result in self._call_one(plugin, "xfer_commands"):
+                items = [] if result is None else result
+                bad = (
+                    items
+                    if not isinstance(items, (list, tuple))
+                    else next((c for c in items if not isinstance(c, CommandSpec)), None)
+                )
+                if bad is not None:
+                    got = type(bad).__name__ if bad is items else f"a list holding {type(bad).__name__}"
+                    raise _Refused(
+                        f"xfer_commands must return a list of CommandSpec, got {got}"
+                        f"{self._where_hook(plugin, 'xfer_commands')}"
+                    )
+                found += [replace(c, provider=name) for c in items]
+        except (Exception, SystemExit) as exc:
+            record.error = f"xfer_commands failed (its commands are left out): {_short_error(exc, record.package)}"
+            return
+        self._commands[name] = found
 
     # --- queries -------------------------------------------------------------------------------
 
@@ -310,32 +418,73 @@ class PluginHost:
         spec = self.get(kind, name)
         try:
             return spec.load()
-        except Exception as exc:
-            raise PluginError(f"{kind} {name!r} from {spec.provider} failed to import: {_short_error(exc)}") from exc
-
-    def config_class(self, kind: str, name: str) -> type | None:
-        spec = self.get(kind, name)
-        try:
-            return spec.config_class()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise PluginError(
-                f"config of {kind} {name!r} from {spec.provider} failed to import: {_short_error(exc)}"
+                f"{kind} {name!r} from {spec.provider} failed to import: {_import_error(exc, spec, spec.target)}"
             ) from exc
+
+    def config_class(self, kind: str, name: str, *, target: bool = True) -> type | None:
+        """The component's config dataclass, checked on first use (see the module docstring); with
+        `target` (recipe validation), its target is imported too, so a typo in it is a recipe error
+        rather than a failure when the stage starts. Problems raise `PluginError` and are kept on
+        the plugin's record."""
+        spec = self.get(kind, name)
+        key = (kind, name)
+        if key not in self._checked:
+            try:
+                cls = spec.config_class()
+            except (Exception, SystemExit) as exc:
+                where = spec.config if isinstance(spec.config, str) else ""
+                self._problem(
+                    spec,
+                    f"config of {kind} {name!r} from {spec.provider} failed to import: "
+                    f"{_import_error(exc, spec, where)}",
+                    exc,
+                )
+            problems = [] if cls is None else config_class_problems(cls)
+            if problems:
+                listed = "; ".join(
+                    f"{f'config field {field!r}' if field else 'config'}: {problem}{_where_defined(cls, field)}"
+                    for field, problem in problems
+                )
+                self._problem(spec, f"{kind} {name!r} from {spec.provider}: {listed}")
+            self._checked[key] = cls
+        if target and key not in self._targets_ok:
+            try:
+                spec.load()
+            except (Exception, SystemExit) as exc:
+                self._problem(
+                    spec,
+                    f"{kind} {name!r} from {spec.provider}: target failed to import: "
+                    f"{_import_error(exc, spec, spec.target)}",
+                    exc,
+                )
+            self._targets_ok.add(key)
+        return self._checked[key]
+
+    def _problem(self, spec: ComponentSpec, message: str, cause: BaseException | None = None) -> NoReturn:
+        for record in self.plugins.values():
+            if spec in record.components:
+                record.problems[spec.name] = message
+        raise PluginError(message) from cause
+
+    def check_components(self) -> None:
+        """Resolve every component's config and target now (`xfer plugins --check`); problems are kept
+        on the plugin records."""
+        for kind, name in sorted(self.components):
+            if (kind, name) not in self.conflicts:
+                with contextlib.suppress(PluginError):
+                    self.config_class(kind, name)
 
     def commands(self) -> list[CommandSpec]:
         """Every plugin's CLI commands (specs only: nothing of a command is imported here).
 
-        A plugin whose `xfer_commands` raises is reported as a warning; the others still load."""
-        found: list[CommandSpec] = []
-        for name, plugin in self.pm.list_name_plugin():
-            if self.pm.hook.xfer_commands not in (self.pm.get_hookcallers(plugin) or []):
-                continue
-            try:
-                results = self._call_one(plugin, "xfer_commands")
-                found += [replace(c, provider=name) for result in results for c in result or []]
-            except Exception as exc:
-                warnings.warn(f"plugin {name!r}: xfer_commands failed: {_short_error(exc)}", stacklevel=1)
-        return found
+        A plugin whose `xfer_commands` is broken is marked failed on its record (one warning line
+        says so); the others still load."""
+        for record in self.plugins.values():
+            if record.error and record.error.startswith("xfer_commands failed"):
+                warnings.warn(f"plugin {record.name!r}: {record.error}", stacklevel=1)
+        return [c for found in self._commands.values() for c in found]
 
     def notify(self, hook: str, **kwargs: Any) -> None:
         """Call a lifecycle hook through pluggy. Observers are isolated (see the module docstring);
@@ -344,6 +493,41 @@ class PluginHost:
             getattr(self.pm.hook, hook)(**kwargs)
         except Exception as exc:
             warnings.warn(f"{hook} failed in a hook wrapper: {_short_error(exc)}", stacklevel=1)
+
+
+def _import_error(exc: BaseException, spec: ComponentSpec, path: str) -> str:
+    """An import failure of a spec's target or config, located in the plugin's code if it got that
+    far, else at the spec's declaration (a typo in the path itself)."""
+    text = _short_error(exc, _package_of(path or spec.target))
+    if path and (isinstance(exc, (ImportError, AttributeError)) and not _own_frames(exc, _package_of(path))):
+        text = f"{type(exc).__name__}: {exc} (path {path!r}" + (
+            f", declared at {spec.defined_at})" if spec.defined_at else ")"
+        )
+    return text
+
+
+def _own_frames(exc: BaseException, package: str) -> bool:
+    return any(
+        (n := str(f.f_globals.get("__name__", ""))) == package or n.startswith(package + ".")
+        for f, _ in traceback.walk_tb(exc.__traceback__)
+    )
+
+
+def _where_defined(cls: Any, field_name: str | None) -> str:
+    """` (at file:line)` of a config class, or of its field's line where the source can be read."""
+    *outer, field_name = (field_name or "").split(".")
+    try:
+        for part in outer:  # `train.lr`: the line of `lr` in the nested config class
+            cls = next(d for d in dataclasses_in(typing.get_type_hints(cls, include_extras=True)[part]))
+        lines, first = inspect.getsourcelines(cls)
+        path = inspect.getsourcefile(cls)
+    except (OSError, TypeError, KeyError, NameError, StopIteration):
+        return ""
+    line = first
+    if field_name:
+        pattern = re.compile(rf"^\s*{re.escape(field_name)}\s*[:=]")
+        line = next((first + i for i, text in enumerate(lines) if pattern.match(text)), first)
+    return f" (at {path}:{line})"
 
 
 _default_host: PluginHost | None = None

@@ -9,8 +9,10 @@ it when the component's behaviour changes) and a one-line summary.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,14 +28,31 @@ def import_object(path: str) -> Any:
     if not attr:
         raise ValueError(f"import path {path!r} must look like 'package.module:attribute'")
     obj: Any = importlib.import_module(module_name)
+    where = module_name
     for part in attr.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise AttributeError(f"{where!r} has no attribute {part!r}{hint}") from None
+        where = f"{where}:{part}" if where == module_name else f"{where}.{part}"
     return obj
 
 
 def namespace_of(name: str) -> str:
     """`glue/rte` -> `glue`; `transformer.finetune` -> `transformer`."""
     return re.split(r"[./]", name, maxsplit=1)[0]
+
+
+def _caller() -> str:
+    """`file:line` of the innermost frame outside this module and the dataclass machinery."""
+    frame = sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename in (__file__, "<string>") or frame.f_globals.get("__name__") == "dataclasses"
+    ):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
 
 
 @dataclass(frozen=True)
@@ -60,8 +79,12 @@ class ComponentSpec:
     output_kinds: tuple[tuple[str, str], ...] = ()
     # Filled in by the host: which distribution / plugin registered the spec.
     provider: str = field(default="", compare=False)
+    # `file:line` of the code that built the spec (set automatically), for errors about its paths.
+    defined_at: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not self.defined_at:
+            object.__setattr__(self, "defined_at", _caller())
         if self.kind not in KINDS:
             raise ValueError(f"component {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if not _NAME.match(self.name):

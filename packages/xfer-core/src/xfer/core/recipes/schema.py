@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import glob
+import inspect
 import math
 import os
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -250,7 +252,7 @@ class Validator:
         if len(candidates) == 1:
             return self.value(node, candidates[0], path)
         for candidate in candidates:
-            trial = Validator(self.stage_outputs, self.component_config)
+            trial = type(self)(self.stage_outputs, self.component_config)
             trial.stage_kinds = self.stage_kinds
             result = trial.value(node, candidate, path)
             if result is not INVALID:
@@ -557,6 +559,175 @@ class Validator:
         empty = Node({}, node.loc, origin=node.origin)
         config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
         return INVALID if config is INVALID else ref_type(name, config)
+
+
+# --- checking a config class itself (plugin authors' mistakes) -----------------------------------
+
+
+def unsupported_type(tp: Any) -> Any:
+    """The part of the type `tp` that `Validator.value` cannot read from a recipe (e.g. `set[str]`,
+    `datetime.date`, `dict[int, float]`: YAML keys are strings), or None if all of it can be read."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any or origin is Literal:
+        return None
+    if origin is typing.Annotated:
+        keys_of = next((a for a in args[1:] if isinstance(a, KeysOf)), None)
+        inner = [t for _, t in keys_of.fields] if keys_of is not None else [args[0]]
+        return next((bad for t in inner if (bad := unsupported_type(t)) is not None), None)
+    if origin in (Union, types.UnionType, list, tuple):
+        return next((bad for a in args if a is not Ellipsis and (bad := unsupported_type(a)) is not None), None)
+    if origin is dict:
+        if args and args[0] not in (str, Any):
+            return tp
+        return unsupported_type(args[1]) if args else None
+    if tp in (Input, Files) or (isinstance(tp, type) and issubclass(tp, ComponentRef)):
+        return None
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return None  # its own fields are checked by `config_class_problems`
+    if tp in _SCALARS:
+        return None
+    return tp
+
+
+_SUPPORTED = "bool, int, float, str, Path, ExistingPath, Literal, X | None, list, tuple, dict[str, X], a dataclass"
+
+
+class _DefaultChecker(Validator):
+    """Checks a Python default against its field's type with the recipe's own rules, leaving out
+    what only a recipe can satisfy (paths that exist, stage outputs, registered components)."""
+
+    def value(self, node: Node, tp: Any, path: str) -> Any:
+        args = typing.get_args(tp)
+        if typing.get_origin(tp) is typing.Annotated and not any(isinstance(a, KeysOf) for a in args[1:]):
+            return self.value(node, args[0], path)  # no MustExist: a default path need not exist here
+        return super().value(node, tp, path)
+
+    def _instance(self, node: Node, tp: type, path: str) -> Any:
+        return node.value if isinstance(node.value, tp) else self.wrong_type(node, tp, path)
+
+    def input(self, node: Node, path: str) -> Any:
+        return self._instance(node, Input, path)
+
+    def files(self, node: Node, path: str) -> Any:
+        return self._instance(node, Files, path)
+
+    def component(self, node: Node, ref_type: type[ComponentRef], path: str) -> Any:
+        return self._instance(node, ref_type, path)
+
+    def dataclass(self, node: Node, cls: type, path: str, skip: tuple[str, ...] = (), base: Any = None) -> Any:
+        if not isinstance(node.value, cls):
+            return self.wrong_type(node, cls, path)
+        hints = typing.get_type_hints(cls, include_extras=True)
+        results = [
+            self.value(_default_node(getattr(node.value, f.name)), hints[f.name], f"{path}.{f.name}")
+            for f in dataclasses.fields(cls)
+            # a value the class gives by default is checked with the class itself (once)
+            if f.init and not _is_own_default(f, getattr(node.value, f.name))
+        ]
+        return INVALID if any(r is INVALID for r in results) else node.value
+
+
+def _is_own_default(f: dataclasses.Field, value: Any) -> bool:
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        return False
+    try:
+        return bool(_field_default(f) == value)
+    except Exception:
+        return False
+
+
+_DEFAULT_LOC = Location("<default>")
+
+
+def _default_node(value: Any) -> Node:
+    """A Python default as the Node a recipe would give (strings count as quoted: no `"1e4"` leniency)."""
+    if isinstance(value, dict):
+        return Node({str(k): _default_node(v) for k, v in value.items()}, _DEFAULT_LOC)
+    if isinstance(value, (list, tuple)):
+        return Node([_default_node(v) for v in value], _DEFAULT_LOC)
+    if isinstance(value, (str, Path)):
+        return Node(str(value), _DEFAULT_LOC, quoted=True)
+    return Node(value, _DEFAULT_LOC)
+
+
+def config_class_problems(cls: Any) -> list[tuple[str | None, str]]:
+    """What is wrong with a component's config class as a plugin wrote it, as (field, problem) pairs:
+    not a dataclass, annotations that do not resolve, field types recipes cannot give, defaults
+    of the wrong type. Nested config dataclasses are checked too (field `train.lr`)."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        what = f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
+        return [(None, f"{what} is not a dataclass (decorate the class with @dataclass)")]
+    problems: list[tuple[str | None, str]] = []
+    _check_class(cls, "", problems, set())
+    return problems
+
+
+def _check_class(cls: type, prefix: str, problems: list[tuple[str | None, str]], seen: set[type]) -> None:
+    if cls in seen:
+        return
+    seen.add(cls)
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception as exc:  # a string annotation naming something not importable at run time
+        name = _unresolvable_field(cls)
+        problems.append(
+            (
+                prefix + name if name else None,
+                f"its type annotation cannot be resolved ({type(exc).__name__}: {exc}); import the names "
+                "annotations use at module level (not under `if TYPE_CHECKING:`)",
+            )
+        )
+        return
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        tp, path = hints[f.name], prefix + f.name
+        bad = unsupported_type(tp)
+        if bad is not None:
+            problems.append((path, f"type {_type_text(bad)} is not supported in recipes (supported: {_SUPPORTED})"))
+            continue
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            try:
+                default = _field_default(f)
+            except Exception as exc:
+                problems.append((path, f"its default factory failed: {type(exc).__name__}: {exc}"))
+                continue
+            checker = _DefaultChecker()
+            checker.value(_default_node(default), tp, path)
+            problems += [
+                (path, f"default {default!r} does not fit its type: {d.message.removeprefix(path + ': ')}")
+                for d in checker.diagnostics
+            ]
+        for nested in dataclasses_in(tp):
+            _check_class(nested, path + ".", problems, seen)
+
+
+def dataclasses_in(tp: Any) -> list[type]:
+    """Config dataclasses a type holds (itself, or inside Optional/list/dict), references excluded."""
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return [] if issubclass(tp, _REFERENCES) else [tp]
+    return [d for a in typing.get_args(tp) for d in dataclasses_in(a)]
+
+
+def _type_text(tp: Any) -> str:
+    return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
+
+
+def _unresolvable_field(cls: type) -> str | None:
+    """The first field whose string annotation does not evaluate (as `typing.get_type_hints` would)."""
+    for f in dataclasses.fields(cls):
+        if not isinstance(f.type, str):
+            continue
+        owner = next((k for k in cls.__mro__ if f.name in inspect.get_annotations(k)), cls)
+        module = sys.modules.get(owner.__module__)
+        value: Any = f.type
+        try:
+            for _ in range(3):  # `x: "date | None"` under `from __future__ import annotations` is a string twice
+                if isinstance(value, str):
+                    value = eval(value, dict(vars(module)) if module else {}, dict(vars(owner)))
+        except Exception:
+            return f.name
+    return None
 
 
 def _source_of(origin: str) -> str:
