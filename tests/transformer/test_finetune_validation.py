@@ -384,3 +384,22 @@ def test_overrides_the_tokenizer_contradicts_are_refused_before_training(
     ]
     fine = text.replace("vocab_size: 10, pad_token_id: 5", "vocab_size: 128, pad_token_id: 0")
     assert cli.main(["validate", "--data", str(write_recipe(tmp_path, fine))]) == 0
+
+
+def test_an_objective_that_does_not_handle_a_task_type_is_a_preflight_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It failed only when the stage started, after every stage before it had trained."""
+    (tmp_path / "chunk.txt").write_text("He PRP B-NP\nsaid VBD B-VP\n\nit PRP B-NP\n")
+    text = HEAD + (
+        "  chunk:\n"
+        "    kind: transformer.finetune\n"
+        "    tokenizer: vocab.tokenizer\n"
+        "    objective: transformer.sequence\n"
+        "    tasks: [{name: conll/chunking, train_file: chunk.txt, dev_from_train: 1}]\n"
+    )
+    _, rows = _problems(tmp_path, text, capsys, "--data")
+    assert len(rows) == 1 and rows[0].endswith(
+        "stage 'chunk': objective 'transformer.sequence' handles classification, regression tasks; "
+        "conll/chunking is a tagging task"
+    ), rows

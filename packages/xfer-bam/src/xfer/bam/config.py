@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
+from xfer.core.errors import UserError
 from xfer.core.train_config import TrainConfig
 from xfer.transformer.finetune_config import (
     DEFAULT_TRAIN,
@@ -24,6 +25,7 @@ from xfer.transformer.finetune_config import (
     check_preset_with_init,
     check_task_epochs,
     check_task_model_encoder,
+    objective_problems,
 )
 
 TEACHER_TRAIN = DEFAULT_TRAIN
@@ -91,6 +93,9 @@ class ModelSource:
             raise FieldError("trials", "must be >= 1")
         check_preset_with_init(self.init, self.model, "tiny")
         check_task_model_encoder(self)
+
+    def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
+        return objective_problems(self.objective, infos)
 
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """Pre-flight: both stages read the train and dev split of every task."""

@@ -124,11 +124,46 @@ class FinetuneConfig:
             _path_of(tokenizer), _path_of(self.init), self.encoder, self.max_length, random_init=self.init is None
         )
 
+    def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
+        return objective_problems(self.objective, infos)
+
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """For the pre-flight data check: every task with the splits this stage reads
         (train and dev always, test when predictions for it are asked for)."""
         splits = ("train", "dev", *(s for s in self.predict if s != "dev"))
         return [(ref, splits) for ref in self.tasks]
+
+
+def objective_problems(objective: ObjectiveRef | None, infos: Mapping[str, Any]) -> list[UserError]:
+    """Pre-flight (`check_task_infos`): every task has an objective that handles its type. Without
+    it, an objective named for a task type it does not handle (or a task type with no default
+    objective) failed only when the stage started, after the stages before it had trained."""
+    from xfer.core.errors import PluginError
+    from xfer.core.plugins import default_host
+    from xfer.transformer.objectives import DEFAULT_OBJECTIVES
+
+    problems: list[UserError] = []
+    for name, info in infos.items():
+        if objective is None:
+            if info.type not in DEFAULT_OBJECTIVES:
+                problems.append(
+                    UserError(
+                        f"{name} is a {info.type} task and has no default objective (defaults exist for "
+                        f"{', '.join(DEFAULT_OBJECTIVES)} tasks): set `objective:` or use another stage"
+                    )
+                )
+            continue
+        try:
+            handles = getattr(default_host().load("objective", objective.name), "task_types", ())
+        except PluginError:
+            continue  # recipe validation reports an objective it cannot load
+        if handles and info.type not in handles:
+            problems.append(
+                UserError(
+                    f"objective {objective.name!r} handles {', '.join(handles)} tasks; {name} is a {info.type} task"
+                )
+            )
+    return problems
 
 
 def check_preset_with_init(init: Any, model: str, default: str) -> None:
