@@ -5,6 +5,7 @@ lifecycle hooks tell the training runs of one stage apart (`tags`)."""
 # no `from __future__ import annotations`: the recipe validator reads the config classes' real types
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def probe_host() -> PluginHost:
     ("cls", "expected"),
     [
         (NoGrad, "returned a loss that does not require grad"),
-        (PerExample, r"returned a loss of shape \(8,\), expected a 0-dim floating-point tensor .*\.mean\(\)"),
+        (PerExample, r"returned a loss of shape \(8,\), expected a floating-point tensor of one number .*\.mean\(\)"),
         (PlainTuple, r"returned tuple, expected xfer\.core\.trainer\.StepOutput\(loss, metrics\); wrap them"),
     ],
 )
@@ -194,6 +195,61 @@ def test_a_registered_base_class_names_the_component_of_a_subclass(tmp_path: Pat
 def test_a_good_objective_passes_the_checks_with_accumulation(tmp_path: Path) -> None:
     result = make(tmp_path, Good(), probe_host(), grad_accum=2).fit()
     assert result.step == 4
+
+
+class OneElement(Good):
+    """A loss (and a metric) of shape (1,): one number, which `backward()` accepts."""
+
+    def forward(self, batch: Any) -> StepOutput:
+        out = super().forward(batch)
+        return StepOutput(out.loss.reshape(1), {"mse": out.metrics["mse"].reshape(1), "n": 8})
+
+
+class OneElementNan(OneElement):
+    def forward(self, batch: Any) -> StepOutput:
+        out = super().forward(batch)
+        return StepOutput(out.loss * float("nan"), out.metrics)
+
+
+class LoggedEvents(HostEvents):
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.logged: list[tuple[int, str, dict[str, float]]] = []
+
+    def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
+        self.logged.append((step, split, metrics))
+
+
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_a_loss_of_shape_one_trains_like_a_0_dim_loss(tmp_path: Path, grad_accum: int) -> None:
+    runs = {}
+    for cls in (Good, OneElement):
+        torch.manual_seed(0)
+        objective = cls()
+        trainer = make(tmp_path / cls.__name__, objective, None, grad_accum=grad_accum, clip_norm=1.0)
+        events = trainer.events = LoggedEvents()
+        assert trainer.fit().step == 4
+        train = [metrics for _, split, metrics in events.logged if split == "train"]
+        runs[cls] = (objective.linear.weight.detach().clone(), train)
+    (good_weight, good_logs), (one_weight, one_logs) = runs[Good], runs[OneElement]
+    assert torch.allclose(good_weight, one_weight), "the same updates"
+    assert len(one_logs) == 2 and all(isinstance(m["loss"], float) and isinstance(m["mse"], float) for m in one_logs)
+    for good, one in zip(good_logs, one_logs, strict=True):
+        assert one["loss"] == pytest.approx(good["loss"]) and one["mse"] == pytest.approx(good["mse"])
+
+
+def test_a_loss_of_shape_one_that_is_nan_at_the_first_step_is_still_caught(tmp_path: Path) -> None:
+    with pytest.raises(TrainingDiverged, match="already NaN/inf at the first step"):
+        make(tmp_path, OneElementNan(), None, grad_accum=2).fit()
+
+
+def test_a_loss_of_more_than_one_number_is_still_refused(tmp_path: Path) -> None:
+    class TwoElements(Good):
+        def forward(self, batch: Any) -> StepOutput:
+            return StepOutput(self.losses(batch)[:2].reshape(2, 1), {})
+
+    with pytest.raises(PluginError, match=r"returned a loss of shape \(2, 1\), expected a floating-point tensor"):
+        make(tmp_path, TwoElements()).fit()
 
 
 # --- NaN ------------------------------------------------------------------------------------------------
@@ -356,6 +412,30 @@ def test_a_stage_that_trains_once_passes_empty_tags(tmp_path: Path) -> None:
     run_recipe_file(recipe, tmp_path / "run", host)
     assert tagged.metrics and {str(t) for *_, t in tagged.metrics} == {"{}"}
     assert [(s, step, t) for s, step, t in tagged.checkpoints] == [("fit", 4, {})]
+
+
+def test_a_caller_written_before_tags_still_reaches_every_observer(tmp_path: Path) -> None:
+    """A third-party stage with its own loop calls `host.notify` as yesterday's API had it, without
+    `tags`: the observers get {} (pluggy alone refuses the call, and it became a warning)."""
+    tagged, untagged = TaggedRecorder(), UntaggedRecorder()
+    host = stage_host(tagged, untagged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        host.notify("xfer_metrics_logged", run_dir=tmp_path, stage="own", step=3, split="train", metrics={"a": 1.0})
+        host.notify("xfer_checkpoint_saved", run_dir=tmp_path, stage="own", step=3, path=tmp_path)
+        host.notify("xfer_checkpoint_saved", run_dir=tmp_path, stage="own", step=4, path=tmp_path)
+    assert tagged.metrics == [("own", 3, "train", {})]
+    assert tagged.checkpoints == [("own", 3, {}), ("own", 4, {})]
+    assert tagged.checkpoints[0][2] is not tagged.checkpoints[1][2], "a fresh {} per call"
+    assert untagged.calls == ["metrics", "checkpoint", "checkpoint"]
+    # tags the caller gives are passed as given; an argument without a default is still the caller's bug
+    host.notify("xfer_checkpoint_saved", run_dir=tmp_path, stage="own", step=5, path=tmp_path, tags={"trial": 1})
+    assert tagged.checkpoints[-1] == ("own", 5, {"trial": 1})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        host.notify("xfer_checkpoint_saved", run_dir=tmp_path, stage="own", step=6)
+    assert any("xfer_checkpoint_saved failed in a hook wrapper" in str(w.message) for w in caught)
+    assert len(tagged.checkpoints) == 3
 
 
 # --- hookspec docs ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ and never by training or scoring silently wrong data."""
 
 # no `from __future__ import annotations`: the recipe validator reads real type objects
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from xfer.core.tasks import (
     Task,
     TaskContractError,
     TranslationExample,
+    UnseenTagsWarning,
     check_examples,
     nonempty_examples,
 )
@@ -290,6 +292,50 @@ def test_tagging_needs_one_tag_per_word() -> None:
 def test_tags_must_be_in_the_tag_set() -> None:
     t = task("tagging", ("B", "O"), train=[TaggingExample("s1", ("a", "b"), ("B", "I"))])
     assert "example 's1' has tag 'I' (word 2), not one of its labels ('B', 'O')" in str(contract_error(t, "train"))
+
+
+def test_dev_and_test_tags_unseen_in_training_are_a_warning_not_an_error() -> None:
+    """A tagging task's labels are its training tag set (CoNLL reads them from the train file): a dev
+    entity type unseen in training is real data, scored as a miss, not a contract breach."""
+    words = ("a", "b", "c")
+    t = task(
+        "tagging",
+        ("B", "O"),
+        train=[TaggingExample("t1", words, ("B", "O", "O"))],
+        dev=[
+            TaggingExample("d1", words, ("B", "O", "O")),
+            TaggingExample("d2", words, ("B-MISC", "I-MISC", "O")),
+            TaggingExample("d3", words, ("O", "O", "X")),
+        ],
+        test=[TaggingExample("s1", words, ("O", "Y", "O"))],
+    )
+    for split, expected in (
+        ("dev", "task 'mine/task' (dev): 3 gold tags not in the training tag set, first 'B-MISC' in example 'd2'"),
+        ("test", "task 'mine/task' (test): 1 gold tag not in the training tag set, first 'Y' in example 's1'"),
+    ):
+        with pytest.warns(UnseenTagsWarning) as caught:
+            assert nonempty_examples(t, split) == t.examples(split)
+        assert [str(w.message) for w in caught] == [f"{expected}; they count as misses"]
+    with pytest.warns(UnseenTagsWarning):
+        assert t.check_data(["train", "dev", "test"]) == []
+
+
+def test_dev_tags_must_still_be_one_string_per_word() -> None:
+    words = ("a", "b")
+    t = task("tagging", ("B", "O"), train=[TaggingExample("t1", words, ("B", "O"))])
+    t.data["dev"] = [TaggingExample("d1", words, ("B-MISC",))]
+    assert "example 'd1' has 1 tags for 2 words (one tag per word expected)" in str(contract_error(t, "dev"))
+    t.data["dev"] = [TaggingExample("d1", words, ("B", 3))]
+    assert "example 'd1' has tag 3 (word 2), not one of its labels" in str(contract_error(t, "dev"))
+
+
+def test_a_dev_set_within_the_tag_set_gives_no_warning() -> None:
+    words = ("a", "b")
+    t = task("tagging", ("B", "O"), train=[TaggingExample("t1", words, ("B", "O"))])
+    t.data["dev"] = [TaggingExample("d1", words, ("O", "B")), TaggingExample("d2", words, ("O", "O"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert t.check_data(["train", "dev"]) == []
 
 
 def test_tagging_words_are_a_sequence_of_strings() -> None:

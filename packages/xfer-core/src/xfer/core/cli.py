@@ -109,7 +109,9 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     plugins = sub.add_parser("plugins", help="list plugins, their hooks and components")
     plugins.add_argument("--json", action="store_true")
     plugins.add_argument(
-        "--check", action="store_true", help="also import every component's config and target and report problems"
+        "--check",
+        action="store_true",
+        help="also import every component's config and target and report problems (exit 1 if any)",
     )
 
     components = sub.add_parser("components", help="list registered components")
@@ -378,9 +380,13 @@ SLOW_IMPORT_SECONDS = 1.0
 
 
 def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
-    if getattr(args, "check", False):
+    check = getattr(args, "check", False)
+    if check:
         host.check_components()
     records = list(host.plugins.values())
+    # `--check` is for CI: a failed plugin, a broken component or a conflict is a non-zero exit
+    found_problems = any(r.error or r.problems for r in records) or bool(host.conflicts)
+    status = 1 if check and found_problems else 0
     if args.json:
         data = [
             {
@@ -396,6 +402,7 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
                         "version": c.version,
                         "summary": c.summary,
                         "error": r.problems.get(c.name),
+                        "notes": r.notes.get(c.name, []),
                         "registered_twice": (c.kind, c.name) in host.conflicts,
                     }
                     for c in r.components
@@ -406,7 +413,7 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
             for r in records
         ]
         print(json.dumps(data, indent=1))
-        return 0
+        return status
     for r in records:
         slow = (
             f"  SLOW: import took {r.import_seconds:.1f} s (every xfer command pays it; keep the plugin module cheap)"
@@ -426,9 +433,13 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
             print(f"  {c.kind:<9} {c.name:<28} v{c.version}  {c.summary}{twice}")
             if c.name in r.problems:
                 print(f"    BROKEN: {r.problems[c.name]}")
+            for note in r.notes.get(c.name, []) if check else []:
+                print(f"    note: {note}")
     for (kind, name), providers in host.conflicts.items():
         print(f"CONFLICT: {kind} {name!r} registered by {' and '.join(providers)}")
-    return 0
+    if status:
+        print("xfer plugins --check: problems found (FAILED, BROKEN or CONFLICT above)", file=sys.stderr)
+    return status
 
 
 def cmd_components(args: argparse.Namespace, host: PluginHost) -> int:
@@ -476,6 +487,8 @@ def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
     print("\nconfig:")
     for line in describe_fields(cls):
         print("  " + line)
+    for note in host.config_notes(spec.kind, spec.name):
+        print(f"  note: {note}")
     return 0
 
 

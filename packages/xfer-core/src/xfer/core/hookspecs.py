@@ -14,6 +14,7 @@ Lifecycle hooks observe runs; none of them is called inside the per-step trainin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +94,25 @@ def xfer_metrics_logged(
     records: e.g. {"task": "glue/rte", "trial": 1} for a fine-tuning stage that trains each task
     several times; {} for a stage that trains once. A copy: changing it changes nothing. An
     implementation may leave out any argument it does not use (pluggy passes only the ones it
-    names), so one written before `tags` existed keeps working."""
+    names), so one written before `tags` existed keeps working; a caller written before it (a
+    stage with its own loop calling `host.notify` without `tags`) passes {} (HOOK_ARG_DEFAULTS)."""
 
 
 @hookspec
 def xfer_checkpoint_saved(run_dir: Path, stage: str, step: int, path: Path, tags: dict[str, Any]) -> None:
     """Called on rank 0 after a checkpoint is completely written and the `latest` pointer
     updated; `path` is the checkpoint directory. `tags` are the training run's, as in
-    `xfer_metrics_logged` (e.g. {"task": "glue/rte", "trial": 1}, or {})."""
+    `xfer_metrics_logged` (e.g. {"task": "glue/rte", "trial": 1}, or {}; {} when the caller
+    passes none)."""
+
+
+# Arguments a lifecycle hook gained after it was published, with the value `PluginHost.notify`
+# fills in (a fresh one per call) when a caller written against the older signature leaves them
+# out: pluggy would otherwise refuse the whole call, and no observer would see it.
+HOOK_ARG_DEFAULTS: dict[str, dict[str, Callable[[], Any]]] = {
+    "xfer_metrics_logged": {"tags": dict},
+    "xfer_checkpoint_saved": {"tags": dict},
+}
 
 
 HOOK_NAMES = tuple(name for name, value in dict(globals()).items() if name.startswith("xfer_") and callable(value))

@@ -19,9 +19,12 @@ is broken keeps its components but is marked failed. Each plugin's import time i
 
 A component's config class and target are checked when first resolved (`config_class`, which
 recipe validation and `xfer explain` call), not at start-up: a config that is not a dataclass,
-an annotation that does not resolve, a field type recipes cannot give or a default of the wrong
-type is a `PluginError` naming the component, its provider and the field, and so is a target
-that does not import. The problem is also kept on the plugin's record (`problems`).
+an annotation that does not resolve or a scalar default of the wrong type (`"no"` for a bool) is a
+`PluginError` naming the component, its provider and the field, and so is a target that does not
+import. The problem is also kept on the plugin's record (`problems`). A field whose type recipes
+cannot give (`Callable`, an `Enum`, `set[str]`) is no error: a recipe that leaves it out works,
+one that sets it gets an error at its line; it is kept as a note (`notes`, shown by
+`xfer plugins --check` and `xfer explain`).
 
 Every hook is called through pluggy (`pm.hook.<name>`, or `pm.subset_hook_caller` to call one
 plugin's registration hooks), so `specname`, `tryfirst`/`trylast` and hook wrappers behave as
@@ -44,7 +47,7 @@ import time
 import traceback
 import typing
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, NoReturn
@@ -53,7 +56,13 @@ import pluggy
 
 from xfer.core import hookspecs
 from xfer.core.errors import PluginError
-from xfer.core.recipes.schema import config_class_problems, dataclasses_in, did_you_mean
+from xfer.core.recipes.schema import (
+    config_class_notes,
+    config_class_problems,
+    dataclasses_in,
+    did_you_mean,
+    note_owner,
+)
 from xfer.core.specs import CommandSpec, ComponentSpec, namespace_of
 
 BUILTIN_PLUGINS = {"core": "xfer.core.builtin", "toy": "xfer.core.toy.plugin"}
@@ -74,6 +83,8 @@ class PluginRecord:
     import_seconds: float = 0.0
     # Problems found later in single components (a broken config class or target), by component name.
     problems: dict[str, str] = field(default_factory=dict)
+    # What recipes cannot set in a component's config (`field x: type T cannot be set from a recipe`).
+    notes: dict[str, list[str]] = field(default_factory=dict)
     # The package whose frames are the plugin's own (for error locations); derived from `module`.
     package: str = ""
 
@@ -317,18 +328,27 @@ class PluginHost:
                     return f" (in {impl.function.__name__} at {code.co_filename}:{code.co_firstlineno})"
         return ""
 
+    def _items(self, plugin: Any, hook: str, result: Any, item: type) -> list[Any]:
+        """What one registration hook returned, as a list: None, a list or tuple, or any other
+        iterable (a generator that yields specs); a single spec, a string or a mapping is refused."""
+        if result is None:
+            return []
+        if isinstance(result, (list, tuple)):
+            return list(result)
+        if isinstance(result, (str, bytes, Mapping, ComponentSpec, CommandSpec)) or not isinstance(result, Iterable):
+            hint = f" (return a list: [{item.__name__}(...)])" if isinstance(result, item) else ""
+            raise _Refused(
+                f"{hook} must return a list of {item.__name__}, got {type(result).__name__}{hint}"
+                f"{self._where_hook(plugin, hook)}"
+            )
+        return list(result)  # a generator: its errors are the hook's ("registration hook failed")
+
     def _collect(self, plugin: Any, record: PluginRecord) -> list[ComponentSpec]:
         specs: list[ComponentSpec] = []
         provider = f"{record.name} ({record.distribution} {record.version})"
         for hook_name, kind in hookspecs.REGISTRATION_HOOKS.items():
-            results = self._call_one(plugin, hook_name)
-            for result in results:
-                if result is not None and not isinstance(result, (list, tuple)):
-                    raise _Refused(
-                        f"{hook_name} must return a list of ComponentSpec, got {type(result).__name__}"
-                        f"{self._where_hook(plugin, hook_name)}"
-                    )
-            for spec in (item for result in results for item in result or []):
+            results = [self._items(plugin, hook_name, r, ComponentSpec) for r in self._call_one(plugin, hook_name)]
+            for spec in (item for result in results for item in result):
                 if not isinstance(spec, ComponentSpec):
                     raise _Refused(
                         f"{hook_name} must return a list of ComponentSpec, got a list holding {type(spec).__name__}"
@@ -356,16 +376,11 @@ class PluginHost:
         try:
             found: list[CommandSpec] = []
             for result in self._call_one(plugin, "xfer_commands"):
-                items = [] if result is None else result
-                bad = (
-                    items
-                    if not isinstance(items, (list, tuple))
-                    else next((c for c in items if not isinstance(c, CommandSpec)), None)
-                )
+                items = self._items(plugin, "xfer_commands", result, CommandSpec)
+                bad = next((c for c in items if not isinstance(c, CommandSpec)), None)
                 if bad is not None:
-                    got = type(bad).__name__ if bad is items else f"a list holding {type(bad).__name__}"
                     raise _Refused(
-                        f"xfer_commands must return a list of CommandSpec, got {got}"
+                        f"xfer_commands must return a list of CommandSpec, got a list holding {type(bad).__name__}"
                         f"{self._where_hook(plugin, 'xfer_commands')}"
                     )
                 found += [replace(c, provider=name) for c in items]
@@ -448,6 +463,12 @@ class PluginHost:
                     for field, problem in problems
                 )
                 self._problem(spec, f"{kind} {name!r} from {spec.provider}: {listed}")
+            if cls is not None:
+                note_owner(cls, f"{kind} {name!r} from {spec.provider}")
+                notes = [f"field {f!r}: {note}" for f, note in config_class_notes(cls)]
+                for record in self.plugins.values():
+                    if notes and spec in record.components:
+                        record.notes[spec.name] = notes
             self._checked[key] = cls
         if target and key not in self._targets_ok:
             try:
@@ -461,6 +482,11 @@ class PluginHost:
                 )
             self._targets_ok.add(key)
         return self._checked[key]
+
+    def config_notes(self, kind: str, name: str) -> list[str]:
+        """What recipes cannot set in the component's config (found when its config was resolved)."""
+        spec = self.get(kind, name)
+        return next((r.notes.get(name, []) for r in self.plugins.values() if spec in r.components), [])
 
     def _problem(self, spec: ComponentSpec, message: str, cause: BaseException | None = None) -> NoReturn:
         for record in self.plugins.values():
@@ -488,7 +514,13 @@ class PluginHost:
 
     def notify(self, hook: str, **kwargs: Any) -> None:
         """Call a lifecycle hook through pluggy. Observers are isolated (see the module docstring);
-        an exception escaping a hook wrapper is reported the same way, never stopping the run."""
+        an exception escaping a hook wrapper is reported the same way, never stopping the run.
+        An argument the hook gained later (`hookspecs.HOOK_ARG_DEFAULTS`, e.g. `tags`) that the
+        caller leaves out gets its empty default, so a caller written before it still reaches
+        every observer instead of pluggy's HookCallError."""
+        for name, default in hookspecs.HOOK_ARG_DEFAULTS.get(hook, {}).items():
+            if name not in kwargs:
+                kwargs[name] = default()
         try:
             getattr(self.pm.hook, hook)(**kwargs)
         except Exception as exc:

@@ -17,6 +17,7 @@ import abc
 import difflib
 import math
 import traceback
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,6 +269,10 @@ class TaskContractError(UserError):
         super().__init__(f"task {task!r}{where}: {detail}")
 
 
+class UnseenTagsWarning(UserWarning):
+    """A tagging task's dev or test split has gold tags outside its (training) tag set."""
+
+
 def task_type(task: Task) -> str:
     """`task.type`, or a TaskContractError when it is missing or not one of TaskType's values."""
     value = getattr(task, "type", None)
@@ -338,8 +343,11 @@ def _is_words(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and all(isinstance(word, str) for word in value)
 
 
-def _example_problem(example: Any, kind: str, labels: tuple[str, ...], label_set: frozenset[str]) -> str | None:
-    """What is wrong with one labelled or unlabelled example of the right class, or None."""
+def _example_problem(
+    example: Any, kind: str, labels: tuple[str, ...], label_set: frozenset[str], tags_in_labels: bool = True
+) -> str | None:
+    """What is wrong with one labelled or unlabelled example of the right class, or None.
+    `tags_in_labels` False (tagging dev/test): tags need only be strings, one per word."""
     if isinstance(example, SentenceExample):
         if not isinstance(example.text_a, str) or not isinstance(example.text_b, (str, type(None))):
             return f"has text_a {type(example.text_a).__name__} / text_b {type(example.text_b).__name__}, not strings"
@@ -364,7 +372,7 @@ def _example_problem(example: Any, kind: str, labels: tuple[str, ...], label_set
             count = f"{len(tags)} tags" if isinstance(tags, (tuple, list)) else f"tags of type {type(tags).__name__}"
             return f"has {count} for {len(example.words)} words (one tag per word expected)"
         for position, tag in enumerate(tags, start=1):
-            if not isinstance(tag, str) or tag not in label_set:
+            if not isinstance(tag, str) or (tags_in_labels and tag not in label_set):
                 return f"has tag {tag!r} (word {position}), not one of its labels {_show_labels(labels)}"
         return None
     if isinstance(example, ParsingExample):
@@ -396,6 +404,11 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
     `labels` (regression: not a finite number), or tags do not match the words one to one; a
     training example is unlabelled, or a split mixes labelled and unlabelled examples.
 
+    A tagging task's `labels` is the tag set of its training data (CoNLL reads it from the train
+    file), so only training tags must be within it. A dev or test tag outside it (an entity type
+    unseen in training) is legitimate: it cannot be predicted and counts as a miss. Such tags get
+    one `UnseenTagsWarning` per split, naming how many there are and the first one.
+
     Unlabelled dev and test splits (every example's gold None, e.g. GLUE test sets) are allowed.
     One pass over the examples: cheap next to reading them. `Task.check_data` (pre-flight) and
     `nonempty_examples` (stage time) call it.
@@ -410,6 +423,10 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
         )
     labels: tuple[str, ...] = _check_labels(task, kind) if kind in ("classification", "tagging") else ()
     label_set = frozenset(labels)
+    # tagging: labels is the training tag set; dev/test tags outside it are counted, not refused
+    tags_in_labels = kind != "tagging" or split == "train"
+    unseen_tags = 0
+    first_unseen: tuple[str, str] | None = None  # (tag, example id)
     seen: dict[str, int] = {}
     first_labelled: str | None = None
     first_unlabelled: str | None = None
@@ -435,9 +452,14 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
                 ident,
             )
         seen[ident] = position
-        problem = _example_problem(example, kind, labels, label_set)
+        problem = _example_problem(example, kind, labels, label_set, tags_in_labels)
         if problem is not None:
             raise TaskContractError(task.name, split, f"example {ident!r} {problem}", ident)
+        if not tags_in_labels and example.tags:
+            unseen = [tag for tag in example.tags if tag not in label_set]
+            if unseen:
+                unseen_tags += len(unseen)
+                first_unseen = first_unseen or (unseen[0], ident)
         if _gold(example) is None:
             if split == "train":
                 raise TaskContractError(
@@ -454,3 +476,12 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
                 "either labelled or unlabelled throughout",
                 first_unlabelled,
             )
+    if first_unseen is not None:
+        tag, ident = first_unseen
+        warnings.warn(
+            UnseenTagsWarning(
+                f"task {task.name!r} ({split}): {unseen_tags} gold tag{'s' if unseen_tags != 1 else ''} not in "
+                f"the training tag set, first {tag!r} in example {ident!r}; they count as misses"
+            ),
+            stacklevel=1,  # one location: pre-flight and the stage's own check show it once
+        )

@@ -384,7 +384,7 @@ class Trainer:
             if (
                 isinstance(loss, torch.Tensor)
                 and loss.requires_grad
-                and loss.dim() == 0
+                and loss.numel() == 1
                 and loss.is_floating_point()
                 and type(metrics) is dict
                 and all(type(v) is torch.Tensor and v.dim() == 0 for v in metrics.values())
@@ -571,10 +571,10 @@ def _output_problem(out: Any) -> str | None:
         )
         return f"returned {type(out).__name__}, expected xfer.core.trainer.StepOutput(loss, metrics){hint}"
     loss, metrics = out
-    expected = "expected a 0-dim floating-point tensor that requires grad"
+    expected = "expected a floating-point tensor of one number (0-dim or shape (1,)) that requires grad"
     if not isinstance(loss, torch.Tensor):
         return f"returned a loss of type {type(loss).__name__}, {expected}"
-    if loss.dim() != 0:
+    if loss.numel() != 1:  # shape (1,) is one number: backward() accepts it, and so does the trainer
         return (
             f"returned a loss of shape {tuple(loss.shape)}, {expected}: reduce it to one number "
             "(e.g. `.mean()`; a per-example loss such as reduction='none' is not a loss to minimise)"

@@ -174,8 +174,13 @@ def load_recipe(
     path: str | Path, overrides: tuple[str, ...] | list[str] = (), host: PluginHost | None = None
 ) -> Recipe:
     """Parse, merge includes, apply overrides and validate. Raises RecipeError listing every problem."""
-    host = host or default_host()
-    path = Path(path)
+    from xfer.core.hostscope import recipe_host
+
+    with recipe_host(host or default_host()) as scoped:
+        return _load_recipe(Path(path), overrides, scoped)
+
+
+def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: PluginHost) -> Recipe:
     root = _load_with_includes(path)
     diagnostics: list[Diagnostic] = []
     given: dict[tuple[str, ...], tuple[int, str]] = {}  # key path -> (index, text) of its override

@@ -19,7 +19,8 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, MutableSequence, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -84,10 +85,14 @@ def type_name(tp: Any) -> str:
     if origin in (Union, types.UnionType):
         names = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(names) + (" or null" if type(None) in args else "")
-    if origin in (list, tuple):
+    if origin in (list, tuple, Sequence, MutableSequence):
         return f"a list of {plural(type_name(args[0]))}" if args else "a list"
     if origin is dict:
         return f"a mapping to {plural(type_name(args[1]))}" if args else "a mapping"
+    if tp in (list, tuple, Sequence, MutableSequence):
+        return "a list"
+    if tp is dict:
+        return "a mapping"
     if isinstance(tp, type) and issubclass(tp, ComponentRef):
         return f"{_article(tp.kind)} {tp.kind} name or a mapping with 'name'"
     if dataclasses.is_dataclass(tp) and tp not in _SIMPLE_NAMES:
@@ -196,6 +201,8 @@ class Validator:
         self.component_config = component_config
         self.refs: set[str] = set()
         self.stage_kinds: dict[str, dict[str, str]] = {}
+        # (component description, path of its config) for the config classes being validated
+        self.owners: list[tuple[str, str]] = []
 
     def error(self, where: Location, message: str) -> Any:
         self.diagnostics.append(Diagnostic(where, message))
@@ -229,8 +236,14 @@ class Validator:
             return self._union(node, args, path)
         if origin in (list, tuple):
             return self._sequence(node, tp, origin, args, path)
+        if origin in (Sequence, MutableSequence):  # `Sequence[str]`: a recipe gives a list
+            return self._sequence(node, tp, list, args, path)
+        if tp in (list, tuple, Sequence, MutableSequence):  # bare `list`: a list of anything
+            return self._sequence(node, tp, tuple if tp is tuple else list, (), path)
         if origin is dict:
             return self._mapping(node, args, path)
+        if tp is dict:  # bare `dict`: a mapping of anything
+            return self._mapping(node, (), path)
         if tp is Input:
             return self.input(node, path)
         if tp is Files:
@@ -241,7 +254,20 @@ class Validator:
             return self.dataclass(node, tp, path)
         if tp in _SCALARS:
             return _SCALARS[tp](self, node, path)
-        raise TypeError(f"config field {path}: type {tp!r} is not supported by the recipe schema")
+        return self.unsupported(node, tp, path)
+
+    def unsupported(self, node: Node, tp: Any, path: str) -> Any:
+        """A recipe sets a field whose type the schema cannot read (`Callable`, an `Enum`, `set[str]`):
+        an error at the value naming the component, its provider and the field. A recipe that leaves
+        the field out is fine (the plugin's default is used)."""
+        owner, base = self.owners[-1] if self.owners else ("", "")
+        field_name = path[len(base) + 1 :] if base and path.startswith(base + ".") else path
+        who = f"{owner}: " if owner else ""
+        return self.error(
+            node.loc,
+            f"{path}: {who}config field {field_name!r}: type {_type_text(tp)} cannot be set from a recipe "
+            f"(supported: {_SUPPORTED}); leave it out to use the plugin's default",
+        )
 
     # --- composite types -----------------------------------------------------------------------
 
@@ -254,6 +280,7 @@ class Validator:
         for candidate in candidates:
             trial = type(self)(self.stage_outputs, self.component_config)
             trial.stage_kinds = self.stage_kinds
+            trial.owners = list(self.owners)
             result = trial.value(node, candidate, path)
             if result is not INVALID:
                 self.refs |= trial.refs
@@ -289,6 +316,16 @@ class Validator:
         is itself a dataclass instance (e.g. a stage's `train: TrainConfig(epochs=3)`) is
         validated with that default as its base, so `train: {lr: 1e-3}` keeps `epochs: 3`.
         """
+        owner = _OWNERS.get(cls) if isinstance(cls, type) else None
+        if owner is None:
+            return self._dataclass(node, cls, path, skip, base)
+        self.owners.append((owner, path))
+        try:
+            return self._dataclass(node, cls, path, skip, base)
+        finally:
+            self.owners.pop()
+
+    def _dataclass(self, node: Node, cls: type, path: str, skip: tuple[str, ...], base: Any) -> Any:
         if not node.is_map:
             return self.wrong_type(node, cls, path)
         hints = typing.get_type_hints(cls, include_extras=True)
@@ -566,7 +603,8 @@ class Validator:
 
 def unsupported_type(tp: Any) -> Any:
     """The part of the type `tp` that `Validator.value` cannot read from a recipe (e.g. `set[str]`,
-    `datetime.date`, `dict[int, float]`: YAML keys are strings), or None if all of it can be read."""
+    `Callable`, an `Enum`), or None if all of it can be read. Such a field is fine as long as no
+    recipe sets it (`Validator.unsupported`); `config_class_notes` lists it."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Any or origin is Literal:
         return None
@@ -574,12 +612,12 @@ def unsupported_type(tp: Any) -> Any:
         keys_of = next((a for a in args[1:] if isinstance(a, KeysOf)), None)
         inner = [t for _, t in keys_of.fields] if keys_of is not None else [args[0]]
         return next((bad for t in inner if (bad := unsupported_type(t)) is not None), None)
-    if origin in (Union, types.UnionType, list, tuple):
+    if origin in (Union, types.UnionType, list, tuple, Sequence, MutableSequence):
         return next((bad for a in args if a is not Ellipsis and (bad := unsupported_type(a)) is not None), None)
     if origin is dict:
-        if args and args[0] not in (str, Any):
-            return tp
         return unsupported_type(args[1]) if args else None
+    if tp in (list, tuple, dict, Sequence, MutableSequence):
+        return None
     if tp in (Input, Files) or (isinstance(tp, type) and issubclass(tp, ComponentRef)):
         return None
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
@@ -591,40 +629,59 @@ def unsupported_type(tp: Any) -> Any:
 
 _SUPPORTED = "bool, int, float, str, Path, ExistingPath, Literal, X | None, list, tuple, dict[str, X], a dataclass"
 
+_OWNERS: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
 
-class _DefaultChecker(Validator):
-    """Checks a Python default against its field's type with the recipe's own rules, leaving out
-    what only a recipe can satisfy (paths that exist, stage outputs, registered components)."""
 
-    def value(self, node: Node, tp: Any, path: str) -> Any:
-        args = typing.get_args(tp)
-        if typing.get_origin(tp) is typing.Annotated and not any(isinstance(a, KeysOf) for a in args[1:]):
-            return self.value(node, args[0], path)  # no MustExist: a default path need not exist here
-        return super().value(node, tp, path)
+def note_owner(cls: type, owner: str) -> None:
+    """Record which component a config class belongs to (`stage 'x.y' from provider`), so that a
+    recipe setting one of its unsupported fields is told which component and provider it is."""
+    _OWNERS[cls] = owner
 
-    def _instance(self, node: Node, tp: type, path: str) -> Any:
-        return node.value if isinstance(node.value, tp) else self.wrong_type(node, tp, path)
 
-    def input(self, node: Node, path: str) -> Any:
-        return self._instance(node, Input, path)
+def _default_problem(value: Any, tp: Any) -> str | None:
+    """Why a Python default clearly does not fit its field's scalar type, or None.
 
-    def files(self, node: Node, path: str) -> Any:
-        return self._instance(node, Files, path)
-
-    def component(self, node: Node, ref_type: type[ComponentRef], path: str) -> Any:
-        return self._instance(node, ref_type, path)
-
-    def dataclass(self, node: Node, cls: type, path: str, skip: tuple[str, ...] = (), base: Any = None) -> Any:
-        if not isinstance(node.value, cls):
-            return self.wrong_type(node, cls, path)
-        hints = typing.get_type_hints(cls, include_extras=True)
-        results = [
-            self.value(_default_node(getattr(node.value, f.name)), hints[f.name], f"{path}.{f.name}")
-            for f in dataclasses.fields(cls)
+    Only clear scalar mismatches count: a non-bool for `bool`, a str/bool/path for `int` or
+    `float`, a non-str (a Path too) for `str`. None (the `x: int = None` idiom), NaN, paths with
+    `${VAR}`, containers and types a recipe cannot set are left alone: only a recipe's values are
+    held to the recipe's rules."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if value is None:
+        return None
+    if origin is typing.Annotated:
+        return None if any(isinstance(a, KeysOf) for a in args[1:]) else _default_problem(value, args[0])
+    if origin in (Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if not members or not all(m in (bool, int, float, str) for m in members):
+            return None
+        if any(_default_problem(value, m) is None for m in members):
+            return None
+        return f"expected {type_name(tp)}, got {type(value).__name__}"
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp in (int, float):
+        ok = not isinstance(value, (str, bytes, bool, os.PathLike))
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, tp) and tp not in _REFERENCES:
+        hints = _hints_or_none(tp)
+        for f in dataclasses.fields(tp) if hints is not None else ():
             # a value the class gives by default is checked with the class itself (once)
-            if f.init and not _is_own_default(f, getattr(node.value, f.name))
-        ]
-        return INVALID if any(r is INVALID for r in results) else node.value
+            if f.init and not _is_own_default(f, getattr(value, f.name)):
+                problem = _default_problem(getattr(value, f.name), hints[f.name])  # type: ignore[index]
+                if problem is not None:
+                    return f"{f.name}: {problem}"
+        return None
+    else:
+        return None
+    return None if ok else f"expected {type_name(tp)}, got {type(value).__name__}"
+
+
+def _hints_or_none(cls: type) -> dict[str, Any] | None:
+    try:
+        return typing.get_type_hints(cls, include_extras=True)
+    except Exception:
+        return None
 
 
 def _is_own_default(f: dataclasses.Field, value: Any) -> bool:
@@ -636,33 +693,37 @@ def _is_own_default(f: dataclasses.Field, value: Any) -> bool:
         return False
 
 
-_DEFAULT_LOC = Location("<default>")
-
-
-def _default_node(value: Any) -> Node:
-    """A Python default as the Node a recipe would give (strings count as quoted: no `"1e4"` leniency)."""
-    if isinstance(value, dict):
-        return Node({str(k): _default_node(v) for k, v in value.items()}, _DEFAULT_LOC)
-    if isinstance(value, (list, tuple)):
-        return Node([_default_node(v) for v in value], _DEFAULT_LOC)
-    if isinstance(value, (str, Path)):
-        return Node(str(value), _DEFAULT_LOC, quoted=True)
-    return Node(value, _DEFAULT_LOC)
-
-
 def config_class_problems(cls: Any) -> list[tuple[str | None, str]]:
     """What is wrong with a component's config class as a plugin wrote it, as (field, problem) pairs:
-    not a dataclass, annotations that do not resolve, field types recipes cannot give, defaults
-    of the wrong type. Nested config dataclasses are checked too (field `train.lr`)."""
+    not a dataclass, annotations that do not resolve, scalar defaults of the wrong type (see
+    `_default_problem`). Nested config dataclasses are checked too (field `train.lr`). Field
+    types a recipe cannot set are not problems (see `config_class_notes`)."""
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         what = f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
         return [(None, f"{what} is not a dataclass (decorate the class with @dataclass)")]
     problems: list[tuple[str | None, str]] = []
-    _check_class(cls, "", problems, set())
+    _check_class(cls, "", problems, [], set())
     return problems
 
 
-def _check_class(cls: type, prefix: str, problems: list[tuple[str | None, str]], seen: set[type]) -> None:
+def config_class_notes(cls: Any) -> list[tuple[str, str]]:
+    """What a recipe cannot set in a (valid) config class, as (field, note) pairs: fields whose type
+    the schema cannot read, defaults whose factory fails. Not errors: recipes that leave those
+    fields out work, and a recipe that sets one gets an error at its line."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return []
+    notes: list[tuple[str, str]] = []
+    _check_class(cls, "", [], notes, set())
+    return notes
+
+
+def _check_class(
+    cls: type,
+    prefix: str,
+    problems: list[tuple[str | None, str]],
+    notes: list[tuple[str, str]],
+    seen: set[type],
+) -> None:
     if cls in seen:
         return
     seen.add(cls)
@@ -684,22 +745,19 @@ def _check_class(cls: type, prefix: str, problems: list[tuple[str | None, str]],
         tp, path = hints[f.name], prefix + f.name
         bad = unsupported_type(tp)
         if bad is not None:
-            problems.append((path, f"type {_type_text(bad)} is not supported in recipes (supported: {_SUPPORTED})"))
+            notes.append((path, f"type {_type_text(bad)} cannot be set from a recipe"))
             continue
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             try:
                 default = _field_default(f)
             except Exception as exc:
-                problems.append((path, f"its default factory failed: {type(exc).__name__}: {exc}"))
+                notes.append((path, f"its default factory failed: {type(exc).__name__}: {exc}"))
                 continue
-            checker = _DefaultChecker()
-            checker.value(_default_node(default), tp, path)
-            problems += [
-                (path, f"default {default!r} does not fit its type: {d.message.removeprefix(path + ': ')}")
-                for d in checker.diagnostics
-            ]
+            problem = _default_problem(default, tp)
+            if problem is not None:
+                problems.append((path, f"default {default!r} does not fit its type: {problem}"))
         for nested in dataclasses_in(tp):
-            _check_class(nested, path + ".", problems, seen)
+            _check_class(nested, path + ".", problems, notes, seen)
 
 
 def dataclasses_in(tp: Any) -> list[type]:
@@ -710,7 +768,9 @@ def dataclasses_in(tp: Any) -> list[type]:
 
 
 def _type_text(tp: Any) -> str:
-    return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return str(tp).replace("typing.", "").replace("collections.abc.", "")
 
 
 def _unresolvable_field(cls: type) -> str | None:

@@ -54,7 +54,13 @@ def check_data(recipe: Recipe, host: PluginHost | None = None, only: set[str] | 
 def preflight_diagnostics(
     recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None
 ) -> list[Diagnostic]:
-    host = host or default_host()
+    from xfer.core.hostscope import recipe_host
+
+    with recipe_host(host or default_host()) as scoped:
+        return _preflight_diagnostics(recipe, scoped, only)
+
+
+def _preflight_diagnostics(recipe: Recipe, host: PluginHost, only: set[str] | None) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for stage, plan in recipe.stages.items():
         if only is not None and stage not in only:

@@ -414,7 +414,23 @@ def _run_recipe(
     only: set[str] | None = None,
 ) -> RunResult:
     """The body of `run_recipe`, run while rank 0 holds the run directory's lock."""
-    host = host or default_host()
+    from xfer.core.hostscope import recipe_host
+
+    with recipe_host(host or default_host()) as scoped:
+        return _run_stages(recipe, run_dir, force=force, fork=fork, device=device, host=scoped, log=log, only=only)
+
+
+def _run_stages(
+    recipe: Recipe,
+    run_dir: Path | None,
+    *,
+    force: bool,
+    fork: Path | None,
+    device: str,
+    host: PluginHost,
+    log: Any,
+    only: set[str] | None,
+) -> RunResult:
     torch_device = dist.select_device(device)
     run_dir = prepare_run_dir(recipe, (run_dir or default_run_dir(recipe)), force, fork)
     if dist.is_main():
