@@ -232,6 +232,10 @@ def test_vectors_limit_keeps_the_first_words_and_every_word_asked_for(tmp_path) 
     assert read_vectors(path, 2, 0) == {}
     kept = read_vectors(path, 2, 1, keep=lambda word: word == "rome")
     assert kept == {"the": [0.1, 0.2], "rome": [0.7, 0.8]}
+    # lines past the limit that are not wanted are skipped unparsed, as before `keep` (a file cut
+    # short past the limit still reads)
+    path.write_text("the 0.1 0.2\nof 0.3 0.4\nparis 0.5\n", encoding="utf-8")
+    assert read_vectors(path, 2, 1, keep=lambda word: word == "rome") == {"the": [0.1, 0.2]}
 
 
 @pytest.mark.parametrize(

@@ -137,6 +137,9 @@ def test_vectors_of_lowercased_words_with_a_cased_vocabulary_are_refused(tmp_pat
     text = tiny_cvt_recipe(CHUNK, extra=extra) + "  vectors: {kind: cvt.vectors, files: unlabeled.txt, dim: 16}\n"
     errors = recipe_errors(tmp_path, text)
     assert "stages.fit.vocab.lowercase" in errors and "writes vectors of lower-cased words" in errors
+    # cased vectors meet a lower-casing vocabulary: both sides key them lower-cased, so that is fine
+    cased = text.replace("lowercase: false", "lowercase: true").replace("dim: 16}", "dim: 16, lowercase: false}")
+    load_recipe(write_recipe(tmp_path, cased), host=make_host(autoload=True))
 
 
 def test_unlabeled_text_of_blank_lines_is_named(tmp_path):

@@ -196,11 +196,14 @@ def test_blank_lines_may_end_the_file(tmp_path, ending):
 
 
 @pytest.mark.parametrize("sentence", ["", "  "])
-def test_empty_sentence_is_refused(tmp_path, sentence):
-    """An empty sentence was read as an empty input and trained on."""
+def test_empty_sentences_are_kept_and_counted_aloud(tmp_path, capsys, sentence):
+    """Official files have them (QQP's train.tsv: two empty question2), so they are read as GLUE's
+    own code reads them, but never silently: one warning per file, naming the first."""
     path = write(tmp_path / "train.tsv", RTE.replace("\tD.\t", f"\t{sentence}\t"))
-    err = expect_error(tmp_path, RTETask, "train", f"{path}:3", "empty sentence")
-    assert err.key == "sentence2"
+    examples = task(RTETask, tmp_path).examples("train")
+    assert [e.text_b for e in examples] == ["B.", sentence]
+    err = capsys.readouterr().err
+    assert f"warning: {path}: 1 empty sentence(s), kept as empty inputs (first: line 3, sentence2)" in err
 
 
 def test_bad_encoding(tmp_path):

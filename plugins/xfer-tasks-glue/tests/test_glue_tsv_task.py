@@ -166,3 +166,41 @@ def test_registered_metric_components_can_be_named(tmp_path):
 def test_an_unknown_metric_component_is_refused_with_a_suggestion():
     with pytest.raises(ValueError, match=r"unknown metric 'core\.mccc'; did you mean 'core\.mcc'"):
         TsvTaskConfig(labels=["a", "b"], metrics=["core.mccc"])
+
+
+PLUGIN = """
+from xfer.core import ComponentSpec, hookimpl
+
+XFER_NAMESPACE = "metricplug"
+
+
+def agree(golds, preds):
+    return 100.0 * sum(g == p for g, p in zip(golds, preds)) / len(golds)
+
+
+@hookimpl
+def xfer_metrics():
+    return [ComponentSpec(kind="metric", name="metricplug.agree", target="metricplug_mod:agree", version="1")]
+"""
+
+
+def test_metric_components_come_from_the_host_the_recipe_is_loaded_with(tmp_path, monkeypatch):
+    """A plugin in `make_host(modules=...)` was asked for in another (the default) host."""
+    from xfer.core.errors import RecipeError
+    from xfer.core.plugins import set_default_host
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.testing import make_host, write_recipe
+    from xfer.transformer.testing import tiny_finetune_recipe
+
+    (tmp_path / "metricplug_mod.py").write_text(PLUGIN)
+    (tmp_path / "train.tsv").write_text("t\ty\na\tpos\nb\tneg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    set_default_host(make_host(autoload=True))  # the process's host knows no metricplug
+    try:
+        task = "{name: glue/tsv, train: train.tsv, dev: train.tsv, text_a_column: t, label_column: y, labels: [neg, pos], metrics: [metricplug.agree]}"
+        path = write_recipe(tmp_path, tiny_finetune_recipe(task))
+        load_recipe(path, host=make_host(["metricplug_mod"], autoload=True))
+        with pytest.raises(RecipeError, match="metricplug"):
+            load_recipe(path)
+    finally:
+        set_default_host(None)

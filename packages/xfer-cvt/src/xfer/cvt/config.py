@@ -431,13 +431,11 @@ class CvtConfig:
                 f"{word_dim} (model {self.model!r}, sizes): make them equal",
             )
         lowercase = getattr(upstream, "lowercase", None)
-        if isinstance(lowercase, bool) and lowercase != self.vocab.lowercase:  # keys would not match
+        if lowercase is True and not self.vocab.lowercase:  # cased keys never meet lower-cased vectors
             raise FieldError(
                 ("vocab", "lowercase"),
-                f"stage {ref.stage!r} writes vectors of {'lower-cased' if lowercase else 'cased'} words, and "
-                f"vocab.lowercase is {str(self.vocab.lowercase).lower()}: "
-                + ("every capitalised word would start without its vector" if lowercase else "words would not match")
-                + "; make them equal",
+                f"stage {ref.stage!r} writes vectors of lower-cased words, and vocab.lowercase is false: every "
+                "capitalised word would start without its vector; make them equal",
             )
 
     def resolved_sizes(self) -> dict[str, Any]:

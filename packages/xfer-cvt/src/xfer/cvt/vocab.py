@@ -155,6 +155,9 @@ def read_vectors(
         full = limit is not None and len(vectors) >= limit
         if full and keep is None:
             return vectors  # `limit: 0` keeps nothing (it used to keep the first word)
+        if full and not keep(line.split(" ", 1)[0]):  # type: ignore[misc]
+            continue  # past the limit, not wanted: skipped unparsed (GloVe has 400k-2M lines); a wanted
+            # word never holds a space, so a word whose first token is unwanted is unwanted too
         parts = line.rstrip().split(" ")
         if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
             continue  # word2vec header

@@ -12,6 +12,7 @@ import csv
 import io
 import math
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,7 @@ def read_sentence_examples(
 
     examples: list[SentenceExample] = []
     seen: dict[str, int] = {}
+    empty: list[tuple[int, str]] = []  # (line, column) of empty sentences
     for number, row in enumerate(rows):
         ident = f"{split}-{row.fields[idx] if idx is not None else number}"
         if ident in seen:
@@ -193,8 +195,8 @@ def read_sentence_examples(
             else:
                 label = parse_label(path, row.line, row.fields[y], labels, key)
         for column in (a, b):
-            if column is not None and not row.fields[column].strip():  # would train on an empty input
-                raise DataError(path, row.line, "empty sentence", key=header[column] if header else f"column {column}")
+            if column is not None and not row.fields[column].strip():
+                empty.append((row.line, header[column] if header else f"column {column}"))
         examples.append(
             SentenceExample(
                 id=ident,
@@ -202,6 +204,13 @@ def read_sentence_examples(
                 text_b=row.fields[b] if b is not None else None,
                 label=label,
             )
+        )
+    if empty:  # official files have some (QQP's train.tsv: two empty question2): kept, as GLUE's own code does
+        line, column = empty[0]
+        print(
+            f"warning: {path}: {len(empty)} empty sentence(s), kept as empty inputs (first: line {line}, {column})",
+            file=sys.stderr,
+            flush=True,
         )
     return keep_examples(examples, max_examples, subsample, subsample_seed)
 
