@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import uuid
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,6 @@ from xfer.core.plugins import set_default_host
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.specs import ComponentSpec
 from xfer.testing import make_host, run_cli, write_recipe
-
-
-@pytest.fixture
-def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
-    """A fresh importable package (unique per test), as a third-party plugin would ship."""
-    name = f"plug_{uuid.uuid4().hex[:12]}"
-    root = tmp_path / "site"
-    (root / name).mkdir(parents=True)
-    (root / name / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(root))
-    return name, root / name
 
 
 def write(directory: Path, filename: str, source: str) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,18 +19,6 @@ from xfer.core.plugins import PluginHost, set_default_host
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.specs import ComponentSpec
 from xfer.testing import make_host, write_recipe
-
-
-@pytest.fixture
-def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
-    """A fresh importable package (unique per test), as a third-party plugin would ship."""
-    name = f"plug_{uuid.uuid4().hex[:12]}"
-    root = tmp_path / "site"
-    (root / name).mkdir(parents=True)
-    (root / name / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(root))
-    return name, root / name
-
 
 HEADER = """
 from __future__ import annotations
