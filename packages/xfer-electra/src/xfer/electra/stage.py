@@ -533,8 +533,8 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entrop
     message = (
         f"replaced-token detection collapsed: over the last {last} logged steps (up to step {row['step']}) the "
         f"discriminator's loss stayed at the entropy of the replaced fraction ({row['main_loss']:.3f}) with AUC "
-        f"{row['disc_auc']:.1f}: it gives nearly the same answer for every token. (It may still fine-tune better than "
-        "random init: docs/results.md has such a run.)"
+        f"{row['disc_auc']:.1f}: it gives nearly the same answer for every token. (Such a discriminator has fine-tuned "
+        "better than random init in one run of docs/results.md and not at all, every task at chance, in another.)"
     )
     gen_loss = row.get("gen_loss")
     see = "see docs/results.md (ELECTRA: pre-training)"
