@@ -47,7 +47,7 @@ import time
 import traceback
 import typing
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, NoReturn
@@ -587,3 +587,17 @@ def set_default_host(host: PluginHost | None) -> None:
     """Replace the process-wide host (tests and the xfer.testing kit)."""
     global _default_host
     _default_host = host
+
+
+@contextlib.contextmanager
+def recipe_host(host: PluginHost) -> Iterator[PluginHost]:
+    """Make `host` the default host while a recipe is validated, checked or run, then restore the
+    one before. Code inside a recipe that is not handed the host (a task config naming a metric
+    component, a stage config's pre-flight looking up an objective) asks `default_host()`; without
+    this, a recipe loaded with its own host (tests, the conformance kit) got another host's answer."""
+    previous = _default_host
+    set_default_host(host)
+    try:
+        yield host
+    finally:
+        set_default_host(previous)

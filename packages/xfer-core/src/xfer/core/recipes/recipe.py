@@ -174,7 +174,7 @@ def load_recipe(
     path: str | Path, overrides: tuple[str, ...] | list[str] = (), host: PluginHost | None = None
 ) -> Recipe:
     """Parse, merge includes, apply overrides and validate. Raises RecipeError listing every problem."""
-    from xfer.core.hostscope import recipe_host
+    from xfer.core.plugins import recipe_host
 
     with recipe_host(host or default_host()) as scoped:
         return _load_recipe(Path(path), overrides, scoped)

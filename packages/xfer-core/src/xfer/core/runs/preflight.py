@@ -54,7 +54,7 @@ def check_data(recipe: Recipe, host: PluginHost | None = None, only: set[str] | 
 def preflight_diagnostics(
     recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None
 ) -> list[Diagnostic]:
-    from xfer.core.hostscope import recipe_host
+    from xfer.core.plugins import recipe_host
 
     with recipe_host(host or default_host()) as scoped:
         return _preflight_diagnostics(recipe, scoped, only)

@@ -414,7 +414,7 @@ def _run_recipe(
     only: set[str] | None = None,
 ) -> RunResult:
     """The body of `run_recipe`, run while rank 0 holds the run directory's lock."""
-    from xfer.core.hostscope import recipe_host
+    from xfer.core.plugins import recipe_host
 
     with recipe_host(host or default_host()) as scoped:
         return _run_stages(recipe, run_dir, force=force, fork=fork, device=device, host=scoped, log=log, only=only)

@@ -98,5 +98,6 @@ def bioes_to_bio(tags: Sequence[str]) -> list[str]:
     return [f"{table.get(tag[0], tag[0])}{tag[1:]}" if tag != "O" else tag for tag in tags]
 
 
-def has_bioes_tags(tags: Sequence[str]) -> bool:
-    return any(tag[:2] in ("E-", "S-") for tag in tags)
+def is_bioes_tag(tag: str) -> bool:
+    """An E- or S- tag: only BIOES has them."""
+    return tag[:2] in ("E-", "S-")

@@ -202,12 +202,7 @@ class SpanTaggingTask(TaggingTask):
         why = ""
         if input_scheme == "auto":
             first_bioes = next(
-                (
-                    s.lines[i]
-                    for s in sentences
-                    for i, row in enumerate(s.rows)
-                    if schemes.has_bioes_tags([row[tag_col]])
-                ),
+                (s.lines[i] for s in sentences for i, row in enumerate(s.rows) if schemes.is_bioes_tag(row[tag_col])),
                 None,
             )
             input_scheme = "BIOES" if first_bioes else "IOB1"  # IOB1 -> IOB2 is the identity on IOB2
