@@ -14,6 +14,11 @@ positions in four ways and prints the discriminator's AUC for each:
 A discriminator that uses context detects unigram and shuffled replacements well above 50; one
 that only learned token identity detects uniform samples and nothing else. docs/results.md
 ("ELECTRA: pre-training") reads these numbers.
+
+`--layers` also prints, per layer, the token spread of the discriminator's hidden states on the
+uncorrupted examples (`xfer.transformer.collapse.token_spread`: ~0.5 healthy, below 0.01 a
+representation collapse, every token the same vector) and the size of what the layer's attention
+and feed-forward blocks add to the residual stream: where a collapse starts.
 """
 
 from __future__ import annotations
@@ -34,10 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", help="checkpoint name under checkpoints/ (default: the latest)")
     parser.add_argument("--examples", type=int, default=256, help="packed examples to probe (default 256)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--layers", action="store_true", help="also print each layer's token spread")
     args = parser.parse_args(argv)
     try:
         for name, replaced, auc in probe(args.stage_dir, args.checkpoint, args.examples, args.seed):
             print(f"{name:40s} replaced {replaced:5.1f}%   discriminator AUC {auc:5.1f}")
+        if args.layers:
+            print(f"\n{'hidden states after':24s} {'token spread':>12s} {'|attention out|':>15s} {'|FFN out|':>9s}")
+            for name, spread, attention, ffn in layer_spreads(
+                args.stage_dir, args.checkpoint, args.examples, args.seed
+            ):
+                sizes = f"{attention:15.2f} {ffn:9.2f}" if attention is not None else ""
+                print(f"{name:24s} {spread:12.2e} {sizes}")
     except ProbeError as exc:
         print(f"probe_detection: {exc}", file=sys.stderr)
         return 2
@@ -88,6 +101,43 @@ def probe(stage_dir: Path, checkpoint: str | None, n_examples: int, seed: int) -
             logits = objective.head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, real)).float()
             y = labels.index_select(0, real).numpy()
             rows.append((name, 100.0 * y.mean(), 100.0 * roc_auc_score(y, logits.numpy())))
+    return rows
+
+
+def layer_spreads(
+    stage_dir: Path, checkpoint: str | None, n_examples: int, seed: int
+) -> list[tuple[str, float, float | None, float | None]]:
+    """(module, token spread of its output, mean norm of the attention block's output, of the FFN
+    block's output) for the embeddings and each layer of the discriminator, on uncorrupted examples."""
+    from xfer.transformer.collapse import token_spread
+
+    objective, tokenizer = load_objective(stage_dir, checkpoint)
+    batch, _ = _batch(stage_dir, n_examples, seed, tokenizer)
+    encoder = objective.discriminator
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(name: str) -> Any:
+        def hook(module: Any, inputs: Any, output: torch.Tensor) -> None:
+            seen[name] = output.detach().float().reshape(-1, output.shape[-1])
+
+        return hook
+
+    modules = {"embeddings": encoder.embeddings}
+    for i, layer in enumerate(encoder.layers):
+        modules |= {f"layer {i}": layer, f"layer {i} attn_out": layer.attn_out, f"layer {i} ffn_out": layer.ffn_out}
+    handles = [module.register_forward_hook(keep(name)) for name, module in modules.items()]
+    try:
+        with torch.no_grad():
+            encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    finally:
+        for handle in handles:
+            handle.remove()
+    rows: list[tuple[str, float, float | None, float | None]] = [
+        ("embeddings", float(token_spread(seen["embeddings"])), None, None)
+    ]
+    for i in range(len(encoder.layers)):
+        attention, ffn = (float(seen[f"layer {i} {part}"].norm(dim=1).mean()) for part in ("attn_out", "ffn_out"))
+        rows.append((f"layer {i}", float(token_spread(seen[f"layer {i}"])), attention, ffn))
     return rows
 
 

@@ -301,3 +301,57 @@ def test_compare_system_names_may_hold_equals_signs(tmp_path: Path) -> None:
     assert _split_spec(f"BAM={tmp_path / 'l0'}") == ("BAM", "=", tmp_path / "l0")
     assert _split_spec(str(tmp_path / "l0")) == ("", "", tmp_path / "l0")
     assert _split_spec("A=missing") == ("A", "=", Path("missing"))  # reported as a missing folder later
+
+
+def test_teachers_from_a_collapsed_encoder_warn_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An `init:` encoder that maps every token to one vector (its last LayerNorm's gain zeroed) is
+    named on stderr and in the report before the teachers train; the same encoder unharmed is not."""
+    from xfer.transformer.encoder import Encoder
+    from xfer.transformer.modelio import save_model_dir
+    from xfer.transformer.presets import preset
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog runs . the dogs run . a cat sleeps . cats sleep .\n" * 20)
+    tokenizer = WordPieceTokenizer.train([corpus], 120, min_frequency=1)
+    torch.manual_seed(0)
+    encoder = Encoder(
+        preset(
+            "tiny",
+            vocab_size=tokenizer.vocab_size,
+            num_layers=1,
+            hidden_size=32,
+            embedding_size=32,
+            intermediate_size=64,
+            num_heads=2,
+        )
+    )
+
+    def run(name: str) -> str:
+        folder = save_model_dir(tmp_path / name / "model", {"encoder": encoder})
+        tokenizer.save(folder)
+        text = f"""
+stages:
+  teachers:
+    kind: bam.teachers
+    init: {folder}
+    max_length: 32
+    trials: 1
+    tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8}}]
+    train: {{steps: 1, batch_size: 8, precision: fp32}}
+"""
+        capsys.readouterr()
+        run_recipe_file(write_recipe(tmp_path / name, text), tmp_path / name / "run", make_host(autoload=True))
+        err = capsys.readouterr().err
+        return err + (tmp_path / name / "run/teachers/report.md").read_text()
+
+    assert "same vector" not in run("healthy")
+    with torch.no_grad():
+        encoder.layers[-1].ffn_norm.weight.zero_()
+    out = run("collapsed")
+    assert (
+        f"warning: {tmp_path / 'collapsed' / 'model'}: this encoder maps every token to nearly the same vector" in out
+    )
+    assert "## Warning" in out

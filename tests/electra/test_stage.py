@@ -324,6 +324,14 @@ def test_probe_detection_tool_reads_a_pretraining_stage(pretrained: Path, capsys
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all("discriminator AUC" in line for line in lines)
     assert module.main([str(pretrained.parent.parent)]) == 2, "a run directory is not a stage directory"
+    rows = module.layer_spreads(pretrained.parent, None, 8, 0)  # type: ignore[attr-defined]
+    objective, _ = module.load_objective(pretrained.parent, None)  # type: ignore[attr-defined]
+    assert [r[0] for r in rows] == ["embeddings"] + [f"layer {i}" for i in range(len(objective.discriminator.layers))]
+    assert all(0.01 < r[1] <= 1.0 for r in rows), rows  # a freshly pre-trained toy model has not collapsed
+    assert rows[0][2] is None and all(r[2] > 0 and r[3] > 0 for r in rows[1:]), rows
+    capsys.readouterr()
+    assert module.main([str(pretrained.parent), "--examples", "8", "--layers"]) == 0
+    assert capsys.readouterr().out.count("\nlayer ") == len(rows) - 1
 
 
 def test_probe_context_tool_trains_detectors_that_can_learn(pretrained: Path, capsys: pytest.CaptureFixture) -> None:

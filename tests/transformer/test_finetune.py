@@ -136,6 +136,47 @@ stages:
     assert results["toy/agreement"]["runs"][0]["steps"] == 2
 
 
+def test_fine_tuning_from_a_collapsed_encoder_warns_before_training(
+    finetuned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An `init:` encoder that maps every token to one vector (its last LayerNorm's gain zeroed: every
+    output is the bias) gets a warning on stderr and in the report; the same model unharmed does not."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    healthy = finetuned / "outputs/models/toy-agreement"
+    collapsed = tmp_path / "collapsed"
+    shutil.copytree(healthy, collapsed)
+    weights = load_file(collapsed / "model.safetensors")
+    gains = [k for k in weights if k.endswith("ffn_norm.weight")]
+    last = max(gains, key=lambda k: int(k.split("layers.")[1].split(".")[0]))
+    weights[last] = torch.zeros_like(weights[last])
+    save_file(weights, collapsed / "model.safetensors", metadata={"format": "pt"})
+
+    def run(init: Path, name: str) -> tuple[str, str]:
+        recipe = write_recipe(
+            tmp_path / name,
+            f"""
+stages:
+  again:
+    kind: transformer.finetune
+    init: {init}
+    tasks: [{{name: toy/agreement, train_size: 32, dev_size: 16}}]
+    train: {{steps: 1, batch_size: 16, precision: fp32}}
+""",
+        )
+        capsys.readouterr()
+        run_recipe_file(recipe, tmp_path / name / "run", make_host(autoload=True))
+        return capsys.readouterr().err, (tmp_path / name / "run/again/report.md").read_text()
+
+    err, report = run(collapsed, "bad")
+    assert f"warning: {collapsed}: this encoder maps every token to nearly the same vector" in err
+    assert "its pre-training collapsed" in report
+    err, report = run(healthy, "good")
+    assert "same vector" not in err and "same vector" not in report
+
+
 def test_preset_literal_matches_presets() -> None:
     assert set(typing.get_args(PresetName)) == set(PRESETS)
 

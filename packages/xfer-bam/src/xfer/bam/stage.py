@@ -48,6 +48,7 @@ from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import nonempty_examples
 from xfer.core.train_config import TrainConfig
 from xfer.core.trainer import Trainer, load_evaluated_weights, resolve_precision
+from xfer.transformer.collapse import warn_if_collapsed
 
 BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")
 
@@ -68,6 +69,8 @@ class Setup:
         weights = resolve_init(config, ctx)
         tokenizer = load_tokenizer(config, ctx, weights.tokenizer_folder)
         settle(weights, tokenizer, config, ctx.seed)
+        if config.init is not None and weights.encoder_state is not None:
+            warn_if_collapsed(ctx, weights.encoder_config, weights.encoder_state, tokenizer, ctx.resolve(config.init))
         return cls(config, tokenizer, weights, resolve_precision(config.train.precision, ctx.device))
 
     def autocast(self, device: torch.device) -> Any:

@@ -34,6 +34,7 @@ from xfer.core.trainer import Trainer
 from xfer.electra import flops
 from xfer.electra.objective import PretrainingObjective, SpecialTokens
 from xfer.electra.stage_config import PretrainConfig
+from xfer.transformer.collapse import REPRESENTATION_COLLAPSE
 
 
 def run_pretrain(ctx: StageContext) -> None:
@@ -51,7 +52,9 @@ def run_pretrain(ctx: StageContext) -> None:
     steps, plan = _plan(config, objective, encoder_config, lengths)
     train = dataclasses.replace(config.train, steps=steps)
     source = _source(ctx, train, examples, tokenizer, config.corpus.shuffle_buffer)
-    trainer = Trainer(train, objective, source, ctx.dir, device=ctx.device, events=ctx.events(), description="pretrain")
+    trainer = Trainer(
+        train, objective, source, ctx.dir, device=ctx.device, events=CollapseWatch(ctx.events()), description="pretrain"
+    )
     trainer.fit()
     trainer.load_weights("last")  # the EMA weights when EMA is on: what the run's diagnostics describe
     if ctx.is_main:
@@ -509,6 +512,68 @@ def _report(plan: dict, steps: int) -> str:
 # --- diagnostics ----------------------------------------------------------------------------------
 
 
+def representation_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | None:
+    """A message when the discriminator's token spread stayed below `REPRESENTATION_COLLAPSE` over
+    the last `last` logged steps, else None.
+
+    Why apart from `detection_collapse`: both show a loss at the base rate, but this one does not
+    recover. The collapsed run of docs/results.md ("A second pre-training seed") sat at AUC ~50 for
+    its last 6,800 steps, and its encoder then fine-tuned to chance on every GLUE task, where the
+    advice for a discriminator that has not learned context yet is to train longer."""
+    spreads = [r for r in rows if "disc_token_spread" in r]
+    tail = spreads[-last:]
+    if len(tail) < last or any(r["disc_token_spread"] >= REPRESENTATION_COLLAPSE for r in tail):
+        return None
+    since = tail[0]["step"]
+    for row in reversed(spreads):
+        if row["disc_token_spread"] >= REPRESENTATION_COLLAPSE:
+            break
+        since = row["step"]
+    row = tail[-1]
+    auc = f", detection AUC {row['disc_auc']:.1f}" if "disc_auc" in row else ""
+    return (
+        f"the discriminator's representations collapsed: since step {since} (up to step {row['step']}) it maps "
+        f"every token to nearly the same vector (disc_token_spread {row['disc_token_spread']:.1e}, below "
+        f"{REPRESENTATION_COLLAPSE}; healthy discriminators in docs/results.md: ~0.5{auc}). It no longer reads its "
+        "input. In the measured run, more steps did not undo this (AUC ~50 for its last 6,800 of 8,645 steps), and "
+        "fine-tuned, its encoder stayed at chance on every GLUE task: do not fine-tune this checkpoint; pre-train "
+        "again with another seed (the other seed of the same recipe did not collapse). See docs/results.md "
+        '("A second pre-training seed").'
+    )
+
+
+class CollapseWatch:
+    """The stage's trainer events, passed through to `RunLog`, that also warn on stderr as soon as
+    `representation_collapse` holds (once per run): a collapsed discriminator does not recover, so
+    the user can stop a long run early instead of finding out from the end-of-run warning."""
+
+    def __init__(self, events: Any, last: int = 3):
+        self._events = events
+        self._last = last
+        self._rows: list[dict[str, Any]] = []
+        self.warned = False
+
+    def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
+        self._events.log(step, split, metrics)
+        if split != "train" or "disc_token_spread" not in metrics or self.warned:
+            return
+        self._rows = [*self._rows[-(self._last - 1) :], {"step": step, **metrics}]
+        message = representation_collapse(self._rows, self._last)
+        if message:
+            self.warned = True
+            print(f"\nwarning: step {step}: {message}", file=sys.stderr, flush=True)
+
+    def checkpoint_saved(self, step: int, path: Path) -> None:
+        self._events.checkpoint_saved(step, path)
+
+    def resumed(self, step: int) -> None:
+        self._events.resumed(step)
+
+    @property
+    def host(self) -> Any:  # the trainer names the objective's provider in its errors through this
+        return getattr(self._events, "host", None)
+
+
 def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entropy: float | None = None) -> str | None:
     """A message when replaced-token detection ended at the base rate, else None.
 
@@ -519,8 +584,12 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entrop
     unigram entropy within a few hundred steps, so its samples become unigram draws — the same
     distribution as the tokens they replace — and a discriminator that does not use context yet
     cannot tell them apart. Given the corpus's `unigram_entropy`, the message says when that is
-    the case (the generator's loss is still within 5% of it).
+    the case (the generator's loss is still within 5% of it). A discriminator whose token spread
+    also collapsed gets `representation_collapse`'s message instead: more steps do not help it.
     """
+    collapsed = representation_collapse(rows, last)
+    if collapsed:
+        return collapsed
     tail = [r for r in rows if {"main_loss", "replaced", "disc_auc"} <= set(r)][-last:]
     if len(tail) < last:
         return None

@@ -34,6 +34,7 @@ from xfer.core.results import HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, nonempty_examples
 from xfer.core.trainer import Trainer
+from xfer.transformer.collapse import warn_if_collapsed
 from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
 
 
@@ -89,6 +90,8 @@ def run_finetune(ctx: StageContext) -> None:
         )
     if init_state is None and encoder_config.vocab_size != tokenizer.vocab_size and "vocab_size" not in config.encoder:
         encoder_config = replace(encoder_config, vocab_size=tokenizer.vocab_size)
+    if init_state is not None:
+        warn_if_collapsed(ctx, encoder_config, init_state, tokenizer, init_folder)
     results = {
         ref.name: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks
     }
