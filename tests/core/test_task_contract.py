@@ -32,7 +32,7 @@ from xfer.core.tasks import (
     check_examples,
     nonempty_examples,
 )
-from xfer.testing import make_host, write_recipe
+from xfer.testing import make_host, run_recipe_file, write_recipe
 
 
 class MemTask(Task):
@@ -157,6 +157,7 @@ def test_a_long_label_set_is_abbreviated() -> None:
         ({"a", "b"}, "its labels is a set, not a tuple of strings in a fixed order; plugin bug"),
         (("a", "a", "b"), "its labels lists 'a' twice; plugin bug"),
         (("a", 1), "its labels has 1 (int), not a string; plugin bug"),
+        (("a", None), "its labels has None (NoneType), not a string; plugin bug"),
     ],
 )
 def test_a_classification_label_set_must_be_unique_strings(labels: Any, expected: str) -> None:
@@ -354,11 +355,85 @@ def test_parsing_trees_match_their_words() -> None:
     assert "example 's1' has 1 heads for 2 words" in str(contract_error(short, "train"))
     far = task("parsing", (), train=[ParsingExample("s1", words, (0, 3), ("root", "dep"))])
     assert "example 's1' has head 3, not a word index in 0..2" in str(contract_error(far, "train"))
+    none = task("parsing", (), train=[ParsingExample("s1", words, (0, None), ("root", "dep"))])
+    assert "example 's1' has head None, not a word index in 0..2" in str(contract_error(none, "train"))
 
 
 def test_parsing_relations_match_their_words() -> None:
     t = task("parsing", (), train=[ParsingExample("s1", ("a", "b"), (2, 0), None)])
     assert "example 's1' has relations None for 2 words" in str(contract_error(t, "train"))
+
+
+def test_parsing_relations_are_strings_even_without_a_relation_set() -> None:
+    """A parsing task may leave `labels` empty: its relations need only be strings."""
+    words = ("a", "b")
+    fine = task("parsing", (), train=[ParsingExample("s1", words, (2, 0), ("anything", "goes"))])
+    assert fine.check_data(["train"]) == []
+    for split in ("train", "dev"):
+        t = task("parsing", (), train=fine.data["train"], dev=fine.data["train"])
+        t.data[split] = [ParsingExample("s1", words, (2, 0), ("nsubj", 3))]
+        assert str(contract_error(t, split)) == (
+            f"task 'mine/task' ({split}): example 's1' has relation 3 (word 2), not a string"
+        )
+
+
+def test_training_relations_must_be_in_the_relation_set() -> None:
+    """conll/ud-parse's labels is the relation set of its train file: the relation indices of the
+    parser's head (cvt.train's `index[r]`) exist only for those."""
+    train = [ParsingExample("s1", ("a", "b"), (2, 0), ("obj", "root"))]
+    error = contract_error(task("parsing", ("nsubj", "root"), train=train), "train")
+    assert str(error) == (
+        "task 'mine/task' (train): example 's1' has relation 'obj' (word 1), not one of its labels ('nsubj', 'root')"
+    )
+    assert error.example_id == "s1"
+
+
+def test_dev_and_test_relations_unseen_in_training_are_a_warning_not_an_error() -> None:
+    """UD dev/test files have relation subtypes the train file lacks: a miss, not a contract breach."""
+    words = ("a", "b", "c")
+    t = task(
+        "parsing",
+        ("nsubj", "root"),
+        train=[ParsingExample("t1", words, (2, 0, 2), ("nsubj", "root", "nsubj"))],
+        dev=[
+            ParsingExample("d1", words, (2, 0, 2), ("nsubj", "root", "nsubj")),
+            ParsingExample("d2", words, (2, 0, 2), ("nsubj:pass", "root", "obl:tmod")),
+        ],
+        test=[ParsingExample("s1", words, (2, 0, 2), ("nsubj", "root", "punct"))],
+    )
+    for split, expected in (
+        (
+            "dev",
+            "task 'mine/task' (dev): 2 gold relations not in the training relation set, first 'nsubj:pass' "
+            "in example 'd2'",
+        ),
+        (
+            "test",
+            "task 'mine/task' (test): 1 gold relation not in the training relation set, first 'punct' in example 's1'",
+        ),
+    ):
+        with pytest.warns(UnseenTagsWarning) as caught:
+            assert nonempty_examples(t, split) == t.examples(split)
+        assert [str(w.message) for w in caught] == [f"{expected}; they count as misses"]
+    with pytest.warns(UnseenTagsWarning):
+        assert t.check_data(["train", "dev", "test"]) == []
+    t.data["dev"] = [ParsingExample("d1", words)]  # unlabelled: no relations, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert t.check_data(["train", "dev"]) == []
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"nsubj", "root"}, "its labels (its relation set) is a set, not a tuple of strings in a fixed order"),
+        (("root", "root"), "its labels (its relation set) lists 'root' twice"),
+        (("root", None), "its labels (its relation set) has None (NoneType), not a string"),
+    ],
+)
+def test_a_parsing_relation_set_must_be_unique_strings(labels: Any, expected: str) -> None:
+    t = task("parsing", labels, train=[ParsingExample("s1", ("a",), (0,), ("root",))])
+    assert str(contract_error(t, "train")) == f"task 'mine/task': {expected}; plugin bug"
 
 
 def test_translation_source_must_be_a_string() -> None:
@@ -377,12 +452,69 @@ def test_checking_is_linear_and_cheap() -> None:
     check_examples(task(train=big), "train", big)  # well under a second; a quadratic check would not finish
 
 
+# --- 6. span QA answers -------------------------------------------------------------------------
+
+
+CONTEXT = "Die Zürcher Straßenbahn fährt seit 1882."
+
+
+def qa(*answers: Any, context: Any = CONTEXT, question: Any = "Seit wann?") -> list[SpanQAExample]:
+    return [SpanQAExample("q1", question, context, tuple(answers))]
+
+
+def test_well_formed_answers_pass() -> None:
+    """The SQuAD invariant: the context at `start` reads the answer text (offsets in characters,
+    not bytes: the non-ASCII context before the answer would shift byte offsets)."""
+    start = CONTEXT.index("1882")
+    train = [
+        *qa(Answer("1882", start), Answer("seit 1882", start - 5), Answer("Die", 0)),
+        SpanQAExample("q2", "Und?", CONTEXT, (), is_impossible=True),
+    ]
+    t = task("span_qa", (), train=train, dev=qa(Answer("1882.", start)))
+    assert t.check_data(["train", "dev"]) == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (
+            Answer("1882", 0),
+            "has answer 1 '1882' at character 0, but the context there reads 'Die ' (an answer's start is the "
+            "offset of its text in the context)",
+        ),
+        (Answer("1882", 40), "has answer 1 '1882' at character 40, outside its context (40 characters)"),
+        (Answer("Die", -1), "has answer 1 'Die' at character -1, outside its context (40 characters)"),
+        (Answer("1882", "35"), "has answer 1 '1882' with start '35' (str), not a character offset (an int)"),
+        (Answer("1882", None), "has answer 1 '1882' with start None (NoneType), not a character offset (an int)"),
+        (Answer("Die", True), "has answer 1 'Die' with start True (bool), not a character offset (an int)"),
+        (Answer(1882, 35), "has answer 1 with text 1882 (int), not a string"),
+        ({"text": "1882", "answer_start": 35}, "has answer 1 of type dict, not an Answer(text, start)"),
+    ],
+)
+def test_malformed_answers_are_reported(answer: Any, expected: str) -> None:
+    for split in ("train", "dev"):
+        t = task("span_qa", (), train=qa(Answer("Die", 0)), dev=qa(Answer("Die", 0)))
+        t.data[split] = qa(Answer("Die", 0), answer)
+        error = contract_error(t, split)
+        assert str(error) == f"task 'mine/task' ({split}): example 'q1' {expected.replace('answer 1', 'answer 2')}"
+        assert error.example_id == "q1"
+
+
+def test_question_and_context_are_strings_and_answers_a_tuple() -> None:
+    t = task("span_qa", (), train=qa(Answer("Die", 0), context=None))
+    assert "example 'q1' has question str / context NoneType, not strings" in str(contract_error(t, "train"))
+    t.data["train"] = [SpanQAExample("q1", "Seit wann?", CONTEXT, Answer("Die", 0))]  # type: ignore[arg-type]
+    assert "example 'q1' has answers of type Answer, not a tuple of Answers" in str(contract_error(t, "train"))
+
+
 # --- pre-flight and the CLI ---------------------------------------------------------------------
 
 
 @dataclass
 class BugConfig:
-    bug: str = knob("none", "Which contract to break: none, dup_ids, label_none, dicts, no_labels, crash.")
+    bug: str = knob(
+        "none", "Which contract to break: none, dup_ids, label_none, bad_label, no_train, dicts, no_labels, crash."
+    )
 
 
 class BuggyTask(MemTask):
@@ -401,6 +533,8 @@ class BuggyTask(MemTask):
             return [{"id": e.id, "text_a": e.text_a, "label": e.label} for e in rows]
         if bug == "bad_label" and split == "train":
             return [*rows, SentenceExample("train-9", "x", label="neg")]
+        if bug == "no_train" and split == "train":
+            return []
         return rows
 
     @property
@@ -486,6 +620,36 @@ def test_validate_data_reports_plugin_bugs(
     assert "Traceback" not in err
     assert f"stage 'second', {expected}" in err
     assert "stage 'first'" not in err, "the clean first stage has no problem"
+
+
+STAGE_ONLY = """\
+name: contract
+stages:
+  only:
+    kind: testing.fit
+    task: {name: bad/cls, bug: BUG}
+    train: {steps: 2, batch_size: 8}
+"""
+
+
+@pytest.mark.parametrize(
+    ("bug", "expected"),
+    [
+        ("dup_ids", "task 'bad/cls' (dev): examples #1 and #2 have the same id 'same-id'"),
+        ("label_none", "task 'bad/cls' (train): training example 'train-1' has no label"),
+        ("bad_label", "task 'bad/cls' (train): example 'train-9' has label 'neg', not one of its labels"),
+        ("dicts", "task 'bad/cls' (train): example #1 is a dict, not a SentenceExample"),
+        ("no_train", "bad/cls: the training set is empty"),
+    ],
+)
+def test_a_stage_run_without_pre_flight_checks_the_contract_too(tmp_path: Path, host, bug: str, expected: str) -> None:
+    """testing.fit loads its examples through `nonempty_examples` / `check_examples`: a recipe run
+    in-process (no pre-flight) stops at the contract breach, not at a ValueError from deep inside
+    the stage or, worse, a model trained and scored on broken data."""
+    path = write_recipe(tmp_path, STAGE_ONLY.replace("BUG", bug))
+    with pytest.raises(UserError) as caught:
+        run_recipe_file(path, tmp_path / "run", host)
+    assert str(caught.value).startswith(expected)
 
 
 def test_run_stops_before_training_on_a_plugin_bug(tmp_path: Path, host, capsys) -> None:

@@ -365,3 +365,100 @@ def test_results_follow_the_shared_layout(multitask):
         "mt/parallel",
         "all tasks",
     ]
+
+
+# --- the Task contract at stage time (a stage run without pre-flight) ---------------------------
+
+
+def load_mem_task(kind, labels, **data):
+    """`load_tasks` on one in-memory task of `kind` whose `examples(split)` returns `data[split]`."""
+    from types import SimpleNamespace
+
+    from xfer.core.tasks import Task
+    from xfer.cvt.stage import load_tasks
+
+    class MemTask(Task):
+        type = kind
+        main_metric = "score"
+
+        @property
+        def labels(self):
+            return labels
+
+        def examples(self, split):
+            return data[split]
+
+        def evaluate(self, examples, predictions):
+            return {"score": 0.0}
+
+    ctx = SimpleNamespace(host=SimpleNamespace(load=lambda component, name: MemTask))
+    return load_tasks(ctx, SimpleNamespace(tasks=[SimpleNamespace(name="mem/task", config=None)]))
+
+
+WORDS = ("a", "b")
+
+
+def test_load_tasks_checks_the_task_contract():
+    """cvt.train read examples with `task.examples` and checked only their class: duplicate ids or a
+    training relation outside the relation set (a KeyError in the relation index) went through."""
+    from xfer.core.tasks import ParsingExample, TaggingExample, TaskContractError
+
+    tags = [TaggingExample("s1", WORDS, ("B", "O")), TaggingExample("s1", WORDS, ("O", "O"))]
+    with pytest.raises(
+        TaskContractError, match=r"^task 'mem/task' \(train\): examples #1 and #2 have the same id 's1'"
+    ):
+        load_mem_task("tagging", ("B", "O"), train=tags, dev=tags[:1])
+    with pytest.raises(TaskContractError, match=r"^task 'mem/task' \(dev\): examples #1 and #2 have the same id 's1'"):
+        load_mem_task("tagging", ("B", "O"), train=tags[:1], dev=tags)
+    tree = ParsingExample("t1", WORDS, (2, 0), ("obj", "root"))
+    with pytest.raises(
+        TaskContractError,
+        match=r"^task 'mem/task' \(train\): example 't1' has relation 'obj' \(word 1\), not one of its labels",
+    ):
+        load_mem_task("parsing", ("nsubj", "root"), train=[tree], dev=[tree])
+
+
+def test_load_tasks_refuses_examples_of_the_wrong_class_by_the_contract():
+    """The ad-hoc class check ("a tagging task must yield TaggingExamples") is check_examples' now:
+    same information, plus which split and example."""
+    from xfer.core.tasks import TaggingExample, TaskContractError
+
+    good = [TaggingExample("s1", WORDS, ("B", "O"))]
+    with pytest.raises(
+        TaskContractError,
+        match=r"^task 'mem/task' \(dev\): example #1 is a dict, not a TaggingExample \(what a tagging task's",
+    ):
+        load_mem_task("tagging", ("B", "O"), train=good, dev=[{"id": "d1", "words": WORDS}])
+
+
+def test_load_tasks_refuses_an_empty_training_set():
+    from xfer.core.tasks import TaggingExample
+
+    with pytest.raises(UserError, match=r"^mem/task: the training set is empty$"):
+        load_mem_task("tagging", ("B", "O"), train=[], dev=[TaggingExample("d1", WORDS, ("B", "O"))])
+
+
+def test_load_tasks_warns_of_dev_tags_and_relations_unseen_in_training():
+    """As pre-flight does: a dev tag or relation outside the training set is a miss, not an error."""
+    from xfer.core.tasks import ParsingExample, TaggingExample, UnseenTagsWarning
+
+    with pytest.warns(UnseenTagsWarning, match=r"\(dev\): 1 gold tag not in the training tag set, first 'B-MISC'"):
+        (data,) = load_mem_task(
+            "tagging", ("B", "O"), train=[TaggingExample("t1", WORDS, ("B", "O"))],
+            dev=[TaggingExample("d1", WORDS, ("B-MISC", "O"))],
+        )  # fmt: skip
+    assert [e.id for e in data.dev] == ["d1"]
+    with pytest.warns(UnseenTagsWarning, match=r"\(dev\): 1 gold relation not in the training relation set"):
+        load_mem_task(
+            "parsing", ("nsubj", "root"), train=[ParsingExample("t1", WORDS, (2, 0), ("nsubj", "root"))],
+            dev=[ParsingExample("d1", WORDS, (2, 0), ("nsubj:pass", "root"))],
+        )  # fmt: skip
+
+
+def test_load_tasks_still_refuses_a_sentence_without_words():
+    """Not part of the Task contract (an empty sentence is a valid TaggingExample), so cvt keeps it."""
+    from xfer.core.tasks import TaggingExample
+
+    good = [TaggingExample("t1", WORDS, ("B", "O"))]
+    with pytest.raises(UserError, match=r"^mem/task: dev sentence 'd1' has no words$"):
+        load_mem_task("tagging", ("B", "O"), train=good, dev=[TaggingExample("d1", (), ())])

@@ -119,7 +119,7 @@ class TaskInfo:
 
     name: str
     type: TaskType
-    labels: tuple[str, ...] = ()  # classification labels or tag set (tagging)
+    labels: tuple[str, ...] = ()  # classification labels, tag set (tagging) or relation set (parsing)
     main_metric: str = ""
     greater_is_better: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -156,9 +156,10 @@ class Task(abc.ABC):
         before an early stage trains. A reader stops at a file's first error, so expect at most
         one problem per split.
 
-        Default: `examples(split)` for each split (also `labels`, which tagging tasks read from
-        the train file), then `check_examples` on what each split returned: the Task contract
-        (type, example classes, unique ids, labels within `labels`, labelled training data).
+        Default: `examples(split)` for each split (also `labels`, which tagging and parsing tasks
+        read from the train file), then `check_examples` on what each split returned: the Task
+        contract (type, example classes, unique ids, labels within `labels`, well-formed trees and
+        answer spans, labelled training data).
         An exception other than a UserError, from the plugin's reader, is reported as a plugin
         bug. Override to skip data that is not local (e.g. a hub download).
         """
@@ -198,7 +199,8 @@ class Task(abc.ABC):
 
     @property
     def labels(self) -> tuple[str, ...]:
-        """Label set (classification) or tag set (tagging), in a fixed order. Empty otherwise."""
+        """Label set (classification), tag set (tagging) or relation set (parsing; may be empty),
+        in a fixed order. Empty otherwise."""
         return ()
 
     def info(self) -> TaskInfo:
@@ -270,7 +272,8 @@ class TaskContractError(UserError):
 
 
 class UnseenTagsWarning(UserWarning):
-    """A tagging task's dev or test split has gold tags outside its (training) tag set."""
+    """A tagging task's dev or test split has gold tags outside its (training) tag set, or a
+    parsing task's has gold relations outside its (training) relation set."""
 
 
 def task_type(task: Task) -> str:
@@ -303,23 +306,27 @@ def _show_labels(labels: Sequence[str], limit: int = 12) -> str:
     return f"({shown})" if len(labels) <= limit else f"({shown}, ... {len(labels)} in all)"
 
 
+_LABELS_ARE = {"classification": "labels", "tagging": "labels (its tag set)", "parsing": "labels (its relation set)"}
+
+
 def _check_labels(task: Task, kind: str) -> tuple[str, ...]:
-    """The label set of a classification or tagging task: a non-empty sequence of unique strings."""
+    """The label set of a classification, tagging or parsing task: a sequence of unique strings,
+    non-empty except for parsing (a parsing task may leave its relation set unstated)."""
     labels = task.labels
-    what = "labels" if kind == "classification" else "labels (its tag set)"
+    what = _LABELS_ARE[kind]
     if not isinstance(labels, (tuple, list)):
         raise TaskContractError(
             task.name,
             None,
             f"its {what} is a {type(labels).__name__}, not a tuple of strings in a fixed order; plugin bug",
         )
-    if not labels:
+    if not labels and kind != "parsing":
         raise TaskContractError(task.name, None, f"a {kind} task needs labels, but its {what} is empty; plugin bug")
-    bad = next((label for label in labels if not isinstance(label, str)), None)
-    if bad is not None:
-        raise TaskContractError(
-            task.name, None, f"its {what} has {bad!r} ({type(bad).__name__}), not a string; plugin bug"
-        )
+    for label in labels:  # a loop, not next(..., None): a None label must be found too
+        if not isinstance(label, str):
+            raise TaskContractError(
+                task.name, None, f"its {what} has {label!r} ({type(label).__name__}), not a string; plugin bug"
+            )
     if len(set(labels)) != len(labels):
         twice = next(label for i, label in enumerate(labels) if label in labels[:i])
         raise TaskContractError(task.name, None, f"its {what} lists {twice!r} twice; plugin bug")
@@ -343,11 +350,46 @@ def _is_words(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and all(isinstance(word, str) for word in value)
 
 
+def _open_labels(example: Any) -> Sequence[Any]:
+    """The gold strings of an example that a tagging or parsing task's training label set may lack
+    in dev/test: tags (tagging) or relations (parsing); () when unlabelled or another kind."""
+    if isinstance(example, TaggingExample):
+        return example.tags or ()
+    if isinstance(example, ParsingExample) and example.heads is not None:
+        return example.relations or ()
+    return ()
+
+
+def _answer_problem(number: int, answer: Any, context: str) -> str | None:
+    """What is wrong with answer `number` (1-based) of a span-QA example, or None: an `Answer`
+    whose text is a string found in `context` at character offset `start` (SQuAD's invariant)."""
+    if not isinstance(answer, Answer):
+        return f"has answer {number} of type {type(answer).__name__}, not an Answer(text, start)"
+    text, start = answer.text, answer.start
+    if not isinstance(text, str):
+        return f"has answer {number} with text {text!r} ({type(text).__name__}), not a string"
+    if isinstance(start, bool) or not isinstance(start, int):
+        return (
+            f"has answer {number} {text!r} with start {start!r} ({type(start).__name__}), "
+            "not a character offset (an int)"
+        )
+    if not 0 <= start <= len(context) - len(text):
+        return f"has answer {number} {text!r} at character {start}, outside its context ({len(context)} characters)"
+    found = context[start : start + len(text)]
+    if found != text:
+        return (
+            f"has answer {number} {text!r} at character {start}, but the context there reads {found!r} "
+            "(an answer's start is the offset of its text in the context)"
+        )
+    return None
+
+
 def _example_problem(
-    example: Any, kind: str, labels: tuple[str, ...], label_set: frozenset[str], tags_in_labels: bool = True
+    example: Any, kind: str, labels: tuple[str, ...], label_set: frozenset[str], in_labels: bool = True
 ) -> str | None:
     """What is wrong with one labelled or unlabelled example of the right class, or None.
-    `tags_in_labels` False (tagging dev/test): tags need only be strings, one per word."""
+    `in_labels` False (tagging and parsing dev/test, parsing without a relation set): tags and
+    relations need only be strings, one per word."""
     if isinstance(example, SentenceExample):
         if not isinstance(example.text_a, str) or not isinstance(example.text_b, (str, type(None))):
             return f"has text_a {type(example.text_a).__name__} / text_b {type(example.text_b).__name__}, not strings"
@@ -372,7 +414,7 @@ def _example_problem(
             count = f"{len(tags)} tags" if isinstance(tags, (tuple, list)) else f"tags of type {type(tags).__name__}"
             return f"has {count} for {len(example.words)} words (one tag per word expected)"
         for position, tag in enumerate(tags, start=1):
-            if not isinstance(tag, str) or (tags_in_labels and tag not in label_set):
+            if not isinstance(tag, str) or (in_labels and tag not in label_set):
                 return f"has tag {tag!r} (word {position}), not one of its labels {_show_labels(labels)}"
         return None
     if isinstance(example, ParsingExample):
@@ -385,9 +427,27 @@ def _example_problem(
             if not isinstance(value, (tuple, list)) or len(value) != n:
                 count = f"{len(value)} {name}" if isinstance(value, (tuple, list)) else f"{name} {value!r}"
                 return f"has {count} for {n} words (one per word expected)"
-        bad = next((h for h in example.heads if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= n), None)
-        if bad is not None:
-            return f"has head {bad!r}, not a word index in 0..{n} (1-based, 0 = ROOT)"
+        for head in example.heads:  # a loop, not next(..., None): a None head must be found too
+            if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head <= n:
+                return f"has head {head!r}, not a word index in 0..{n} (1-based, 0 = ROOT)"
+        for position, relation in enumerate(example.relations, start=1):
+            if not isinstance(relation, str):
+                return f"has relation {relation!r} (word {position}), not a string"
+            if in_labels and relation not in label_set:
+                return f"has relation {relation!r} (word {position}), not one of its labels {_show_labels(labels)}"
+        return None
+    if isinstance(example, SpanQAExample):
+        if not isinstance(example.question, str) or not isinstance(example.context, str):
+            return (
+                f"has question {type(example.question).__name__} / context {type(example.context).__name__}, "
+                "not strings"
+            )
+        if not isinstance(example.answers, (tuple, list)):
+            return f"has answers of type {type(example.answers).__name__}, not a tuple of Answers"
+        for number, answer in enumerate(example.answers, start=1):
+            problem = _answer_problem(number, answer, example.context)
+            if problem is not None:
+                return problem
         return None
     if isinstance(example, TranslationExample) and (
         not isinstance(example.source, str) or not isinstance(example.target, (str, type(None)))
@@ -400,14 +460,21 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
     """Raise a TaskContractError (a UserError naming the task, split and first offending example)
     when `examples` (what `task.examples(split)` returned) breaks the Task contract: `type` is
     missing or unknown; the result is not a list of the example class of that type; ids are not
-    unique strings; a classification or tagging task has no labels; a gold label is outside
-    `labels` (regression: not a finite number), or tags do not match the words one to one; a
-    training example is unlabelled, or a split mixes labelled and unlabelled examples.
+    unique strings; `labels` is not a sequence of unique strings, or is empty for a
+    classification or tagging task; a gold label is outside `labels` (regression: not a finite
+    number), or tags do not match the words one to one; a parse tree has not one head (a word
+    index, 0 = ROOT) and one relation (a string within `labels`) per word; a span-QA answer is
+    not an `Answer` whose text is the context's at its `start` (an int offset within the
+    context: SQuAD's invariant); a training example is unlabelled, or a split mixes labelled and
+    unlabelled examples.
 
     A tagging task's `labels` is the tag set of its training data (CoNLL reads it from the train
-    file), so only training tags must be within it. A dev or test tag outside it (an entity type
-    unseen in training) is legitimate: it cannot be predicted and counts as a miss. Such tags get
-    one `UnseenTagsWarning` per split, naming how many there are and the first one.
+    file), and a parsing task's the relation set of its training data (CoNLL-U likewise), so
+    only training tags and relations must be within it. A dev or test tag or relation outside it
+    (an entity type or relation subtype unseen in training) is legitimate: it cannot be
+    predicted and counts as a miss. Such tags or relations get one `UnseenTagsWarning` per
+    split, naming how many there are and the first one. A parsing task with an empty `labels`
+    (no relation set stated) has its relations checked to be strings only.
 
     Unlabelled dev and test splits (every example's gold None, e.g. GLUE test sets) are allowed.
     One pass over the examples: cheap next to reading them. `Task.check_data` (pre-flight) and
@@ -421,10 +488,12 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
             split,
             f"examples() returned a {type(examples).__name__}, not a list of {expected.__name__}s; plugin bug",
         )
-    labels: tuple[str, ...] = _check_labels(task, kind) if kind in ("classification", "tagging") else ()
+    labels: tuple[str, ...] = _check_labels(task, kind) if kind in ("classification", "tagging", "parsing") else ()
     label_set = frozenset(labels)
-    # tagging: labels is the training tag set; dev/test tags outside it are counted, not refused
-    tags_in_labels = kind != "tagging" or split == "train"
+    # tagging and parsing: labels is the training tag / relation set; dev/test ones outside it are
+    # counted, not refused (parsing without a relation set: relations need only be strings)
+    in_labels = bool(labels) and (kind == "classification" or split == "train")
+    open_set = bool(labels) and not in_labels  # tagging or parsing, dev or test
     unseen_tags = 0
     first_unseen: tuple[str, str] | None = None  # (tag, example id)
     seen: dict[str, int] = {}
@@ -452,11 +521,11 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
                 ident,
             )
         seen[ident] = position
-        problem = _example_problem(example, kind, labels, label_set, tags_in_labels)
+        problem = _example_problem(example, kind, labels, label_set, in_labels)
         if problem is not None:
             raise TaskContractError(task.name, split, f"example {ident!r} {problem}", ident)
-        if not tags_in_labels and example.tags:
-            unseen = [tag for tag in example.tags if tag not in label_set]
+        if open_set:
+            unseen = [tag for tag in _open_labels(example) if tag not in label_set]
             if unseen:
                 unseen_tags += len(unseen)
                 first_unseen = first_unseen or (unseen[0], ident)
@@ -478,10 +547,11 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
             )
     if first_unseen is not None:
         tag, ident = first_unseen
+        what = "tag" if kind == "tagging" else "relation"
         warnings.warn(
             UnseenTagsWarning(
-                f"task {task.name!r} ({split}): {unseen_tags} gold tag{'s' if unseen_tags != 1 else ''} not in "
-                f"the training tag set, first {tag!r} in example {ident!r}; they count as misses"
+                f"task {task.name!r} ({split}): {unseen_tags} gold {what}{'s' if unseen_tags != 1 else ''} not in "
+                f"the training {what} set, first {tag!r} in example {ident!r}; they count as misses"
             ),
             stacklevel=1,  # one location: pre-flight and the stage's own check show it once
         )

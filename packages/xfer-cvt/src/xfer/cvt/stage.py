@@ -35,7 +35,7 @@ from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext, finished_trial
-from xfer.core.tasks import ParsingExample, TaggingExample, Task, TaskInfo, TranslationExample
+from xfer.core.tasks import Task, TaskInfo, check_examples, nonempty_examples
 from xfer.core.trainer import Trainer
 from xfer.cvt.config import CvtConfig, FeaturesConfig
 from xfer.cvt.data import Featurizer, Item, PooledStream, UnlabeledCorpus, UnlabeledStream, pad_rows, subsample
@@ -86,11 +86,11 @@ def load_tasks(ctx: StageContext, config: CvtConfig) -> list[TaskData]:
         info = task.info()
         if info.type not in KINDS:
             raise UserError(f"cvt.train trains tagging, parsing and seq2seq tasks; {ref.name} is a {info.type} task")
-        train, dev = task.examples("train"), task.examples("dev")
-        expected = {"tagging": TaggingExample, "parsing": ParsingExample, "seq2seq": TranslationExample}[info.type]
-        if not all(isinstance(e, expected) for e in train + dev):
-            raise UserError(f"{ref.name}: a {info.type} task must yield {expected.__name__}s")
-        for split, examples in (("train", train), ("dev", dev)):
+        # the Task contract (example classes, unique ids, tags/relations within labels, ...) at
+        # stage time too: pre-flight checks it, but a stage can be run without it
+        train, dev = nonempty_examples(task, "train"), task.examples("dev")
+        check_examples(task, "dev", dev)
+        for split, examples in (("train", train), ("dev", dev)):  # words: not part of the contract
             empty = next((e.id for e in examples if not source_words(TaskData(ref.name, task, info, [], []), e)), None)
             if empty is not None:
                 raise UserError(f"{ref.name}: {split} sentence {empty!r} has no words")
