@@ -513,7 +513,8 @@ def test_question_and_context_are_strings_and_answers_a_tuple() -> None:
 @dataclass
 class BugConfig:
     bug: str = knob(
-        "none", "Which contract to break: none, dup_ids, label_none, bad_label, no_train, dicts, no_labels, crash."
+        "none",
+        "Which contract to break: none, dup_ids, label_none, bad_label, no_train, no_dev, dicts, no_labels, crash.",
     )
 
 
@@ -534,6 +535,8 @@ class BuggyTask(MemTask):
         if bug == "bad_label" and split == "train":
             return [*rows, SentenceExample("train-9", "x", label="neg")]
         if bug == "no_train" and split == "train":
+            return []
+        if bug == "no_dev" and split == "dev":
             return []
         return rows
 
@@ -640,6 +643,7 @@ stages:
         ("bad_label", "task 'bad/cls' (train): example 'train-9' has label 'neg', not one of its labels"),
         ("dicts", "task 'bad/cls' (train): example #1 is a dict, not a SentenceExample"),
         ("no_train", "bad/cls: the training set is empty"),
+        ("no_dev", "bad/cls: the dev set is empty"),
     ],
 )
 def test_a_stage_run_without_pre_flight_checks_the_contract_too(tmp_path: Path, host, bug: str, expected: str) -> None:

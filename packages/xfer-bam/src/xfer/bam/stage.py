@@ -107,7 +107,7 @@ def load_task(ctx: StageContext, setup: Setup, ref: TaskRef) -> TaskData:
     kind = task_kind(ref.name, info.type)
     objective_ref = setup.config.objective or ObjectiveRef(DEFAULT_OBJECTIVES[info.type])
     objective_class = ctx.host.load("objective", objective_ref.name)
-    train, dev = nonempty_examples(task, "train"), task.examples("dev")
+    train, dev = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
     unlabelled = next((e.id for e in train if gold_value(e) in (None, [])), None)
     if unlabelled is not None:
         raise UserError(f"{ref.name}: training example {unlabelled!r} has no label; BAM trains on labelled data")

@@ -88,8 +88,7 @@ def load_tasks(ctx: StageContext, config: CvtConfig) -> list[TaskData]:
             raise UserError(f"cvt.train trains tagging, parsing and seq2seq tasks; {ref.name} is a {info.type} task")
         # the Task contract (example classes, unique ids, tags/relations within labels, ...) at
         # stage time too: pre-flight checks it, but a stage can be run without it
-        train, dev = nonempty_examples(task, "train"), task.examples("dev")
-        check_examples(task, "dev", dev)
+        train, dev = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
         for split, examples in (("train", train), ("dev", dev)):  # words: not part of the contract
             empty = next((e.id for e in examples if not source_words(TaskData(ref.name, task, info, [], []), e)), None)
             if empty is not None:
@@ -541,6 +540,7 @@ def run_trial(
                 t.task.write_predictions(folder, "dev", t.dev, predictions)
             if "test" in config.predict:
                 examples = t.task.examples("test")
+                check_examples(t.task, "test", examples)
                 items = [Item(e.id, source_words(t, e)) for e in examples]
                 test_eval = TaskEvaluator(
                     t.task, examples, items, make_collate(featurizer, "inputs"),
