@@ -159,3 +159,24 @@ def test_status_of_a_wrong_path_says_what_it_is(tmp_path: Path, capsys: pytest.C
     (tmp_path / "run" / "stage" / "stage.json").write_text('{"status": "completed"}')
     assert cli.main(["status", str(tmp_path / "run" / "stage")]) == 2
     assert f"a stage folder, not a run directory; try `xfer status {tmp_path / 'run'}`" in capsys.readouterr().err
+
+
+def test_xfer_warnings_read_as_warning_lines_and_other_libraries_keep_pythons_format(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tag unseen in training printed as `.../xfer/core/tasks.py:551: UnseenTagsWarning: ...` plus
+    a source line: xfer's internals, where the user needs one `warning:` line."""
+    import warnings
+
+    from xfer.core.tasks import UnseenTagsWarning
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    with pytest.raises(SystemExit):  # argparse's --version exits; main installed the format before parsing
+        cli.main(["--version"])
+    assert warnings.formatwarning is cli._format_warning
+    ours = warnings.formatwarning("2 dev tags not in training", UnseenTagsWarning, "/elsewhere/plugin.py", 7)
+    assert ours == "warning: 2 dev tags not in training\n"
+    raised_in_xfer = warnings.formatwarning("x", UserWarning, "/venv/site-packages/xfer/core/plugins.py", 3)
+    assert raised_in_xfer == "warning: x\n"
+    theirs = warnings.formatwarning("deprecated", DeprecationWarning, "/venv/site-packages/torch/nn/x.py", 12)
+    assert theirs.startswith("/venv/site-packages/torch/nn/x.py:12: DeprecationWarning: deprecated")

@@ -189,7 +189,22 @@ def _sigterm_stops_like_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+_PYTHON_FORMAT = warnings.formatwarning
+
+
+def _format_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """`warning: MESSAGE` for the warnings xfer gives users (its own code's or its own classes,
+    e.g. tags unseen in training): Python's `FILE:LINE: Category: MESSAGE` and source line name
+    xfer's internals, not the user's problem. Other libraries' warnings keep Python's format."""
+    if category.__module__.startswith("xfer.") or "/xfer/" in filename.replace("\\", "/"):
+        return f"warning: {message}\n"
+    return _PYTHON_FORMAT(message, category, filename, lineno, line)
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.formatwarning = _format_warning
     try:
         host = default_host()
         parser = build_parser(host, argv)
