@@ -476,6 +476,11 @@ def test_token_spread_tells_a_collapsed_discriminator_from_a_working_one() -> No
             objective.discriminator.layers[-1].ffn_norm.weight.zero_()
             objective.discriminator.layers[-1].ffn_norm.bias.normal_()
         assert objective(batch).metrics["disc_token_spread"].item() < 1e-5
+    from xfer.transformer.collapse import encoder_token_spread
+    from xfer.transformer.encoder import Encoder
+
+    short = Encoder(config(max_position_embeddings=16))  # the probe's 64 tokens would not fit
+    assert encoder_token_spread(short, torch.arange(5, VOCAB)) > 0.3
     rows = torch.randn(50, 8)
     assert token_spread(rows).item() == pytest.approx(
         ((rows - rows.mean(0)).norm(dim=1).mean() / rows.norm(dim=1).mean()).item()

@@ -537,7 +537,7 @@ def representation_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | 
         f"{REPRESENTATION_COLLAPSE}; healthy discriminators in docs/results.md: ~0.5{auc}). It no longer reads its "
         "input. In the measured run, more steps did not undo this (AUC ~50 for its last 6,800 of 8,645 steps), and "
         "fine-tuned, its encoder stayed at chance on every GLUE task: do not fine-tune this checkpoint; pre-train "
-        "again with another seed (the other seed of the same recipe did not collapse). See docs/results.md "
+        "again with another seed (the other seed of the same recipe fine-tuned normally). See docs/results.md "
         '("A second pre-training seed").'
     )
 

@@ -38,6 +38,7 @@ def encoder_token_spread(encoder: torch.nn.Module, ordinary_ids: Tensor, rows: i
     input to the same vector while a working one (or a random init) does not."""
     generator = torch.Generator().manual_seed(0)
     device = next(encoder.parameters()).device
+    length = min(length, encoder.config.max_position_embeddings)
     picks = torch.randint(0, ordinary_ids.numel(), (rows, length), generator=generator)
     ids = ordinary_ids[picks].to(device)
     attention = torch.ones_like(ids)
