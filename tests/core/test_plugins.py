@@ -83,6 +83,34 @@ def test_duplicate_component_names_error_names_both_providers(site: Path) -> Non
         host.get("stage", "twin.work")
 
 
+def test_a_namespace_claimed_by_two_distributions_is_refused_not_shared(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second distribution with the entry-point name `quiz` could add `quiz.extra` next to the
+    real plugin's `quiz.work` (only identical component names were caught), and XFER_PLUGINS=quiz
+    loaded both. Now every component of the namespace is refused, naming both distributions, and
+    `xfer plugins --check` fails on it; an unrelated namespace still works."""
+    fake_distribution(site, "xfer-quiz", "1.0", "quiz", "quiz_real", GOOD.format(ns="quiz"))
+    other = GOOD.format(ns="quiz").replace("quiz.work", "quiz.extra")
+    fake_distribution(site, "quiz-tools", "0.3", "quiz", "quiz_other", other)
+    fake_distribution(site, "xfer-alpha", "1.0", "alpha", "alpha_plugin", GOOD.format(ns="alpha"))
+    for allow in (None, "quiz,alpha"):
+        if allow:
+            monkeypatch.setenv("XFER_PLUGINS", allow)
+        host = PluginHost()
+        for name in ("quiz.work", "quiz.extra"):
+            with pytest.raises(PluginError) as caught:
+                host.get("stage", name)
+            assert str(caught.value) == (
+                f"stage {name!r}: its namespace 'quiz' is claimed by two distributions, quiz-tools 0.3 and "
+                "xfer-quiz 1.0, so which plugin it comes from is not defined; uninstall one of them"
+            )
+        assert host.get("stage", "alpha.work").name == "alpha.work"
+    listing = run_cli(["plugins", "--check"], env={"PYTHONPATH": str(site)})
+    assert listing.returncode == 1, listing.stdout
+    assert "CONFLICT: namespace 'quiz' claimed by quiz-tools 0.3 and xfer-quiz 1.0" in listing.stdout
+
+
 def test_allow_list_and_autoload_switch(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_distribution(site, "xfer-alpha", "1.0", "alpha", "alpha_plugin", GOOD.format(ns="alpha"))
     fake_distribution(site, "xfer-beta", "1.0", "beta", "beta_plugin", GOOD.format(ns="beta"))

@@ -400,7 +400,7 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
         host.check_components()
     records = list(host.plugins.values())
     # `--check` is for CI: a failed plugin, a broken component or a conflict is a non-zero exit
-    found_problems = any(r.error or r.problems for r in records) or bool(host.conflicts)
+    found_problems = any(r.error or r.problems for r in records) or bool(host.conflicts or host.namespace_conflicts)
     status = 1 if check and found_problems else 0
     if args.json:
         data = [
@@ -423,6 +423,7 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
                     for c in r.components
                 ],
                 "error": r.error,
+                "namespace_claimed_by": host.namespace_conflicts.get(r.name, []),
                 "import_seconds": round(r.import_seconds, 3),
             }
             for r in records
@@ -452,6 +453,10 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
                 print(f"    note: {note}")
     for (kind, name), providers in host.conflicts.items():
         print(f"CONFLICT: {kind} {name!r} registered by {' and '.join(providers)}")
+    for namespace, claims in host.namespace_conflicts.items():
+        print(
+            f"CONFLICT: namespace {namespace!r} claimed by {' and '.join(claims)}: none of its components can be used; uninstall one"
+        )
     if status:
         print("xfer plugins --check: problems found (FAILED, BROKEN or CONFLICT above)", file=sys.stderr)
     return status

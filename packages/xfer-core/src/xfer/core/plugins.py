@@ -187,6 +187,8 @@ class PluginHost:
         self.plugins: dict[str, PluginRecord] = {}
         self.components: dict[tuple[str, str], ComponentSpec] = {}
         self.conflicts: dict[tuple[str, str], list[str]] = {}
+        # A namespace that two distributions claim (their entry points share a name): "dist version" of each.
+        self.namespace_conflicts: dict[str, list[str]] = {}
         self._commands: dict[str, list[CommandSpec]] = {}
         self._checked: dict[tuple[str, str], type | None] = {}
         self._targets_ok: set[tuple[str, str]] = set()
@@ -255,8 +257,15 @@ class PluginHost:
         return self._add(PluginRecord(name, "(object)", "-", repr(plugin)), lambda: plugin)
 
     def _add(self, record: PluginRecord, load: Any) -> PluginRecord:
-        # Two distributions may claim one namespace; both are kept (and their components conflict).
-        key = record.name if record.name not in self.plugins else f"{record.name} ({record.distribution})"
+        # Two distributions may claim one namespace; both are kept, and the namespace is refused in
+        # lookups (`get`): otherwise a second distribution could add components to another's
+        # namespace, or shadow a plugin that XFER_PLUGINS selects by that name.
+        first = self.plugins.get(record.name)
+        if first is not None and first.distribution != record.distribution:
+            claims = self.namespace_conflicts.setdefault(record.name, [f"{first.distribution} {first.version}"])
+            claims.append(f"{record.distribution} {record.version}")
+            claims.sort()  # discovery order is the file system's
+        key = record.name if first is None else f"{record.name} ({record.distribution})"
         self.plugins[key] = record
         record.package = record.package or _package_of(record.module)
         started = time.perf_counter()
@@ -406,6 +415,12 @@ class PluginHost:
         if key in self.conflicts:
             providers = " and ".join(self.conflicts[key])
             raise PluginError(f"{kind} {name!r} is registered twice, by {providers}; uninstall one of them")
+        claims = self.namespace_conflicts.get(namespace_of(name))
+        if claims:
+            raise PluginError(
+                f"{kind} {name!r}: its namespace {namespace_of(name)!r} is claimed by two distributions, "
+                f"{' and '.join(claims)}, so which plugin it comes from is not defined; uninstall one of them"
+            )
         spec = self.components.get(key)
         if spec is not None:
             return spec
