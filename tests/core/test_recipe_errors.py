@@ -444,3 +444,52 @@ def test_one_key_overridden_twice_is_an_error(tmp_path: Path, capsys: pytest.Cap
     assert "<override 3: seed=2>:1:1: seed is already set by override 1 ('seed=1'); give it once" in err
     layered = ["stages.fit.train={lr: 0.1}", "stages.fit.train.steps=3"]  # a section, then a key inside it
     assert cli.main(["validate", str(path), *layered]) == 0
+
+
+MERGES = """\
+name: t
+stages:
+  fit:
+    kind: testing.fit
+    task: toy/agreement
+    train: &fast {steps: 2, batch_size: 8}
+  second:
+    kind: testing.fit
+    task: toy/agreement
+    train:
+      <<: *fast
+      <<: {lr: 0.5}
+"""
+
+
+def test_two_merge_keys_in_one_mapping_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """PyYAML keeps only the last `<<` of a mapping, silently: `lr: 0.5` replaced the whole anchor."""
+    path = write_recipe(tmp_path, MERGES)
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert (
+        f"{path.resolve()}:12:7: a second '<<' merge key in this mapping (the first is at line 11); "
+        "merge several mappings with one key: `<<: [*a, *b]`" in err
+    )
+    path.write_text(MERGES.replace("      <<: *fast\n      <<: {lr: 0.5}", "      <<: [*fast, {lr: 0.5}]"))
+    assert cli.main(["validate", str(path)]) == 0
+
+
+def test_a_merge_of_a_scalar_does_not_hide_the_other_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`<<: 5` stopped the validation: the file's other mistakes were reported one run later."""
+    text = MERGES.replace("      <<: *fast\n      <<: {lr: 0.5}", "      <<: 5\n      lr: fast")
+    path = write_recipe(tmp_path, text.replace("name: t\n", "name: t\nsed: 1\n"))
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    where = path.resolve()
+    assert f"{where}:12:11: a '<<' merge needs a mapping or a list of mappings, got int 5" in err
+    assert f"{where}:2:1: unknown top-level key 'sed'" in err
+    assert f"{where}:13:11: stages.second.train.lr: expected a number, got str 'fast'" in err
+    assert "3 problems found" in err
+    path.write_text(GOOD.replace("seed: 1\n", "seed: 1\nseed: 2\n").replace("lr: 3e-4", "lr: fast"))
+    assert cli.main(["validate", str(path)]) == 2  # a duplicate key leaves a tree as well defined
+    err = capsys.readouterr().err
+    assert "duplicate key 'seed'" in err and "lr: expected a number" in err

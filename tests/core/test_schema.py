@@ -413,6 +413,23 @@ run:
         parse_text("a: &s 1\nb:\n  <<: *s\n", F)
 
 
+def test_a_second_merge_key_and_a_merge_of_a_scalar_are_deferred_not_fatal() -> None:
+    """PyYAML keeps the last of two `<<` keys silently; and a bad merge raised at once, hiding the
+    file's other problems. Both are kept aside (`deferred`), with the tree left without them."""
+    text = "a: &a {x: 1}\nb: &b {y: 2}\nrun:\n  <<: *a\n  <<: *b\n  z: 3\nbad:\n  <<: 5\n  w: 4\n"
+    deferred: list = []
+    root = parse_text(text, F, deferred)
+    assert [str(d) for d in deferred] == [
+        f"{F}:5:3: a second '<<' merge key in this mapping (the first is at line 4); merge several mappings "
+        "with one key: `<<: [*a, *b]`",
+        f"{F}:8:7: a '<<' merge needs a mapping or a list of mappings, got int 5",
+    ]
+    assert root.value["run"].to_python() == {"x": 1, "z": 3} and root.value["bad"].to_python() == {"w": 4}
+    with pytest.raises(RecipeError) as info:  # without a list to defer to, they are raised as before
+        parse_text(text, F)
+    assert len(info.value.diagnostics) == 2
+
+
 def test_override_creates_missing_keys_and_records_origin() -> None:
     root = parse_text("stages:\n  fit: {lr: 1}\n", F)
     text = "stages.fit.train.steps=5"

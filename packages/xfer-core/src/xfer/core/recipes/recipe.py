@@ -105,9 +105,11 @@ class Recipe:
         return found
 
 
-def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> Node:
+def _load_with_includes(path: Path, deferred: list[Diagnostic], seen: tuple[Path, ...] = ()) -> Node:
+    """The recipe with its includes merged below it; problems that leave the tree well defined
+    (a duplicate key, a bad `<<` merge) are added to `deferred`, the others raised."""
     path = path.resolve() if path.exists() else path
-    root = parse_file(path)
+    root = parse_file(path, deferred)
     if not root.is_map:
         raise RecipeError(
             [Diagnostic(root.loc, f"a recipe must be a mapping with 'stages', got {type(root.value).__name__}")]
@@ -130,7 +132,7 @@ def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> Node:
             problems.append(Diagnostic(item.loc, f"include: file not found: {target}"))
             continue
         try:
-            part = _load_with_includes(target, (*seen, path))
+            part = _load_with_includes(target, deferred, (*seen, path))
         except RecipeError as exc:
             problems += exc.diagnostics
             continue
@@ -181,8 +183,11 @@ def load_recipe(
 
 
 def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: PluginHost) -> Recipe:
-    root = _load_with_includes(path)
-    diagnostics: list[Diagnostic] = []
+    diagnostics: list[Diagnostic] = []  # the file's own problems, found while parsing
+    try:
+        root = _load_with_includes(path, diagnostics)
+    except RecipeError as exc:
+        raise RecipeError(exc.diagnostics + diagnostics) from None
     given: dict[tuple[str, ...], tuple[int, str]] = {}  # key path -> (index, text) of its override
     for index, text in enumerate(overrides, start=1):
         try:

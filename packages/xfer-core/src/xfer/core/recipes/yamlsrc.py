@@ -7,6 +7,11 @@ convert it into `Node`s that carry a `Location`. Only the standard YAML tags are
 `!!python/object` and every other application tag are refused with their position, so no YAML
 can ever construct Python objects. Aliases are expanded; an anchor used inside its own value,
 and a document that expands to more than `MAX_VALUES` values, are refused the same way.
+
+Problems that leave a well-defined tree behind — a duplicate key (the first is kept), a `<<` merge
+of something that is not a mapping or a second `<<` key in one mapping (both ignored) — can be
+collected in a `deferred` list instead of raised, so the recipe's other problems are reported
+with them rather than hidden behind them.
 """
 
 from __future__ import annotations
@@ -111,12 +116,15 @@ class _Converter:
     def __init__(self, file: str):
         self.file = file
         self.diagnostics: list[Diagnostic] = []
+        # problems whose node tree is still well defined (the offending entry is left out): the
+        # recipe validation can go on and report the file's other problems with them
+        self.deferred: list[Diagnostic] = []
         self.constructor = yaml.constructor.SafeConstructor()
         self.inside: set[int] = set()  # the collections being converted: an alias to one is a cycle
         self.values = 0
 
-    def error(self, mark: yaml.Mark | None, message: str) -> None:
-        self.diagnostics.append(Diagnostic(_loc(self.file, mark), message))
+    def error(self, mark: yaml.Mark | None, message: str, *, deferrable: bool = False) -> None:
+        (self.deferred if deferrable else self.diagnostics).append(Diagnostic(_loc(self.file, mark), message))
 
     def convert(self, node: yaml.Node) -> Node:
         loc = _loc(self.file, node.start_mark)
@@ -159,22 +167,40 @@ class _Converter:
     def _mapping(self, node: yaml.MappingNode, loc: Location) -> Node:
         result: dict[str, Node] = {}
         merged: dict[str, Node] = {}
+        merge_line: int | None = None
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
+                if merge_line is not None:  # PyYAML keeps one of the two silently
+                    self.error(
+                        key_node.start_mark,
+                        f"a second '<<' merge key in this mapping (the first is at line {merge_line}); "
+                        "merge several mappings with one key: `<<: [*a, *b]`",
+                        deferrable=True,
+                    )
+                    continue
+                merge_line = key_node.start_mark.line + 1
                 source = self.convert(value_node)
                 for part in source.value if source.is_seq else [source]:
                     if part.is_map:
                         for k, v in part.value.items():
                             merged.setdefault(k, v)
                     else:
-                        self.error(value_node.start_mark, "a '<<' merge needs a mapping or a list of mappings")
+                        self.error(
+                            value_node.start_mark,
+                            f"a '<<' merge needs a mapping or a list of mappings, got {_describe(part.value)}",
+                            deferrable=True,
+                        )
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self.error(key_node.start_mark, "mapping keys must be plain strings")
                 continue
             key = str(self.constructor.construct_object(key_node))
             if key in result:
-                self.error(key_node.start_mark, f"duplicate key {key!r} (first at line {result[key].key_loc.line})")
+                self.error(
+                    key_node.start_mark,
+                    f"duplicate key {key!r} (first at line {result[key].key_loc.line})",
+                    deferrable=True,
+                )
                 continue
             child = self.convert(value_node)
             child.key_loc = _loc(self.file, key_node.start_mark)
@@ -185,8 +211,16 @@ class _Converter:
         return Node(result, loc, origin=str(loc), merged_keys=inherited)
 
 
-def parse_text(text: str, file: str) -> Node:
-    """Parse one YAML document; raises RecipeError with positions on any syntax or tag problem."""
+def _describe(value: Any) -> str:
+    return "null" if value is None else "a list" if isinstance(value, list) else f"{type(value).__name__} {value!r}"
+
+
+def parse_text(text: str, file: str, deferred: list[Diagnostic] | None = None) -> Node:
+    """Parse one YAML document; raises RecipeError with positions on any syntax or tag problem.
+
+    `deferred`: where problems that leave a well-defined tree (duplicate keys, bad `<<` merges)
+    go instead of being raised, so that validation goes on and reports them with the rest.
+    """
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -198,12 +232,14 @@ def parse_text(text: str, file: str) -> Node:
         return Node({}, Location(file, 1, 1), origin=f"{file}:1:1")
     converter = _Converter(file)
     node = converter.convert(root)
-    if converter.diagnostics:
-        raise RecipeError(converter.diagnostics)
+    if converter.diagnostics or (converter.deferred and deferred is None):
+        raise RecipeError(converter.diagnostics + converter.deferred)
+    if deferred is not None:
+        deferred += converter.deferred
     return node
 
 
-def parse_file(path: Path) -> Node:
+def parse_file(path: Path, deferred: list[Diagnostic] | None = None) -> Node:
     """Parse a YAML file; unreadable files and bad encodings are reported like syntax errors."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -214,7 +250,7 @@ def parse_file(path: Path) -> Node:
         raise RecipeError([Diagnostic(Location(str(path), line), "file is not valid UTF-8")]) from None
     except OSError as exc:
         raise RecipeError([Diagnostic(Location(str(path)), f"cannot read file: {exc.strerror}")]) from None
-    return parse_text(text, str(path))
+    return parse_text(text, str(path), deferred)
 
 
 def deep_merge(base: Node, top: Node) -> Node:
