@@ -318,12 +318,36 @@ def test_malformed_recipe(
     assert any(expected.search(row) for row in err.splitlines()), f"wanted {where}:{line}:{col}: /{message}/ in:\n{err}"
 
 
-def test_cycle_is_reported_on_each_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cycle_is_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was reported once per stage on it (and once more per stage reading from it)."""
     path = write_recipe(tmp_path, _cycle_recipe())
     assert cli.main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path.resolve()}:4:3: stages form a cycle: fit -> second -> fit" in err
-    assert f"{path.resolve()}:12:3: stages form a cycle: second -> fit -> second" in err
+    assert err.count("a cycle:") == 1 and "1 problem found" in err, err
+    third = "  third:\n    kind: testing.fit\n    init: second.model\n    task: toy/agreement\n"
+    path = write_recipe(tmp_path, _cycle_recipe() + third)  # a stage reading from the cycle is no second report
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("a cycle:") == 1 and "fit -> second -> fit" in err, err
+    # a three-stage cycle, written out of order, and a second, separate cycle: each once, at its first stage
+    loop = (
+        GOOD.replace(
+            "    task: {name: toy/agreement, train_size: 64, dev_size: 16}",
+            "    init: third.model\n    task: {name: toy/agreement, train_size: 64, dev_size: 16}",
+        )
+        + third.replace("third:", "fourth:")
+        + third.replace("second.model", "fourth.model")
+    )
+    loop += "  fifth:\n    kind: testing.fit\n    init: sixth.model\n    task: toy/agreement\n"
+    loop += "  sixth:\n    kind: testing.fit\n    init: fifth.model\n    task: toy/agreement\n"
+    path = write_recipe(tmp_path, loop)
+    assert cli.main(["validate", str(path)]) == 2
+    cycles = [row for row in capsys.readouterr().err.splitlines() if "a cycle:" in row]
+    assert cycles == [
+        f"{path.resolve()}:4:3: stages form a cycle: fit -> third -> fourth -> second -> fit",
+        f"{path.resolve()}:25:3: stages form a cycle: fifth -> sixth -> fifth",
+    ]
 
 
 def test_all_problems_reported_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

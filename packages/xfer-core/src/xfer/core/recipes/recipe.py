@@ -154,21 +154,26 @@ def _toposort(plans: dict[str, tuple[Location, tuple[str, ...]]]) -> tuple[list[
         del remaining[ready[0]]
     if not remaining:
         return order, []
-    # Report one concrete cycle for each stage left (they are on or behind a cycle).
+    # Report each cycle once, at the first of its stages in the recipe, starting there. The stages
+    # left that are on no cycle only read from one: they are fine once the cycle is broken.
     diagnostics = []
-    for name, (loc, _) in remaining.items():
+    reported: set[frozenset[str]] = set()
+    for name in remaining:
         path, current = [name], name
         while True:
             nxt = next(d for d in remaining[current][1] if d in remaining)
             if nxt in path:
-                cycle = [*path[path.index(nxt) :], nxt]
+                cycle = path[path.index(nxt) :]
                 break
             path.append(nxt)
             current = nxt
-        if name in cycle:
-            diagnostics.append(Diagnostic(loc, f"stages form a cycle: {' -> '.join(cycle)}"))
-        else:
-            diagnostics.append(Diagnostic(loc, f"stage {name!r} depends on a cycle: {' -> '.join(cycle)}"))
+        if frozenset(cycle) in reported:
+            continue
+        reported.add(frozenset(cycle))
+        first = min(cycle, key=list(plans).index)
+        start = cycle.index(first)
+        ordered = [*cycle[start:], *cycle[:start], first]
+        diagnostics.append(Diagnostic(plans[first][0], f"stages form a cycle: {' -> '.join(ordered)}"))
     return order, diagnostics
 
 
