@@ -78,6 +78,13 @@ CASES = [
         r"ema_decay: must be less than 1, got 1\.0",
     ),
     ("run directory name by override", (GOOD, ["name=../up"]), 1, 6, r"name '\.\./up' names the run directory"),
+    (
+        "environment variable in the name",  # was taken literally: runs/${USER}-demo
+        GOOD.replace("name: t\n", "name: ${USER}-demo\n"),
+        1,
+        7,
+        r"name '\$\{USER\}-demo': the run name is taken as written \(\$\{VAR\} is expanded in paths only\)",
+    ),
     ("top-level typo", GOOD.replace("seed: 1", "sed: 1"), 2, 1, r"unknown top-level key 'sed'; did you mean 'seed'\?"),
     (
         "stage-level typo",

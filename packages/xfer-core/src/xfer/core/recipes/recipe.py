@@ -218,12 +218,18 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
         if key not in TOP_LEVEL_KEYS:
             validator.error(node.where(), f"unknown top-level key {key!r}{did_you_mean(key, TOP_LEVEL_KEYS)}")
     name = _top(root, "name", str, path.stem, validator)
+    where = root.get("name").loc if root.get("name") is not None else root.loc
     if not _is_folder_name(name):
-        where = root.get("name").loc if root.get("name") is not None else root.loc
         validator.error(
             where,
             f"name {name!r} names the run directory runs/<name>: it must be one folder name "
             "(not empty, '.' or '..', no '/' or '\\', no spaces at either end)",
+        )
+    elif "${" in name:  # `${VAR}` is expanded in paths only: this would name a folder `runs/${USER}`
+        validator.error(
+            where,
+            f"name {name!r}: the run name is taken as written (${{VAR}} is expanded in paths only); write the "
+            "name, or set it on the command line, where your shell expands variables (name=$USER)",
         )
     seed = _top(root, "seed", int, 1, validator)
     if not 0 <= seed < MAX_SEED:  # stages add trial and rank offsets; torch takes < 2**63, numpy < 2**32
