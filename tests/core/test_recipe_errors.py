@@ -524,3 +524,28 @@ def test_a_merge_of_a_scalar_does_not_hide_the_other_problems(
     assert cli.main(["validate", str(path)]) == 2  # a duplicate key leaves a tree as well defined
     err = capsys.readouterr().err
     assert "duplicate key 'seed'" in err and "lr: expected a number" in err
+
+
+def test_cross_field_errors_name_the_override_that_took_part(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A check between keys blamed the file's line only, though the file alone was valid."""
+    path = write_recipe(tmp_path, GOOD)
+    assert cli.main(["validate", str(path), "stages.fit.train.grad_accum=3"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{path.resolve()}:8:7: stages.fit.train: batch_size 8 is not a multiple of grad_accum 3 "
+        "(with command-line override stages.fit.train.grad_accum=3)" in err
+    ), err
+    path.write_text(GOOD.replace("      steps: 2\n", "      steps: 4\n      warmup_steps: 3\n"))
+    assert cli.main(["validate", str(path), "stages.fit.train.steps=2"]) == 2  # a FieldError at the file's key
+    err = capsys.readouterr().err
+    assert (
+        f"{path.resolve()}:9:7: stages.fit.train.warmup_steps: 3 is more than train.steps (2)" in err
+        and err.rstrip().splitlines()[0].endswith("(with command-line override stages.fit.train.steps=2)")
+    ), err
+    path.write_text(GOOD.replace("      batch_size: 8", "      batch_size: 8\n      grad_accum: 3"))
+    assert cli.main(["validate", str(path), "stages.fit.train.lr=0.1"]) == 2  # the file's own mistake
+    assert "(with command-line override stages.fit.train.lr=0.1)" in capsys.readouterr().err  # said, not blamed
+    assert cli.main(["validate", str(path)]) == 2
+    assert "command-line override" not in capsys.readouterr().err

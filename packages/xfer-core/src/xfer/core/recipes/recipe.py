@@ -297,8 +297,9 @@ def _check_upstream(
         return
     try:
         check(upstream)
-    except FieldError as exc:
-        validator.field_error(kinds[stage_name][0], f"stages.{stage_name}", exc)
+    except FieldError as exc:  # an override of an upstream stage may be what broke it: name those too
+        involved = [kinds[name][0] for name in upstream]
+        validator.field_error(kinds[stage_name][0], f"stages.{stage_name}", exc, involved)
 
 
 def _is_folder_name(name: str) -> bool:

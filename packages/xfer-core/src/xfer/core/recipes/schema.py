@@ -9,6 +9,7 @@ Optional, list/tuple/dict, nested dataclasses, and the recipe types `Input`, `Fi
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import glob
@@ -178,6 +179,35 @@ def expand_env(text: str) -> str:
 def resolve_path(node: Node, text: str) -> Path:
     path = Path(os.path.expanduser(expand_env(text)))
     return Path(os.path.normpath(path if path.is_absolute() else base_dir(node) / path))
+
+
+def _overrides_in(node: Node, found: dict[str, None]) -> None:
+    """The command-line overrides (their text) that set `node` or values inside it, in tree order."""
+    if node.origin.startswith("override "):
+        found[node.origin.removeprefix("override ")] = None
+        return
+    for child in node.value.values() if node.is_map else node.value if node.is_seq else ():
+        _overrides_in(child, found)
+
+
+def override_note(where: Location, nodes: Sequence[Node]) -> str:
+    """' (with command-line override stages.x.y=3)' when a check between keys is reported at `where`
+    in a file while overrides set values among `nodes`: the override may be what broke the rule, and
+    the file line alone would not say so. Empty when `where` is an override already, or none applies."""
+    if where.file.startswith("<override"):
+        return ""
+    found: dict[str, None] = {}
+    for node in nodes:
+        _overrides_in(node, found)
+    if not found:
+        return ""
+    texts = []
+    for quoted in found:
+        try:
+            texts.append(str(ast.literal_eval(quoted)))  # the origin holds the text's repr
+        except (ValueError, SyntaxError):
+            texts.append(quoted)
+    return f" (with command-line override{'s' if len(texts) > 1 else ''} {', '.join(texts)})"
 
 
 class Validator:
@@ -389,7 +419,7 @@ class Validator:
         except FieldError as exc:  # __post_init__ blames one key: report it there
             return self.field_error(node, path, exc)
         except (ValueError, TypeError) as exc:  # __post_init__ cross-field checks
-            return self.error(node.loc, f"{path}: {exc}")
+            return self.error(node.loc, f"{path}: {exc}{override_note(node.loc, [node])}")
 
     def _no_split_overrides(self, node: Node, cls: type, values: dict[str, Any], path: str) -> bool:
         """A key and the sibling that overrides it (RECIPE_UNSETS: `steps` overrides `epochs`) set in
@@ -414,8 +444,12 @@ class Validator:
                     ok = False
         return ok
 
-    def field_error(self, node: Node, path: str, exc: FieldError) -> Any:
-        """Report `exc` at the line of the key it blames inside the mapping `node` (at `path`)."""
+    def field_error(self, node: Node, path: str, exc: FieldError, involved: Sequence[Node] = ()) -> Any:
+        """Report `exc` at the line of the key it blames inside the mapping `node` (at `path`).
+
+        A check between keys may fail because of a command-line override of another key than the
+        one it blames: the overrides inside `node` (and the `involved` nodes the check also read)
+        are named in the message."""
         target, where = node, node.loc
         for part in exc.key:
             if target.is_seq:
@@ -425,7 +459,8 @@ class Validator:
             if target is None:
                 break
             where = target.where()
-        return self.error(where, f"{'.'.join([path, *exc.key]) if path else '.'.join(exc.key)}: {exc.message}")
+        note = override_note(where, [node, *involved])
+        return self.error(where, f"{'.'.join([path, *exc.key]) if path else '.'.join(exc.key)}: {exc.message}{note}")
 
     def _check_field(self, node: Node, f: dataclasses.Field, value: Any, path: str) -> Any:
         """The field's recipe-level constraints (knob `required`, bounds) on a converted value."""
