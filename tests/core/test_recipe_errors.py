@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from xfer.core import cli
 from xfer.core.plugins import set_default_host
@@ -549,3 +550,37 @@ def test_cross_field_errors_name_the_override_that_took_part(
     assert "(with command-line override stages.fit.train.lr=0.1)" in capsys.readouterr().err  # said, not blamed
     assert cli.main(["validate", str(path)]) == 2
     assert "command-line override" not in capsys.readouterr().err
+
+
+def test_show_marks_one_overridden_list_item_not_the_whole_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` printed the list as one flow line, attributed to the file, with the override inside."""
+    set_default_host(make_host(autoload=True))
+    path = write_recipe(
+        tmp_path,
+        "name: s\nstages:\n  corpus: {kind: toy.corpus, sentences: 50}\n"
+        "  vocab: {kind: transformer.vocab, files: corpus.text, size: 200}\n"
+        "  finetune:\n    kind: transformer.finetune\n    tokenizer: vocab.tokenizer\n"
+        "    tasks: [{name: toy/agreement, train_size: 64, dev_size: 16}]\n",
+    )
+    override = "stages.finetune.tasks.0.train_size=10"
+    assert cli.main(["show", str(path), override]) == 0
+    out = capsys.readouterr().out
+    where = path.resolve()
+    assert (
+        f"    tasks:  # {where}:8:12\n      - name: toy/agreement  # {where}:8:20\n        seed: 13  # default\n" in out
+    )
+    assert f"        train_size: 10  # override {override!r}\n        dev_size: 16  # {where}:8:61\n" in out
+    assert yaml.safe_load(out)["stages"]["finetune"]["tasks"][0]["train_size"] == 10
+    assert cli.main(["show", str(path)]) == 0  # written in one place: one line, as before
+    assert (
+        f"    tasks: [{{dev_size: 16, max_words: 25, name: toy/agreement, seed: 13, test_size: 500, train_size: 64}}]  # {where}:8:12\n"
+        in capsys.readouterr().out
+    )
+    path.write_text(GOOD.replace("      lr: 3e-4", "      no_decay: [bias, norm]"))  # a list of strings
+    set_default_host(make_host(["xfer.testing.plugin"]))
+    assert cli.main(["show", str(path), "stages.fit.train.no_decay.1=layernorm"]) == 0
+    out = capsys.readouterr().out
+    assert f"      no_decay:  # {path.resolve()}:10:17\n        - bias  # {path.resolve()}:10:18\n" in out
+    assert "        - layernorm  # override 'stages.fit.train.no_decay.1=layernorm'\n" in out

@@ -321,19 +321,54 @@ def cmd_show(args: argparse.Namespace, host: PluginHost) -> int:
     return 0
 
 
-def _print_annotated(value: Any, provenance: dict[str, str], path: list[str], indent: int) -> None:
-    import yaml
-
+def _print_annotated(
+    value: Any, provenance: dict[str, str], path: list[str], indent: int, bullet: bool = False
+) -> None:
+    """`value` (a mapping) as YAML with each value's origin in a comment; `bullet`: it is a list item
+    (its first key gets the `- `)."""
     pad = "  " * indent
-    for key, child in value.items():
+    for i, (key, child) in enumerate(value.items()):
+        lead = pad[:-2] + "- " if bullet and i == 0 else pad
         key_path = [*path, str(key)]
         origin = provenance.get(".".join(key_path)) or _closest_origin(provenance, key_path)
+        comment = f"  # {origin}" if origin else ""
         if isinstance(child, dict) and child:
-            print(f"{pad}{key}:{f'  # {origin}' if origin else ''}")
+            print(f"{lead}{key}:{comment}")
             _print_annotated(child, provenance, key_path, indent + 1)
+        elif isinstance(child, list) and child and _mixed_origins(provenance, key_path, origin):
+            # e.g. one item of a file's flow list set by an override: each item says where it came from
+            print(f"{lead}{key}:{comment}")
+            for j, item in enumerate(child):
+                item_path = [*key_path, str(j)]
+                if isinstance(item, dict) and item:
+                    _print_annotated(item, provenance, item_path, indent + 2, bullet=True)
+                else:
+                    item_origin = provenance.get(".".join(item_path)) or _closest_origin(provenance, item_path)
+                    print(f"{pad}  - {_flow(item)}{f'  # {item_origin}' if item_origin else ''}")
         else:
-            text = yaml.safe_dump(child, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
-            print(f"{pad}{key}: {text}{f'  # {origin}' if origin else ''}")
+            print(f"{lead}{key}: {_flow(child)}{comment}")
+
+
+def _flow(value: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
+
+
+def _source(origin: str) -> str | None:
+    """The file or override an origin names (None for defaults: not a place a value was written)."""
+    if origin.startswith("override "):
+        return origin
+    return origin.rsplit(":", 2)[0] if origin.count(":") >= 2 else None
+
+
+def _mixed_origins(provenance: dict[str, str], key_path: list[str], origin: str) -> bool:
+    """True if a value inside the list at `key_path` was written elsewhere than the list itself."""
+    prefix, own = ".".join(key_path) + ".", _source(origin)
+    return any(
+        key.startswith(prefix) and (source := _source(value)) is not None and source != own
+        for key, value in provenance.items()
+    )
 
 
 def _closest_origin(provenance: dict[str, str], key_path: list[str]) -> str:
