@@ -665,3 +665,61 @@ stages:
     with pytest.raises(UserError, match=r"vocab\.txt:\d+: token id \d+ is .* in the init checkpoint's vocabulary"):
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"
+
+
+def test_a_generator_narrower_than_one_unit_is_a_recipe_error_at_size(tmp_path: Path) -> None:
+    """`generator: {size: 0.01}` of a 64-wide discriminator rounded to 0 units and was silently built
+    1 unit wide; now the recipe is refused at `size` with what the multiplier yields."""
+    from xfer.electra.config import GeneratorConfig
+    from xfer.electra.model import generator_encoder_config
+    from xfer.transformer.presets import preset
+
+    text = RECIPE.replace("objective: {name: electra.rtd}", "objective: {name: electra.rtd, generator: {size: 0.01}}")
+    path = write_recipe(tmp_path, text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "size: 0.01" in row)
+    col = text.splitlines()[line - 1].index("size: 0.01") + 1
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path, host=host())
+    assert [str(d) for d in caught.value.diagnostics] == [
+        f"{path.resolve()}:{line}:{col}: stages.fit.objective.generator.size: 0.01 x the widths of this "
+        "discriminator (tiny with encoder overrides: hidden 64, FFN 128) gives a generator 0.64 units wide with an "
+        "FFN of 1.28: narrower than 1 unit; give at least 1/64 = 0.0156"
+    ]
+    two_tower = "stages.fit.objective={name: electric.nce, generator: {size: 0.01}}"
+    with pytest.raises(RecipeError, match=r"objective\.generator\.size: 0\.01 x the widths"):
+        load_recipe(path, [two_tower], host())
+    unigram = "stages.fit.objective={name: electra.rtd, generator: {kind: unigram, size: 0.01}}"
+    load_recipe(path, [unigram], host())  # no network to size
+    with pytest.raises(UserError, match=r"objective\.generator\.size: 0\.01 x the widths of this discriminator"):
+        generator_encoder_config(preset("tiny", hidden_size=64, num_heads=2), GeneratorConfig(size=0.01))
+    # The thesis's sweep of ELECTRA-Small generators builds as before: 1/8 has one head of 32 units.
+    small = ["stages.fit.model=electra-small", "stages.fit.encoder={}"]
+    built = {}
+    for size in (0.125, 0.25, 0.5, 1.0):
+        recipe = load_recipe(path, [*small, f"stages.fit.objective.generator.size={size}"], host())
+        generator = recipe.stages["fit"].config.objective.config.generator
+        gen = generator_encoder_config(preset("electra-small"), generator)
+        built[size] = (gen.hidden_size, gen.num_heads, gen.intermediate_size)
+    assert built == {0.125: (32, 1, 128), 0.25: (64, 1, 256), 0.5: (128, 2, 512), 1.0: (256, 4, 1024)}
+    load_recipe(path, [*small, "stages.fit.objective.generator.size=0.01"], host())  # 2.56 units: small, but a size
+
+
+def test_a_generator_narrower_than_one_unit_of_the_init_checkpoint_is_refused_before_training(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from xfer.core.config import ObjectiveRef
+    from xfer.electra.checks import _generator_width
+    from xfer.electra.config import GeneratorConfig, RTDConfig
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "intermediate_size": 128}))
+    config = SimpleNamespace(
+        objective=ObjectiveRef("electra.rtd", RTDConfig(generator=GeneratorConfig(size=0.01))), encoder={}
+    )
+    problems = [str(p) for p in _generator_width(config, tmp_path)]
+    assert problems == [
+        f"objective.generator.size: 0.01 x the widths of this discriminator (the init checkpoint {tmp_path}: "
+        "hidden 64, FFN 128) gives a generator 0.64 units wide with an FFN of 1.28: narrower than 1 unit; "
+        "give at least 1/64 = 0.0156"
+    ]
+    config.objective.config.generator.size = 0.25
+    assert _generator_width(config, tmp_path) == []

@@ -6,7 +6,9 @@
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
   `transformer.finetune` (`xfer.transformer.finetune_config.checkpoint_problems`);
-- a compute budget that does not buy a single step.
+- a compute budget that does not buy a single step;
+- a generator `size` that gives a generator narrower than 1 unit for the `init` checkpoint (without
+  `init:` the recipe validation checks it against the preset, at the line of `size`).
 
 Files produced by earlier stages do not exist yet and are checked by the stage itself. Bytes
 that are not UTF-8 are reported with file and line by the reader when the corpus is read (the
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError, UserError
+from xfer.electra.config import GeneratorConfig, generator_width_problem
 from xfer.transformer.finetune_config import checkpoint_encoder, checkpoint_problems, read_vocabulary
 
 _PROBE_BYTES = 1 << 20
@@ -34,6 +37,7 @@ def preflight(config: Any) -> list[UserError]:
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
+        lambda: _generator_width(config, init),
     ]
     if config.budget is not None and config.budget.steps is None:
         checks.append(lambda: _budget(config, _vocab_size(config, init)))
@@ -62,6 +66,19 @@ def _checkpoint_vocab_size(folder: Path) -> int | None:
     """vocab_size from an HF config.json or an xfer model dir's encoder config (None if unreadable)."""
     size = (checkpoint_encoder(folder) or {}).get("vocab_size")
     return size if isinstance(size, int) else None
+
+
+def _generator_width(config: Any, init: Path | None) -> list[UserError]:
+    """The generator `size` against the widths of the `init` checkpoint (with `encoder:` overrides)."""
+    generator = getattr(config.objective.config, "generator", None)
+    if init is None or not isinstance(generator, GeneratorConfig) or generator.kind not in ("mlm", "two_tower"):
+        return []
+    values = {**(checkpoint_encoder(init) or {}), **config.encoder}
+    hidden, intermediate = values.get("hidden_size"), values.get("intermediate_size")
+    if not isinstance(hidden, int) or not isinstance(intermediate, int):
+        return []
+    problem = generator_width_problem(generator.size, hidden, intermediate, f"the init checkpoint {init}")
+    return [UserError(f"objective.generator.size: {problem}")] if problem else []
 
 
 def _empty_corpus(config: Any) -> list[UserError]:

@@ -28,7 +28,7 @@ class GeneratorConfig:
     size: float = knob(
         0.25,
         "Hidden, FFN and head widths as a fraction of the discriminator's (1/4 small, 1/3 base); "
-        "heads = max(1, hidden // 64). Ignored by unigram/uniform.",
+        "heads = max(1, hidden // 64); a generator narrower than 1 unit is an error. Ignored by unigram/uniform.",
         gt=0.0,
         le=1.0,
     )
@@ -40,6 +40,24 @@ class GeneratorConfig:
     )
     temperature: float = knob(
         1.0, "Sampling temperature: replacements are drawn from softmax(logits / temperature), in fp32.", gt=0.0
+    )
+
+
+def generator_width_problem(size: float, hidden: int, intermediate: int, discriminator: str) -> str | None:
+    """Why `size` gives no generator for a discriminator of these widths, or None.
+
+    The generator's hidden and FFN widths are the discriminator's x `size`, rounded (heads follow
+    from its hidden width: max(1, hidden // 64), lowered until they divide it, so there is always at
+    least one and they always divide it). A width below 1 unit is refused: it was rounded to 0 or 1
+    and built 1 unit wide (`max(1, ...)`) without a word.
+    """
+    if hidden * size >= 1 and intermediate * size >= 1:
+        return None
+    narrowest = min(hidden, intermediate)
+    return (
+        f"{size:g} x the widths of this discriminator ({discriminator}: hidden {hidden}, FFN {intermediate}) "
+        f"gives a generator {hidden * size:.3g} units wide with an FFN of {intermediate * size:.3g}: narrower than "
+        f"1 unit; give at least 1/{narrowest} = {1 / narrowest:.3g}"
     )
 
 

@@ -19,14 +19,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from xfer.electra.config import GeneratorConfig
+from xfer.core.errors import UserError
+from xfer.electra.config import GeneratorConfig, generator_width_problem
 from xfer.electra.heads import ClozeHead, GeneratorHead
 from xfer.transformer.encoder import Embeddings, Encoder, EncoderConfig
 from xfer.transformer.presets import generator_config
 
 
 def generator_encoder_config(disc: EncoderConfig, config: GeneratorConfig) -> EncoderConfig:
-    """The generator's size: widths x `size`, depth x `layers`; untied, embeddings of its own hidden width."""
+    """The generator's size: widths x `size`, depth x `layers`; untied, embeddings of its own hidden width.
+
+    A `size` that makes it narrower than 1 unit is a `UserError` (recipes are refused at `size`
+    when the discriminator is known before the run; this covers an `init:` an earlier stage wrote)."""
+    problem = generator_width_problem(config.size, disc.hidden_size, disc.intermediate_size, "the discriminator")
+    if problem:
+        raise UserError(f"objective.generator.size: {problem}")
     gen = generator_config(disc, config.size)
     gen = dataclasses.replace(gen, num_layers=max(1, round(disc.num_layers * config.layers)))
     if not config.tie_embeddings:

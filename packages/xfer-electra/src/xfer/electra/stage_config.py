@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
 from xfer.core.train_config import TrainConfig
+from xfer.electra.config import GeneratorConfig, generator_width_problem
 from xfer.electra.corpus import CorpusConfig
 from xfer.transformer.finetune_config import (
     ENCODER_FIELDS,
@@ -21,6 +22,7 @@ from xfer.transformer.finetune_config import (
     check_encoder_overrides,
     check_preset_with_init,
 )
+from xfer.transformer.presets import preset_values
 
 DEFAULT_TRAIN = TrainConfig(
     steps=1_000_000,
@@ -130,6 +132,7 @@ class PretrainConfig:
             raise FieldError(
                 "tokenizer", "give a tokenizer (e.g. a transformer.vocab stage's output) or an init checkpoint"
             )
+        self._check_generator_width()
         if self.corpus.streaming and self.budget is None and self.train.steps is None:
             raise FieldError(("train", "steps"), "a streaming corpus has no epochs: set train.steps or a budget")
         warmup = self.train.warmup_steps
@@ -144,3 +147,18 @@ class PretrainConfig:
                 f"{warmup} is more than the budget's {self.budget.steps} steps: the learning rate would never reach "
                 f"train.lr; give at most {self.budget.steps}",
             )
+
+    def _check_generator_width(self) -> None:
+        """A generator `size` that gives a generator narrower than 1 unit for this discriminator (the
+        preset with `encoder:` overrides). With `init:` the checkpoint fixes the discriminator: the
+        pre-flight checks a checkpoint folder, and the stage checks one an earlier stage writes."""
+        generator = getattr(self.objective.config, "generator", None)
+        if self.init is not None or not isinstance(generator, GeneratorConfig):
+            return
+        if generator.kind not in ("mlm", "two_tower"):  # unigram/uniform have no network to size
+            return
+        values = {**preset_values(self.model), **self.encoder}
+        what = f"{self.model}{' with encoder overrides' if self.encoder else ''}"
+        problem = generator_width_problem(generator.size, values["hidden_size"], values["intermediate_size"], what)
+        if problem:
+            raise FieldError(("objective", "generator", "size"), problem)
