@@ -156,6 +156,44 @@ stages:
     assert not (tmp_path / "run/more/checkpoints").exists() or not any((tmp_path / "run/more/checkpoints").iterdir())
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_an_init_generator_missing_weights_names_them_not_the_tied_embeddings(
+    pretrained: Path, tmp_path: Path, tied: bool
+) -> None:
+    """A generator checkpoint without its layer 0 was reported as "missing ['embeddings.word.weight',
+    ...]" (the tied embeddings, which are the discriminator's), hiding the layer; an untied generator
+    whose checkpoint lacks its embeddings silently kept random ones."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    damaged = tmp_path / "generator"
+    shutil.copytree(pretrained / "generator", damaged)
+    weights = load_file(damaged / "model.safetensors")
+    gone = "encoder.layers.0." if tied else "encoder.embeddings."  # (its own are narrower: drop them all)
+    save_file({k: v for k, v in weights.items() if not k.startswith(gone)}, damaged / "model.safetensors")
+    objective = "{name: electra.rtd}" if tied else "{name: electra.rtd, generator: {tie_embeddings: false}}"
+    text = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    init: {pretrained / "discriminator"}
+    init_generator: {damaged}
+    objective: {objective}
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    with pytest.raises(UserError) as caught:
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    message = str(caught.value)
+    assert message.startswith(f"init_generator: {damaged} does not match the generator: missing [")
+    if tied:
+        assert "'layers.0." in message and "embeddings" not in message
+    else:
+        assert "missing ['embeddings.word.weight'" in message
+
+
 def test_init_generator_without_init_is_refused(tmp_path: Path) -> None:
     """It was silently ignored: the generator started from random weights."""
     text = RECIPE.replace("    max_length: 32\n", f"    max_length: 32\n    init_generator: {tmp_path}\n")

@@ -333,9 +333,13 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
             lines = str(exc).splitlines()
             detail = next((line.strip() for line in lines if "size mismatch" in line), lines[0])
             raise UserError(f"init_generator: {folder} does not match the generator ({detail})") from None
-        if unexpected or any(not k.startswith("embeddings.") for k in missing):
+        # tied embeddings are the discriminator's (loaded above), so only they may be absent here;
+        # an untied generator without its own would silently keep random ones
+        missing = [k for k in missing if not (tied and k.startswith("embeddings."))]
+        if missing or unexpected:
             raise UserError(
-                f"init_generator does not match the generator: missing {missing[:3]}, unexpected {unexpected[:3]}"
+                f"init_generator: {folder} does not match the generator: missing {missing[:3]}, "
+                f"unexpected {unexpected[:3]}"
             )
         if "head" in gen_states:
             _load_strict(generator["head"], gen_states["head"], "init_generator head")
