@@ -457,30 +457,27 @@ def test_a_collapse_in_the_unigram_phase_says_to_train_longer() -> None:
     assert "more steps" in detection_collapse(rows) and "train.lr" not in detection_collapse(rows)
 
 
-def test_token_spread_tells_a_collapsed_discriminator_from_a_working_one() -> None:
-    """`disc_token_spread` is ~0 when every token's final hidden state is the same vector (here: the
-    final LayerNorm's gain zeroed, so every row is its bias) and well above the collapse threshold for
-    a freshly initialised discriminator; electra, electra_15 and Electric all log it."""
-    from xfer.transformer.collapse import REPRESENTATION_COLLAPSE, token_spread
-
-    batch = packed_batch([128, 100, 64, 90])
-    for objective in (
-        RTDObjective(config(), TOKENS, 128, RTDConfig()),
-        RTDObjective(config(), TOKENS, 128, RTDConfig(variant="electra_15")),
-        ElectricObjective(config(), TOKENS, 128, NCEConfig()),
-    ):
-        torch.manual_seed(0)
-        healthy = objective(batch).metrics["disc_token_spread"]
-        assert healthy.dim() == 0 and healthy.item() > 0.3 > REPRESENTATION_COLLAPSE
-        with torch.no_grad():
-            objective.discriminator.layers[-1].ffn_norm.weight.zero_()
-            objective.discriminator.layers[-1].ffn_norm.bias.normal_()
-        assert objective(batch).metrics["disc_token_spread"].item() < 1e-5
-    from xfer.transformer.collapse import encoder_token_spread
+def test_token_spread_tells_a_collapsed_encoder_from_a_working_one() -> None:
+    """The probe is ~0 when every token's final hidden state is the same vector (the final
+    LayerNorm's gain zeroed: every row is its bias) and well above the collapse threshold for a fresh
+    encoder; it runs in eval mode, restores training mode and draws no random numbers (training
+    stays reproducible), and fits an encoder with fewer positions than its 64 tokens."""
+    from xfer.transformer.collapse import REPRESENTATION_COLLAPSE, encoder_token_spread, token_spread
     from xfer.transformer.encoder import Encoder
 
-    short = Encoder(config(max_position_embeddings=16))  # the probe's 64 tokens would not fit
-    assert encoder_token_spread(short, torch.arange(5, VOCAB)) > 0.3
+    ordinary = torch.arange(5, VOCAB)
+    encoder = Encoder(preset("tiny", vocab_size=VOCAB, num_layers=2))  # with dropout, in training mode
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    healthy = encoder_token_spread(encoder, ordinary)
+    assert healthy > 0.3 > REPRESENTATION_COLLAPSE and healthy == encoder_token_spread(encoder, ordinary)
+    assert encoder.training and torch.equal(torch.get_rng_state(), state)
+    with torch.no_grad():
+        encoder.layers[-1].ffn_norm.weight.zero_()
+        encoder.layers[-1].ffn_norm.bias.normal_()
+    assert encoder_token_spread(encoder, ordinary) < 1e-5
+    encoder.train()
+    assert encoder_token_spread(Encoder(config(max_position_embeddings=16)), ordinary) > 0.3
     rows = torch.randn(50, 8)
     assert token_spread(rows).item() == pytest.approx(
         ((rows - rows.mean(0)).norm(dim=1).mean() / rows.norm(dim=1).mean()).item()
@@ -489,13 +486,13 @@ def test_token_spread_tells_a_collapsed_discriminator_from_a_working_one() -> No
 
 def _spread_rows(spreads: dict[int, float], loss: float = 0.405) -> list[dict]:
     return [
-        {"step": s, "main_loss": loss, "replaced": 14.0, "disc_auc": 50.1, "gen_loss": 6.0, "disc_token_spread": v}
+        {"step": s, "main_loss": loss, "replaced": 14.0, "disc_auc": 50.1, "gen_loss": 6.0, "token_spread": v}
         for s, v in spreads.items()
     ]
 
 
 def test_a_representation_collapse_is_told_apart_and_not_advised_more_steps() -> None:
-    """A discriminator whose tokens all map to one vector gets its own message (when it started, do not
+    """An encoder whose tokens all map to one vector gets its own message (when it started, do not
     fine-tune it, another seed) instead of the "train longer" advice, which did not help it."""
     from xfer.electra.stage import detection_collapse, representation_collapse
 
@@ -507,10 +504,10 @@ def test_a_representation_collapse_is_told_apart_and_not_advised_more_steps() ->
     assert "more steps" in detection_collapse(_spread_rows({100: 0.5, 150: 0.4, 200: 0.45}), unigram_entropy=6.85)
     assert representation_collapse(_spread_rows({100: 0.001, 150: 0.001, 200: 0.3})) is None  # recovered
     assert representation_collapse(_spread_rows({100: 0.001, 150: 0.001})) is None  # too few rows to judge
-    assert representation_collapse([{k: v for k, v in r.items() if k != "disc_token_spread"} for r in rows]) is None
+    assert representation_collapse([{k: v for k, v in r.items() if k != "token_spread"} for r in rows]) is None
 
 
-def test_the_collapse_watch_warns_once_while_training_and_passes_every_event_on(
+def test_the_collapse_watch_logs_the_spread_warns_once_and_passes_every_event_on(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from xfer.electra.stage import CollapseWatch
@@ -522,7 +519,7 @@ def test_the_collapse_watch_warns_once_while_training_and_passes_every_event_on(
             self.calls: list[tuple] = []
 
         def log(self, step: int, split: str, metrics: dict) -> None:
-            self.calls.append(("log", step, split))
+            self.calls.append(("log", step, split, metrics.get("token_spread")))
 
         def checkpoint_saved(self, step: int, path: object) -> None:
             self.calls.append(("checkpoint", step))
@@ -530,30 +527,31 @@ def test_the_collapse_watch_warns_once_while_training_and_passes_every_event_on(
         def resumed(self, step: int) -> None:
             self.calls.append(("resumed", step))
 
+    probed = iter([0.5, 0.005, 0.004, 0.003, 0.002])
     inner = Recorder()
-    watch = CollapseWatch(inner)
+    watch = CollapseWatch(inner, lambda: next(probed))
     watch.resumed(50)
-    for row in _spread_rows({100: 0.5, 150: 0.005, 200: 0.004}):
-        watch.log(row["step"], "train", row)
+    for step in (100, 150, 200):
+        watch.log(step, "train", {"loss": 1.0})
     assert not watch.warned and capsys.readouterr().err == ""
-    watch.log(225, "dev", {"disc_token_spread": 0.001})  # only training rows count
+    watch.log(225, "dev", {"accuracy": 1.0})  # only training logs are probed and count
     assert not watch.warned
-    for row in _spread_rows({250: 0.003, 300: 0.002}):
-        watch.log(row["step"], "train", row)
+    for step in (250, 300):
+        watch.log(step, "train", {"loss": 1.0})
     err = capsys.readouterr().err
     assert watch.warned and err.count("warning: step 250:") == 1 and "since step 150" in err
     watch.checkpoint_saved(300, "ckpt")
     assert watch.host == "the host"
-    assert (
-        inner.calls[0] == ("resumed", 50)
-        and ("log", 225, "dev") in inner.calls
-        and inner.calls[-1]
-        == (
-            "checkpoint",
-            300,
-        )
-    )
-    assert [c[1] for c in inner.calls if c[0] == "log"] == [100, 150, 200, 225, 250, 300]
+    assert inner.calls == [
+        ("resumed", 50),
+        ("log", 100, "train", 0.5),
+        ("log", 150, "train", 0.005),
+        ("log", 200, "train", 0.004),
+        ("log", 225, "dev", None),
+        ("log", 250, "train", 0.003),
+        ("log", 300, "train", 0.002),
+        ("checkpoint", 300),
+    ]
     assert capsys.readouterr().err == ""  # once per run
 
 

@@ -230,6 +230,7 @@ def test_every_objective_trains_and_exports(objective: str, modules: dict, tmp_p
     metrics = [json.loads(line) for line in (tmp_path / "run/fit/metrics.jsonl").read_text().splitlines()]
     train = [m for m in metrics if m["split"] == "train"]
     assert train and all(m["tokens_per_s"] > 0 for m in train)
+    assert all(0.01 < m["token_spread"] <= 1.0 for m in train), "every training log probes the main encoder"
 
 
 def test_budget_buys_its_steps(tmp_path: Path) -> None:

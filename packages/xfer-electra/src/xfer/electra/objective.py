@@ -40,7 +40,6 @@ from xfer.electra.sampling import (
     generator_step_from_features,
     sample_softmax,
 )
-from xfer.transformer.collapse import token_spread
 from xfer.transformer.encoder import Encoder, EncoderConfig
 
 
@@ -224,12 +223,10 @@ class RTDObjective(PretrainingObjective):
         variant = self.config.variant
         if variant in ("electra", "electra_15"):
             rows = real if variant == "electra" else selection.flat
-            hidden = _hidden_rows(self.discriminator, corrupted, batch, rows)
-            logits = self.head(hidden)
+            logits = self.head(_hidden_rows(self.discriminator, corrupted, batch, rows))
             labels = replaced.index_select(0, rows)
             main = F.binary_cross_entropy_with_logits(logits, labels.float())
             metrics |= detection_metrics(logits, labels)
-            metrics["disc_token_spread"] = token_spread(hidden)
             loss = self.config.gen_weight * gen_loss + self.config.disc_weight * main
         elif variant == "replace_mlm":
             logits = self.head(
@@ -344,8 +341,7 @@ class ElectricObjective(PretrainingObjective):
         n = attention.sum(-1).float()
         log_ratio = (k / (n - k).clamp(min=1)).log()  # per sequence
         row_sequence = real // ids.shape[1]
-        hidden = _hidden_rows(self.discriminator, noised.view_as(ids), batch, real)
-        energy = self.head(hidden)
+        energy = self.energy(noised.view_as(ids), batch, real)
         noise_logit = energy + log_q_token + log_ratio.index_select(0, row_sequence)
         nce_loss = F.binary_cross_entropy_with_logits(noise_logit, labels.float())
         loss = self.config.gen_weight * cloze_loss + self.config.disc_weight * nce_loss
@@ -358,6 +354,5 @@ class ElectricObjective(PretrainingObjective):
             "replaced": 100.0 * labels.float().mean(),
             "tokens": real.new_tensor(real.numel(), dtype=torch.float32),
             **detection_metrics(noise_logit, labels),
-            "disc_token_spread": token_spread(hidden),
         }
         return StepOutput(loss, metrics)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,13 @@ def run_pretrain(ctx: StageContext) -> None:
     train = dataclasses.replace(config.train, steps=steps)
     source = _source(ctx, train, examples, tokenizer, config.corpus.shuffle_buffer)
     trainer = Trainer(
-        train, objective, source, ctx.dir, device=ctx.device, events=CollapseWatch(ctx.events()), description="pretrain"
+        train,
+        objective,
+        source,
+        ctx.dir,
+        device=ctx.device,
+        events=CollapseWatch(ctx.events(), _spread_probe(objective.main_encoder, tokenizer)),
+        description="pretrain",
     )
     trainer.fit()
     trainer.load_weights("last")  # the EMA weights when EMA is on: what the run's diagnostics describe
@@ -517,49 +524,64 @@ def _report(plan: dict, steps: int) -> str:
 
 
 def representation_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | None:
-    """A message when the discriminator's token spread stayed below `REPRESENTATION_COLLAPSE` over
+    """A message when the main encoder's `token_spread` stayed below `REPRESENTATION_COLLAPSE` over
     the last `last` logged steps, else None.
 
-    Why apart from `detection_collapse`: both show a loss at the base rate, but this one does not
-    recover. The collapsed run of docs/results.md ("A second pre-training seed") sat at AUC ~50 for
-    its last 6,800 steps, and its encoder then fine-tuned to chance on every GLUE task, where the
-    advice for a discriminator that has not learned context yet is to train longer."""
-    spreads = [r for r in rows if "disc_token_spread" in r]
+    Why apart from `detection_collapse`: both show a detection loss at the base rate, but this one
+    does not recover. The collapsed run of docs/results.md ("A second pre-training seed") sat at AUC
+    ~50 for its last 6,800 steps, and its encoder then fine-tuned to chance on every GLUE task, where
+    the advice for a discriminator that has not learned context yet is to train longer."""
+    spreads = [r for r in rows if "token_spread" in r]
     tail = spreads[-last:]
-    if len(tail) < last or any(r["disc_token_spread"] >= REPRESENTATION_COLLAPSE for r in tail):
+    if len(tail) < last or any(r["token_spread"] >= REPRESENTATION_COLLAPSE for r in tail):
         return None
     since = tail[0]["step"]
     for row in reversed(spreads):
-        if row["disc_token_spread"] >= REPRESENTATION_COLLAPSE:
+        if row["token_spread"] >= REPRESENTATION_COLLAPSE:
             break
         since = row["step"]
     row = tail[-1]
     auc = f", detection AUC {row['disc_auc']:.1f}" if "disc_auc" in row else ""
     return (
-        f"the discriminator's representations collapsed: since step {since} (up to step {row['step']}) it maps "
-        f"every token to nearly the same vector (disc_token_spread {row['disc_token_spread']:.1e}, below "
-        f"{REPRESENTATION_COLLAPSE}; healthy discriminators in docs/results.md: ~0.5{auc}). It no longer reads its "
-        "input. In the measured run, more steps did not undo this (AUC ~50 for its last 6,800 of 8,645 steps), and "
-        "fine-tuned, its encoder stayed at chance on every GLUE task: do not fine-tune this checkpoint; pre-train "
-        "again with another seed (the other seed of the same recipe fine-tuned normally). See docs/results.md "
+        f"the encoder's representations collapsed: since step {since} (up to step {row['step']}) it maps every "
+        f"token to nearly the same vector (token_spread {row['token_spread']:.1e}, below {REPRESENTATION_COLLAPSE}; "
+        f"healthy pre-trained encoders in docs/results.md: ~0.55{auc}). It no longer reads its input. In the "
+        "measured run, more steps did not undo this (AUC ~50 for its last 6,800 of 8,645 steps), and fine-tuned, "
+        "its encoder stayed at chance on every GLUE task: do not fine-tune this checkpoint; pre-train again with "
+        "another seed (the other seed of the same recipe fine-tuned normally). See docs/results.md "
         '("A second pre-training seed").'
     )
 
 
-class CollapseWatch:
-    """The stage's trainer events, passed through to `RunLog`, that also warn on stderr as soon as
-    `representation_collapse` holds (once per run): a collapsed discriminator does not recover, so
-    the user can stop a long run early instead of finding out from the end-of-run warning."""
+def _spread_probe(encoder: nn.Module, tokenizer: Any) -> Callable[[], float]:
+    """`encoder_token_spread` of `encoder` on random ordinary tokens (eval mode, no RNG drawn)."""
+    from xfer.transformer.collapse import encoder_token_spread
 
-    def __init__(self, events: Any, last: int = 3):
+    ordinary = torch.tensor([i for i in range(tokenizer.vocab_size) if i not in tokenizer.special_ids])
+    return lambda: encoder_token_spread(encoder, ordinary)
+
+
+class CollapseWatch:
+    """The stage's trainer events, passed through to `RunLog`, that add `token_spread` to every
+    training log and warn on stderr as soon as `representation_collapse` holds (once per run).
+
+    Measured by `spread` (a probe in eval mode), not from the training forward: there dropout on
+    the large common vector a collapsed encoder writes makes the tokens look different (0.43 on
+    the training forward where the probe gives 1.6e-5; docs/results.md). Warned while training, a
+    collapse can be stopped early instead of found by the end-of-run warning."""
+
+    def __init__(self, events: Any, spread: Callable[[], float], last: int = 3):
         self._events = events
+        self._spread = spread
         self._last = last
         self._rows: list[dict[str, Any]] = []
         self.warned = False
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
+        if split == "train":
+            metrics = {**metrics, "token_spread": self._spread()}
         self._events.log(step, split, metrics)
-        if split != "train" or "disc_token_spread" not in metrics or self.warned:
+        if split != "train" or self.warned:
             return
         self._rows = [*self._rows[-(self._last - 1) :], {"step": step, **metrics}]
         message = representation_collapse(self._rows, self._last)

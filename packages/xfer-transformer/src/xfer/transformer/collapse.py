@@ -4,8 +4,10 @@ A discriminator can end pre-training this way (docs/results.md, "A second pre-tr
 final hidden states differed by 1e-4 of their norm from token to token). Its detection loss sits at
 the base rate, like one that merely has not learned context yet, but it no longer reads its input:
 more steps did not undo it, and fine-tuned it stayed at chance on every GLUE task. `electra.pretrain`
-logs `token_spread` as `disc_token_spread`; `transformer.finetune` probes its `init:` encoder with
-`encoder_token_spread` and warns before spending a fine-tuning budget on such a checkpoint.
+logs `encoder_token_spread` as `token_spread` at every training log (eval mode: on the training
+forward, dropout on the common vector makes a collapsed encoder's tokens look different);
+`transformer.finetune` and the BAM stages probe their `init:` encoder the same way and warn before
+spending a fine-tuning budget on such a checkpoint.
 """
 
 from __future__ import annotations
