@@ -496,14 +496,16 @@ def test_a_representation_collapse_is_told_apart_and_not_advised_more_steps() ->
     fine-tune it, another seed) instead of the "train longer" advice, which did not help it."""
     from xfer.electra.stage import detection_collapse, representation_collapse
 
-    rows = _spread_rows({100: 0.5, 150: 0.2, 200: 0.004, 250: 0.02, 300: 0.003, 350: 0.001, 400: 2e-4})
+    rows = _spread_rows({100: 0.5, 150: 0.2, 200: 4e-4, 250: 0.009, 300: 3e-4, 350: 1e-4, 400: 2e-5})
     message = representation_collapse(rows)
-    assert message and "since step 300 (up to step 400)" in message and "2.0e-04" in message
+    assert message and "since step 300 (up to step 400)" in message and "2.0e-05" in message
     assert "another seed" in message and "do not fine-tune" in message and "AUC 50.1" in message
     assert detection_collapse(rows, unigram_entropy=6.85) == message  # not "train for more steps"
     assert "more steps" in detection_collapse(_spread_rows({100: 0.5, 150: 0.4, 200: 0.45}), unigram_entropy=6.85)
-    assert representation_collapse(_spread_rows({100: 0.001, 150: 0.001, 200: 0.3})) is None  # recovered
-    assert representation_collapse(_spread_rows({100: 0.001, 150: 0.001})) is None  # too few rows to judge
+    assert representation_collapse(_spread_rows({100: 1e-4, 150: 1e-4, 200: 0.3})) is None  # recovered
+    assert representation_collapse(_spread_rows({100: 1e-4, 150: 1e-4})) is None  # too few rows to judge
+    # early pre-training of the collapsed run went this low and was not (yet) a collapse
+    assert representation_collapse(_spread_rows({600: 0.014, 650: 0.009, 700: 0.009, 750: 0.009})) is None
     assert representation_collapse([{k: v for k, v in r.items() if k != "token_spread"} for r in rows]) is None
 
 
@@ -527,7 +529,7 @@ def test_the_collapse_watch_logs_the_spread_warns_once_and_passes_every_event_on
         def resumed(self, step: int) -> None:
             self.calls.append(("resumed", step))
 
-    probed = iter([0.5, 0.005, 0.004, 0.003, 0.002])
+    probed = iter([0.5, 5e-4, 4e-4, 3e-4, 2e-4])
     inner = Recorder()
     watch = CollapseWatch(inner, lambda: next(probed))
     watch.resumed(50)
@@ -545,11 +547,11 @@ def test_the_collapse_watch_logs_the_spread_warns_once_and_passes_every_event_on
     assert inner.calls == [
         ("resumed", 50),
         ("log", 100, "train", 0.5),
-        ("log", 150, "train", 0.005),
-        ("log", 200, "train", 0.004),
+        ("log", 150, "train", 5e-4),
+        ("log", 200, "train", 4e-4),
         ("log", 225, "dev", None),
-        ("log", 250, "train", 0.003),
-        ("log", 300, "train", 0.002),
+        ("log", 250, "train", 3e-4),
+        ("log", 300, "train", 2e-4),
         ("checkpoint", 300),
     ]
     assert capsys.readouterr().err == ""  # once per run
