@@ -706,6 +706,32 @@ stages:
     assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"
 
 
+def test_a_generator_deeper_than_the_discriminator_or_zero_layers_deep_is_a_recipe_error(tmp_path: Path) -> None:
+    """`generator: {layers: 2}` built a generator twice as deep as the discriminator (larger than it,
+    which `size` above 1 already refused), and `layers: 0.01` one layer deep without a word."""
+    from xfer.electra.config import GeneratorConfig
+    from xfer.electra.model import generator_encoder_config
+    from xfer.transformer.presets import preset
+
+    path = write_recipe(tmp_path, RECIPE)
+
+    def problems(layers: str) -> list[str]:
+        override = f"stages.fit.objective={{name: electra.rtd, generator: {{layers: {layers}}}}}"
+        with pytest.raises(RecipeError) as caught:
+            load_recipe(path, [override], host())
+        return [d.message for d in caught.value.diagnostics]
+
+    assert problems("2") == ["stages.fit.objective.generator.layers: must be at most 1, got 2.0"]
+    [shallow] = problems("0.01")
+    assert shallow.startswith("stages.fit.objective.generator.layers: 0.01 x the ") and "rounds to 0" in shallow
+    small = ["stages.fit.model=electra-small", "stages.fit.encoder={}"]  # 12 layers: 1/12 gives one
+    fine = load_recipe(path, [*small, "stages.fit.objective={name: electra.rtd, generator: {layers: 0.0834}}"], host())
+    assert fine.stages["fit"].config.objective.config.generator.layers == 0.0834
+    with pytest.raises(UserError, match=r"objective\.generator\.layers: 0\.1 x the 2 layers .* rounds to 0"):
+        generator_encoder_config(preset("tiny", num_layers=2), GeneratorConfig(layers=0.1))
+    assert generator_encoder_config(preset("tiny", num_layers=2), GeneratorConfig(layers=0.5)).num_layers == 1
+
+
 def test_a_generator_narrower_than_one_unit_is_a_recipe_error_at_size(tmp_path: Path) -> None:
     """`generator: {size: 0.01}` of a 64-wide discriminator rounded to 0 units and was silently built
     1 unit wide; now the recipe is refused at `size` with what the multiplier yields."""

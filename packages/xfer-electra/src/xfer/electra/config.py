@@ -32,7 +32,13 @@ class GeneratorConfig:
         gt=0.0,
         le=1.0,
     )
-    layers: float = knob(1.0, "Depth as a fraction of the discriminator's (the thesis keeps the same depth).", gt=0.0)
+    layers: float = knob(
+        1.0,
+        "Depth as a fraction of the discriminator's (the thesis keeps the same depth); rounded, at least 1 layer. "
+        "Above 1 the generator would be larger than the discriminator: refused, like `size` above 1.",
+        gt=0.0,
+        le=1.0,
+    )
     tie_embeddings: bool = knob(
         True,
         "Share the whole embedding block (token, position, type embeddings and their LayerNorm) with the "
@@ -58,6 +64,18 @@ def generator_width_problem(size: float, hidden: int, intermediate: int, discrim
         f"{size:g} x the widths of this discriminator ({discriminator}: hidden {hidden}, FFN {intermediate}) "
         f"gives a generator {hidden * size:.3g} units wide with an FFN of {intermediate * size:.3g}: narrower than "
         f"1 unit; give at least 1/{narrowest} = {1 / narrowest:.3g}"
+    )
+
+
+def generator_depth_problem(layers: float, num_layers: int, discriminator: str) -> str | None:
+    """Why `layers` gives no generator for a discriminator `num_layers` deep, or None: the depth is
+    round(num_layers x layers), and one that rounds to 0 was built 1 layer deep without a word."""
+    if round(num_layers * layers) >= 1:
+        return None
+    return (
+        f"{layers:g} x the {num_layers} layer{'s' if num_layers != 1 else ''} of this discriminator ({discriminator}) "
+        "gives "
+        f"{num_layers * layers:.3g} layers, which rounds to 0; give at least 1/{num_layers} = {1 / num_layers:.3g}"
     )
 
 

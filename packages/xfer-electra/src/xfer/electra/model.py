@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xfer.core.errors import UserError
-from xfer.electra.config import GeneratorConfig, generator_width_problem
+from xfer.electra.config import GeneratorConfig, generator_depth_problem, generator_width_problem
 from xfer.electra.heads import ClozeHead, GeneratorHead
 from xfer.transformer.encoder import Embeddings, Encoder, EncoderConfig
 from xfer.transformer.presets import generator_config
@@ -34,6 +34,9 @@ def generator_encoder_config(disc: EncoderConfig, config: GeneratorConfig) -> En
     problem = generator_width_problem(config.size, disc.hidden_size, disc.intermediate_size, "the discriminator")
     if problem:
         raise UserError(f"objective.generator.size: {problem}")
+    problem = generator_depth_problem(config.layers, disc.num_layers, "the discriminator")
+    if problem:
+        raise UserError(f"objective.generator.layers: {problem}")
     gen = generator_config(disc, config.size)
     gen = dataclasses.replace(gen, num_layers=max(1, round(disc.num_layers * config.layers)))
     if not config.tie_embeddings:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
 from xfer.core.train_config import TrainConfig
-from xfer.electra.config import GeneratorConfig, generator_width_problem
+from xfer.electra.config import GeneratorConfig, generator_depth_problem, generator_width_problem
 from xfer.electra.corpus import CorpusConfig
 from xfer.transformer.finetune_config import (
     ENCODER_FIELDS,
@@ -162,3 +162,6 @@ class PretrainConfig:
         problem = generator_width_problem(generator.size, values["hidden_size"], values["intermediate_size"], what)
         if problem:
             raise FieldError(("objective", "generator", "size"), problem)
+        problem = generator_depth_problem(generator.layers, values["num_layers"], what)
+        if problem:
+            raise FieldError(("objective", "generator", "layers"), problem)
