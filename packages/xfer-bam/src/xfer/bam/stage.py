@@ -70,7 +70,8 @@ class Setup:
         tokenizer = load_tokenizer(config, ctx, weights.tokenizer_folder)
         settle(weights, tokenizer, config, ctx.seed)
         if config.init is not None and weights.encoder_state is not None:
-            warn_if_collapsed(ctx, weights.encoder_config, weights.encoder_state, tokenizer, ctx.resolve(config.init))
+            source = weights.tokenizer_folder  # the init folder `resolve_init` read the weights from
+            warn_if_collapsed(ctx, weights.encoder_config, weights.encoder_state, tokenizer, source)
         return cls(config, tokenizer, weights, resolve_precision(config.train.precision, ctx.device))
 
     def autocast(self, device: torch.device) -> Any:

@@ -555,9 +555,9 @@ def representation_collapse(rows: list[dict[str, Any]], last: int = 3) -> str | 
 
 def _spread_probe(encoder: nn.Module, tokenizer: Any) -> Callable[[], float]:
     """`encoder_token_spread` of `encoder` on random ordinary tokens (eval mode, no RNG drawn)."""
-    from xfer.transformer.collapse import encoder_token_spread
+    from xfer.transformer.collapse import encoder_token_spread, ordinary_ids
 
-    ordinary = torch.tensor([i for i in range(tokenizer.vocab_size) if i not in tokenizer.special_ids])
+    ordinary = ordinary_ids(tokenizer)
     return lambda: encoder_token_spread(encoder, ordinary)
 
 

@@ -33,6 +33,11 @@ def token_spread(hidden: Tensor) -> Tensor:
     return (rows - rows.mean(0)).norm(dim=1).mean() / rows.norm(dim=1).mean().clamp(min=1e-12)
 
 
+def ordinary_ids(tokenizer: Any) -> Tensor:
+    """The tokenizer's ids without its special tokens: what the probe draws random text from."""
+    return torch.tensor([i for i in range(tokenizer.vocab_size) if i not in tokenizer.special_ids])
+
+
 @torch.no_grad()
 def encoder_token_spread(encoder: torch.nn.Module, ordinary_ids: Tensor, rows: int = 8, length: int = 64) -> float:
     """`token_spread` of `encoder`'s last hidden states over `rows` sequences of `length` tokens
@@ -73,7 +78,7 @@ def collapsed_init_message(encoder_config: Any, state: dict[str, Tensor], tokeni
 
     encoder = Encoder(encoder_config)
     encoder.load_state_dict(state)
-    ordinary = torch.tensor([i for i in range(tokenizer.vocab_size) if i not in tokenizer.special_ids])
+    ordinary = ordinary_ids(tokenizer)
     if ordinary.numel() == 0:
         return None
     spread = encoder_token_spread(encoder, ordinary)
