@@ -16,6 +16,7 @@ from torch import nn
 
 from xfer.core import distributed as dist
 from xfer.core.data import BatchStream
+from xfer.core.errors import TrainingStopped
 from xfer.core.trainer import StepOutput, TrainConfig, Trainer, load_evaluated_weights
 
 
@@ -84,8 +85,44 @@ def run(out: Path, tag: str, dropout: float) -> None:
     (out / f"{tag}-rank{dist.rank()}.json").write_text(json.dumps(record))
 
 
+class StopAtStep:
+    """Trainer events (rank 0 only) that ask to stop once step `at` is logged: every rank must stop
+    there together, or rank 1 would wait for rank 0 in the next gradient all-reduce."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.step = at, 0
+
+    def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
+        self.step = step
+
+    def checkpoint_saved(self, step: int, path: Path) -> None:
+        pass
+
+    def resumed(self, step: int) -> None:
+        pass
+
+    def stop_requested(self) -> str | None:
+        return f"asked to stop at step {self.step}" if self.step >= self.at else None
+
+
+def run_stop(out: Path) -> None:
+    """Train with events asking to stop at step 4 (of 10); record where each rank stopped and why."""
+    config = TrainConfig(steps=10, batch_size=8, lr=0.05, precision="fp32", log_every=2, checkpoint_every=2)
+    stream = BatchStream(data(40, 3), 8, collate, seed=5, rank=dist.rank(), world_size=dist.world_size())
+    trainer = Trainer(
+        config, Regression(0.0), stream, out / "stop" / "work", device=torch.device("cpu"), events=StopAtStep(4)
+    )
+    try:
+        trainer.fit()
+        record = {"stopped_at": None}
+    except TrainingStopped as exc:
+        record = {"stopped_at": trainer.step, "message": str(exc)}
+    (out / f"stop-rank{dist.rank()}.json").write_text(json.dumps(record))
+
+
 if __name__ == "__main__":
     dist.init_from_env()
     target = Path(sys.argv[1])
     for tag, dropout in (("nodrop", 0.0), ("dropout", 0.3)):
         run(target, tag, dropout)
+    run_stop(target)

@@ -115,3 +115,7 @@ def test_ddp_with_ema_and_dropout(tmp_path: Path) -> None:
                 torch.tensor(ddp[key][name]), torch.tensor(single[key][name]), rtol=1e-5, atol=1e-6
             )
     assert ddp["history"] == pytest.approx(single["history"], rel=1e-5)
+    # events (rank 0's) asking to stop end training on both ranks at the same step
+    stops = [read(tmp_path / "ddp" / f"stop-rank{rank}.json") for rank in (0, 1)]
+    assert [s["stopped_at"] for s in stops] == [4, 4]
+    assert stops[0]["message"] == "asked to stop at step 4" and "rank 0 asked to stop" in stops[1]["message"]

@@ -555,6 +555,28 @@ def test_the_collapse_watch_logs_the_spread_warns_once_and_passes_every_event_on
         ("checkpoint", 300),
     ]
     assert capsys.readouterr().err == ""  # once per run
+    assert watch.stop_requested() is None  # the default warns and trains on
+
+
+def test_the_collapse_watch_told_to_stop_asks_the_trainer_to_instead_of_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from xfer.electra.stage import CollapseWatch
+
+    class Quiet:
+        def log(self, step: int, split: str, metrics: dict) -> None:
+            pass
+
+    probed = iter([5e-4, 4e-4, 3e-4])
+    watch = CollapseWatch(Quiet(), lambda: next(probed), stop=True)
+    for step in (100, 150):
+        watch.log(step, "train", {"loss": 1.0})
+        assert watch.stop_requested() is None
+    watch.log(200, "train", {"loss": 1.0})
+    reason = watch.stop_requested()
+    assert reason is not None and "(on_collapse: stop) at step 200: the encoder's representations collapsed" in reason
+    assert "since step 100" in reason and "--force" in reason
+    assert capsys.readouterr().err == ""  # the stop's error says it; no warning besides
 
 
 def test_diverged_logits_still_sample_ids_inside_the_vocabulary() -> None:

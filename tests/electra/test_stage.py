@@ -788,3 +788,47 @@ def test_a_generator_narrower_than_one_unit_of_the_init_checkpoint_is_refused_be
     ]
     config.objective.config.generator.size = 0.25
     assert _generator_width(config, tmp_path) == []
+
+
+def test_on_collapse_stop_ends_the_stage_at_the_collapse_and_keeps_its_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`on_collapse: stop`: once the probe has read a collapsed encoder for 3 logs, the stage fails
+    with the collapse message instead of training to the end (and fine-tuning after it); the
+    default only warns and trains on. The probe is replaced by a scripted one: a real collapse
+    takes thousands of steps."""
+    import xfer.electra.stage as stage
+
+    spreads = {"value": 0.5}
+    monkeypatch.setattr(stage, "_spread_probe", lambda encoder, tokenizer: lambda: spreads["value"])
+    path = write_recipe(tmp_path, RECIPE)
+    log_every = ["stages.fit.train.log_every=1", "stages.fit.train.checkpoint_every=2"]
+
+    def trained_steps(run: str) -> list[int]:
+        lines = (tmp_path / run / "fit/metrics.jsonl").read_text().splitlines()
+        return [m["step"] for m in map(json.loads, lines) if m["split"] == "train"]
+
+    spreads["value"] = 1e-5  # collapsed from the first log on: logs 1, 2, 3 -> stop at step 3
+    with pytest.raises(UserError, match=r"on_collapse: stop\) at step 3: the encoder's representations collapsed"):
+        run_recipe_file(path, tmp_path / "stop", host(), [*log_every, "stages.fit.on_collapse=stop"])
+    assert trained_steps("stop") == [1, 2, 3]
+    assert (tmp_path / "stop/fit/checkpoints").is_dir() and json.loads((tmp_path / "stop/fit/stage.json").read_text())[
+        "status"
+    ] != "completed"
+
+    run_recipe_file(path, tmp_path / "warn", host(), log_every)  # the default: warn, train on
+    assert trained_steps("warn") == list(range(1, 9))
+
+    spreads["value"] = 0.5  # healthy: `stop` changes nothing
+    run_recipe_file(path, tmp_path / "healthy", host(), [*log_every, "stages.fit.on_collapse=stop"])
+    assert trained_steps("healthy") == list(range(1, 9))
+
+
+def test_on_collapse_is_checked_and_its_default_leaves_fingerprints_alone(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, RECIPE)
+    with pytest.raises(RecipeError, match="on_collapse"):
+        load_recipe(path, ["stages.fit.on_collapse=halt"], host())
+    default = load_recipe(path, host=host()).stages["fit"]
+    stop = load_recipe(path, ["stages.fit.on_collapse=stop"], host()).stages["fit"]
+    assert "on_collapse" not in default.resolved(signing=True)  # runs from before the knob stay fresh
+    assert stop.resolved(signing=True)["on_collapse"] == "stop"

@@ -88,3 +88,10 @@ class TrainingDiverged(UserError):
     """Loss became NaN/inf; training stopped and the last good checkpoint was kept."""
 
     exit_code = 1
+
+
+class TrainingStopped(UserError):
+    """The trainer's events asked training to stop (e.g. a collapse the stage was told to stop on);
+    the checkpoints written so far are kept."""
+
+    exit_code = 1

@@ -32,7 +32,7 @@ from xfer.core import checkpoint as ckpt
 from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.data import BatchSource, Prefetcher, check_batch_source, to_device
-from xfer.core.errors import PluginError, TrainingDiverged, UserError
+from xfer.core.errors import PluginError, TrainingDiverged, TrainingStopped, UserError
 from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
 from xfer.core.train_config import TrainConfig
 
@@ -162,7 +162,11 @@ class TrainerEvents(Protocol):
     """Where the trainer reports (rank 0 only). `xfer.core.stage.RunLog` is the standard one.
 
     An events object may also have a `host` attribute (the `PluginHost`, as `RunLog` has): the
-    trainer then names the objective's component and provider in its error messages."""
+    trainer then names the objective's component and provider in its error messages. And it may
+    have a `stop_requested() -> str | None` method, asked after every training log: a message
+    stops training there with `TrainingStopped` (on every rank together), keeping the checkpoints
+    written so far. The ELECTRA stage's collapse watch uses it (`on_collapse: stop`): a health
+    check that fails for good should not spend the rest of the budget."""
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None: ...
 
@@ -313,6 +317,7 @@ class Trainer:
                 timer, timer_step = time.perf_counter(), self.step
                 if bar is not None:
                     bar.set_postfix({k: f"{v:.4g}" for k, v in logged.items() if k in ("loss", "lr")})
+                self._stop_if_requested()
             is_best = False
             if boundary_eval and self.evaluator is not None:
                 is_best = self._evaluate()
@@ -450,6 +455,13 @@ class Trainer:
             )
         self._last_good_step = self.step
         self._first_loss = None
+
+    def _stop_if_requested(self) -> None:
+        """Raise `TrainingStopped` on every rank when rank 0's events ask to stop (see `TrainerEvents`)."""
+        ask = getattr(self.events, "stop_requested", None)  # events exist on rank 0 only
+        reason = ask() if callable(ask) else None
+        if dist.any_rank(reason is not None, self.device):
+            raise TrainingStopped(reason or f"training stopped at step {self.step}: rank 0 asked to stop")
 
     def _flush_metrics(self, extra: dict[str, float]) -> dict[str, float]:
         names = sorted(self._sums)

@@ -59,7 +59,9 @@ def run_pretrain(ctx: StageContext) -> None:
         source,
         ctx.dir,
         device=ctx.device,
-        events=CollapseWatch(ctx.events(), _spread_probe(objective.main_encoder, tokenizer)),
+        events=CollapseWatch(
+            ctx.events(), _spread_probe(objective.main_encoder, tokenizer), stop=config.on_collapse == "stop"
+        ),
         description="pretrain",
     )
     trainer.fit()
@@ -563,19 +565,22 @@ def _spread_probe(encoder: nn.Module, tokenizer: Any) -> Callable[[], float]:
 
 class CollapseWatch:
     """The stage's trainer events, passed through to `RunLog`, that add `token_spread` to every
-    training log and warn on stderr as soon as `representation_collapse` holds (once per run).
+    training log and warn on stderr as soon as `representation_collapse` holds (once per run);
+    with `stop`, the trainer then stops (`stop_requested`) instead of training on.
 
     Measured by `spread` (a probe in eval mode), not from the training forward: there dropout on
     the large common vector a collapsed encoder writes makes the tokens look different (0.43 on
     the training forward where the probe gives 1.6e-5; docs/results.md). Warned while training, a
     collapse can be stopped early instead of found by the end-of-run warning."""
 
-    def __init__(self, events: Any, spread: Callable[[], float], last: int = 3):
+    def __init__(self, events: Any, spread: Callable[[], float], last: int = 3, stop: bool = False):
         self._events = events
         self._spread = spread
         self._last = last
+        self._stop = stop
         self._rows: list[dict[str, Any]] = []
         self.warned = False
+        self._message: str | None = None
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
         if split == "train":
@@ -587,7 +592,20 @@ class CollapseWatch:
         message = representation_collapse(self._rows, self._last)
         if message:
             self.warned = True
-            print(f"\nwarning: step {step}: {message}", file=sys.stderr, flush=True)
+            self._message = f"step {step}: {message}"
+            if not self._stop:
+                print(f"\nwarning: {self._message}", file=sys.stderr, flush=True)
+
+    def stop_requested(self) -> str | None:
+        """With `stop`: the collapse message, so the trainer ends the stage (see `TrainerEvents`)."""
+        if not (self._stop and self._message):
+            return None
+        return (
+            f"pre-training stopped (on_collapse: stop) at {self._message} The checkpoints written so far are kept "
+            "for diagnosis (tools/probe_detection.py RUN/STAGE --layers); re-running the same command resumes "
+            "from the last of them into the same collapse, so change the seed (or the learning rate) and re-run "
+            "with --force, or in another run directory."
+        )
 
     def checkpoint_saved(self, step: int, path: Path) -> None:
         self._events.checkpoint_saved(step, path)

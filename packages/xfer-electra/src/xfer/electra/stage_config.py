@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, knob
 from xfer.core.train_config import TrainConfig
@@ -94,6 +94,14 @@ class PretrainConfig:
         None, "Train to a compute budget instead of train.steps: {flops: 1e15}, {tokens: 1e8} or {steps: N}."
     )
     export_hf: bool = knob(True, "Also write each output in Hugging Face layout (`hf/` inside it).")
+    on_collapse: Literal["warn", "stop"] = knob(
+        "warn",
+        "When the discriminator's token_spread stays below the collapse threshold for 3 logs (every token "
+        "mapped to one vector; docs/results.md): warn on stderr and train on, or stop the stage with an error "
+        "(the checkpoints so far are kept), so a recipe does not spend the rest of the budget and then "
+        "fine-tune a collapsed encoder.",
+        unsigned_at="warn",
+    )
     data_cache: Path | None = knob(
         None,
         "Where the packed Arrow examples are cached (default: inside the stage's folder). A shared folder "
