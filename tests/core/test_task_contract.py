@@ -94,7 +94,9 @@ def test_clean_tasks_of_every_type_pass() -> None:
         task("parsing", ("nsubj", "root"), train=[ParsingExample("t1", words, (2, 0), ("nsubj", "root"))]),
         task("seq2seq", (), train=[TranslationExample("t1", "ein Hund", "a dog")]),
         task(
-            "span_qa", (), train=[SpanQAExample("t1", "who?", "me", (Answer("me", 0),)), SpanQAExample("t2", "q", "c")]
+            "span_qa",
+            (),
+            train=[SpanQAExample("t1", "who?", "me", (Answer("me", 0),)), SpanQAExample("t2", "q", "c", (), True)],
         ),
     ]
     for t in cases:
@@ -505,6 +507,79 @@ def test_question_and_context_are_strings_and_answers_a_tuple() -> None:
     assert "example 'q1' has question str / context NoneType, not strings" in str(contract_error(t, "train"))
     t.data["train"] = [SpanQAExample("q1", "Seit wann?", CONTEXT, Answer("Die", 0))]  # type: ignore[arg-type]
     assert "example 'q1' has answers of type Answer, not a tuple of Answers" in str(contract_error(t, "train"))
+
+
+def impossible(ident: str = "q2", *answers: Answer, flag: Any = True) -> SpanQAExample:
+    return SpanQAExample(ident, "Wer baute sie?", CONTEXT, tuple(answers), is_impossible=flag)
+
+
+def test_an_unanswerable_question_has_no_answers() -> None:
+    """Objectives train an is_impossible question as "no answer" and ignore its answers, while the
+    official SQuAD 2.0 score counts them as gold: the two would disagree on every such question."""
+    for split in ("train", "dev"):
+        t = task("span_qa", (), train=qa(Answer("Die", 0)), dev=qa(Answer("Die", 0)))
+        t.data[split] = [*qa(Answer("Die", 0)), impossible("q2", Answer("Die", 0))]
+        error = contract_error(t, split)
+        assert str(error) == (
+            f"task 'mine/task' ({split}): example 'q2' is_impossible (unanswerable) but has 1 answer; "
+            "an unanswerable question has none"
+        )
+        assert error.example_id == "q2"
+
+
+@pytest.mark.parametrize("flag", ["false", 0, 1, None])
+def test_is_impossible_is_a_bool(flag: Any) -> None:
+    """A reader passing the JSON string "false" through would mark every question unanswerable."""
+    t = task("span_qa", (), train=[impossible("q2", flag=flag)], dev=qa(Answer("Die", 0)))
+    assert str(contract_error(t, "train")) == (
+        f"task 'mine/task' (train): example 'q2' has is_impossible {flag!r} ({type(flag).__name__}), not a bool"
+    )
+
+
+@pytest.mark.parametrize(("text", "what"), [("", "empty"), (" ", "whitespace-only")])
+def test_an_answer_is_not_empty(text: str, what: str) -> None:
+    """An empty text is found at any offset, so the context check passed it; the transformer's
+    windowing then raised mid-stage ("not a non-empty span"), and SQuAD 1.1 can never score it.
+    A whitespace-only one is no token span either: training silently treated the question as
+    unanswerable. No answer is is_impossible=True with no answers, not an empty one."""
+    for split in ("train", "dev"):
+        t = task("span_qa", (), train=qa(Answer("Die", 0)), dev=qa(Answer("Die", 0)))
+        t.data[split] = qa(Answer("Die", 0), Answer(text, 3))
+        assert CONTEXT[3] == " "
+        assert str(contract_error(t, split)) == (
+            f"task 'mine/task' ({split}): example 'q1' has answer 2 with {what} text {text!r}; an answer is a "
+            "span of the context with a word in it (a question without one has no answers and is_impossible True)"
+        )
+
+
+def test_a_training_question_without_answers_must_be_marked_unanswerable() -> None:
+    """featurize() trained it as unanswerable (start and end at [CLS]), also for SQuAD 1.1."""
+    t = task("span_qa", (), train=[*qa(Answer("Die", 0)), impossible(flag=False)], dev=qa(Answer("Die", 0)))
+    error = contract_error(t, "train")
+    assert str(error) == (
+        "task 'mine/task' (train): training example 'q2' has no answers and is not is_impossible; "
+        "a training set must be labelled"
+    )
+    assert error.example_id == "q2"
+
+
+def test_a_dev_question_without_answers_in_a_labelled_split_is_refused() -> None:
+    """SQuAD 2.0 would score it as unanswerable and SQuAD 1.1 fail at evaluation, after training."""
+    t = task("span_qa", (), train=qa(Answer("Die", 0)), dev=[*qa(Answer("Die", 0)), impossible(flag=False)])
+    assert str(contract_error(t, "dev")) == (
+        "task 'mine/task' (dev): example 'q2' has no answers and is not is_impossible but example 'q1' has "
+        "answers or is_impossible; a split is either labelled or unlabelled throughout"
+    )
+
+
+def test_unlabelled_span_qa_test_questions_are_allowed() -> None:
+    """A hidden test set (questions only, for predictions) is unlabelled throughout, as GLUE's are;
+    several gold answers (SQuAD dev) and unanswerable questions (2.0) are labelled."""
+    start = CONTEXT.index("1882")
+    dev = [*qa(Answer("1882", start), Answer("seit 1882", start - 5)), impossible()]
+    test = [SpanQAExample("x1", "Seit wann?", CONTEXT), SpanQAExample("x2", "Wo?", CONTEXT)]
+    t = task("span_qa", (), train=[*qa(Answer("1882", start)), impossible()], dev=dev, test=test)
+    assert t.check_data(["train", "dev", "test"]) == []
 
 
 # --- pre-flight and the CLI ---------------------------------------------------------------------

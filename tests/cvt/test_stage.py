@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from xfer.core.errors import RecipeError, UserError
+from xfer.core.hookspecs import hookimpl
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.runner import run_recipe
+from xfer.core.specs import ComponentSpec
 from xfer.cvt.testing import tiny_cvt_recipe, write_tiny_data
+from xfer.tasks.conll.config import UdParseConfig
+from xfer.tasks.conll.parsing import UdParseTask
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 
 CHUNK = "{name: conll/chunking, train_file: chunk-train.txt, dev_file: chunk-dev.txt}"
@@ -274,6 +278,45 @@ def test_mode_cvt_without_views_of_a_task_type_is_refused_before_any_stage_runs(
     check_data(load_recipe(write_recipe(tmp_path, text.replace("mode: cvt", "mode: supervised")), host=host), host)
 
 
+class UnlabelledParseTask(UdParseTask):
+    """conll/ud-parse without a relation set: the Task contract allows an empty `labels` for
+    parsing (unlabelled parsing), but cvt.train's parser needs one."""
+
+    @property
+    def labels(self):
+        return ()
+
+
+class UnlabelledParsePlugin:
+    @staticmethod
+    @hookimpl
+    def xfer_tasks():
+        return [ComponentSpec("task", "mem/unlabelled-parse", f"{__name__}:UnlabelledParseTask", "1", UdParseConfig)]
+
+
+@pytest.mark.parametrize("mode", ["cvt", "supervised"])
+def test_a_parsing_task_without_a_relation_set_is_refused_before_any_stage_runs(tmp_path, mode):
+    """Training failed in `prepare` with a bare KeyError on the first relation ('det')."""
+    from xfer.core.runs.preflight import PreflightError, check_data
+
+    write_tiny_data(tmp_path)
+    host = make_host(autoload=True)
+    host.add_object(UnlabelledParsePlugin, "mem")
+    task = "{name: mem/unlabelled-parse, train_file: train.conllu, dev_file: dev.conllu}"
+    recipe = load_recipe(write_recipe(tmp_path, tiny_cvt_recipe(task, mode=mode)), host=host)
+    with pytest.raises(PreflightError) as caught:
+        check_data(recipe, host)
+    (problem,) = caught.value.diagnostics
+    assert problem.message == (
+        "stage 'fit': mem/unlabelled-parse is a parsing task without a relation set (its labels is empty): "
+        "cvt.train's parser predicts every arc's relation from the task's relation set, so it cannot train "
+        "unlabelled parsing; use a task that lists its relations in labels"
+    )
+    check_data(load_recipe(write_recipe(tmp_path, tiny_cvt_recipe(PARSE, mode=mode)), host=host), host)
+    with pytest.raises(UserError, match="without a relation set"):  # run without pre-flight: the stage checks too
+        run_recipe(recipe, tmp_path / "run", host=host, log=lambda *a, **k: None)
+
+
 def test_vocabulary_follows_the_data_each_mode_learns_from(tmp_path):
     write_tiny_data(tmp_path)
     with open(tmp_path / "unlabeled.txt", "a", encoding="utf-8") as f:
@@ -391,8 +434,12 @@ def load_mem_task(kind, labels, **data):
         def evaluate(self, examples, predictions):
             return {"score": 0.0}
 
+    from xfer.cvt.config import CvtConfig
+
     ctx = SimpleNamespace(host=SimpleNamespace(load=lambda component, name: MemTask))
-    return load_tasks(ctx, SimpleNamespace(tasks=[SimpleNamespace(name="mem/task", config=None)]))
+    config = SimpleNamespace(tasks=[SimpleNamespace(name="mem/task", config=None)], mode="supervised")
+    config.check_task_infos = lambda infos: CvtConfig.check_task_infos(config, infos)  # the real checks
+    return load_tasks(ctx, config)
 
 
 WORDS = ("a", "b")

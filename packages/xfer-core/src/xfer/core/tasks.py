@@ -334,7 +334,10 @@ def _check_labels(task: Task, kind: str) -> tuple[str, ...]:
 
 
 def _gold(example: Any) -> Any:
-    """The gold annotation of an example (None when unlabelled); span QA always counts as labelled."""
+    """The gold annotation of an example (None when unlabelled). A span-QA question is labelled by
+    its answers or by `is_impossible`; one with neither is an unlabelled question (a hidden test
+    set), which training cannot use and a labelled split must not contain: it would train, or be
+    scored, as unanswerable."""
     if isinstance(example, SentenceExample):
         return example.label
     if isinstance(example, TaggingExample):
@@ -343,7 +346,17 @@ def _gold(example: Any) -> Any:
         return example.heads
     if isinstance(example, TranslationExample):
         return example.target
+    if isinstance(example, SpanQAExample) and not example.answers and not example.is_impossible:
+        return None
     return ()
+
+
+def _no_gold(kind: str) -> tuple[str, str]:
+    """How an unlabelled and a labelled example of a task type are described (span QA has no
+    single label field)."""
+    if kind == "span_qa":
+        return "has no answers and is not is_impossible", "has answers or is_impossible"
+    return "has no label", "has one"
 
 
 def _is_words(value: Any) -> bool:
@@ -368,6 +381,11 @@ def _answer_problem(number: int, answer: Any, context: str) -> str | None:
     text, start = answer.text, answer.start
     if not isinstance(text, str):
         return f"has answer {number} with text {text!r} ({type(text).__name__}), not a string"
+    if not text.strip():  # "" matches anywhere, and neither it nor " " is a token span to train on
+        return (
+            f"has answer {number} with {'empty' if not text else 'whitespace-only'} text {text!r}; an answer is "
+            "a span of the context with a word in it (a question without one has no answers and is_impossible True)"
+        )
     if isinstance(start, bool) or not isinstance(start, int):
         return (
             f"has answer {number} {text!r} with start {start!r} ({type(start).__name__}), "
@@ -381,6 +399,31 @@ def _answer_problem(number: int, answer: Any, context: str) -> str | None:
             f"has answer {number} {text!r} at character {start}, but the context there reads {found!r} "
             "(an answer's start is the offset of its text in the context)"
         )
+    return None
+
+
+def _span_qa_problem(example: SpanQAExample) -> str | None:
+    """What is wrong with a span-QA example, or None. `is_impossible` must be a real bool (a string
+    "false" would read as true) and an unanswerable question has no answers: objectives ignore
+    the answers of an unanswerable question and the official SQuAD 2.0 score counts them, so the
+    two would disagree on what is gold."""
+    if not isinstance(example.question, str) or not isinstance(example.context, str):
+        return f"has question {type(example.question).__name__} / context {type(example.context).__name__}, not strings"
+    if not isinstance(example.answers, (tuple, list)):
+        return f"has answers of type {type(example.answers).__name__}, not a tuple of Answers"
+    impossible = example.is_impossible
+    if not isinstance(impossible, bool):
+        return f"has is_impossible {impossible!r} ({type(impossible).__name__}), not a bool"
+    if impossible and example.answers:
+        count = len(example.answers)
+        return (
+            f"is_impossible (unanswerable) but has {count} answer{'s' if count != 1 else ''}; "
+            "an unanswerable question has none"
+        )
+    for number, answer in enumerate(example.answers, start=1):
+        problem = _answer_problem(number, answer, example.context)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -437,18 +480,7 @@ def _example_problem(
                 return f"has relation {relation!r} (word {position}), not one of its labels {_show_labels(labels)}"
         return None
     if isinstance(example, SpanQAExample):
-        if not isinstance(example.question, str) or not isinstance(example.context, str):
-            return (
-                f"has question {type(example.question).__name__} / context {type(example.context).__name__}, "
-                "not strings"
-            )
-        if not isinstance(example.answers, (tuple, list)):
-            return f"has answers of type {type(example.answers).__name__}, not a tuple of Answers"
-        for number, answer in enumerate(example.answers, start=1):
-            problem = _answer_problem(number, answer, example.context)
-            if problem is not None:
-                return problem
-        return None
+        return _span_qa_problem(example)
     if isinstance(example, TranslationExample) and (
         not isinstance(example.source, str) or not isinstance(example.target, (str, type(None)))
     ):
@@ -464,9 +496,10 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
     classification or tagging task; a gold label is outside `labels` (regression: not a finite
     number), or tags do not match the words one to one; a parse tree has not one head (a word
     index, 0 = ROOT) and one relation (a string within `labels`) per word; a span-QA answer is
-    not an `Answer` whose text is the context's at its `start` (an int offset within the
-    context: SQuAD's invariant); a training example is unlabelled, or a split mixes labelled and
-    unlabelled examples.
+    not an `Answer` whose non-empty text is the context's at its `start` (an int offset within
+    the context: SQuAD's invariant), `is_impossible` is not a bool, or an unanswerable question
+    has answers; a training example is unlabelled (span QA: neither answers nor `is_impossible`),
+    or a split mixes labelled and unlabelled examples.
 
     A tagging task's `labels` is the tag set of its training data (CoNLL reads it from the train
     file), and a parsing task's the relation set of its training data (CoNLL-U likewise), so
@@ -476,7 +509,10 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
     split, naming how many there are and the first one. A parsing task with an empty `labels`
     (no relation set stated) has its relations checked to be strings only.
 
-    Unlabelled dev and test splits (every example's gold None, e.g. GLUE test sets) are allowed.
+    Unlabelled dev and test splits (every example's gold None, e.g. GLUE test sets) are allowed;
+    a span-QA question is unlabelled when it has no answers and is not `is_impossible`, so an
+    answerable dev question missing its answers is refused (its split is otherwise labelled)
+    instead of being scored as unanswerable.
     One pass over the examples: cheap next to reading them. `Task.check_data` (pre-flight) and
     `nonempty_examples` (stage time) call it.
     """
@@ -532,17 +568,21 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
         if _gold(example) is None:
             if split == "train":
                 raise TaskContractError(
-                    task.name, split, f"training example {ident!r} has no label; a training set must be labelled", ident
+                    task.name,
+                    split,
+                    f"training example {ident!r} {_no_gold(kind)[0]}; a training set must be labelled",
+                    ident,
                 )
             first_unlabelled = first_unlabelled or ident
         else:
             first_labelled = first_labelled or ident
         if first_labelled is not None and first_unlabelled is not None:
+            unlabelled, labelled = _no_gold(kind)
             raise TaskContractError(
                 task.name,
                 split,
-                f"example {first_unlabelled!r} has no label but example {first_labelled!r} has one; a split is "
-                "either labelled or unlabelled throughout",
+                f"example {first_unlabelled!r} {unlabelled} but example {first_labelled!r} {labelled}; a split "
+                "is either labelled or unlabelled throughout",
                 first_unlabelled,
             )
     if first_unseen is not None:

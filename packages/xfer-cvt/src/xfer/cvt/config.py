@@ -399,8 +399,9 @@ class CvtConfig:
             )
 
     def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
-        """Before any stage runs: every task is one cvt.train trains, and, in mode cvt, has auxiliary
-        views of its type (an empty `tagging_views` crashed in the first step)."""
+        """Before any stage runs: every task is one cvt.train trains, a parsing task states its
+        relation set, and, in mode cvt, each task has auxiliary views of its type (an empty
+        `tagging_views` crashed in the first step)."""
         problems = []
         for name, info in infos.items():
             views = {"tagging": "tagging_views", "parsing": "parsing_views", "seq2seq": "seq2seq_views"}.get(info.type)
@@ -408,7 +409,16 @@ class CvtConfig:
                 problems.append(
                     UserError(f"cvt.train trains tagging, parsing and seq2seq tasks; {name} is a {info.type} task")
                 )
-            elif self.mode == "cvt" and not getattr(self, views):
+                continue
+            if info.type == "parsing" and not info.labels:  # allowed by the Task contract; was a KeyError in training
+                problems.append(
+                    UserError(
+                        f"{name} is a parsing task without a relation set (its labels is empty): cvt.train's parser "
+                        "predicts every arc's relation from the task's relation set, so it cannot train unlabelled "
+                        "parsing; use a task that lists its relations in labels"
+                    )
+                )
+            if self.mode == "cvt" and not getattr(self, views):
                 problems.append(
                     UserError(
                         f"{name} is a {info.type} task and {views} is empty: mode 'cvt' needs at least one "

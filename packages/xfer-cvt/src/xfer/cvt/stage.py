@@ -44,8 +44,6 @@ from xfer.cvt.seq2seq import BOS, EOS, T_PAD, T_UNK, TARGET_SPECIALS
 from xfer.cvt.text import tokenize, tokenize_joined
 from xfer.cvt.vocab import Vocab, build_vocab, embedding_key, read_vectors
 
-KINDS = ("tagging", "parsing", "seq2seq")
-
 
 @dataclass
 class TaskData:
@@ -84,8 +82,9 @@ def load_tasks(ctx: StageContext, config: CvtConfig) -> list[TaskData]:
     for ref in config.tasks:
         task: Task = ctx.host.load("task", ref.name)(ref.name, ref.config)
         info = task.info()
-        if info.type not in KINDS:
-            raise UserError(f"cvt.train trains tagging, parsing and seq2seq tasks; {ref.name} is a {info.type} task")
+        problems = config.check_task_infos({ref.name: info})  # pre-flight's checks: a stage can run without it
+        if problems:
+            raise problems[0]
         # the Task contract (example classes, unique ids, tags/relations within labels, ...) at
         # stage time too: pre-flight checks it, but a stage can be run without it
         train, dev = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
