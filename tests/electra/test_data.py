@@ -832,3 +832,56 @@ def test_examples_sharding_resumes_every_rank_from_rank_zeros_cursor(kit: dict) 
     restored = make(1, "shards")
     restored.load_state_dict([s.state_dict() for s in per_rank])  # a trainer that saves every rank's cursor
     assert_same_steps(head + steps(restored, 3), expected1)
+
+
+def test_a_hub_dataset_name_is_read_offline_from_the_users_datasets_cache(kit: dict, tmp_path: Path) -> None:
+    """`dataset: user/name` goes through the user's datasets cache (HF_DATASETS_CACHE), so a corpus
+    fetched once beforehand trains offline (HF_DATASETS_OFFLINE=1). With a cache private to the stage
+    (as before) the offline run failed: the copy the user had was never looked at. The Hub copy is
+    faked by placing a prepared `text` dataset where `datasets` keeps a Hub dataset's cache.
+    Streaming a text file must not touch that cache at all (it left a lock file there per run, and
+    failed where the folder cannot be written)."""
+    script = textwrap.dedent(
+        f"""
+        import glob, json, os, shutil
+        from pathlib import Path
+        import datasets
+        from xfer.core.config import Files
+        from xfer.electra import data
+        from xfer.electra.corpus import CorpusConfig
+        cache, stage = os.environ["HF_DATASETS_CACHE"], Path({str(tmp_path / "stage")!r})
+        vocab, text = Path({str(kit["vocab"])!r}), Path({str(kit["files"][0])!r})
+        os.makedirs(cache)
+        streamed = CorpusConfig(files=Files((str(text),)), streaming=True)
+        n_streamed = sum(1 for _ in data.build_examples(streamed, [text], vocab, 24, stage / "s", 1))
+        out = {{"streamed": n_streamed, "left": os.listdir(cache)}}
+        datasets.load_dataset("text", data_files={{"train": str(text)}}, split="train")
+        prepared = glob.glob(os.path.join(cache, "text", "*", "*", "*"))[0]
+        version, digest = prepared.split(os.sep)[-2:]
+        hub_copy = os.path.join(cache, "someuser___tinycorpus", "default", version, digest)
+        shutil.copytree(prepared, hub_copy)
+        shutil.rmtree(os.path.join(cache, "text"))
+        for arrow in glob.glob(os.path.join(hub_copy, "*.arrow")):
+            os.rename(arrow, arrow.replace("text-train", "tinycorpus-train"))
+        info = json.load(open(os.path.join(hub_copy, "dataset_info.json")))
+        info.update(dataset_name="tinycorpus", builder_name="tinycorpus")
+        json.dump(info, open(os.path.join(hub_copy, "dataset_info.json"), "w"))
+        hub = CorpusConfig(dataset="someuser/tinycorpus")
+        examples = data.build_examples(hub, [], vocab, 24, stage / "hub", 1, block_bytes=1 << 20)
+        out["hub"] = [[list(r["input_ids"]), r["segment_split"]] for r in examples]
+        print(json.dumps(out))
+        """
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"),
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    reference = rows(build(kit, tmp_path / "ref", files=[kit["files"][0]], block_bytes=1 << 20))
+    assert out["hub"] == [[list(ids), split] for ids, split in reference]  # one block: the rows are the lines
+    assert out["streamed"] > 0 and out["left"] == [], out["left"]

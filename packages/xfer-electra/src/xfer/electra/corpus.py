@@ -33,7 +33,8 @@ class CorpusConfig:
     dataset: str | None = knob(
         None,
         "Instead of files: a Dataset.save_to_disk folder, a local .json/.jsonl/.csv/.tsv/.parquet/.txt file, "
-        "or a datasets.load_dataset name or folder (offline use needs it in the local datasets cache). "
+        "or a datasets.load_dataset name or folder (a Hub name is read through your datasets cache, "
+        "HF_DATASETS_CACHE; offline, with HF_DATASETS_OFFLINE=1, it must be there already). "
         "Each row of text_column is one line; an empty row ends a document.",
     )
     dataset_config: str | None = knob(

@@ -148,11 +148,7 @@ def build_examples(
     if source.num_blocks == 0:
         raise DataError(source.name, 0, "the corpus is empty (no lines to read)")
     if corpus.streaming:
-        return datasets.IterableDataset.from_generator(
-            _generate_examples,
-            features=EXAMPLE_FEATURES,
-            gen_kwargs={"blocks": list(range(source.num_blocks)), "spec": spec},
-        )
+        return _streaming_examples(spec, source.num_blocks, cache_dir)
     parts = {
         "format": CACHE_FORMAT,
         "source": source.key_parts(_FileHashes(cache_dir)),
@@ -456,6 +452,24 @@ def _open_source(
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
 
 
+def _streaming_examples(spec: _PackSpec, num_blocks: int, cache_dir: Path) -> datasets.IterableDataset:
+    """The packed examples of every block, generated while training reads them.
+
+    What `IterableDataset.from_generator` does, but with the builder's cache in `cache_dir`:
+    from_generator always opens the user's default datasets cache (~/.cache/huggingface/datasets),
+    which left a lock file there per run and failed with a traceback where that folder cannot be
+    written (a read-only home on a cluster)."""
+    from datasets.io.generator import GeneratorDatasetInputStream
+
+    return GeneratorDatasetInputStream(
+        generator=_generate_examples,
+        features=EXAMPLE_FEATURES,
+        gen_kwargs={"blocks": list(range(num_blocks)), "spec": spec},
+        cache_dir=str(cache_dir / "hf-datasets"),
+        streaming=True,
+    ).read()
+
+
 def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | datasets.IterableDataset:
     """Open `corpus.dataset`: a save_to_disk folder, a local data file, or a load_dataset name/folder.
 
@@ -490,13 +504,27 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 streaming=corpus.streaming,
                 **options,
             )
-        return datasets.load_dataset(
-            name, corpus.dataset_config, split=split, cache_dir=hf_cache, streaming=corpus.streaming
-        )
+        # A Hub name: the user's own datasets cache (HF_DATASETS_CACHE), as `datasets` and the GLUE
+        # tasks' `source: hub` use it. A cache private to the stage would download the corpus again
+        # for every run directory, and offline (HF_DATASETS_OFFLINE=1) it would never hold the copy
+        # the user fetched beforehand.
+        return datasets.load_dataset(name, corpus.dataset_config, split=split, streaming=corpus.streaming)
     except DataError:
         raise
     except Exception as error:  # datasets raises many types for bad names, splits, files and formats
-        raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}") from None
+        hint = _offline_hint() if not path.exists() and isinstance(error, (ConnectionError, OSError)) else ""
+        raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}.{hint}") from None
+
+
+def _offline_hint() -> str:
+    """What to do when a Hub dataset cannot be reached: offline use reads the user's datasets cache."""
+    where = f"the datasets cache ({datasets.config.HF_DATASETS_CACHE})"
+    instead = "or give a Dataset.save_to_disk folder or a local data file as `dataset`"
+    if datasets.config.HF_HUB_OFFLINE:
+        return f" Offline mode is on and it is not in {where}: fetch it once with network into that cache, {instead}."
+    return (
+        f" Without network, fetch it once where there is, then run with HF_DATASETS_OFFLINE=1 and {where}; {instead}."
+    )
 
 
 def _plan_row_blocks(dataset: datasets.Dataset, column: str, block_rows: int) -> list[tuple[int, int]]:
