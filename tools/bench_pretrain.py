@@ -104,7 +104,7 @@ def _xfer(ids, bf16: bool, workdir: Path):
     trainer._batches = Prefetcher(trainer.data, 0)
     objective.train()
     gen = Arch.of(generator_encoder_config(config, settings.generator))
-    per_sequence = training_flops("electra.rtd", settings, Arch.of(config), gen, np.full(1, SEQ), SEQ)
+    per_sequence = training_flops(settings, Arch.of(config), gen, np.full(1, SEQ), SEQ)
     return trainer._train_step, objective, BATCH * sum(per_sequence.values())
 
 

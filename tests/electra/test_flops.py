@@ -6,6 +6,8 @@ counter is given the same formula as `baddbmm` for it; then it sees every produc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 import torch
@@ -43,7 +45,7 @@ def measured_and_analytic(name, cls, settings, lengths):
         objective(batch).loss.backward()
     generator = getattr(settings, "generator", None)
     gen = Arch.of(generator_encoder_config(encoder, generator)) if generator and generator.kind != "uniform" else None
-    parts = training_flops(name, settings, Arch.of(encoder), gen, np.asarray(lengths), 128)
+    parts = training_flops(settings, Arch.of(encoder), gen, np.asarray(lengths), 128)
     return counter.get_total_flops(), len(lengths) * sum(parts.values())
 
 
@@ -121,3 +123,41 @@ stages:
     assert row["steps"] is None and row["flops_total"] is None and row["epochs"] == 3
     assert row["steps_from"] == "train.epochs" and row["flops_per_step"] > 0
     assert "3 epochs (train.epochs): steps known once the corpus is packed" in table
+
+
+@dataclass
+class OwnConfig:
+    """A plugin objective's config class of its own: no formula in xfer.electra.flops."""
+
+    mask_prob: float = 0.15
+
+
+@dataclass
+class CountedConfig(OwnConfig):
+    """The same, bringing its formula: 1 FLOP per token forward, as one component."""
+
+    def training_flops(self, disc: Arch, gen: Arch | None, n: np.ndarray, max_length: int) -> dict:
+        return {"everything": n * 1.0}
+
+
+@dataclass
+class WiderRTDConfig(RTDConfig):
+    """A plugin's config built on RTD's."""
+
+    note: str = ""
+
+
+def test_the_formula_follows_the_config_class_so_plugin_objectives_are_costed() -> None:
+    """The formula was chosen by the objective's registered name, so a plugin objective (another
+    name) crashed the stage with `no FLOP formula` even when it trained to a number of steps."""
+    from xfer.electra.flops import NoFlopFormula
+
+    disc = Arch(hidden=64, layers=1, intermediate=128, embedding=32, vocab=500)
+    gen = Arch(hidden=16, layers=1, intermediate=32, embedding=32, vocab=500)
+    lengths = np.asarray([128, 64])
+    assert training_flops(WiderRTDConfig(), disc, gen, lengths, 128) == training_flops(
+        RTDConfig(), disc, gen, lengths, 128
+    )
+    assert training_flops(CountedConfig(), disc, None, lengths, 128) == {"everything": 3 * 96.0}  # x3: training
+    with pytest.raises(NoFlopFormula, match="configured by OwnConfig"):
+        training_flops(OwnConfig(), disc, None, lengths, 128)

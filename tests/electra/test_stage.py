@@ -9,14 +9,19 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
 from xfer.core.errors import RecipeError, UserError
+from xfer.core.hookspecs import hookimpl
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.preflight import check_data
+from xfer.core.specs import ComponentSpec
+from xfer.electra.config import RTDConfig
+from xfer.electra.objective import MLMObjective, RTDObjective
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 from xfer.transformer.modelio import load_model_dir
 
@@ -832,3 +837,70 @@ def test_on_collapse_is_checked_and_its_default_leaves_fingerprints_alone(tmp_pa
     stop = load_recipe(path, ["stages.fit.on_collapse=stop"], host()).stages["fit"]
     assert "on_collapse" not in default.resolved(signing=True)  # runs from before the knob stay fresh
     assert stop.resolved(signing=True)["on_collapse"] == "stop"
+
+
+class HeavyRTD(RTDObjective):
+    """A plugin objective built on electra.rtd: another registered name, the same config class."""
+
+
+@dataclass
+class AllMaskConfig:
+    """A plugin objective's config class of its own (so xfer.electra.flops has no formula for it)."""
+
+    mask_prob: float = 0.15
+    mask: float = 1.0
+    random: float = 0.0
+
+
+class AllMaskMLM(MLMObjective):
+    """An MLM without random or kept tokens, configured by `AllMaskConfig`."""
+
+
+class MineObjectives:
+    @staticmethod
+    @hookimpl
+    def xfer_objectives():
+        return [
+            ComponentSpec("objective", "mine/heavy-rtd", f"{__name__}:HeavyRTD", "1", RTDConfig),
+            ComponentSpec("objective", "mine/all-mask", f"{__name__}:AllMaskMLM", "1", AllMaskConfig),
+        ]
+
+
+def test_plugin_objectives_pretrain_to_budgets_and_score_as_what_they_are_built_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A third-party objective failed in every electra.pretrain run: the FLOP formula was looked up
+    by registered name (`no FLOP formula for objective 'mine/heavy-rtd'`, a ValueError traceback),
+    even for a subclass of RTDObjective with RTD's config and a budget in steps. And `xfer score`
+    said its checkpoint did not record an objective. Now one built on a built-in objective is costed
+    and scored as that one; one of its own kind trains to steps or tokens, uncounted, and a FLOP
+    budget for it is refused before training."""
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+    from xfer.core.runs.preflight import PreflightError
+
+    plugin_host = host()
+    plugin_host.add_object(MineObjectives, "mine")
+    path = write_recipe(tmp_path, RECIPE)
+    heavy = ["stages.fit.objective={name: mine/heavy-rtd, disc_weight: 20}", "stages.fit.budget={flops: 3e8}"]
+    run_recipe_file(path, tmp_path / "heavy", plugin_host, [*heavy, "stages.fit.train.checkpoint_every=100"])
+    disc = tmp_path / "heavy/fit/outputs/discriminator"
+    meta = json.loads((disc / "xfer_model.json").read_text())
+    assert meta["objective"] == "mine/heavy-rtd" and meta["objective_family"] == "electra.rtd"
+    assert meta["training_steps"] == int(3e8 // meta["flops_per_step"]) >= 1
+    (tmp_path / "lines.txt").write_text("the dog runs .\n")
+    set_default_host(plugin_host)
+    try:
+        assert cli.main(["score", str(disc), str(tmp_path / "lines.txt")]) == 0
+        assert '"method": "mlm"' in capsys.readouterr().out  # its generator: a masked LM, as electra.rtd's
+        own = ["stages.fit.objective=mine/all-mask"]
+        assert cli.main(["flops", str(path), *own]) == 0
+        assert "no FLOP formula for this objective" in capsys.readouterr().out
+    finally:
+        set_default_host(None)
+    run_recipe_file(path, tmp_path / "own", plugin_host, [*own, "stages.fit.budget={tokens: 500}"])
+    report = (tmp_path / "own/fit/report.md").read_text()
+    assert "FLOPs not counted" in report
+    recipe = load_recipe(path, [*own, "stages.fit.budget={flops: 1e12}"], plugin_host)
+    with pytest.raises(PreflightError, match="objective 'mine/all-mask' has no FLOP formula"):
+        check_data(recipe, plugin_host)

@@ -112,6 +112,13 @@ def _budget(config: Any, vocab_size: int | None) -> list[UserError]:
 
     per_step, tokens_per_step = planned_step(config, vocab_size)
     budget = config.budget
+    if budget.flops is not None and per_step is None:
+        return [
+            UserError(
+                f"budget.flops needs a FLOP count, and objective {config.objective.name!r} has no FLOP formula "
+                "(see xfer.electra.flops.training_flops): give the budget in tokens or steps"
+            )
+        ]
     if budget.flops is not None and budget.flops < per_step:
         return [UserError(f"budget.flops {budget.flops:.3g} is less than one training step ({per_step:.3g} FLOPs)")]
     if budget.tokens is not None and budget.tokens < tokens_per_step:

@@ -67,53 +67,86 @@ def masked_count(n: np.ndarray, mask_prob: float, max_length: int, rounding: str
     return np.minimum(np.clip(raw, 1, max_predictions(mask_prob, max_length)), np.maximum(n - 3, 0))
 
 
-def training_flops(
-    objective: str, config: Any, disc: Arch, gen: Arch | None, lengths: np.ndarray, max_length: int
-) -> dict[str, float]:
-    """Training FLOPs per *sequence* (mean over `lengths`), by component, for a registered objective.
+class NoFlopFormula(ValueError):
+    """An objective this module cannot cost (a plugin's, with a config class of its own)."""
 
-    `config` is the objective's config (RTDConfig, MLMConfig, NCEConfig); `gen` the generator's
-    architecture (None for generator-less objectives)."""
+
+def training_flops(config: Any, disc: Arch, gen: Arch | None, lengths: np.ndarray, max_length: int) -> dict[str, float]:
+    """Training FLOPs per *sequence* (mean over `lengths`), by component, of the objective `config`
+    configures; `gen` is the generator's architecture (None for generator-less objectives).
+
+    The formula follows the config's class, not the objective's registered name, so a plugin
+    objective built on a built-in one (its config an `RTDConfig`, `MLMConfig` or `NCEConfig`, or a
+    subclass) is costed like it. A config class of its own may bring its formula as a method
+    `training_flops(disc, gen, n, max_length) -> {component: forward FLOPs per sequence}` (`n`: the
+    real-token counts, a float array); without one, `NoFlopFormula` (FLOP budgets need a count)."""
+    from xfer.electra.config import MLMConfig, NCEConfig, RTDConfig
+
     n = np.asarray(lengths, dtype=np.float64)
-    parts: dict[str, np.ndarray | float] = {}
-    if objective == "electra.mlm":
-        m = masked_count(n, config.mask_prob, max_length)
-        parts["encoder"] = encoder_forward(disc, n)
-        parts["mlm softmax (masked positions)"] = softmax_head_forward(disc, m)
-    elif objective == "electra.rtd":
-        m = masked_count(n, config.mask_prob, max_length)
-        kind = config.generator.kind
-        if kind == "mlm" and gen is not None:
-            parts["generator"] = encoder_forward(gen, n)
-            parts["generator softmax (masked positions)"] = softmax_head_forward(gen, m)
-        elif kind == "two_tower" and gen is not None:
-            candidates = np.maximum(n - 3, 0)
-            parts["generator (two towers)"] = 2 * encoder_forward(gen, n)
-            parts["generator softmax (all candidates)"] = softmax_head_forward(gen, candidates, 2 * gen.hidden)
-        parts["discriminator"] = encoder_forward(disc, n)
-        if config.variant == "electra":
-            parts["discriminator head"] = detection_head_forward(disc, n)
-        elif config.variant == "electra_15":
-            parts["discriminator head"] = detection_head_forward(disc, m)
-        elif config.variant == "replace_mlm":
-            parts["mlm softmax (masked positions)"] = softmax_head_forward(disc, m)
-        else:
-            parts["mlm softmax (all tokens)"] = softmax_head_forward(disc, n) + 2 * n * disc.hidden
-    elif objective == "electric.nce":
+    own = getattr(config, "training_flops", None)
+    if callable(own):
+        parts = dict(own(disc, gen, n, max_length))
+    elif isinstance(config, MLMConfig):
+        parts = _mlm_forward(config, disc, n, max_length)
+    elif isinstance(config, RTDConfig):
+        parts = _rtd_forward(config, disc, gen, n, max_length)
+    elif isinstance(config, NCEConfig):
         assert gen is not None
-        parts["noise model (two towers)"] = 2 * encoder_forward(gen, n)
-        parts["noise softmax (all tokens)"] = softmax_head_forward(gen, n, 2 * gen.hidden)
-        parts["energy model"] = encoder_forward(disc, n)
-        parts["energy head"] = detection_head_forward(disc, n)
+        parts = _electric_forward(disc, gen, n)
     else:
-        raise ValueError(f"no FLOP formula for objective {objective!r}")
+        raise NoFlopFormula(
+            f"no FLOP formula for an objective configured by {type(config).__name__} (xfer.electra.flops costs "
+            "RTDConfig, MLMConfig and NCEConfig objectives; a config class may define training_flops)"
+        )
     return {name: float(TRAIN_MULTIPLIER * np.mean(value)) for name, value in parts.items()}
 
 
-def steps_for_budget(budget: Any, flops_per_step: float, tokens_per_step: float) -> int:
-    """Optimizer steps that a `budget` (flops, tokens or steps) buys; ValueError if not even one."""
+def _mlm_forward(config: Any, disc: Arch, n: np.ndarray, max_length: int) -> dict[str, Any]:
+    m = masked_count(n, config.mask_prob, max_length)
+    return {"encoder": encoder_forward(disc, n), "mlm softmax (masked positions)": softmax_head_forward(disc, m)}
+
+
+def _rtd_forward(config: Any, disc: Arch, gen: Arch | None, n: np.ndarray, max_length: int) -> dict[str, Any]:
+    parts: dict[str, Any] = {}
+    m = masked_count(n, config.mask_prob, max_length)
+    kind = config.generator.kind
+    if kind == "mlm" and gen is not None:
+        parts["generator"] = encoder_forward(gen, n)
+        parts["generator softmax (masked positions)"] = softmax_head_forward(gen, m)
+    elif kind == "two_tower" and gen is not None:
+        candidates = np.maximum(n - 3, 0)
+        parts["generator (two towers)"] = 2 * encoder_forward(gen, n)
+        parts["generator softmax (all candidates)"] = softmax_head_forward(gen, candidates, 2 * gen.hidden)
+    parts["discriminator"] = encoder_forward(disc, n)
+    if config.variant == "electra":
+        parts["discriminator head"] = detection_head_forward(disc, n)
+    elif config.variant == "electra_15":
+        parts["discriminator head"] = detection_head_forward(disc, m)
+    elif config.variant == "replace_mlm":
+        parts["mlm softmax (masked positions)"] = softmax_head_forward(disc, m)
+    else:
+        parts["mlm softmax (all tokens)"] = softmax_head_forward(disc, n) + 2 * n * disc.hidden
+    return parts
+
+
+def _electric_forward(disc: Arch, gen: Arch, n: np.ndarray) -> dict[str, Any]:
+    return {
+        "noise model (two towers)": 2 * encoder_forward(gen, n),
+        "noise softmax (all tokens)": softmax_head_forward(gen, n, 2 * gen.hidden),
+        "energy model": encoder_forward(disc, n),
+        "energy head": detection_head_forward(disc, n),
+    }
+
+
+def steps_for_budget(budget: Any, flops_per_step: float | None, tokens_per_step: float) -> int:
+    """Optimizer steps that a `budget` (flops, tokens or steps) buys; ValueError if not even one, or
+    if it is in FLOPs and the objective has no FLOP formula (`flops_per_step` None)."""
     if budget.steps is not None:
         return int(budget.steps)
+    if budget.flops is not None and flops_per_step is None:
+        raise NoFlopFormula(
+            "budget.flops needs a FLOP count, and this objective has no FLOP formula: give the budget in tokens or steps"
+        )
     if budget.tokens is not None:
         steps, what = (
             int(budget.tokens // tokens_per_step),

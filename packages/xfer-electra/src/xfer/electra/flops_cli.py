@@ -37,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         print(f"stage {row['stage']}: {row['objective']}, batch {row['batch_size']} x {row['max_length']} tokens")
+        if row["flops_per_step"] is None:
+            print("  no FLOP formula for this objective (xfer.electra.flops.training_flops): not counted")
+            continue
         for component, value in row["per_step"].items():
             print(f"  {component:<40} {value:>12.4g} FLOPs/step")
         print(f"  {'total per step':<40} {row['flops_per_step']:>12.4g}")
@@ -72,10 +75,9 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
         vocab = _checkpoint_vocab_size(config.init.path)
     encoder = planned_encoder(config, vocab)
     batch = config.train.batch_size
-    by_component = {
-        k: v * batch for k, v in component_flops(config, None, encoder, np.full(1, config.max_length)).items()
-    }
-    per_step = sum(by_component.values())
+    per_sequence = component_flops(config, None, encoder, np.full(1, config.max_length))
+    by_component = {k: v * batch for k, v in (per_sequence or {}).items()}
+    per_step = None if per_sequence is None else sum(by_component.values())
     if config.budget is not None:
         try:
             steps = flops.steps_for_budget(config.budget, per_step, float(batch * config.max_length))
@@ -97,5 +99,5 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
         "steps": steps,
         "steps_from": steps_from,
         "epochs": config.train.epochs if steps is None else None,
-        "flops_total": None if steps is None else per_step * steps,
+        "flops_total": None if steps is None or per_step is None else per_step * steps,
     }

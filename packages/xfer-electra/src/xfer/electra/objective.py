@@ -22,7 +22,7 @@ The ELECTRA step (METHODS.md, in order):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +58,13 @@ class SpecialTokens:
 
 
 class PretrainingObjective(nn.Module):
-    """What the three objectives share: special ids, the masking cap, the exported models."""
+    """What the three objectives share: special ids, the masking cap, the exported models.
+
+    `family` names the built-in objective a class is (and a plugin's subclass of it stays): its
+    checkpoints record it, so `xfer score` picks a method and `init:` checks a role by what the
+    model is, not by the plugin's own registered name."""
+
+    family: ClassVar[str | None] = None
 
     def __init__(self, tokens: SpecialTokens, max_length: int, mask_prob: float):
         super().__init__()
@@ -138,6 +144,8 @@ class RTDObjective(PretrainingObjective):
     two-tower cloze model (`two_tower`, ELECTRA-TT), the corpus's `unigram` distribution, or
     `uniform`. `disc_weight` weights the detection loss; the MLM variants' main loss has weight 1.
     """
+
+    family = "electra.rtd"
 
     def __init__(
         self,
@@ -257,6 +265,8 @@ class RTDObjective(PretrainingObjective):
 class MLMObjective(PretrainingObjective):
     """`electra.mlm`: BERT's masked LM (80/10/10 corruption, fixed count, no NSP), same sizes as ELECTRA."""
 
+    family = "electra.mlm"
+
     def __init__(self, encoder_config: EncoderConfig, tokens: SpecialTokens, max_length: int, config: MLMConfig):
         super().__init__(tokens, max_length, config.mask_prob)
         self.config = config
@@ -297,6 +307,8 @@ class ElectricObjective(PretrainingObjective):
     P(real) = sigmoid(-E(x)_t - log(k q / (n - k))); its BCE is averaged over every real token.
     PLL(x) = sum_t -E(x)_t, one pass.
     """
+
+    family = "electric.nce"
 
     def __init__(self, encoder_config: EncoderConfig, tokens: SpecialTokens, max_length: int, config: NCEConfig):
         super().__init__(tokens, max_length, config.mask_prob)

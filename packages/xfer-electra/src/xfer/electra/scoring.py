@@ -410,7 +410,9 @@ class Checkpoint:
 
     @property
     def objective(self) -> str | None:
-        return self.meta.get("objective")
+        """The built-in objective the model was trained with (or that a plugin's objective is built
+        on: `objective_family`), which decides the scoring methods."""
+        return self.meta.get("objective_family") or self.meta.get("objective")
 
     @property
     def objective_config(self) -> dict[str, Any]:
@@ -548,7 +550,7 @@ def resolve_method(main: Checkpoint, method: str) -> tuple[str, bool]:
                 "(it needs a two-tower or masked-LM generator)"
             )
         raise UserError(
-            f"{main.path}: the checkpoint does not say which objective trained it ({_no_objective(main)}): "
+            f"{main.path}: no known objective trained this checkpoint ({_no_objective(main)}): "
             "pass the method (electric, electra-tt, mlm, two-tower)"
         )
     if method == "electric" and objective not in (None, "electric.nce"):
@@ -649,9 +651,11 @@ def _unknown_objective_note(main: Checkpoint, method: str) -> str:
 
 
 def _no_objective(main: Checkpoint) -> str:
-    """Where the objective would have been recorded, for messages about a checkpoint without one."""
+    """Where the objective would have been recorded, for messages about a checkpoint without a known one."""
     from xfer.transformer.hf import OBJECTIVE_KEY
 
+    if main.objective is not None:
+        return f"it records {main.objective!r}, which is none of electra.rtd, electra.mlm, electric.nce"
     return f"its config.json has no {OBJECTIVE_KEY!r}" if main.layout == "hf" else "no 'objective' in its meta"
 
 

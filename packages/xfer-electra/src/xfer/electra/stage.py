@@ -137,7 +137,7 @@ def check_role(folder: Path, wanted: str, key: str) -> None:
 
     meta = read_json(folder / META_FILE) or {}
     role, objective = meta.get("role"), meta.get("objective")
-    if role in (None, wanted) or objective == "electra.mlm":
+    if role in (None, wanted) or meta.get("objective_family", objective) == "electra.mlm":
         return
     raise UserError(
         f"{key}: {folder} is the {role} of an {objective} pre-training, not a {wanted}: "
@@ -376,7 +376,7 @@ def _plan(
     sequence_lengths = lengths if lengths is not None and len(lengths) else np.full(1, config.max_length)
     per_sequence = component_flops(config, objective, encoder_config, sequence_lengths)
     batch = config.train.batch_size
-    per_step = batch * sum(per_sequence.values())
+    per_step = None if per_sequence is None else batch * sum(per_sequence.values())
     tokens_per_step = batch * float(np.mean(sequence_lengths))
     try:
         if config.budget is not None:
@@ -391,9 +391,9 @@ def _plan(
         raise UserError("electra.pretrain: set train.steps, train.epochs or a budget")
     plan = {
         "flops_per_step": per_step,
-        "flops_total": per_step * steps,
+        "flops_total": None if per_step is None else per_step * steps,
         "tokens_per_step": tokens_per_step,
-        "flops_by_component_per_step": {k: batch * v for k, v in per_sequence.items()},
+        "flops_by_component_per_step": {k: batch * v for k, v in (per_sequence or {}).items()},
         "lengths_from": "corpus" if lengths is not None and len(lengths) else f"max_length {config.max_length}",
     }
     return steps, plan
@@ -430,29 +430,30 @@ def planned_encoder(config: PretrainConfig, vocab_size: int | None) -> Any:
     return preset(config.model, **{**size, **config.encoder})
 
 
-def planned_step(config: PretrainConfig, vocab_size: int | None) -> tuple[float, float]:
-    """(training FLOPs, real tokens) of one step of full-length sequences, before anything is built."""
+def planned_step(config: PretrainConfig, vocab_size: int | None) -> tuple[float | None, float]:
+    """(training FLOPs or None without a formula, real tokens) of one step of full-length sequences,
+    before anything is built."""
     per_sequence = component_flops(config, None, planned_encoder(config, vocab_size), np.full(1, config.max_length))
-    return config.train.batch_size * sum(per_sequence.values()), float(config.train.batch_size * config.max_length)
+    per_step = None if per_sequence is None else config.train.batch_size * sum(per_sequence.values())
+    return per_step, float(config.train.batch_size * config.max_length)
 
 
-def component_flops(config: PretrainConfig, objective: Any, encoder_config: Any, lengths: Any) -> dict[str, float]:
-    """Training FLOPs per sequence by component, for this stage's objective."""
+def component_flops(
+    config: PretrainConfig, objective: Any, encoder_config: Any, lengths: Any
+) -> dict[str, float] | None:
+    """Training FLOPs per sequence by component, for this stage's objective; None when it has no
+    FLOP formula (a plugin objective of its own kind: it trains, to steps or tokens, uncounted)."""
     from xfer.electra.model import generator_encoder_config
 
-    settings = objective.config if objective is not None else objective_settings(config)
-    if settings is None:
-        raise UserError(
-            f"objective {config.objective.name!r} has no FLOP formula in xfer.electra.flops: "
-            "a budget in flops or tokens needs one (use budget.steps)"
-        )
+    settings = getattr(objective, "config", None) if objective is not None else objective_settings(config)
     generator = getattr(settings, "generator", None)
     gen = None
     if generator is not None and generator.kind in ("mlm", "two_tower"):
         gen = flops.Arch.of(generator_encoder_config(encoder_config, generator))
-    return flops.training_flops(
-        config.objective.name, settings, flops.Arch.of(encoder_config), gen, lengths, config.max_length
-    )
+    try:
+        return flops.training_flops(settings, flops.Arch.of(encoder_config), gen, lengths, config.max_length)
+    except flops.NoFlopFormula:
+        return None
 
 
 def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, shuffle_buffer: int) -> Any:
@@ -484,6 +485,7 @@ def _export(
     # and max_length, the longest input the position embeddings were trained on
     common = {
         "objective": config.objective.name,
+        "objective_family": objective.family,  # a plugin's objective built on a built-in one: what it is
         "objective_config": _plain(objective.config),
         "max_length": config.max_length,
         **meta,
@@ -501,7 +503,8 @@ def _export(
                 modules["encoder"],
                 head=modules.get("head"),
                 vocab_file=hf / "vocab.txt",
-                extra_config={OBJECTIVE_KEY: config.objective.name},  # which head this is: scoring checks it
+                # which head this is (the built-in objective it is, for a plugin's): scoring checks it
+                extra_config={OBJECTIVE_KEY: objective.family or config.objective.name},
             )
 
 
@@ -512,6 +515,11 @@ def _plain(value: Any) -> Any:
 
 
 def _report(plan: dict, steps: int) -> str:
+    if plan["flops_per_step"] is None:
+        return (
+            f"## Compute\n\n{steps} steps; {plan['tokens_per_step']:.0f} real tokens per step (lengths from the "
+            f"{plan['lengths_from']}). FLOPs not counted: xfer.electra.flops has no formula for this objective.\n"
+        )
     rows = "\n".join(f"| {name} | {value:.3g} |" for name, value in plan["flops_by_component_per_step"].items())
     return (
         "## Compute\n\n"
