@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import string
 import subprocess
@@ -885,3 +886,16 @@ def test_a_hub_dataset_name_is_read_offline_from_the_users_datasets_cache(kit: d
     reference = rows(build(kit, tmp_path / "ref", files=[kit["files"][0]], block_bytes=1 << 20))
     assert out["hub"] == [[list(ids), split] for ids, split in reference]  # one block: the rows are the lines
     assert out["streamed"] > 0 and out["left"] == [], out["left"]
+
+
+def test_a_vocabulary_replaced_in_place_is_read_again_in_the_same_process(kit: dict, tmp_path: Path) -> None:
+    """Tokenizers were cached per process by folder: a vocabulary retrained at the same path (a
+    notebook running a recipe twice) was served from the first load, so the second build packed
+    with the old ids under a cache key naming the new tokenizer."""
+    folder = tmp_path / "vocab"
+    shutil.copytree(kit["vocab"], folder)
+    first = rows(build(kit, tmp_path / "a", vocab=folder))
+    shutil.rmtree(folder)
+    shutil.copytree(kit["other_vocab"], folder)  # the same tokens with other ids
+    again = rows(build(kit, tmp_path / "b", vocab=folder))
+    assert again == rows(build(kit, tmp_path / "c", vocab=kit["other_vocab"])) != first

@@ -139,12 +139,24 @@ def build_examples(
     """
     _check_arguments(corpus, files, max_length, short_seq_prob, single_segment_prob, block_bytes, block_rows)
     warn = warn or _print_warning
-    tokenizer_dir = Path(tokenizer_dir)
-    tokenizer = _load_tokenizer(str(tokenizer_dir))
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    # read now, and handed to the workers as its JSON: the examples are packed with exactly the
+    # tokenizer the cache key describes, whatever happens to the folder later in this process
+    tokenizer = WordPieceTokenizer.from_dir(Path(tokenizer_dir))
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     source = _open_source(corpus, [Path(f) for f in files], cache_dir, block_bytes, block_rows)
-    spec = _PackSpec(str(tokenizer_dir), max_length, seed, short_seq_prob, single_segment_prob, source)
+    spec = _PackSpec(
+        tokenizer.backend.to_str(),
+        tokenizer.cls_id,
+        tokenizer.sep_id,
+        max_length,
+        seed,
+        short_seq_prob,
+        single_segment_prob,
+        source,
+    )
     if source.num_blocks == 0:
         raise DataError(source.name, 0, "the corpus is empty (no lines to read)")
     if corpus.streaming:
@@ -152,7 +164,7 @@ def build_examples(
     parts = {
         "format": CACHE_FORMAT,
         "source": source.key_parts(_FileHashes(cache_dir)),
-        "tokenizer": hashlib.sha256(tokenizer.backend.to_str().encode()).hexdigest(),
+        "tokenizer": hashlib.sha256(spec.tokenizer_json.encode()).hexdigest(),
         "max_length": max_length,
         "seed": seed,
         "short_seq_prob": short_seq_prob,
@@ -562,25 +574,31 @@ def _next_empty_row(arrow: datasets.Dataset, column: str, start: int, total: int
 
 # --- packing one block (runs in datasets.map workers) --------------------------------------------
 
-_TOKENIZERS: dict[str, Any] = {}
-_TOKENIZERS_LOCK = threading.Lock()
+_BACKENDS: dict[str, Any] = {}
+_BACKENDS_LOCK = threading.Lock()
 
 
-def _load_tokenizer(directory: str) -> Any:
-    """The tokenizer of `directory`, loaded once per process (workers load their own copy)."""
-    from xfer.transformer.tokenization import WordPieceTokenizer
+def _backend(tokenizer_json: str) -> Any:
+    """The HF `tokenizers` pipeline serialised as `tokenizer_json`, built once per process and
+    pipeline. Keyed by the content, not by a folder: a tokenizer retrained in place (a notebook
+    running a recipe twice) used to be served from the first load, so the examples were packed
+    with the old vocabulary while the stage had fingerprinted the new one."""
+    from tokenizers import Tokenizer
 
-    with _TOKENIZERS_LOCK:
-        if directory not in _TOKENIZERS:
-            _TOKENIZERS[directory] = WordPieceTokenizer.from_dir(directory)
-        return _TOKENIZERS[directory]
+    key = hashlib.sha256(tokenizer_json.encode()).hexdigest()
+    with _BACKENDS_LOCK:
+        if key not in _BACKENDS:
+            _BACKENDS[key] = Tokenizer.from_str(tokenizer_json)
+        return _BACKENDS[key]
 
 
 @dataclass
 class _PackSpec:
     """Everything a worker needs to pack a block (pickled once per worker process)."""
 
-    tokenizer_dir: str
+    tokenizer_json: str
+    cls_id: int
+    sep_id: int
     max_length: int
     seed: int
     short_seq_prob: float
@@ -589,16 +607,15 @@ class _PackSpec:
 
     def pack_block(self, block: int, stats: PackStats | None = None) -> Iterator[PackedExample]:
         """The examples of block `block`; once exhausted, its counts are added to `stats`."""
-        tokenizer = _load_tokenizer(self.tokenizer_dir)
         packer = ExamplePacker(
             self.max_length,
-            tokenizer.cls_id,
-            tokenizer.sep_id,
+            self.cls_id,
+            self.sep_id,
             block_rng(self.seed, block),
             self.short_seq_prob,
             self.single_segment_prob,
         )
-        backend = tokenizer.backend
+        backend = _backend(self.tokenizer_json)
         for lines in self.source.lines(block):
             stripped = [line.strip() for line in lines]
             texts = [s for s in stripped if s]
