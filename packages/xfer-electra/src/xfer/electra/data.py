@@ -137,18 +137,20 @@ def build_examples(
     it was read, a dataset that cannot be loaded, a missing or non-text column, or a corpus
     without a single token.
     """
-    _check_arguments(corpus, files, max_length, short_seq_prob, single_segment_prob, block_bytes, block_rows)
-    warn = warn or _print_warning
     from xfer.transformer.tokenization import WordPieceTokenizer
 
+    _check_arguments(corpus, files, max_length, short_seq_prob, single_segment_prob, block_bytes, block_rows)
+    warn = warn or _print_warning
     # read now, and handed to the workers as its JSON: the examples are packed with exactly the
     # tokenizer the cache key describes, whatever happens to the folder later in this process
     tokenizer = WordPieceTokenizer.from_dir(Path(tokenizer_dir))
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     source = _open_source(corpus, [Path(f) for f in files], cache_dir, block_bytes, block_rows)
+    tokenizer_json = tokenizer.backend.to_str()
     spec = _PackSpec(
-        tokenizer.backend.to_str(),
+        tokenizer_json,
+        hashlib.sha256(tokenizer_json.encode()).hexdigest(),
         tokenizer.cls_id,
         tokenizer.sep_id,
         max_length,
@@ -164,7 +166,7 @@ def build_examples(
     parts = {
         "format": CACHE_FORMAT,
         "source": source.key_parts(_FileHashes(cache_dir)),
-        "tokenizer": hashlib.sha256(spec.tokenizer_json.encode()).hexdigest(),
+        "tokenizer": spec.tokenizer_sha256,
         "max_length": max_length,
         "seed": seed,
         "short_seq_prob": short_seq_prob,
@@ -578,18 +580,17 @@ _BACKENDS: dict[str, Any] = {}
 _BACKENDS_LOCK = threading.Lock()
 
 
-def _backend(tokenizer_json: str) -> Any:
-    """The HF `tokenizers` pipeline serialised as `tokenizer_json`, built once per process and
-    pipeline. Keyed by the content, not by a folder: a tokenizer retrained in place (a notebook
-    running a recipe twice) used to be served from the first load, so the examples were packed
-    with the old vocabulary while the stage had fingerprinted the new one."""
+def _backend(tokenizer_json: str, sha256: str) -> Any:
+    """The HF `tokenizers` pipeline serialised as `tokenizer_json` (whose digest is `sha256`),
+    built once per process and pipeline. Keyed by the content, not by a folder: a tokenizer
+    retrained in place (a notebook running a recipe twice) used to be served from the first load,
+    so the examples were packed with the old vocabulary while the stage had fingerprinted the new one."""
     from tokenizers import Tokenizer
 
-    key = hashlib.sha256(tokenizer_json.encode()).hexdigest()
     with _BACKENDS_LOCK:
-        if key not in _BACKENDS:
-            _BACKENDS[key] = Tokenizer.from_str(tokenizer_json)
-        return _BACKENDS[key]
+        if sha256 not in _BACKENDS:
+            _BACKENDS[sha256] = Tokenizer.from_str(tokenizer_json)
+        return _BACKENDS[sha256]
 
 
 @dataclass
@@ -597,6 +598,7 @@ class _PackSpec:
     """Everything a worker needs to pack a block (pickled once per worker process)."""
 
     tokenizer_json: str
+    tokenizer_sha256: str  # of tokenizer_json: the cache key's, and the workers' cache of built pipelines
     cls_id: int
     sep_id: int
     max_length: int
@@ -615,7 +617,7 @@ class _PackSpec:
             self.short_seq_prob,
             self.single_segment_prob,
         )
-        backend = _backend(self.tokenizer_json)
+        backend = _backend(self.tokenizer_json, self.tokenizer_sha256)
         for lines in self.source.lines(block):
             stripped = [line.strip() for line in lines]
             texts = [s for s in stripped if s]

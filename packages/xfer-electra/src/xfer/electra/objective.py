@@ -88,6 +88,12 @@ class PretrainingObjective(nn.Module):
         raise NotImplementedError
 
 
+def recorded_objective(meta: dict[str, Any]) -> str | None:
+    """The objective a checkpoint's meta says trained it, as the built-in one it is (`family`, for a
+    plugin's objective built on one) or else its registered name; None when it says nothing."""
+    return meta.get("objective_family") or meta.get("objective")
+
+
 # --- diagnostics -----------------------------------------------------------------------------------
 
 

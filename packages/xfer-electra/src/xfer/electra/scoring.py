@@ -63,6 +63,7 @@ from xfer.core.errors import CheckpointError, DataError, UserError
 from xfer.core.textfile import read_text
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
+from xfer.electra.objective import recorded_objective
 from xfer.electra.rerank import NON_FINITE, NBestList, check_plls, json_object
 from xfer.transformer.encoder import Encoder
 
@@ -412,7 +413,7 @@ class Checkpoint:
     def objective(self) -> str | None:
         """The built-in objective the model was trained with (or that a plugin's objective is built
         on: `objective_family`), which decides the scoring methods."""
-        return self.meta.get("objective_family") or self.meta.get("objective")
+        return recorded_objective(self.meta)
 
     @property
     def objective_config(self) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer
 from xfer.electra import flops
-from xfer.electra.objective import PretrainingObjective, SpecialTokens
+from xfer.electra.objective import PretrainingObjective, SpecialTokens, recorded_objective
 from xfer.electra.stage_config import PretrainConfig
 from xfer.transformer.collapse import REPRESENTATION_COLLAPSE
 
@@ -137,7 +137,7 @@ def check_role(folder: Path, wanted: str, key: str) -> None:
 
     meta = read_json(folder / META_FILE) or {}
     role, objective = meta.get("role"), meta.get("objective")
-    if role in (None, wanted) or meta.get("objective_family", objective) == "electra.mlm":
+    if role in (None, wanted) or recorded_objective(meta) == "electra.mlm":
         return
     raise UserError(
         f"{key}: {folder} is the {role} of an {objective} pre-training, not a {wanted}: "
@@ -587,8 +587,12 @@ class CollapseWatch:
         self._last = last
         self._stop = stop
         self._rows: list[dict[str, Any]] = []
-        self.warned = False
-        self._message: str | None = None
+        self._message: str | None = None  # "step N: <representation_collapse's message>", once it holds
+
+    @property
+    def warned(self) -> bool:
+        """Whether the collapse was found (warned about, or, with `stop`, handed to the trainer)."""
+        return self._message is not None
 
     def log(self, step: int, split: str, metrics: dict[str, float]) -> None:
         if split == "train":
@@ -599,14 +603,13 @@ class CollapseWatch:
         self._rows = [*self._rows[-(self._last - 1) :], {"step": step, **metrics}]
         message = representation_collapse(self._rows, self._last)
         if message:
-            self.warned = True
             self._message = f"step {step}: {message}"
             if not self._stop:
                 print(f"\nwarning: {self._message}", file=sys.stderr, flush=True)
 
     def stop_requested(self) -> str | None:
         """With `stop`: the collapse message, so the trainer ends the stage (see `TrainerEvents`)."""
-        if not (self._stop and self._message):
+        if not (self._stop and self.warned):
             return None
         return (
             f"pre-training stopped (on_collapse: stop) at {self._message} The checkpoints written so far are kept "
