@@ -118,4 +118,4 @@ def test_ddp_with_ema_and_dropout(tmp_path: Path) -> None:
     # events (rank 0's) asking to stop end training on both ranks at the same step
     stops = [read(tmp_path / "ddp" / f"stop-rank{rank}.json") for rank in (0, 1)]
     assert [s["stopped_at"] for s in stops] == [4, 4]
-    assert stops[0]["message"] == "asked to stop at step 4" and "rank 0 asked to stop" in stops[1]["message"]
+    assert [s["message"] for s in stops] == ["asked to stop at step 4"] * 2  # rank 0's reason on both

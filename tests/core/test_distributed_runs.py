@@ -24,8 +24,8 @@ TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torch
 pytestmark = pytest.mark.skipif(not Path(TORCHRUN).exists(), reason="torchrun not installed")
 
 
-def torchrun(recipe: Path, run: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XFER_PLUGIN_MODULES": "xfer.testing.plugin", "OMP_NUM_THREADS": "1"}
+def torchrun(recipe: Path, run: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XFER_PLUGIN_MODULES": "xfer.testing.plugin", "OMP_NUM_THREADS": "1", **(env or {})}
     command = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(recipe)]
     return subprocess.run([*command, "--run-dir", str(run)], env=env, capture_output=True, text=True, timeout=240)
 
@@ -55,3 +55,22 @@ def test_damaged_newest_checkpoint_every_rank_resumes_from_the_previous(tmp_path
     assert result.stderr.count("checkpoint step 20 is damaged") == 1, "rank 0 alone checks and says so"
     assert "resuming from step 10" in result.stderr and "[fit] resuming" in result.stdout
     assert_same_weights(output_tensors(tmp_path / "single", "fit"), output_tensors(run, "fit"), rtol=1e-4)
+
+
+def test_a_stage_that_diverges_on_every_rank_ends_as_a_failure_with_why(tmp_path: Path) -> None:
+    """Every rank raises TrainingDiverged at the same step. Rank 1 exited at once, and torchrun then
+    killed rank 0 while it was still recording the failure (here: a slow `xfer_stage_finish` hook,
+    in the electra stage its report's plots), so rank 0 said "terminated (SIGTERM); re-run the same
+    command to resume" about a run that re-running would not fix."""
+    recipe = write_recipe(tmp_path, RECIPE.replace("log_every: 5", "lr: 1.0e+30, log_every: 5"))
+    env = {"XFER_PLUGIN_MODULES": "xfer.testing.plugin,slow_failure_report", "PYTHONPATH": _here_on_path()}
+    result = torchrun(recipe, tmp_path / "run", env)
+    assert result.returncode != 0
+    state = json.loads((tmp_path / "run/fit/stage.json").read_text())
+    assert state["status"] == "failed" and "became NaN/inf" in state["error"], state
+    assert "became NaN/inf" in result.stderr, result.stderr[-3000:]
+    assert "re-run the same command to resume" not in result.stderr, result.stderr[-3000:]
+
+
+def _here_on_path() -> str:
+    return os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])

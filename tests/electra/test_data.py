@@ -888,6 +888,51 @@ def test_a_hub_dataset_name_is_read_offline_from_the_users_datasets_cache(kit: d
     assert out["streamed"] > 0 and out["left"] == [], out["left"]
 
 
+def test_a_local_load_dataset_folder_is_cached_with_the_stage_not_in_the_users_cache(kit: dict, tmp_path: Path) -> None:
+    """A folder of data files given as `dataset:` is local: its Arrow cache belongs to the stage.
+    It had been sent to the user's datasets cache with the Hub names, which the test session makes
+    uncreatable (root conftest), so the build failed there with NotADirectoryError."""
+    folder = tmp_path / "folder-dataset"
+    folder.mkdir()
+    shutil.copy(kit["files"][0], folder / "train.txt")
+    stage = tmp_path / "stage"
+    built = build(kit, stage, corpus=CorpusConfig(dataset=str(folder)), files=[], block_bytes=1 << 20)
+    reference = build(kit, tmp_path / "ref", files=[kit["files"][0]], block_bytes=1 << 20)
+    assert rows(built) == rows(reference)
+    assert (stage / "hf-datasets").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("raised", "offline_advice"),
+    [
+        (ConnectionError("Couldn't reach 'someorg/corpus' on the Hub (OfflineModeIsEnabled)"), True),
+        (FileNotFoundError("Dataset 'someorg/corpsu' doesn't exist on the Hub or cannot be accessed."), False),
+    ],
+)
+def test_only_an_unreachable_hub_gets_the_offline_advice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raised: Exception, offline_advice: bool
+) -> None:
+    """A misspelt Hub name (datasets' DatasetNotFoundError is a FileNotFoundError) was told to fetch
+    the dataset once with network, as if the network were the problem."""
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(electra_data.datasets, "load_dataset", fail)
+    with pytest.raises(DataError) as caught:
+        electra_data._load_dataset(CorpusConfig(dataset="someorg/corpus"), tmp_path)
+    assert type(raised).__name__ in str(caught.value)
+    assert ("fetch it once" in str(caught.value)) is offline_advice
+
+
+@pytest.mark.parametrize("name", ["corpus/missing.txt", "data/texts/part", "./missing", "missing.jsonl"])
+def test_a_missing_path_given_as_dataset_is_said_to_be_missing(tmp_path: Path, name: str) -> None:
+    """Names that cannot be Hub ids (a data file's suffix, more than one "/") were looked up on the
+    Hub, and the error advised fetching them with network."""
+    with pytest.raises(DataError, match="no such file or folder"):
+        electra_data._load_dataset(CorpusConfig(dataset=name), tmp_path)
+
+
 def test_a_vocabulary_replaced_in_place_is_read_again_in_the_same_process(kit: dict, tmp_path: Path) -> None:
     """Tokenizers were cached per process by folder: a vocabulary retrained at the same path (a
     notebook running a recipe twice) was served from the first load, so the second build packed

@@ -11,16 +11,19 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from xfer.core.errors import RecipeError, UserError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.preflight import check_data
+from xfer.core.runs.runner import run_recipe
 from xfer.core.specs import ComponentSpec
-from xfer.electra.config import RTDConfig
+from xfer.electra.config import MLMConfig, RTDConfig
 from xfer.electra.objective import MLMObjective, RTDObjective
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 from xfer.transformer.modelio import load_model_dir
@@ -778,21 +781,45 @@ def test_a_generator_narrower_than_one_unit_of_the_init_checkpoint_is_refused_be
     from types import SimpleNamespace
 
     from xfer.core.config import ObjectiveRef
-    from xfer.electra.checks import _generator_width
+    from xfer.electra.checks import _generator_shape
     from xfer.electra.config import GeneratorConfig, RTDConfig
 
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "intermediate_size": 128}))
     config = SimpleNamespace(
         objective=ObjectiveRef("electra.rtd", RTDConfig(generator=GeneratorConfig(size=0.01))), encoder={}
     )
-    problems = [str(p) for p in _generator_width(config, tmp_path)]
+    problems = [str(p) for p in _generator_shape(config, tmp_path)]
     assert problems == [
         f"objective.generator.size: 0.01 x the widths of this discriminator (the init checkpoint {tmp_path}: "
         "hidden 64, FFN 128) gives a generator 0.64 units wide with an FFN of 1.28: narrower than 1 unit; "
         "give at least 1/64 = 0.0156"
     ]
     config.objective.config.generator.size = 0.25
-    assert _generator_width(config, tmp_path) == []
+    assert _generator_shape(config, tmp_path) == []
+
+
+@pytest.mark.parametrize("depth_key", ["num_hidden_layers", "num_layers"])  # an HF config.json's name, xfer's
+def test_generator_layers_that_give_no_layer_for_the_init_checkpoint_are_refused_before_training(
+    tmp_path: Path, depth_key: str
+) -> None:
+    """Found by the stage after the corpus was packed, before: validate said ok."""
+    from types import SimpleNamespace
+
+    from xfer.core.config import ObjectiveRef
+    from xfer.electra.checks import _generator_shape
+    from xfer.electra.config import GeneratorConfig, RTDConfig
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "intermediate_size": 128, depth_key: 2}))
+    config = SimpleNamespace(
+        objective=ObjectiveRef("electra.rtd", RTDConfig(generator=GeneratorConfig(layers=0.1))), encoder={}
+    )
+    problems = [str(p) for p in _generator_shape(config, tmp_path)]
+    assert problems == [
+        f"objective.generator.layers: 0.1 x the 2 layers of this discriminator (the init checkpoint {tmp_path}) "
+        "gives 0.2 layers, which rounds to 0; give at least 1/2 = 0.5"
+    ]
+    config.objective.config.generator.layers = 0.5
+    assert _generator_shape(config, tmp_path) == []
 
 
 def test_on_collapse_stop_ends_the_stage_at_the_collapse_and_keeps_its_checkpoints(
@@ -829,6 +856,25 @@ def test_on_collapse_stop_ends_the_stage_at_the_collapse_and_keeps_its_checkpoin
     assert trained_steps("healthy") == list(range(1, 9))
 
 
+def test_a_stage_stopped_at_a_collapse_stops_again_when_re_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-run resumes from the last checkpoint and watches on from the logs before it. The watch
+    used to start empty, so it needed 3 new collapsed logs: a collapse found in the last checkpoint
+    interval let the re-run finish as "completed" with the collapsed encoder (and its fine-tuning
+    stages ran on it), and an earlier one stopped at another step than the first run."""
+    import xfer.electra.stage as stage
+
+    spreads = [0.5] * 5 + [1e-5] * 3  # steps 1-5 healthy, collapsed from step 6: stop at step 8, the last
+    monkeypatch.setattr(stage, "_spread_probe", lambda encoder, tokenizer: lambda: spreads.pop(0) if spreads else 1e-5)
+    path = write_recipe(tmp_path, RECIPE)
+    overrides = ["stages.fit.train.log_every=1", "stages.fit.train.checkpoint_every=2", "stages.fit.on_collapse=stop"]
+    stopped = r"on_collapse: stop\) at step 8: the encoder's representations collapsed: since step 6"
+    with pytest.raises(UserError, match=stopped):
+        run_recipe_file(path, tmp_path / "run", host(), overrides)
+    with pytest.raises(UserError, match=stopped):  # resumed from step 6: logs 7 and 8, after 6's
+        run_recipe_file(path, tmp_path / "run", host(), overrides)
+    assert json.loads((tmp_path / "run/fit/stage.json").read_text())["status"] == "failed"
+
+
 def test_on_collapse_is_checked_and_its_default_leaves_fingerprints_alone(tmp_path: Path) -> None:
     path = write_recipe(tmp_path, RECIPE)
     with pytest.raises(RecipeError, match="on_collapse"):
@@ -856,6 +902,17 @@ class AllMaskMLM(MLMObjective):
     """An MLM without random or kept tokens, configured by `AllMaskConfig`."""
 
 
+class WrappedMLM(nn.Module):
+    """A plugin objective that wraps MLMObjective instead of subclassing it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__()
+        self.inner = MLMObjective(*args, **kwargs)
+
+    def forward(self, batch: dict) -> Any:
+        return self.inner(batch)
+
+
 class MineObjectives:
     @staticmethod
     @hookimpl
@@ -863,6 +920,7 @@ class MineObjectives:
         return [
             ComponentSpec("objective", "mine/heavy-rtd", f"{__name__}:HeavyRTD", "1", RTDConfig),
             ComponentSpec("objective", "mine/all-mask", f"{__name__}:AllMaskMLM", "1", AllMaskConfig),
+            ComponentSpec("objective", "mine/wrapped", f"{__name__}:WrappedMLM", "1", MLMConfig),
         ]
 
 
@@ -904,3 +962,23 @@ def test_plugin_objectives_pretrain_to_budgets_and_score_as_what_they_are_built_
     recipe = load_recipe(path, [*own, "stages.fit.budget={flops: 1e12}"], plugin_host)
     with pytest.raises(PreflightError, match="objective 'mine/all-mask' has no FLOP formula"):
         check_data(recipe, plugin_host)
+
+
+@pytest.mark.parametrize("name", ["transformer.sequence", "mine/wrapped"])
+def test_an_objective_that_is_not_a_pretraining_objective_is_refused_before_training(tmp_path: Path, name: str) -> None:
+    """A fine-tuning objective validated and then crashed in its constructor (a bare TypeError); a
+    plugin class wrapping MLMObjective trained the whole budget, then failed writing its outputs
+    (AttributeError: no `family`). Both are refused in pre-flight, and by the stage itself when it
+    runs without one (`run_recipe` from Python)."""
+    from xfer.core.runs.preflight import PreflightError
+
+    plugin_host = host()
+    plugin_host.add_object(MineObjectives, "mine")
+    path = write_recipe(tmp_path, RECIPE)
+    recipe = load_recipe(path, [f"stages.fit.objective={name}"], plugin_host)
+    expected = f"objective '{name}' \\((SequenceObjective|WrappedMLM)\\) is not a pre-training objective"
+    with pytest.raises(PreflightError, match=expected):
+        check_data(recipe, plugin_host)
+    with pytest.raises(UserError, match=expected):
+        run_recipe(recipe, tmp_path / "run", host=plugin_host, log=lambda *a: None)
+    assert not list((tmp_path / "run").glob("fit/checkpoints/step-*"))

@@ -84,13 +84,20 @@ class RunDirError(UserError):
     exit_code = 2
 
 
-class TrainingDiverged(UserError):
+class StoppedOnEveryRank(UserError):
+    """An error every rank raises at the same step, decided together (through a collective), with
+    the same message. Under torchrun the runner lets rank 0 record it in stage.json before any rank
+    exits: a rank that exited first had torchrun kill rank 0 in the middle of that, and the stage
+    was left "running" or "interrupted" with the advice to re-run, instead of "failed" with why."""
+
+
+class TrainingDiverged(StoppedOnEveryRank):
     """Loss became NaN/inf; training stopped and the last good checkpoint was kept."""
 
     exit_code = 1
 
 
-class TrainingStopped(UserError):
+class TrainingStopped(StoppedOnEveryRank):
     """The trainer's events asked training to stop (e.g. a collapse the stage was told to stop on);
     the checkpoints written so far are kept."""
 

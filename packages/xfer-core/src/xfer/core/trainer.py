@@ -461,7 +461,7 @@ class Trainer:
         ask = getattr(self.events, "stop_requested", None)  # events exist on rank 0 only
         reason = ask() if callable(ask) else None
         if dist.any_rank(reason is not None, self.device):
-            raise TrainingStopped(reason or f"training stopped at step {self.step}: rank 0 asked to stop")
+            raise TrainingStopped(dist.broadcast_object(reason))  # every rank says rank 0's reason
 
     def _flush_metrics(self, extra: dict[str, float]) -> dict[str, float]:
         names = sorted(self._sums)

@@ -1,14 +1,17 @@
 """The `electra.pretrain` pre-flight: problems found before any stage trains (`xfer run`,
 `xfer validate --data`), each naming the file it is about.
 
+- an objective that is not a pre-training objective (a fine-tuning one, or a plugin class that
+  does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
 - a tokenizer that does not fit the `init` checkpoint: another vocabulary (token ids would mean
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
   `transformer.finetune` (`xfer.transformer.finetune_config.checkpoint_problems`);
 - a compute budget that does not buy a single step;
-- a generator `size` that gives a generator narrower than 1 unit for the `init` checkpoint (without
-  `init:` the recipe validation checks it against the preset, at the line of `size`).
+- a generator `size` that gives a generator narrower than 1 unit, or `layers` that give it no layer,
+  for the `init` checkpoint (without `init:` the recipe validation checks both against the preset,
+  at the line of the knob).
 
 Files produced by earlier stages do not exist yet and are checked by the stage itself. Bytes
 that are not UTF-8 are reported with file and line by the reader when the corpus is read (the
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError, UserError
-from xfer.electra.config import GeneratorConfig, generator_width_problem
+from xfer.electra.config import GeneratorConfig, generator_depth_problem, generator_width_problem
 from xfer.transformer.finetune_config import checkpoint_encoder, checkpoint_problems, read_vocabulary
 
 _PROBE_BYTES = 1 << 20
@@ -33,11 +36,12 @@ def preflight(config: Any) -> list[UserError]:
     init = config.init.path if config.init is not None else None
     tokenizer = _tokenizer_dir(config)
     checks = [
+        lambda: _objective_kind(config),
         lambda: _empty_corpus(config),
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
-        lambda: _generator_width(config, init),
+        lambda: _generator_shape(config, init),
     ]
     if config.budget is not None and config.budget.steps is None:
         checks.append(lambda: _budget(config, _vocab_size(config, init)))
@@ -47,6 +51,19 @@ def preflight(config: Any) -> list[UserError]:
         except UserError as exc:
             problems.append(exc)
     return problems
+
+
+def _objective_kind(config: Any) -> list[UserError]:
+    """The objective is a pre-training objective (a fine-tuning one validates as a component too)."""
+    from xfer.core.errors import PluginError
+    from xfer.core.plugins import default_host
+    from xfer.electra.objective import pretraining_objective_class
+
+    try:
+        pretraining_objective_class(default_host(), config.objective.name)
+    except PluginError:
+        return []  # recipe validation reports an objective it cannot load
+    return []
 
 
 def _vocab_size(config: Any, init: Path | None) -> int | None:
@@ -68,17 +85,27 @@ def _checkpoint_vocab_size(folder: Path) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def _generator_width(config: Any, init: Path | None) -> list[UserError]:
-    """The generator `size` against the widths of the `init` checkpoint (with `encoder:` overrides)."""
+def _generator_shape(config: Any, init: Path | None) -> list[UserError]:
+    """The generator `size` and `layers` against the `init` checkpoint (with `encoder:` overrides):
+    without this, a generator that rounds to no unit or no layer was found by the stage, after the
+    corpus had been packed."""
     generator = getattr(config.objective.config, "generator", None)
     if init is None or not isinstance(generator, GeneratorConfig) or generator.kind not in ("mlm", "two_tower"):
         return []
     values = {**(checkpoint_encoder(init) or {}), **config.encoder}
+    what = f"the init checkpoint {init}"
+    problems = []
     hidden, intermediate = values.get("hidden_size"), values.get("intermediate_size")
-    if not isinstance(hidden, int) or not isinstance(intermediate, int):
-        return []
-    problem = generator_width_problem(generator.size, hidden, intermediate, f"the init checkpoint {init}")
-    return [UserError(f"objective.generator.size: {problem}")] if problem else []
+    layers = values.get("num_layers", values.get("num_hidden_layers"))  # xfer's name, else an HF config.json's
+    if isinstance(hidden, int) and isinstance(intermediate, int):
+        problem = generator_width_problem(generator.size, hidden, intermediate, what)
+        if problem:
+            problems.append(UserError(f"objective.generator.size: {problem}"))
+    if isinstance(layers, int):
+        problem = generator_depth_problem(generator.layers, layers, what)
+        if problem:
+            problems.append(UserError(f"objective.generator.layers: {problem}"))
+    return problems
 
 
 def _empty_corpus(config: Any) -> list[UserError]:

@@ -501,7 +501,7 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 loaded = loaded[split]
             return loaded
         hf_cache = str(cache_dir / "hf-datasets")
-        if not path.exists() and (path.is_absolute() or name.startswith(".")):
+        if not path.exists() and _names_a_path(name):
             raise DataError(name, 0, "no such file or folder")
         if path.is_file():
             builder = _FILE_BUILDERS.get(path.suffix.lower())
@@ -518,6 +518,10 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 streaming=corpus.streaming,
                 **options,
             )
+        if path.is_dir():  # a load_dataset folder of data files: local, so cached with the stage
+            return datasets.load_dataset(
+                name, corpus.dataset_config, split=split, cache_dir=hf_cache, streaming=corpus.streaming
+            )
         # A Hub name: the user's own datasets cache (HF_DATASETS_CACHE), as `datasets` and the GLUE
         # tasks' `source: hub` use it. A cache private to the stage would download the corpus again
         # for every run directory, and offline (HF_DATASETS_OFFLINE=1) it would never hold the copy
@@ -526,8 +530,22 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
     except DataError:
         raise
     except Exception as error:  # datasets raises many types for bad names, splits, files and formats
-        hint = _offline_hint() if not path.exists() and isinstance(error, (ConnectionError, OSError)) else ""
+        # Only an unreachable Hub gets the offline advice (datasets raises ConnectionError for it, online
+        # and offline); a misspelt name is a DatasetNotFoundError, where that advice would mislead.
+        hint = _offline_hint() if not path.exists() and isinstance(error, ConnectionError) else ""
         raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}.{hint}") from None
+
+
+def _names_a_path(name: str) -> bool:
+    """Whether a `dataset` that does not exist can only be a path (so: "no such file"), not a Hub
+    name: absolute or ./-relative, more than one "/" (Hub ids are `name` or `owner/name`), or the
+    suffix of a data file the stage reads."""
+    return (
+        Path(name).is_absolute()
+        or name.startswith(".")
+        or name.count("/") > 1
+        or Path(name).suffix.lower() in _FILE_BUILDERS
+    )
 
 
 def _offline_hint() -> str:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from xfer.core.errors import UserError
 from xfer.core.trainer import StepOutput
 from xfer.electra import masking
 from xfer.electra.config import MLMConfig, NCEConfig, RTDConfig
@@ -92,6 +93,22 @@ def recorded_objective(meta: dict[str, Any]) -> str | None:
     """The objective a checkpoint's meta says trained it, as the built-in one it is (`family`, for a
     plugin's objective built on one) or else its registered name; None when it says nothing."""
     return meta.get("objective_family") or meta.get("objective")
+
+
+def pretraining_objective_class(host: Any, name: str) -> type[PretrainingObjective]:
+    """The objective registered as `name`, checked to be a pre-training objective (a subclass of
+    `PretrainingObjective`). A fine-tuning objective named here (`transformer.sequence`) crashed in
+    its constructor with a bare TypeError, and a plugin class that wraps one instead of subclassing
+    it trained the whole budget, then failed writing its outputs."""
+    cls = host.load("objective", name)
+    if not (isinstance(cls, type) and issubclass(cls, PretrainingObjective)):
+        shown = cls.__qualname__ if isinstance(cls, type) else repr(cls)
+        raise UserError(
+            f"objective {name!r} ({shown}) is not a pre-training objective: electra.pretrain trains "
+            "electra.rtd, electra.mlm, electric.nce, or a plugin's subclass of "
+            "xfer.electra.objective.PretrainingObjective (docs/plugins.md)"
+        )
+    return cls
 
 
 # --- diagnostics -----------------------------------------------------------------------------------

@@ -33,7 +33,12 @@ from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer
 from xfer.electra import flops
-from xfer.electra.objective import PretrainingObjective, SpecialTokens, recorded_objective
+from xfer.electra.objective import (
+    PretrainingObjective,
+    SpecialTokens,
+    pretraining_objective_class,
+    recorded_objective,
+)
 from xfer.electra.stage_config import PretrainConfig
 from xfer.transformer.collapse import REPRESENTATION_COLLAPSE
 
@@ -60,7 +65,10 @@ def run_pretrain(ctx: StageContext) -> None:
         ctx.dir,
         device=ctx.device,
         events=CollapseWatch(
-            ctx.events(), _spread_probe(objective.main_encoder, tokenizer), stop=config.on_collapse == "stop"
+            ctx.events(),
+            _spread_probe(objective.main_encoder, tokenizer),
+            stop=config.on_collapse == "stop",
+            metrics=ctx.dir / "metrics.jsonl",
         ),
         description="pretrain",
     )
@@ -306,7 +314,7 @@ def unigram_entropy(counts: np.ndarray) -> float | None:
 def _objective(
     config: PretrainConfig, ctx: StageContext, encoder_config: Any, tokenizer: Any, examples: Any
 ) -> PretrainingObjective:
-    cls = ctx.host.load("objective", config.objective.name)
+    cls = pretraining_objective_class(ctx.host, config.objective.name)
     settings = config.objective.config or ctx.host.config_class("objective", config.objective.name)()
     unigram = None
     generator = getattr(settings, "generator", None)
@@ -581,11 +589,19 @@ class CollapseWatch:
     the training forward where the probe gives 1.6e-5; docs/results.md). Warned while training, a
     collapse can be stopped early instead of found by the end-of-run warning."""
 
-    def __init__(self, events: Any, spread: Callable[[], float], last: int = 3, stop: bool = False):
+    def __init__(
+        self,
+        events: Any,
+        spread: Callable[[], float],
+        last: int = 3,
+        stop: bool = False,
+        metrics: Path | None = None,
+    ):
         self._events = events
         self._spread = spread
         self._last = last
         self._stop = stop
+        self._metrics = metrics  # the stage's metrics.jsonl: the logs before a resume
         self._rows: list[dict[str, Any]] = []
         self._message: str | None = None  # "step N: <representation_collapse's message>", once it holds
 
@@ -600,10 +616,13 @@ class CollapseWatch:
         self._events.log(step, split, metrics)
         if split != "train" or self.warned:
             return
-        self._rows = [*self._rows[-(self._last - 1) :], {"step": step, **metrics}]
+        self._watch([*self._rows[-(self._last - 1) :], {"step": step, **metrics}])
+
+    def _watch(self, rows: list[dict[str, Any]]) -> None:
+        self._rows = rows
         message = representation_collapse(self._rows, self._last)
         if message:
-            self._message = f"step {step}: {message}"
+            self._message = f"step {rows[-1]['step']}: {message}"
             if not self._stop:
                 print(f"\nwarning: {self._message}", file=sys.stderr, flush=True)
 
@@ -622,7 +641,21 @@ class CollapseWatch:
         self._events.checkpoint_saved(step, path)
 
     def resumed(self, step: int) -> None:
-        self._events.resumed(step)
+        """Watch on from the logs up to `step`, as the run that wrote them did: a watch that started
+        empty needed 3 new collapsed logs, so a collapse in the last checkpoint interval before a
+        stop (or a kill) let the re-run finish as "completed" with the collapsed encoder."""
+        self._events.resumed(step)  # drops the logs after `step` (they are redone)
+        if self._metrics is None or not self._metrics.exists():
+            return
+        from xfer.core.runs.report import read_metrics
+
+        logged = [
+            r
+            for r in read_metrics(self._metrics)
+            if r.get("split") == "train" and "token_spread" in r and r.get("step", step + 1) <= step
+        ]
+        if logged:
+            self._watch(logged[-self._last :])
 
     @property
     def host(self) -> Any:  # the trainer names the objective's provider in its errors through this

@@ -47,7 +47,7 @@ import yaml
 from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json, write_json
 from xfer.core.checkpoint import latest_checkpoint
-from xfer.core.errors import PluginError, RecipeError, RunDirError, UserError
+from xfer.core.errors import PluginError, RecipeError, RunDirError, StoppedOnEveryRank, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.recipe import Recipe, StagePlan
 from xfer.core.runs import runlock
@@ -540,6 +540,8 @@ def _run_stage(
             _write_json(stage_dir / "stage.json", status)
             host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status=ended, outputs={})
             _safe_report(plan, stage_dir, status, ctx)
+        if isinstance(exc, StoppedOnEveryRank):
+            dist.barrier()  # no rank exits (and has torchrun kill the rest) before rank 0 has recorded why
         raise
     outputs = {o: stage_dir / "outputs" / o for o in plan.spec.outputs}
     report = stage_dir / "report.md"
