@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -573,7 +574,7 @@ def test_score_stage_reads_its_files_before_running(ckpt: dict[str, Path], tmp_p
     assert any(f"{nbest}:2: reference: missing" in p for p in problems), problems
     nbest.write_text('{"hypotheses": [{"text": "a", "score": 0}, {"text": "", "score": 1}], "reference": "a"}\n')
     problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
-    assert any(f"{nbest}:1: a hypothesis is an empty text" in p for p in problems), problems
+    assert any(f"{nbest}:1: hypotheses[1]: a hypothesis is an empty text" in p for p in problems), problems
 
 
 def test_xfer_score_command(ckpt: dict[str, Path], texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -779,3 +780,222 @@ def test_two_processes_write_what_one_process_writes(ckpt: dict[str, Path], text
     assert any(r.get("windows", 1) > 1 for r in records[0])  # windows are split across ranks too
     reports = [json.loads((d / "rerank" / "report.json").read_text()) for d in (one, two)]
     assert reports[1]["lambda"] == reports[0]["lambda"] and reports[1]["dev"] == reports[0]["dev"]
+
+
+# --- line endings, argument order, MLM variants, several inputs, stale outputs, formats ----------------
+
+
+def test_cr_only_line_endings_are_errors_not_one_text(ckpt: dict[str, Path], tmp_path: Path) -> None:
+    """A file with CR-only (classic Mac) line endings was read as one text, silently."""
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import preflight
+
+    mac = tmp_path / "mac.txt"
+    mac.write_bytes(b"the cat sat .\rthe dog ran .\r")
+    with pytest.raises(DataError, match=rf"{mac}:1: carriage return \(CR\) inside the line at column 14"):
+        scoring.read_texts(mac)
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(b"the cat sat .\r\nthe dog ran .\r\n")  # CRLF is fine: its CR ends the line
+    assert [x.text for x in scoring.read_texts(crlf)] == ["the cat sat .", "the dog ran ."]
+    nbest = tmp_path / "mac.jsonl"
+    nbest.write_bytes(b'{"hypotheses": [{"text": "a", "score": 0}]}\r{"hypotheses": [{"text": "b", "score": 0}]}\r')
+    with pytest.raises(DataError, match=rf"{nbest}:1: carriage return"):
+        rerank.read_nbest(nbest)
+    recipe = write_recipe(
+        tmp_path, f"name: s\nstages:\n  s: {{kind: electra.score, checkpoint: {ckpt['electric']}, files: {mac}}}\n"
+    )
+    problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
+    assert any(f"{mac}:1: carriage return" in p for p in problems), problems
+    with pytest.raises(DataError, match=rf"{mac}:1: carriage return"):  # the stage itself, past preflight
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+
+
+def test_file_may_come_after_the_options(
+    ckpt: dict[str, Path], texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`xfer score CKPT --out o.jsonl a.txt` said "unrecognized arguments: a.txt"."""
+    from xfer.core.cli import main
+
+    for i, argv in enumerate(([str(texts)], ["--", str(texts)])):
+        out = tmp_path / f"o{i}.jsonl"
+        assert main(["score", str(ckpt["electric"]), "--out", str(out), "--batch-size", "2", *argv]) == 0, argv
+        assert [json.loads(x)["line"] for x in out.read_text().splitlines()] == [1, 2, 3, 4, 5]
+    capsys.readouterr()
+    for argv in ([str(texts), "--out", str(tmp_path / "x.jsonl"), "b.txt"], ["--out", str(tmp_path / "x.jsonl"),
+                 str(texts), "b.txt"]):  # fmt: skip
+        with pytest.raises(SystemExit) as stopped:  # two stray positionals are still an error
+            main(["score", str(ckpt["electric"]), *argv])
+        assert stopped.value.code == 2 and "unrecognized arguments:" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.fixture(scope="module")
+def mlm_variants(ckpt: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Main models of electra.rtd runs with the replace_mlm (with its mlm generator next to it) and
+    all_tokens_mlm (unigram generator: none exported) variants: masked-LM heads, as exported."""
+    from xfer.transformer.modelio import load_model_dir
+
+    root = tmp_path_factory.mktemp("variants")
+    masked = load_model_dir(ckpt["mlm"])
+    modules = {"encoder": masked.build("encoder"), "head": masked.build("head")}
+    out = {}
+    for variant, kind in (("replace_mlm", "mlm"), ("all_tokens_mlm", "unigram")):
+        meta = {
+            "objective": "electra.rtd",
+            "objective_family": "electra.rtd",
+            "objective_config": {"mask_prob": 0.15, "variant": variant, "generator": {"kind": kind}},
+        }
+        out[variant] = _save(root / variant / "discriminator", modules, {**meta, "role": "discriminator"}, _tokenizer())
+        if kind == "mlm":
+            out[f"{variant}_gen"] = _save(
+                root / variant / "generator", modules, {**meta, "role": "generator"}, _tokenizer()
+            )
+    return out
+
+
+def test_mlm_variants_of_electra_are_not_scored_as_mask_trained_mlms(
+    mlm_variants: dict[str, Path], texts: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The main model of a replace_mlm / all_tokens_mlm run (never trained with [MASK] at the
+    positions it predicts) was scored by `auto` as a [MASK]-trained MLM, with no word."""
+    from xfer.core.cli import main
+
+    replace, generator = mlm_variants["replace_mlm"], mlm_variants["replace_mlm_gen"]
+    with pytest.raises(
+        UserError,
+        match=rf"variant 'replace_mlm'.*score the run's masked-LM generator instead \({generator}.*--method mlm",
+    ):
+        scoring.load_scorer(replace)
+    with pytest.raises(UserError, match=r"variant 'all_tokens_mlm'.*copy head.*exported no generator.*unigram"):
+        scoring.load_scorer(mlm_variants["all_tokens_mlm"])
+    forced = scoring.load_scorer(replace, method="mlm")  # asked for explicitly: scored, and said what it is
+    assert forced.method == "mlm" and any("variant 'replace_mlm'" in n and "as asked" in n for n in forced.notes)
+    own = scoring.load_scorer(generator)  # the run's generator (same objective config, role generator) is fine
+    assert own.method == "mlm" and not any("variant" in n for n in own.notes)
+    assert main(["score", str(replace), str(texts)]) == 2
+    err = capsys.readouterr().err
+    assert "variant 'replace_mlm'" in err and "Traceback" not in err
+
+
+def _stage_scores(tmp_path: Path, name: str, stage: str) -> Path:
+    recipe = write_recipe(tmp_path, f"name: {name}\nstages:\n  s: {{kind: electra.score, {stage}}}\n")
+    run_recipe_file(recipe, tmp_path / name, make_host(autoload=True))
+    return tmp_path / name / "s" / "outputs" / "scores"
+
+
+def test_stage_nbest_ids_are_unique_across_files(ckpt: dict[str, Path], tmp_path: Path) -> None:
+    """Lists of several n-best files without ids all got their line numbers: ids collided in rerank/dev.jsonl."""
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import preflight
+
+    dev, _ = _nbest_files(tmp_path)
+    rows = [json.loads(x) for x in dev.read_text().splitlines()]
+    for folder in ("x", "y"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "dev.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "id"}) + "\n" for r in rows))  # fmt: skip
+    files = f"[{tmp_path / 'x' / 'dev.jsonl'}, {tmp_path / 'y' / 'dev.jsonl'}]"
+    out = _stage_scores(tmp_path, "ids", f"checkpoint: {ckpt['electric']}, nbest_dev: {files}, metric: wer")
+    ids = [json.loads(x)["id"] for x in (out / "rerank" / "dev.jsonl").read_text().splitlines()]
+    assert ids == [f"{d}/dev.jsonl:{n}" for d in "xy" for n in (1, 2, 3)]
+    # explicit ids given in two files: refused, naming both (at preflight, and by the stage)
+    (tmp_path / "y" / "dev.jsonl").write_text(dev.read_text())
+    (tmp_path / "x" / "dev.jsonl").write_text(dev.read_text())
+    stage = f"checkpoint: {ckpt['electric']}, nbest_dev: {files}, metric: wer"
+    recipe = write_recipe(tmp_path, f"name: dup\nstages:\n  s: {{kind: electra.score, {stage}}}\n")
+    message = rf"{tmp_path / 'y' / 'dev.jsonl'}:1: id: duplicate id 'u0': {tmp_path / 'x' / 'dev.jsonl'} line 1"
+    problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
+    assert any(re.search(message, p) for p in problems), problems
+    with pytest.raises(DataError, match=message):
+        run_recipe_file(recipe, tmp_path / "dup", make_host(autoload=True))
+
+
+def test_stage_output_names_are_unique_by_construction(ckpt: dict[str, Path], tmp_path: Path) -> None:
+    """x/a.txt, y/a.txt and z/00-a.txt were all written to 00-a.jsonl or 00-a.jsonl: one input's scores lost."""
+    from xfer.electra.score_stage import output_names
+
+    paths = [Path("x/a.txt"), Path("y/a.txt"), Path("z/00-a.txt")]
+    assert output_names(paths) == ["00-a.jsonl", "01-a.jsonl", "02-00-a.jsonl"]
+    assert output_names([Path("a.txt"), Path("b.jsonl")]) == ["a.jsonl", "b.jsonl"]  # distinct stems: unchanged
+    assert len(set(output_names([Path("A.txt"), Path("a.txt")]))) == 2  # one file on a case-insensitive disk
+    for folder, name, text in (("x", "a.txt", "the cat\n"), ("y", "a.txt", "a dog ran\n"), ("z", "00-a.txt", "the mat\nis red\n")):  # fmt: skip
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text(text)
+    files = f"[{tmp_path / 'x' / 'a.txt'}, {tmp_path / 'y' / 'a.txt'}, {tmp_path / 'z' / '00-a.txt'}]"
+    out = _stage_scores(tmp_path, "names", f"checkpoint: {ckpt['electric']}, files: {files}")
+    summary = json.loads((out / "summary.json").read_text())
+    tokens = {f["output"]: [json.loads(x)["tokens"] for x in (out / f["output"]).read_text().splitlines()] for f in summary["files"]}  # fmt: skip
+    assert tokens == {"00-a.jsonl": [2], "01-a.jsonl": [3], "02-00-a.jsonl": [2, 2]}
+
+
+def test_rerank_dir_holds_only_this_runs_files(
+    ckpt: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A test.jsonl of an earlier run with --nbest-test stayed next to a report.json without a test set."""
+    from xfer.core.cli import main
+
+    dev, test = _nbest_files(tmp_path)
+    rr = tmp_path / "rr"
+    argv = ["score", str(ckpt["electric"]), "--nbest-dev", str(dev), "--metric", "wer", "--rerank-dir", str(rr)]
+    assert main([*argv, "--nbest-test", str(test)]) == 0
+    assert (rr / "test.jsonl").exists() and "test" in json.loads((rr / "report.json").read_text())
+    assert main(argv) == 0
+    assert sorted(p.name for p in rr.iterdir()) == ["dev.jsonl", "report.json"]
+    assert "test" not in json.loads((rr / "report.json").read_text())
+    capsys.readouterr()
+
+
+def test_command_checks_nbest_lists_before_writing_anything(
+    ckpt: dict[str, Path], texts: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A blank hypothesis exited 2 only after --out had been (over)written; so did a special token."""
+    from xfer.core.cli import main
+
+    out = tmp_path / "o.jsonl"
+    out.write_text("old\n")
+    nbest = tmp_path / "blank.jsonl"
+    nbest.write_text(
+        '{"hypotheses": [{"text": "the cat", "score": 0}, {"text": " ", "score": 1}], "reference": "the cat"}\n'
+    )
+    argv = ["score", str(ckpt["electric"]), str(texts), "--out", str(out), "--nbest-dev", str(nbest), "--metric", "wer"]
+    assert main(argv) == 2
+    assert out.read_text() == "old\n"
+    err = capsys.readouterr().err
+    assert f"{nbest}:1: hypotheses[1]: a hypothesis is an empty text" in err and "method:" not in err  # before loading
+    nbest.write_text('{"hypotheses": [{"text": "the [MASK]", "score": 0}], "reference": "the cat"}\n')
+    assert main(argv) == 2
+    assert (
+        "[MASK]" in capsys.readouterr().err and out.read_text() == "old\n"
+    )  # found while scoring, still before writing
+    assert main([*argv, "--empty", "zero"]) == 2  # --empty zero: blank allowed, the special token is not
+    capsys.readouterr()
+
+
+def test_stage_format_knob(ckpt: dict[str, Path], tmp_path: Path) -> None:
+    """A .txt of JSON lines could not be scored by a recipe, and the error said to pass --format."""
+    import dataclasses
+
+    from xfer.core.config import UNSIGNED_AT
+    from xfer.electra.score_config import ScoreConfig
+
+    data = tmp_path / "data.txt"
+    data.write_text('{"id": "a", "sentence": "the cat"}\n{"id": "b", "sentence": "a dog ran"}\n')
+    stage = f"checkpoint: {ckpt['electric']}, files: {data}"
+    with pytest.raises(DataError, match=r":1: looks like JSON lines.*set format: jsonl in the electra.score stage"):
+        _stage_scores(tmp_path, "auto", stage)
+    with pytest.raises(UserError, match=r"text_field: 'sentence', but every file of `files` is read as plain text"):
+        _stage_scores(tmp_path, "field", f"{stage}, text_field: sentence")
+    with pytest.raises(UserError, match=r"text_field"):
+        _stage_scores(tmp_path, "text", f"{stage}, text_field: sentence, format: text")
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import preflight
+
+    recipe = write_recipe(
+        tmp_path, f"name: pre\nstages:\n  s: {{kind: electra.score, {stage}, text_field: sentence}}\n"
+    )
+    problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
+    assert any("text_field: 'sentence'" in p for p in problems) and any("set format: jsonl" in p for p in problems)
+    out = _stage_scores(tmp_path, "jsonl", f"{stage}, text_field: sentence, format: jsonl")
+    records = [json.loads(x) for x in (out / "data.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["tokens"]) for r in records] == [("a", 2), ("b", 3)]
+    field = next(f for f in dataclasses.fields(ScoreConfig) if f.name == "format")
+    assert field.metadata[UNSIGNED_AT] == "auto"  # existing runs' fingerprints stay valid

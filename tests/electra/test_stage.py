@@ -94,6 +94,8 @@ def test_outputs_load_in_transformers_with_equal_outputs(pretrained: Path) -> No
         ours = head(hidden[real])
         theirs = hf_disc(**batch).logits[real]
     assert torch.allclose(ours, theirs, atol=1e-5), "ElectraForPreTraining gives the discriminator's logits"
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(pretrained / "discriminator" / "hf")
+    assert hf_tokenizer.model_max_length == hf_disc.config.max_position_embeddings
 
     gen = load_model_dir(pretrained / "generator")
     g_encoder, g_head = gen.build("encoder").eval(), gen.build("head").eval()
@@ -139,9 +141,11 @@ stages:
     [
         ("generator", None, "init: .*generator is the generator of an electra.rtd pre-training, not a discriminator"),
         ("discriminator", "discriminator", "init_generator: .* is the discriminator of an electra.rtd pre-training"),
-        ("discriminator", "discriminator/hf", "init_generator: .*hf does not match the generator \\(size mismatch"),
+        ("generator/hf", None, "init: .*generator/hf is a generator \\(its config.json: ElectraForMaskedLM\\)"),
+        ("discriminator", "discriminator/hf", "init_generator: .*hf is a discriminator \\(its config.json: Electra"),
+        ("discriminator", "ElectraModel", "init_generator: .*ElectraModel does not match the generator \\(size mis"),
     ],
-    ids=["generator-as-init", "discriminator-as-init_generator", "other-size-generator"],
+    ids=["generator-as-init", "discriminator-as-init_generator", "hf-generator-as-init", "hf-discriminator", "other"],
 )
 def test_init_checkpoints_of_the_wrong_role_are_refused(
     pretrained: Path, tmp_path: Path, init: str, init_generator: str | None, wanted: str
@@ -157,11 +161,51 @@ stages:
     max_length: 32
     train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
 """
-    if init_generator is not None:
+    if init_generator == "ElectraModel":  # a HF folder that names no role: checked by its sizes
+        shutil.copytree(pretrained / "discriminator/hf", tmp_path / init_generator)
+        config = json.loads((tmp_path / init_generator / "config.json").read_text())
+        (tmp_path / init_generator / "config.json").write_text(
+            json.dumps({**config, "architectures": [init_generator]})
+        )
+        text += f"    init_generator: {tmp_path / init_generator}\n"
+    elif init_generator is not None:
         text += f"    init_generator: {pretrained / init_generator}\n"
     with pytest.raises(UserError, match=wanted):
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     assert not (tmp_path / "run/more/checkpoints").exists() or not any((tmp_path / "run/more/checkpoints").iterdir())
+
+
+def _as_electra_model(hf_folder: Path, target: Path) -> Path:
+    """A copy of an HF export that says ElectraModel: the encoder's tensors, no head claimed."""
+    shutil.copytree(hf_folder, target)
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "architectures": ["ElectraModel"]}))
+    return target
+
+
+def test_init_checkpoints_without_head_weights_are_said_or_refused(
+    pretrained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The discriminator's head left at random init was silent (a BERT MLM head, an ElectraModel);
+    a generator checkpoint without its MLM head trained its loaded layers under a random output
+    layer, silently."""
+    base = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    bare_disc = _as_electra_model(pretrained / "discriminator/hf", tmp_path / "disc-model")
+    run_recipe_file(write_recipe(tmp_path, base + f"    init: {bare_disc}\n"), tmp_path / "a", host())
+    note = f"init: {bare_disc} has no electra.discriminator_head weights that fit this objective's head"
+    assert note in capsys.readouterr().err and note in (tmp_path / "a/more/report.md").read_text()
+
+    bare_gen = _as_electra_model(pretrained / "generator/hf", tmp_path / "gen-model")
+    text = base + f"    init: {pretrained / 'discriminator'}\n    init_generator: {bare_gen}\n"
+    with pytest.raises(UserError, match=f"init_generator: {bare_gen} has no masked-LM head"):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "b", host())
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -533,6 +577,33 @@ stages:
         check_data(load_recipe(write_recipe(tmp_path, hf), host=host()))
 
 
+def test_an_init_generator_trained_with_another_vocabulary_is_refused_before_training(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    """Only `init:`'s vocabulary was compared with the tokenizer: a generator trained with other ids
+    loaded without a word, its output bias standing for other tokens."""
+    generator = tmp_path / "generator"
+    shutil.copytree(pretrained / "generator", generator)
+    own = (generator / "vocab.txt").read_text().splitlines()
+    (generator / "vocab.txt").write_text("\n".join([*own[:20], own[21], own[20], *own[22:]]) + "\n")
+    text = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    init: {pretrained / "discriminator"}
+    init_generator: {generator}
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    recipe = load_recipe(write_recipe(tmp_path, text), host=host())
+    wanted = f"token id 20 is {own[20]!r} here but {own[21]!r} in the init_generator checkpoint's vocabulary"
+    with pytest.raises(RecipeError, match=wanted):
+        check_data(recipe, host())
+    with pytest.raises(UserError, match=wanted):  # the stage itself, run without pre-flight
+        run_recipe(recipe, tmp_path / "run", host=host(), log=lambda *a: None)
+
+
 def test_encoder_overrides_the_tokenizer_contradicts_are_refused_before_training(tmp_path: Path) -> None:
     """`vocab_size: 10` under a 100-token tokenizer was an IndexError at the first step;
     `pad_token_id: 5` went silently into the exported HF config."""
@@ -710,6 +781,24 @@ stages:
     tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8}}]
 """
     with pytest.raises(UserError, match=r"vocab\.txt:\d+: token id \d+ is .* in the init checkpoint's vocabulary"):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"
+
+
+def test_finetune_refuses_a_stage_made_init_with_fewer_positions_than_its_max_length(tmp_path: Path) -> None:
+    """The stage re-ran pre-flight's checkpoint checks only with `tokenizer:` set; `init:` alone from
+    an earlier stage (whose files pre-flight cannot read) crashed in the first trial with a bare
+    ValueError (sequence length exceeds max_position_embeddings)."""
+    text = RECIPE.replace("    encoder: {", "    encoder: {max_position_embeddings: 32, ").replace(
+        "    train: {steps: 8,", "    train: {steps: 2,"
+    )
+    text += """  tune:
+    kind: transformer.finetune
+    init: fit.discriminator
+    max_length: 64
+    tasks: [{name: toy/agreement, train_size: 16, dev_size: 8}]
+"""
+    with pytest.raises(UserError, match=r"discriminator: the checkpoint covers 32 positions but max_length is 64"):
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"
 

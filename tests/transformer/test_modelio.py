@@ -104,3 +104,19 @@ def test_head_of_unknown_kind_or_bad_config_is_a_checkpoint_error(tmp_path: Path
     (model / "xfer_model.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match=r"module 'head'.*pooler"):
         load_model_dir(model).build("head")
+
+
+def test_an_electra_config_without_embedding_size_gets_transformers_default(tmp_path: Path) -> None:
+    """transformers' ElectraConfig defaults `embedding_size` to 128; xfer took hidden_size, so a
+    config.json without the key loaded in transformers but was refused here with a shape error
+    naming a width config.json does not give."""
+    from xfer.transformer.hf import export_hf, load_hf
+
+    config = preset("tiny", vocab_size=60, hidden_size=64, embedding_size=128, num_heads=2, intermediate_size=96)
+    torch.manual_seed(0)
+    export_hf(tmp_path, Encoder(config))
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    del hf_config["embedding_size"]
+    (tmp_path / "config.json").write_text(json.dumps(hf_config))
+    loaded, _, _ = load_hf(tmp_path)
+    assert (loaded.embedding_size, loaded.hidden_size) == (128, 64)

@@ -505,3 +505,19 @@ def test_cli_errors(corpus: list[Path], tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         _parse([])  # a vocab sub-command is required
     assert vocab_cli.expand_files([str(corpus[0]), str(corpus[0].parent / "*.txt")]) == corpus
+
+
+def test_hf_folders_tokenize_in_transformers_as_in_xfer(tmp_path: Path) -> None:
+    """An HF export held vocab.txt and tokenizer.json only: transformers' Electra tokenizer then
+    lower-cased a cased vocabulary's input (["j", "##a", "##ck"] for xfer's ["J", "##a", "##ck"]) and
+    had no length limit, so `truncation=True` passed inputs longer than the position embeddings."""
+    transformers = pytest.importorskip("transformers")
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "J", "##a", "##ck", "j", "runs", "the", "Dog", "dog"]
+    cased = WordPieceTokenizer.from_vocab({t: i for i, t in enumerate(tokens)}, lowercase=False)
+    cased.save_hf(tmp_path, model_max_length=8)
+    theirs = transformers.ElectraTokenizerFast.from_pretrained(tmp_path)
+    text = "Jack the Dog runs"
+    assert theirs.tokenize(text) == ["J", "##a", "##ck", "the", "Dog", "runs"]
+    assert theirs(text)["input_ids"] == cased.encode_pair(text, None, max_length=64).input_ids
+    assert len(theirs(f"{text} runs runs runs", truncation=True)["input_ids"]) == 8
+    assert WordPieceTokenizer.from_dir(tmp_path).lowercase is False  # xfer reads the folder back alike

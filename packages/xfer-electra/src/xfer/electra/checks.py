@@ -4,6 +4,7 @@
 - an objective that is not a pre-training objective (a fine-tuning one, or a plugin class that
   does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
+- an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer;
 - a tokenizer that does not fit the `init` checkpoint: another vocabulary (token ids would mean
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
@@ -25,7 +26,12 @@ from typing import Any
 
 from xfer.core.errors import DataError, UserError
 from xfer.electra.config import GeneratorConfig, generator_depth_problem, generator_width_problem
-from xfer.transformer.finetune_config import checkpoint_encoder, checkpoint_problems, read_vocabulary
+from xfer.transformer.finetune_config import (
+    checkpoint_encoder,
+    checkpoint_problems,
+    read_vocabulary,
+    vocabulary_mismatch,
+)
 
 _PROBE_BYTES = 1 << 20
 
@@ -42,6 +48,7 @@ def preflight(config: Any) -> list[UserError]:
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
         lambda: _generator_shape(config, init),
+        lambda: init_generator_vocabulary(config.init_generator.path if config.init_generator else None, tokenizer),
     ]
     if config.budget is not None and config.budget.steps is None:
         checks.append(lambda: _budget(config, _vocab_size(config, init)))
@@ -64,6 +71,25 @@ def _objective_kind(config: Any) -> list[UserError]:
     except PluginError:
         return []  # recipe validation reports an objective it cannot load
     return []
+
+
+def init_generator_vocabulary(generator: Path | None, tokenizer: Path | None) -> list[UserError]:
+    """The `init_generator` checkpoint's vocabulary against the stage's tokenizer (`init:`'s is
+    checked by `checkpoint_problems`): a generator trained with other ids was loaded without a word,
+    its output bias and (untied) embeddings standing for other tokens. Also run by the stage, for
+    folders that earlier stages write."""
+    if generator is None or tokenizer is None:
+        return []
+    ours = read_vocabulary(tokenizer)
+    if ours is None:
+        return []
+    mismatch = vocabulary_mismatch(
+        ours,
+        read_vocabulary(generator),
+        "the init_generator checkpoint",
+        "give the generator pre-trained with this tokenizer (the `generator` output next to the `init:` one)",
+    )
+    return [mismatch] if mismatch else []
 
 
 def _vocab_size(config: Any, init: Path | None) -> int | None:

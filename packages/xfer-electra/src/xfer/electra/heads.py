@@ -30,6 +30,14 @@ from xfer.transformer.hfmap import HFHeadMap
 
 
 def _generator_config_from_hf(state: dict[str, Tensor], hf_config: dict[str, Any], encoder_config: Any) -> dict:
+    if hf_config.get("tie_word_embeddings", True) is False:
+        # its output layer has weights of its own (`generator_lm_head.weight`); this head always scores
+        # with the input word embeddings, so importing it gave other logits without a word
+        raise ValueError(
+            "an ElectraForMaskedLM with untied output embeddings (tie_word_embeddings: false): xfer's generator "
+            "head scores with the input word embeddings, as ELECTRA's generator does, and cannot hold a separate "
+            "output matrix"
+        )
     return {
         "hidden": encoder_config.hidden_size,
         "embedding_size": encoder_config.embedding_size,

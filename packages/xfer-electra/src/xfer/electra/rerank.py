@@ -4,10 +4,15 @@ Torch-free: it takes the PLLs as numbers, so any scorer (or a test) can feed it.
 
 Input: JSONL, one object per source sentence (blank lines are skipped):
 
-    {"id": "utt-17",                          # optional (default: the line number); unique per file
+    {"id": "utt-17",                          # optional (default: the line number); unique per set
      "hypotheses": [{"text": "the cat sat", "score": -4.21},   # score: the base system's f(x | s),
                     {"text": "the cat sad", "score": -4.35}],  #   higher is better (a log-prob)
      "reference": "the cat sat"}               # needed in the dev file; optional in the test file
+
+When several files form one set (the `electra.score` stage's `nbest_dev: [a.jsonl, b.jsonl]`),
+ids must be unique across them, or the re-ranked output could not tell their lists apart: a list
+without an id gets "<file>:<line>" instead of its line number (<file>: its path relative to the
+files' common folder), and an explicit id found in two files is an error naming both (`merge_nbest`).
 
 Other keys of a hypothesis (e.g. "am_score") are carried to the output unchanged. A hypothesis
 may not carry keys the output writes ("pll", "total", "rank_before"). Errors name file and line.
@@ -40,15 +45,17 @@ the full set's or with dev's, and would be easy to report as if it were the test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError, UserError
-from xfer.core.textfile import read_text
+from xfer.core.textfile import read_text, split_lines
 
 METRICS = ("bleu", "wer")
 DEFAULT_LAMBDAS: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
@@ -69,6 +76,7 @@ class NBestList:
     reference: str | None
     path: str
     line: int
+    default_id: bool = False  # no "id" in the file: `id` is the line number
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -79,7 +87,7 @@ def read_nbest(path: str | Path, need_reference: bool = False) -> list[NBestList
     path = Path(path)
     lists: list[NBestList] = []
     seen: dict[Any, int] = {}
-    rows = read_text(path).split("\n")
+    rows = split_lines(path, read_text(path))  # a stray CR (CR-only line endings) is an error naming its line
     for number, raw in enumerate(rows, start=1):
         if not raw.strip():
             continue
@@ -92,6 +100,46 @@ def read_nbest(path: str | Path, need_reference: bool = False) -> list[NBestList
     if not lists:
         raise DataError(path, 0, "no n-best lists")
     return lists
+
+
+def merge_nbest(per_file: Sequence[Sequence[NBestList]]) -> list[NBestList]:
+    """The lists of several n-best files (each as `read_nbest` gives it) as one set with unique ids.
+
+    `read_nbest` checks ids within a file only, and a list without an id defaults to its line
+    number, so two files' lists collided in the re-ranked output (line 1 of each was id 1). With
+    several files a default id becomes "<file>:<line>", the file named relative to the files'
+    common folder (distinct files, distinct names: unique by construction). An explicit id in two
+    files is refused, naming both: qualifying it would change ids the user chose and must match
+    their other data. One file: returned as it is.
+    """
+    if len(per_file) <= 1:
+        return [nbest for lists in per_file for nbest in lists]
+    paths = [Path(lists[0].path) for lists in per_file if lists]
+    resolved = [p.resolve() for p in paths]
+    for index, path in enumerate(resolved):
+        if path in resolved[:index]:
+            raise DataError(paths[index], 0, "given twice in one set of n-best files: its lists would count twice")
+    common = os.path.commonpath([str(p.parent) for p in resolved])
+    labels = {str(p): Path(os.path.relpath(r, common)).as_posix() for p, r in zip(paths, resolved, strict=True)}
+    merged: list[NBestList] = []
+    seen: dict[str, NBestList] = {}
+    for lists in per_file:
+        for nbest in lists:
+            if nbest.default_id:
+                nbest = dataclasses.replace(nbest, id=f"{labels[nbest.path]}:{nbest.line}")
+            key = json.dumps(nbest.id, sort_keys=True)
+            first = seen.get(key)
+            if first is not None:
+                raise DataError(
+                    nbest.path,
+                    nbest.line,
+                    f"duplicate id {nbest.id!r}: {first.path} line {first.line} has it too (ids must be unique "
+                    "across the n-best files of one set, or their re-ranked lists cannot be told apart)",
+                    key="id",
+                )
+            seen[key] = nbest
+            merged.append(nbest)
+    return merged
 
 
 def json_object(raw: str, path: Path, number: int) -> dict[str, Any]:
@@ -137,7 +185,7 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
             raise DataError(path, number, f"{', '.join(clash)}: reserved for the output", key=where)
         extra = {k: v for k, v in item.items() if k not in ("text", "score")}
         hypotheses.append(Hypothesis(text, float(score), extra))
-    return NBestList(identifier, tuple(hypotheses), reference, str(path), number)
+    return NBestList(identifier, tuple(hypotheses), reference, str(path), number, "id" not in value)
 
 
 def _finite(number: int | float) -> bool:

@@ -3,6 +3,7 @@
     xfer score runs/pre/fit/outputs/discriminator sentences.txt --out plls.jsonl
     xfer score CKPT --nbest-dev dev.nbest.jsonl --nbest-test test.nbest.jsonl --metric wer --rerank-dir rr/
 
+FILE may also come after the options (`xfer score CKPT --out o.jsonl FILE`, or `-- FILE`).
 FILE is plain text (one text per line) or `.jsonl` / `.json` / `.ndjson` (an object with a `text`
 field per line; an `id` is carried over); a file read as text whose first line is a JSON object
 is refused (pass `--format`). Output: one JSON object per input line, in input order —
@@ -72,21 +73,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
     rerank.add_argument("--metric", choices=("bleu", "wer"), help="bleu (sacrebleu corpus BLEU) or wer")
     rerank.add_argument("--lambdas", help="comma-separated λ grid (default 0,0.05,...,1)")
     rerank.add_argument("--rerank-dir", type=Path, help="folder for dev.jsonl, test.jsonl and report.json")
+    _take_file_after_options(parser)
+
+
+def _take_file_after_options(parser: argparse.ArgumentParser) -> None:
+    """Let FILE come after options: `xfer score CKPT --out o.jsonl a.txt` and `xfer score CKPT --out o.jsonl -- a.txt`.
+
+    argparse fills the optional positional FILE (with nothing) as soon as it meets the first
+    option, and then rejects a later path as "unrecognized arguments". core/cli.py's `_parse`
+    repairs the same thing for `xfer run`'s overrides, but on the top-level parser; this is a
+    sub-parser, whose `parse_known_args` the top-level parser calls, so the repair is here: when
+    FILE is unset, one leftover path (or `--` and one path) becomes FILE. Anything else left over,
+    such as a second path, stays unrecognized and is still an error.
+    """
+    parse = parser.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extra = parse(args, namespace)
+        if getattr(namespace, "file", None) is None:
+            if len(extra) == 2 and extra[0] == "--":
+                namespace.file, extra = Path(extra[1]), []
+            elif len(extra) == 1 and not extra[0].startswith("-"):
+                namespace.file, extra = Path(extra[0]), []
+        return namespace, extra
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
 def run(args: argparse.Namespace) -> int:
-    from xfer.core.errors import UserError
-
     _check_args(args)
     from xfer.core import distributed as dist
     from xfer.electra import rerank, scoring
 
     grid = rerank.parse_grid(args.lambdas) if args.lambdas is not None else list(rerank.DEFAULT_LAMBDAS)
-    # read every input before loading the model: a typo in a file fails fast
+    # read and check every input before loading the model: a typo in a file fails fast, before anything is written
     text_field = args.text_field or "text"
     lines = scoring.read_texts(args.file, args.format, text_field) if args.file is not None else None
     dev = rerank.read_nbest(args.nbest_dev, need_reference=True) if args.nbest_dev is not None else None
     test = rerank.read_nbest(args.nbest_test) if args.nbest_test is not None else None
+    if args.empty == "error":  # what the stage's preflight checks; found while scoring, it came after --out was written
+        blank = next((e for e in (scoring.blank_hypothesis(x) for x in (dev, test) if x is not None) if e), None)
+        if blank is not None:
+            raise blank
 
     _prepare_outputs(args)  # an unwritable output fails now, not after the scoring
     loaded = scoring.load_scorer(
@@ -97,10 +125,19 @@ def run(args: argparse.Namespace) -> int:
     for note in loaded.notes:
         log(f"note: {note}")
 
+    # score everything, then write: an error in the n-best lists (a text that tokenizes to nothing,
+    # a non-finite PLL) must not leave a fresh --out next to an old --rerank-dir
     if lines is not None:
         started = time.perf_counter()
         scores = scoring.score_lines(loaded, lines, args.batch_size, args.empty, args.precision)
         seconds = time.perf_counter() - started
+    result = None
+    if dev is not None:
+        groups = [dev] if test is None else [dev, test]
+        plls = scoring.score_nbest(loaded, groups, args.batch_size, args.empty, args.precision)
+        result = rerank.rerank_nbest(args.metric, dev, plls[0], test, plls[1] if test is not None else None, grid)
+
+    if lines is not None:
         tokenizer = loaded.tokenizer if args.pieces else None
         records = [scoring.record(li, s, loaded.method, tokenizer) for li, s in zip(lines, scores, strict=True)]
         _write(records, args.out)
@@ -115,23 +152,41 @@ def run(args: argparse.Namespace) -> int:
             + (f"; {unknown} [UNK] pieces (out of the vocabulary; each scored as [UNK])" if unknown else "")
         )
 
-    if dev is not None:
-        groups = [dev] if test is None else [dev, test]
-        plls = scoring.score_nbest(loaded, groups, args.batch_size, args.empty, args.precision)
-        result = rerank.rerank_nbest(args.metric, dev, plls[0], test, plls[1] if test is not None else None, grid)
+    if result is not None:
         if args.rerank_dir is not None:
-            from xfer.core.atomic import write_json
-
-            try:
-                rerank.write_jsonl(args.rerank_dir / "dev.jsonl", result.dev_records)
-                if result.test_records is not None:
-                    rerank.write_jsonl(args.rerank_dir / "test.jsonl", result.test_records)
-                write_json(args.rerank_dir / "report.json", {"method": loaded.method, **result.report()})
-            except OSError as error:
-                raise UserError(f"--rerank-dir {args.rerank_dir}: cannot write: {error}") from None
+            _write_rerank_dir(args, result, loaded.method)
             log(f"re-ranked lists and report.json written to {args.rerank_dir}")
         print(result.markdown(), file=sys.stderr if args.file is not None and args.out is None else sys.stdout)
     return 0
+
+
+def _write_rerank_dir(args: argparse.Namespace, result: Any, method: str) -> None:
+    """dev.jsonl, test.jsonl (with --nbest-test) and report.json, so that the folder describes this run only.
+
+    A test.jsonl left by an earlier run with --nbest-test would sit next to a report.json that says
+    nothing about it: it is removed, unless it is this run's --out or an input (allowed when this
+    run writes no test.jsonl). report.json goes first and is written last, so a failure halfway
+    leaves no report describing files of two runs.
+    """
+    from xfer.core.atomic import write_json
+    from xfer.core.errors import UserError
+    from xfer.electra import rerank
+
+    folder = args.rerank_dir
+    keep = [p for p in (args.out, args.file, args.nbest_dev, args.nbest_test) if p is not None]
+    stale = [folder / "report.json"]
+    if result.test_records is None:
+        stale.append(folder / "test.jsonl")
+    try:
+        for path in stale:
+            if not any(_same_file(path, k) for k in keep):
+                path.unlink(missing_ok=True)
+        rerank.write_jsonl(folder / "dev.jsonl", result.dev_records)
+        if result.test_records is not None:
+            rerank.write_jsonl(folder / "test.jsonl", result.test_records)
+        write_json(folder / "report.json", {"method": method, **result.report()})
+    except OSError as error:
+        raise UserError(f"--rerank-dir {folder}: cannot write: {error.strerror or error}") from None
 
 
 def _check_args(args: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@ score:
   kind: electra.score
   checkpoint: electric.discriminator       # a pre-training stage's output, or a model folder
   files: data/sentences.txt                # .txt (a text per line) or .jsonl ({"text": ...})
+  format: auto                             # or text / jsonl, for a file whose suffix does not say
   nbest_dev: data/nbest.dev.jsonl          # optional re-ranking (schema: xfer.electra.rerank)
   nbest_test: data/nbest.test.jsonl
   metric: wer
@@ -49,7 +50,15 @@ class ScoreConfig:
         "Texts to score: .txt files (one text per line) and/or .jsonl files (an object with a `text` field per "
         "line); paths, globs or earlier stages' outputs (every .txt/.jsonl inside).",
     )
-    text_field: str = knob("text", "The field of a .jsonl record that holds its text.")
+    format: Literal["auto", "text", "jsonl"] = knob(
+        "auto",
+        "How to read `files`: auto (.jsonl/.json/.ndjson as JSON lines, anything else as text, but a text file "
+        "whose first line is a JSON object is refused), text (one text per line) or jsonl.",
+        unsigned_at="auto",  # what the stage did before the knob existed: old runs' fingerprints stay valid
+    )
+    text_field: str = knob(
+        "text", "The field of a JSON-lines record that holds its text (an error when no file is read as JSON lines)."
+    )
     nbest_dev: Files | None = knob(
         None,
         "n-best lists (JSONL, every list with a reference) on which λ of score + λ·PLL is chosen; several "
@@ -100,6 +109,8 @@ class ScoreConfig:
             raise FieldError("metric", "re-ranking needs a metric: bleu or wer")
         if self.nbest_dev is None and self.metric is not None:
             raise FieldError("metric", "metric is only used with nbest_dev")
+        if self.format == "text" and self.text_field != "text":
+            raise FieldError("text_field", f"format: text reads one text per line, with no fields: {TEXT_FIELD_HINT}")
 
     def preflight(self) -> list[Any]:
         """Read every input file given as a path (not earlier stages' outputs) before anything runs.
@@ -107,13 +118,19 @@ class ScoreConfig:
         Blank texts and hypotheses are found here; texts that only tokenize to nothing, and special
         tokens, while scoring (they need the checkpoint's tokenizer)."""
         from xfer.core.errors import DataError, UserError
-        from xfer.electra.rerank import read_nbest
-        from xfer.electra.scoring import EMPTY_MESSAGE, read_texts
+        from xfer.electra.rerank import merge_nbest, read_nbest
+        from xfer.electra.scoring import EMPTY_MESSAGE, blank_hypothesis, read_texts
 
         problems: list[UserError] = []
-        for path in _paths(self.files):
+        paths = _paths(self.files)
+        if self.files is not None and not self.files.inputs:  # stage outputs are only known when the stage runs
             try:
-                lines = read_texts(path, "auto", self.text_field)
+                self.check_text_field(paths)
+            except UserError as error:
+                problems.append(error)
+        for path in paths:
+            try:
+                lines = read_texts(path, self.format, self.text_field, recipe=True)
             except UserError as error:
                 problems.append(error)
                 continue
@@ -121,16 +138,38 @@ class ScoreConfig:
             if blank is not None and self.empty == "error":
                 problems.append(DataError(blank.path, blank.line, EMPTY_MESSAGE))
         for files, need_reference in ((self.nbest_dev, True), (self.nbest_test, False)):
+            per_file = []
             for path in _paths(files):
                 try:
-                    lists = read_nbest(path, need_reference)
+                    per_file.append(read_nbest(path, need_reference))
                 except UserError as error:
                     problems.append(error)
                     continue
-                blank = next((n for n in lists if any(not h.text.strip() for h in n.hypotheses)), None)
+                blank = blank_hypothesis(per_file[-1])
                 if blank is not None and self.empty == "error":
-                    problems.append(DataError(blank.path, blank.line, f"a hypothesis is an {EMPTY_MESSAGE}"))
+                    problems.append(blank)
+            try:  # ids must be unique across the set's files (only those read: the others have an error already)
+                merge_nbest(per_file)
+            except UserError as error:
+                problems.append(error)
         return problems
+
+    def check_text_field(self, paths: list[Path]) -> None:
+        """A `text_field` that no file would use is refused, as `xfer score --text-field` is for a text
+        FILE: it would be ignored, silently. With .txt and .jsonl files mixed it applies to the JSONL ones."""
+        from xfer.core.errors import UserError
+        from xfer.electra.scoring import input_format
+
+        if self.text_field == "text" or not paths:
+            return
+        if all(input_format(path, self.format) == "text" for path in paths):
+            raise UserError(
+                f"text_field: {self.text_field!r}, but every file of `files` is read as plain text (one text per "
+                f"line, no fields): {TEXT_FIELD_HINT}"
+            )
+
+
+TEXT_FIELD_HINT = "if they are JSON lines, set format: jsonl (or name them .jsonl); if not, remove text_field"
 
 
 def _paths(files: Files | None) -> list[Path]:

@@ -4,8 +4,11 @@ Output `scores/`:
 
   <file>.jsonl        one record per scored line: {"line", "id"?, "pll", "tokens", "method",
                       "windows"? (when the text needed more than one window), "empty"?}
-                      (names get a numeric prefix when two inputs share one)
-  rerank/dev.jsonl    re-ranked dev lists (schema: `xfer.electra.rerank`), and test.jsonl
+                      (when two inputs share a stem, every name gets its input's index as a prefix,
+                      `00-a.jsonl`, `01-a.jsonl`, ...: unique whatever the stems; summary.json maps them)
+  rerank/dev.jsonl    re-ranked dev lists (schema: `xfer.electra.rerank`), and test.jsonl; with
+                      several n-best files a list without an id is named "<file>:<line>", and an id
+                      given in two files is an error naming both (`rerank.merge_nbest`)
   rerank/report.json  metric, λ, sacrebleu signature, dev/test before/after, the dev metric per λ
   summary.json        method, checkpoint, generator, max_length and what each input held (lines,
                       windowed, empty, unk: [UNK] pieces)
@@ -64,9 +67,10 @@ def run_score(ctx: StageContext) -> None:
         from xfer.core.errors import UserError
 
         raise UserError("files: no .txt or .jsonl file found to score")
+    config.check_text_field(files)
     rows = []
     for path, name in zip(files, output_names(files), strict=True):
-        lines = scoring.read_texts(path, "auto", config.text_field)
+        lines = scoring.read_texts(path, config.format, config.text_field, recipe=True)
         started = time.perf_counter()
         scores = scoring.score_lines(loaded, lines, **options)
         seconds = time.perf_counter() - started
@@ -131,13 +135,18 @@ def _read_lists(ctx: StageContext, files: Any, need_reference: bool) -> list[rer
     paths = ctx.resolve_files(files, suffixes=(".jsonl",))
     if not paths:
         raise UserError("no .jsonl n-best file found")
-    lists: list[rerank.NBestList] = []
-    for path in paths:
-        lists += rerank.read_nbest(path, need_reference)
-    return lists
+    return rerank.merge_nbest([rerank.read_nbest(path, need_reference) for path in paths])
 
 
 def output_names(paths: list[Path]) -> list[str]:
-    """`<stem>.jsonl` for each input; a numeric prefix for every input whose stem is not unique."""
+    """`<stem>.jsonl` for each input when the stems are distinct; else `<index>-<stem>.jsonl` for every input.
+
+    Prefixing only the repeated stems could produce another input's own name (x/a.txt, y/a.txt and
+    z/00-a.txt gave 00-a.jsonl twice, and one input's scores were lost). With every name prefixed,
+    the part before the first "-" is the input's index, so names differ by construction. Stems are
+    compared casefolded: A.txt and a.txt would be one file on a case-insensitive file system.
+    """
     stems = [p.stem for p in paths]
-    return [f"{s}.jsonl" if stems.count(s) == 1 else f"{i:02d}-{s}.jsonl" for i, s in enumerate(stems)]
+    if len({s.casefold() for s in stems}) == len(stems):
+        return [f"{s}.jsonl" for s in stems]
+    return [f"{i:02d}-{s}.jsonl" for i, s in enumerate(stems)]

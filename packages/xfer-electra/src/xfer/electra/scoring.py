@@ -60,7 +60,7 @@ import torch
 from torch import Tensor, nn
 
 from xfer.core.errors import CheckpointError, DataError, UserError
-from xfer.core.textfile import read_text
+from xfer.core.textfile import read_text, split_lines
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
 from xfer.electra.objective import recorded_objective
@@ -98,30 +98,30 @@ def input_format(path: str | Path, fmt: str = "auto") -> str:
     return fmt
 
 
-def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text") -> list[Line]:
+def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *, recipe: bool = False) -> list[Line]:
     """The texts of a plain-text file (one per line) or a JSONL file (`text_field` of each object).
 
     `fmt="auto"` reads `.jsonl`, `.json` and `.ndjson` files as JSONL and anything else as text,
     except that a file read as text under `auto` whose first non-empty line is a JSON object is
     refused: it is almost surely JSON lines with another suffix, and scoring its raw
     `{"text": ...}` lines gives plausible-looking numbers for the wrong strings (an explicit
-    `fmt="text"` scores it as text). In a text file every line is a text (an empty one too: what
-    happens to it is the scorer's `empty` policy); lines are split on "\\n" only, so line numbers
-    match editors'. In JSONL, blank lines hold no record and are skipped; every other line must be
-    an object with a string `text_field` (an optional `id` is carried to the output).
+    `fmt="text"` scores it as text). `recipe=True` words that error for a recipe (the stage's
+    `format` key) rather than for `xfer score` (`--format`). In a text file every line is a text
+    (an empty one too: what happens to it is the scorer's `empty` policy). Lines are cut by
+    `xfer.core.textfile.split_lines` (on "\\n" only, so line numbers match editors'; a CRLF's CR
+    dropped): a carriage return anywhere else is an error naming its line, because with CR-only
+    (classic Mac) endings the whole file would otherwise be one text, silently. In JSONL, blank
+    lines hold no record and are skipped; every other line must be an object with a string
+    `text_field` (an optional `id` is carried to the output).
     """
     path = Path(path)
     sniff = fmt == "auto"
     fmt = input_format(path, fmt)
-    content = read_text(path)
-    rows = content.split("\n")
-    if rows and rows[-1] == "":
-        rows.pop()  # the final newline ends the last line; it does not start a new one
+    rows = split_lines(path, read_text(path))
     if sniff and fmt == "text":
-        _refuse_json_lines(path, rows)
+        _refuse_json_lines(path, rows, recipe)
     lines = []
     for number, raw in enumerate(rows, start=1):
-        raw = raw.removesuffix("\r")
         if fmt == "text":
             lines.append(Line(raw, str(path), number))
             continue
@@ -139,8 +139,9 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text") ->
     return lines
 
 
-def _refuse_json_lines(path: Path, rows: Sequence[str]) -> None:
-    """A UserError when the first non-empty line of a file about to be read as text is a JSON object."""
+def _refuse_json_lines(path: Path, rows: Sequence[str], recipe: bool = False) -> None:
+    """A DataError when the first non-empty line of a file about to be read as text is a JSON object;
+    it says how to choose the format where the user is (a recipe key, or the command's option)."""
     import json
 
     number, first = next(((n, r.strip()) for n, r in enumerate(rows, start=1) if r.strip()), (0, ""))
@@ -151,12 +152,14 @@ def _refuse_json_lines(path: Path, rows: Sequence[str]) -> None:
     except ValueError:
         return
     if isinstance(value, dict):
+        jsonl, text = ("set format: jsonl", "format: text") if recipe else ("pass --format jsonl", "--format text")
+        where = " in the electra.score stage" if recipe else ""
         raise DataError(
             path,
             number,
             "looks like JSON lines (this line is a JSON object), but the file name does not end in "
-            f"{', '.join(JSONL_SUFFIXES)}, so it would be scored as plain text: pass --format jsonl (or name it "
-            ".jsonl) to score its text field, or --format text to score the raw lines as text",
+            f"{', '.join(JSONL_SUFFIXES)}, so it would be scored as plain text: {jsonl}{where} (or name it "
+            f".jsonl) to score its text field, or {text} to score the raw lines as text",
         )
 
 
@@ -517,14 +520,61 @@ class LoadedScorer:
         return f"{head} {source}, max_length {self.max_length}"
 
 
+MLM_VARIANTS = {
+    "replace_mlm": "predicts the original tokens at positions the generator replaced (never at a [MASK])",
+    "all_tokens_mlm": "predicts every token from generator-corrupted input, mixed with a copy head that the "
+    "checkpoint does not include",
+}
+"""`electra.rtd` variants (Table 5.7) whose main model has a masked-LM head but was never trained on
+[MASK] at the positions it predicts: what it learned instead."""
+
+
+def mlm_variant(main: Checkpoint) -> str | None:
+    """The variant when `main` is the main model of an `electra.rtd` run of a `MLM_VARIANTS` variant.
+
+    Its head is a masked LM's, so it looks like one, but PLL's one-[MASK]-per-token passes ask it
+    something it never learned. The run's generator has the same objective and variant in its meta
+    but role `generator` (a real [MASK]-trained MLM), so it is not caught here. HF folders record
+    no objective config, so their variant is unknown."""
+    if main.objective != "electra.rtd" or main.meta.get("role") == "generator":
+        return None
+    variant = main.objective_config.get("variant")
+    return variant if variant in MLM_VARIANTS else None
+
+
+def _mlm_variant_message(main: Checkpoint, variant: str) -> str:
+    sibling = main.path.parent / "generator"
+    if (sibling / "xfer_model.json").is_file():
+        instead = f"score the run's masked-LM generator instead ({sibling}, trained with [MASK] input)"
+    else:
+        instead = f"the run exported no generator next to it ({sibling}; generator kind {main.generator_kind})"
+    return (
+        f"{main.path} is the main model of an electra.rtd run with variant {variant!r}: it {MLM_VARIANTS[variant]}, "
+        f"so PLLs that mask one token at a time would score it on input it was never trained on: {instead}"
+    )
+
+
 def resolve_method(main: Checkpoint, method: str) -> tuple[str, bool]:
-    """(method, whether it needs the generator) for `method` (or `auto`) on checkpoint `main`."""
+    """(method, whether it needs the generator) for `method` (or `auto`) on checkpoint `main`.
+
+    `auto` refuses the main model of an `electra.rtd` run with an MLM variant (`mlm_variant`)
+    rather than quietly scoring it as a [MASK]-trained masked LM, and does not route to its
+    generator either: the user named this model, and silently scoring another one would
+    misattribute the numbers. The error points to the generator; an explicit `mlm` scores the
+    model anyway, with a note (`load_scorer`).
+    """
     if method not in METHODS:
         raise UserError(f"unknown method {method!r} (one of {', '.join(METHODS)})")
     objective, generator_kind = main.objective, main.generator_kind
     if main.kind == "masked_lm":
         if method not in ("auto", "mlm"):
             raise UserError(f"{main.path} is a masked LM: only method mlm applies to it, not {method!r}")
+        variant = mlm_variant(main)
+        if variant is not None and method == "auto":
+            raise UserError(
+                f"{_mlm_variant_message(main, variant)}; or pass --method mlm (method: mlm) to score it as a "
+                "[MASK]-trained masked LM anyway"
+            )
         return "mlm", False
     if main.kind == "two_tower":
         if method not in ("auto", "two-tower"):
@@ -604,6 +654,9 @@ def load_scorer(
         raise UserError(f"method {method} scores with the checkpoint alone: it uses no generator ({generator})")
     elif generator is not None:
         notes.append(f"generator {generator} ignored: method {method} scores with the checkpoint alone")
+    variant = mlm_variant(main) if method == "mlm" and gen is None else None
+    if variant is not None:  # asked for explicitly (auto refuses): say what the numbers are
+        notes.append(f"{_mlm_variant_message(main, variant)}; scored as a [MASK]-trained masked LM, as asked")
     if method == "electra-tt" and "mask_prob" not in main.objective_config:
         notes.append("mask_prob: 0.15 (the checkpoint does not record its objective's)")
 
@@ -839,6 +892,21 @@ def record(line: Line, score: TextScore, method: str, tokenizer: Any = None) -> 
         out["pieces"] = [tokenizer.backend.id_to_token(i) for i in score.pieces]
         out["token_scores"] = score.token_scores
     return out
+
+
+def blank_hypothesis(lists: Sequence[NBestList]) -> DataError | None:
+    """The error for the first hypothesis that is blank (empty or whitespace), or None.
+
+    For checks before the model loads (`xfer score`, the stage's preflight): `tokenize` finds
+    these too, but only after the checkpoint is loaded and other outputs may have been written.
+    Texts that only tokenize to nothing still need the tokenizer and are found while scoring."""
+    for nbest in lists:
+        for index, hypothesis in enumerate(nbest.hypotheses):
+            if not hypothesis.text.strip():
+                return DataError(
+                    nbest.path, nbest.line, f"a hypothesis is an {EMPTY_MESSAGE}", key=f"hypotheses[{index}]"
+                )
+    return None
 
 
 def score_nbest(

@@ -33,6 +33,7 @@ from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer
 from xfer.electra import flops
+from xfer.electra.checks import init_generator_vocabulary
 from xfer.electra.objective import (
     PretrainingObjective,
     SpecialTokens,
@@ -137,20 +138,30 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
 
 
 def check_role(folder: Path, wanted: str, key: str) -> None:
-    """Refuse an electra.pretrain output of the other role: a generator given as `init:` would be
-    pre-trained on as the discriminator (a quarter-width network, or a two-tower model's first
-    tower), silently. Folders without the record (HF, other xfer dirs) and the MLM baseline,
-    whose two outputs are one model, pass."""
+    """Refuse a checkpoint of the other role: a generator given as `init:` would be pre-trained on
+    as the discriminator (a quarter-width network, or a two-tower model's first tower), silently.
+    The role is what an xfer model dir records, or for a HF folder its class (ElectraForPreTraining
+    is a discriminator, ElectraForMaskedLM a generator). The MLM baseline, whose two outputs are one
+    model, and folders that say neither (ElectraModel, BERT) pass."""
+    from xfer.transformer.hf import OBJECTIVE_KEY
     from xfer.transformer.modelio import META_FILE
 
-    meta = read_json(folder / META_FILE) or {}
-    role, objective = meta.get("role"), meta.get("objective")
-    if role in (None, wanted) or recorded_objective(meta) == "electra.mlm":
+    meta = read_json(folder / META_FILE)
+    if meta is not None:
+        role, objective = meta.get("role"), meta.get("objective")
+        if role in (None, wanted) or recorded_objective(meta) == "electra.mlm":
+            return
+        raise UserError(
+            f"{key}: {folder} is the {role} of an {objective} pre-training, not a {wanted}: "
+            f"give the `{wanted}` output next to it ({folder.parent / wanted})"
+        )
+    hf = read_json(folder / "config.json") or {}
+    architectures = hf.get("architectures") or []
+    roles = {"ElectraForPreTraining": "discriminator", "ElectraForMaskedLM": "generator"}
+    role = next((roles[a] for a in architectures if a in roles), None)
+    if role in (None, wanted) or hf.get(OBJECTIVE_KEY) == "electra.mlm":
         return
-    raise UserError(
-        f"{key}: {folder} is the {role} of an {objective} pre-training, not a {wanted}: "
-        f"give the `{wanted}` output next to it ({folder.parent / wanted})"
-    )
+    raise UserError(f"{key}: {folder} is a {role} (its config.json: {', '.join(architectures)}), not a {wanted}")
 
 
 def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor]]]:
@@ -333,6 +344,14 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
     head = objective.exports()["discriminator"].get("head")
     if head is not None and "head" in states and _same_shapes(head, states["head"]):
         head.load_state_dict(states["head"])
+    elif head is not None and ctx.is_main and config.init is not None:  # an ElectraModel, a BERT MLM: said
+        note = (
+            f"init: {ctx.resolve(config.init)} has no {getattr(head, 'kind', type(head).__name__)} weights that fit "
+            "this objective's head: "
+            "the head starts from random init, under the loaded encoder"
+        )
+        print(f"note: {note}", file=sys.stderr)
+        ctx.report(f"Note: {note}.\n")
     if config.init_generator is not None:
         generator = objective.exports().get("generator", {})
         if "encoder" not in generator:
@@ -341,6 +360,9 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
             )
         folder = ctx.resolve(config.init_generator)
         check_role(folder, "generator", "init_generator")
+        tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
+        for problem in init_generator_vocabulary(folder, tokenizer_dir):  # pre-flight's check, for stage outputs
+            raise problem
         _, gen_states = read_checkpoint(folder)
         tied = generator["encoder"].embeddings is encoder.embeddings
         state = {k: v for k, v in gen_states["encoder"].items() if not (tied and k.startswith("embeddings."))}
@@ -358,8 +380,13 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
                 f"init_generator: {folder} does not match the generator: missing {missing[:3]}, "
                 f"unexpected {unexpected[:3]}"
             )
-        if "head" in gen_states:
-            _load_strict(generator["head"], gen_states["head"], "init_generator head")
+        if "head" not in gen_states:  # an ElectraModel: trained layers under a random output layer
+            raise UserError(
+                f"init_generator: {folder} has no masked-LM head (ElectraForMaskedLM's generator_predictions and "
+                "generator_lm_head): the generator's output layer would start from random weights; give the "
+                "generator's ElectraForMaskedLM folder, or leave init_generator out for a fresh generator"
+            )
+        _load_strict(generator["head"], gen_states["head"], "init_generator head")
 
 
 def _same_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> bool:
@@ -505,7 +532,7 @@ def _export(
         tokenizer.save(folder)
         if config.export_hf and "encoder" in modules:
             hf = folder / "hf"
-            tokenizer.save(hf)
+            tokenizer.save_hf(hf, modules["encoder"].config.max_position_embeddings)
             export_hf(
                 hf,
                 modules["encoder"],

@@ -74,9 +74,9 @@ def run_finetune(ctx: StageContext) -> None:
     config: FinetuneConfig = ctx.config
     encoder_config, init_state, init_folder = load_initial(config, ctx)
     tokenizer = load_tokenizer(config, ctx, init_folder)
-    if config.tokenizer is not None:  # the pre-flight check, now that earlier stages' outputs exist
+    if config.tokenizer is not None or init_folder is not None:  # pre-flight's check, on earlier stages' outputs
         problems = checkpoint_problems(
-            ctx.resolve(config.tokenizer),
+            ctx.resolve(config.tokenizer) if config.tokenizer is not None else init_folder,
             init_folder,
             config.encoder,
             config.max_length,
@@ -280,7 +280,7 @@ def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
         if labels and head is not None
         else None
     )
-    tokenizer.save(target)
+    tokenizer.save_hf(target, objective.encoder.config.max_position_embeddings)
     export_hf(target, objective.encoder, head=head, vocab_file=target / "vocab.txt", extra_config=extra)
 
 

@@ -361,7 +361,10 @@ def checkpoint_problems(
 
 
 def vocabulary_mismatch(
-    tokenizer: tuple[Path, list[str | None]], init: tuple[Path, list[str | None]] | None
+    tokenizer: tuple[Path, list[str | None]],
+    init: tuple[Path, list[str | None]] | None,
+    checkpoint: str = "the init checkpoint",
+    remedy: str = "use the checkpoint's own tokenizer (leave out `tokenizer:`)",
 ) -> DataError | None:
     """An error at the first line where the tokenizer's vocabulary differs from the init
     checkpoint's. A tokenizer that is a prefix of the checkpoint's vocabulary fits (its ids mean
@@ -375,8 +378,8 @@ def vocabulary_mismatch(
             return DataError(
                 str(ours),
                 index + 1,
-                f"token id {index} is {mine!r} here but {other!r} in the init checkpoint's vocabulary "
+                f"token id {index} is {mine!r} here but {other!r} in {checkpoint}'s vocabulary "
                 f"({theirs}:{index + 1}): the checkpoint was trained with another vocabulary, so its embeddings "
-                "would stand for other words; use the checkpoint's own tokenizer (leave out `tokenizer:`)",
+                f"would stand for other words; {remedy}",
             )
     return None

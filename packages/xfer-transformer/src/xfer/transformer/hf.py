@@ -191,7 +191,8 @@ def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") 
         hidden = int(config["hidden_size"])
         return EncoderConfig(
             vocab_size=int(config["vocab_size"]),
-            embedding_size=int(config.get("embedding_size", hidden)) if model_type == "electra" else hidden,
+            # transformers' ElectraConfig default when config.json leaves it out (128, not hidden_size)
+            embedding_size=int(config.get("embedding_size", 128)) if model_type == "electra" else hidden,
             hidden_size=hidden,
             num_layers=int(config["num_hidden_layers"]),
             num_heads=int(config["num_attention_heads"]),

@@ -78,7 +78,10 @@ class HFHeadMap:
                 f"{source}: the head for {hf_config.get('architectures')} declares no `config_from_hf`, "
                 "so it can be exported but not imported"
             )
-        return self.config_from_hf(state, hf_config, encoder_config)
+        try:
+            return self.config_from_hf(state, hf_config, encoder_config)
+        except ValueError as e:  # the head refuses this checkpoint; the error names the file here
+            raise CheckpointError(f"{source}: {e}") from None
 
     # --- used by xfer.transformer.hf -----------------------------------------------------------
 

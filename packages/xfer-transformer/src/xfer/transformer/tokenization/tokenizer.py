@@ -6,6 +6,7 @@ It only assembles ids: training and the BERT pipeline come from `training`, file
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,24 @@ class WordPieceTokenizer:
         tokens = self._tokens_by_id()
         _write_atomic(directory / VOCAB_FILE, "".join(f"{t}\n" for t in tokens))
         _write_atomic(directory / TOKENIZER_FILE, self._tokenizer.to_str(pretty=True))
+        return directory
+
+    def save_hf(self, directory: Path | str, model_max_length: int) -> Path:
+        """`save`, plus the `tokenizer_config.json` HF `transformers` reads next to a checkpoint.
+        Without it, its Electra tokenizer took `do_lower_case=True` (lower-casing the input of a
+        cased vocabulary, so its pieces differed from xfer's) and no length limit (`truncation=True`
+        kept inputs longer than the position embeddings, which then failed in the model)."""
+        directory = self.save(directory)
+        config = {
+            "do_lower_case": self.lowercase,
+            "model_max_length": model_max_length,
+            "unk_token": UNK,
+            "sep_token": SEP,
+            "pad_token": PAD,
+            "cls_token": CLS,
+            "mask_token": MASK,
+        }
+        _write_atomic(directory / TOKENIZER_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
         return directory
 
     def _tokens_by_id(self) -> list[str]:
