@@ -944,3 +944,69 @@ def test_a_vocabulary_replaced_in_place_is_read_again_in_the_same_process(kit: d
     shutil.copytree(kit["other_vocab"], folder)  # the same tokens with other ids
     again = rows(build(kit, tmp_path / "b", vocab=folder))
     assert again == rows(build(kit, tmp_path / "c", vocab=kit["other_vocab"])) != first
+
+
+# --- review fixes: stale local datasets, streamed read errors, cursor round trip, files listed twice
+
+
+def test_a_local_data_file_rewritten_with_its_old_mtime_is_read_again(kit: dict, tmp_path: Path) -> None:
+    """`datasets` judges its Arrow copy of a local file by path and mtime: a file rewritten with its
+    old mtime (`cp -p`, `rsync -t`) kept the old copy, and the pipeline packed the old text."""
+    jsonl = tmp_path / "corpus.jsonl"
+    documents = [kit["files"][0].read_text().splitlines(), kit["files"][1].read_text().splitlines()]
+    jsonl.write_text("".join(json.dumps({"text": line}) + "\n" for line in documents[0]))
+    mtime = jsonl.stat().st_mtime_ns
+    cache = tmp_path / "cache"
+    first = rows(build(kit, cache, corpus=CorpusConfig(dataset=str(jsonl)), files=[], block_bytes=1 << 20))
+    jsonl.write_text("".join(json.dumps({"text": line}) + "\n" for line in documents[1]))
+    os.utime(jsonl, ns=(mtime, mtime))
+    again = rows(build(kit, cache, corpus=CorpusConfig(dataset=str(jsonl)), files=[], block_bytes=1 << 20))
+    expected = rows(build(kit, tmp_path / "ref", files=[kit["files"][1]], block_bytes=1 << 20))
+    assert again == expected != first
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("bad.jsonl", '{"text": "aaa aa"}\n{"text": "bbb" oops}\n'), ("ragged.csv", "text,x\naaa,1\nbbb,2,3\n")],
+)
+def test_a_malformed_streamed_data_file_is_a_data_error_naming_it(
+    kit: dict, tmp_path: Path, name: str, text: str
+) -> None:
+    """A stream is parsed while training reads it: a bad JSON line or CSV row came out of the
+    trainer as pyarrow's ArrowInvalid / pandas' ParserError and a traceback."""
+    path = tmp_path / name
+    path.write_text(text)
+    stream = build(kit, tmp_path / "c", corpus=CorpusConfig(dataset=str(path), streaming=True), files=[])
+    source = PretrainBatches(stream, 2, seed=1, pad_id=0, shuffle_buffer=2)
+    with pytest.raises(DataError, match=rf"{name}: text: reading failed at or after row 1 of shard 0 of 1: \w+"):
+        source.next_step()
+
+
+def test_a_streaming_cursor_saved_right_after_a_load_is_the_loaded_one(kit: dict) -> None:
+    """load_state_dict left the window's start at the fresh cursor until the next batch, so a
+    cursor saved in between named the stream's very start with the loaded window number."""
+    stream = build(kit, kit["root"] / "cache-main", corpus=corpus_of(kit["files"], streaming=True))
+    make = lambda: PretrainBatches(stream, 8, seed=5, pad_id=0, shuffle_buffer=10)  # noqa: E731
+    uninterrupted = steps(make(), 20)
+    first = make()
+    steps(first, 7)
+    state = first.state_dict()
+    reloaded = make()
+    reloaded.load_state_dict(json.loads(json.dumps(state)))
+    assert reloaded.state_dict() == state
+    again = make()
+    again.load_state_dict(reloaded.state_dict())
+    assert_same_steps(steps(again, 13), uninterrupted[7:])
+
+
+def test_a_file_listed_twice_in_corpus_files_is_refused(kit: dict, tmp_path: Path) -> None:
+    """Overlapping patterns (`part0.txt` and `*.txt`) or a symlink beside its target gave the same
+    file twice, and its text was packed and trained on twice without a word."""
+    part = kit["files"][0]
+    with pytest.raises(DataError, match=r"part0\.txt: files: is in corpus\.files twice"):
+        build(kit, tmp_path / "a", files=[part, kit["files"][1], part])
+    link = tmp_path / "link.txt"
+    link.symlink_to(part)
+    with pytest.raises(DataError, match=r"link\.txt: files: is in corpus\.files twice \(also as .*part0\.txt\)"):
+        build(kit, tmp_path / "b", files=[part, link])
+    assert not list((tmp_path / "a").glob("electra-examples-*"))

@@ -161,3 +161,36 @@ def test_the_formula_follows_the_config_class_so_plugin_objectives_are_costed() 
     assert training_flops(CountedConfig(), disc, None, lengths, 128) == {"everything": 3 * 96.0}  # x3: training
     with pytest.raises(NoFlopFormula, match="configured by OwnConfig"):
         training_flops(OwnConfig(), disc, None, lengths, 128)
+
+
+def test_a_budget_of_exactly_k_steps_buys_k_steps() -> None:
+    """`budget // per_step` floored a quotient of rounded floats: a budget of exactly k steps'
+    worth (a `flops_total` copied from `xfer flops --json`, i.e. `per_step * k`) bought k - 1
+    steps about half the time. A budget a little short of a step still buys one step fewer."""
+    from xfer.electra.flops import steps_for_budget
+    from xfer.electra.stage_config import Budget
+
+    per_step, tokens_per_step = 1.0791823e10 + 0.37, 64 * 61.234375
+    for k in range(1, 300):
+        assert steps_for_budget(Budget(flops=per_step * k), per_step, tokens_per_step) == k
+        assert steps_for_budget(Budget(tokens=tokens_per_step * k), None, tokens_per_step) == k
+        assert steps_for_budget(Budget(flops=per_step * (k + 0.999)), per_step, tokens_per_step) == k
+    with pytest.raises(ValueError, match="does not buy one training step"):
+        steps_for_budget(Budget(flops=per_step * 0.999), per_step, tokens_per_step)
+
+
+def test_masked_count_rounds_like_the_masking_it_costs() -> None:
+    """select() rounds torch's float32 n x mask_prob; the count rounded the float64 product, so
+    ties fell the other way (n = 190, 350, 390 at 0.15: one masked position fewer costed)."""
+    from xfer.electra.flops import masked_count
+    from xfer.electra.masking import max_predictions
+
+    lengths = np.arange(1, 513)
+    for mask_prob in (0.15, 0.25, 0.1):
+        for rounding in ("round", "ceil"):
+            product = torch.tensor(lengths, dtype=torch.float32) * mask_prob
+            drawn = (torch.ceil(product) if rounding == "ceil" else torch.round(product)).long()
+            drawn = drawn.clamp(1, max_predictions(mask_prob, 512)).numpy()
+            expected = np.minimum(drawn, np.maximum(lengths - 3, 0))
+            got = masked_count(lengths.astype(np.float64), mask_prob, 512, rounding)
+            assert got.tolist() == expected.tolist(), (mask_prob, rounding)

@@ -405,7 +405,8 @@ class _IterableRowSource:
         else:
             rows = iter(self.dataset.shard(num_shards=self.dataset.num_shards, index=block, contiguous=True))
         index = 0
-        while chunk := list(islice(rows, _ROWS_PER_CHUNK)):
+        part = "the stream" if self.max_lines is not None else f"shard {block} of {self.dataset.num_shards}"
+        while chunk := self._next_rows(rows, index, part):
             if self.column not in chunk[0]:
                 raise _missing_column(self.name, self.column, list(chunk[0]))
             yield _row_texts([r[self.column] for r in chunk], self.name, self.column, index)
@@ -413,6 +414,22 @@ class _IterableRowSource:
 
     def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:  # pragma: no cover - streams are not cached
         raise NotImplementedError
+
+    def _next_rows(self, rows: Iterator[dict[str, Any]], index: int, part: str) -> list[dict[str, Any]]:
+        """Up to `_ROWS_PER_CHUNK` more rows. A stream is parsed only while training reads it, so a
+        malformed file (a bad JSON line, a ragged CSV row) or a lost connection surfaced there as
+        pyarrow's/pandas' own exception and a traceback; it becomes a DataError naming the source."""
+        try:
+            return list(islice(rows, _ROWS_PER_CHUNK))
+        except DataError:
+            raise
+        except Exception as error:  # datasets raises many types (pyarrow, pandas, fsspec, connection)
+            raise WorkerDataError(
+                self.name,
+                0,
+                f"reading failed at or after row {index + 1} of {part}: {type(error).__name__}: {error}",
+                key=self.column,
+            ) from None
 
 
 def _row_texts(values: list[Any], name: str, column: str, first_row: int) -> list[str]:
@@ -435,6 +452,7 @@ def _open_source(
     corpus: CorpusConfig, files: list[Path], cache_dir: Path, block_bytes: int, block_rows: int
 ) -> _TextSource | _RowSource | _IterableRowSource:
     if corpus.dataset is None:
+        _check_distinct(files)
         paths = [str(f) for f in files]
         snapshot = _InputSnapshot.take(paths)  # before anything reads them: planning, hashing, packing
         ends = prefix_ends(files, corpus.max_lines)
@@ -464,6 +482,51 @@ def _open_source(
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
+
+
+def _check_distinct(files: Sequence[Path]) -> None:
+    """Refuse a corpus that lists one file twice (overlapping globs such as `a.txt` and `*.txt`, or a
+    symlink next to its target): its text was packed and trained on twice, with nothing said."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in files:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # reported, with its path, when the file is read
+        first = seen.setdefault((stat.st_dev, stat.st_ino), path)
+        if first is not path:
+            raise DataError(
+                path,
+                0,
+                f"is in corpus.files twice (also as {first}): its text would be trained on twice. Make the paths "
+                "and globs of corpus.files match each file once",
+                key="files",
+            )
+
+
+def _local_dataset_cache(cache_dir: Path, files: Sequence[Path], streaming: bool) -> str:
+    """The `datasets` cache folder for a local data file or folder: one per content of its files.
+
+    `datasets` decides whether its Arrow copy of a local file is current from the file's path and
+    modification time, so a file rewritten with its old mtime (`cp -p`, `rsync -t`, `tar x`) kept
+    its stale copy, and the examples (keyed by that copy) were of the old text. Keyed by the files'
+    sha256, a changed file always gets a fresh copy. A stream reads the files themselves.
+    """
+    root = cache_dir / "hf-datasets"
+    if streaming:
+        return str(root)
+    digests = _FileHashes(cache_dir).files([str(f) for f in files])
+    listing = [[str(f), d] for f, d in zip(files, digests, strict=True)]
+    return str(root / f"local-{hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]}")
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """The files `load_dataset` may read in a local dataset folder (it skips hidden ones too)."""
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
 
 
 def _streaming_examples(spec: _PackSpec, num_blocks: int, cache_dir: Path) -> datasets.IterableDataset:
@@ -500,7 +563,6 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                     raise DataError(name, 0, f"no split {split!r} (splits: {', '.join(loaded)})", key="split")
                 loaded = loaded[split]
             return loaded
-        hf_cache = str(cache_dir / "hf-datasets")
         if not path.exists() and _names_a_path(name):
             raise DataError(name, 0, "no such file or folder")
         if path.is_file():
@@ -514,13 +576,17 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 builder,
                 data_files={split: str(path)},
                 split=split,
-                cache_dir=hf_cache,
+                cache_dir=_local_dataset_cache(cache_dir, [path], corpus.streaming),
                 streaming=corpus.streaming,
                 **options,
             )
         if path.is_dir():  # a load_dataset folder of data files: local, so cached with the stage
             return datasets.load_dataset(
-                name, corpus.dataset_config, split=split, cache_dir=hf_cache, streaming=corpus.streaming
+                name,
+                corpus.dataset_config,
+                split=split,
+                cache_dir=_local_dataset_cache(cache_dir, _folder_files(path), corpus.streaming),
+                streaming=corpus.streaming,
             )
         # A Hub name: the user's own datasets cache (HF_DATASETS_CACHE), as `datasets` and the GLUE
         # tasks' `source: hub` use it. A cache private to the stage would download the corpus again
@@ -1188,4 +1254,7 @@ class _ShuffledStream:
                 + "); cannot resume exactly"
             )
         self.reader.seek(_Cursor(**state["cursor"]))
+        # the window is re-read on the next take; until then state_dict() must still name its start
+        # (it reported the cursor of before the load: a checkpoint taken then restarted the stream)
+        self.window_start = _Cursor(**state["cursor"])
         self.window, self.window_no, self.offset = None, int(state["window"]), int(state["offset"])

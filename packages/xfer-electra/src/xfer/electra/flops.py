@@ -16,6 +16,7 @@ masked positions; Electric two causal towers and a softmax at *every* token.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,10 @@ def masked_count(n: np.ndarray, mask_prob: float, max_length: int, rounding: str
     """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3)."""
     from xfer.electra.masking import max_predictions
 
-    raw = np.ceil(n * mask_prob) if rounding == "ceil" else np.round(n * mask_prob)
+    # select() rounds a float32 product (torch's float tensor times the Python float): in float64
+    # a tie like 190 x 0.15 = 28.5 fell on the other side (28 here, 29 masked in training)
+    product = np.asarray(n, dtype=np.float32) * np.float32(mask_prob)
+    raw = (np.ceil(product) if rounding == "ceil" else np.round(product)).astype(np.float64)
     return np.minimum(np.clip(raw, 1, max_predictions(mask_prob, max_length)), np.maximum(n - 3, 0))
 
 
@@ -149,11 +153,34 @@ def steps_for_budget(budget: Any, flops_per_step: float | None, tokens_per_step:
         )
     if budget.tokens is not None:
         steps, what = (
-            int(budget.tokens // tokens_per_step),
-            f"tokens {budget.tokens:.3g} < {tokens_per_step:.0f} per step",
+            _whole_steps(budget.tokens, tokens_per_step),
+            f"tokens {budget.tokens:.6g} < {tokens_per_step:.6g} per step",
         )
     else:
-        steps, what = int(budget.flops // flops_per_step), f"flops {budget.flops:.3g} < {flops_per_step:.3g} per step"
+        assert flops_per_step is not None
+        steps, what = (
+            _whole_steps(budget.flops, flops_per_step),
+            f"flops {budget.flops:.6g} < {flops_per_step:.6g} per step",
+        )
     if steps < 1:
         raise ValueError(f"the budget does not buy one training step (budget.{what})")
     return steps
+
+
+_BUDGET_RTOL = 1e-9
+
+
+def _whole_steps(budget: float, per_step: float) -> int:
+    """Whole steps `budget` pays for, `per_step` each.
+
+    A plain `budget // per_step` floors the quotient of two rounded floats: a budget written as
+    exactly k steps' worth (e.g. `flops_total` of `xfer flops --json`, itself `per_step * k`)
+    came out as k - 1 steps about half the time, and `xfer flops` and the stage (which add the
+    components in another order) could disagree by a step. A quotient within a relative 1e-9 of
+    a whole number is that number; FLOP and token counts carry no such precision anyway.
+    """
+    quotient = budget / per_step
+    nearest = round(quotient)
+    if abs(quotient - nearest) <= _BUDGET_RTOL * max(1.0, abs(quotient)):
+        return int(nearest)
+    return math.floor(quotient)

@@ -347,8 +347,7 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
     elif head is not None and ctx.is_main and config.init is not None:  # an ElectraModel, a BERT MLM: said
         note = (
             f"init: {ctx.resolve(config.init)} has no {getattr(head, 'kind', type(head).__name__)} weights that fit "
-            "this objective's head: "
-            "the head starts from random init, under the loaded encoder"
+            "this objective's head: the head starts from random init, under the loaded encoder"
         )
         print(f"note: {note}", file=sys.stderr)
         ctx.report(f"Note: {note}.\n")
@@ -361,8 +360,9 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
         folder = ctx.resolve(config.init_generator)
         check_role(folder, "generator", "init_generator")
         tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
-        for problem in init_generator_vocabulary(folder, tokenizer_dir):  # pre-flight's check, for stage outputs
-            raise problem
+        problems = init_generator_vocabulary(folder, tokenizer_dir)  # pre-flight's check, for stage outputs
+        if problems:
+            raise problems[0]
         _, gen_states = read_checkpoint(folder)
         tied = generator["encoder"].embeddings is encoder.embeddings
         state = {k: v for k, v in gen_states["encoder"].items() if not (tied and k.startswith("embeddings."))}
