@@ -866,25 +866,30 @@ def test_a_generator_narrower_than_one_unit_is_a_recipe_error_at_size(tmp_path: 
     load_recipe(path, [*small, "stages.fit.objective.generator.size=0.01"], host())  # 2.56 units: small, but a size
 
 
-def test_a_generator_narrower_than_one_unit_of_the_init_checkpoint_is_refused_before_training(tmp_path: Path) -> None:
+def _generator_shape_problems(init: Path, hf_config: dict, **generator: float) -> list[str]:
+    """Pre-flight's generator check of an electra.rtd stage with `generator` options against an
+    init checkpoint whose config.json is `hf_config`."""
     from types import SimpleNamespace
 
     from xfer.core.config import ObjectiveRef
     from xfer.electra.checks import _generator_shape
     from xfer.electra.config import GeneratorConfig, RTDConfig
 
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "intermediate_size": 128}))
+    (init / "config.json").write_text(json.dumps(hf_config))
     config = SimpleNamespace(
-        objective=ObjectiveRef("electra.rtd", RTDConfig(generator=GeneratorConfig(size=0.01))), encoder={}
+        objective=ObjectiveRef("electra.rtd", RTDConfig(generator=GeneratorConfig(**generator))), encoder={}
     )
-    problems = [str(p) for p in _generator_shape(config, tmp_path)]
-    assert problems == [
+    return [str(p) for p in _generator_shape(config, init)]
+
+
+def test_a_generator_narrower_than_one_unit_of_the_init_checkpoint_is_refused_before_training(tmp_path: Path) -> None:
+    widths = {"hidden_size": 64, "intermediate_size": 128}
+    assert _generator_shape_problems(tmp_path, widths, size=0.01) == [
         f"objective.generator.size: 0.01 x the widths of this discriminator (the init checkpoint {tmp_path}: "
         "hidden 64, FFN 128) gives a generator 0.64 units wide with an FFN of 1.28: narrower than 1 unit; "
         "give at least 1/64 = 0.0156"
     ]
-    config.objective.config.generator.size = 0.25
-    assert _generator_shape(config, tmp_path) == []
+    assert _generator_shape_problems(tmp_path, widths, size=0.25) == []
 
 
 @pytest.mark.parametrize("depth_key", ["num_hidden_layers", "num_layers"])  # an HF config.json's name, xfer's
@@ -892,23 +897,12 @@ def test_generator_layers_that_give_no_layer_for_the_init_checkpoint_are_refused
     tmp_path: Path, depth_key: str
 ) -> None:
     """Found by the stage after the corpus was packed, before: validate said ok."""
-    from types import SimpleNamespace
-
-    from xfer.core.config import ObjectiveRef
-    from xfer.electra.checks import _generator_shape
-    from xfer.electra.config import GeneratorConfig, RTDConfig
-
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "intermediate_size": 128, depth_key: 2}))
-    config = SimpleNamespace(
-        objective=ObjectiveRef("electra.rtd", RTDConfig(generator=GeneratorConfig(layers=0.1))), encoder={}
-    )
-    problems = [str(p) for p in _generator_shape(config, tmp_path)]
-    assert problems == [
+    sizes = {"hidden_size": 64, "intermediate_size": 128, depth_key: 2}
+    assert _generator_shape_problems(tmp_path, sizes, layers=0.1) == [
         f"objective.generator.layers: 0.1 x the 2 layers of this discriminator (the init checkpoint {tmp_path}) "
         "gives 0.2 layers, which rounds to 0; give at least 1/2 = 0.5"
     ]
-    config.objective.config.generator.layers = 0.5
-    assert _generator_shape(config, tmp_path) == []
+    assert _generator_shape_problems(tmp_path, sizes, layers=0.5) == []
 
 
 def test_on_collapse_stop_ends_the_stage_at_the_collapse_and_keeps_its_checkpoints(
