@@ -180,16 +180,17 @@ def test_a_budget_of_exactly_k_steps_buys_k_steps() -> None:
 
 
 def test_masked_count_rounds_like_the_masking_it_costs() -> None:
-    """select() rounds torch's float32 n x mask_prob; the count rounded the float64 product, so
-    ties fell the other way (n = 190, 350, 390 at 0.15: one masked position fewer costed)."""
+    """The count rounded the float64 product where select() rounds a float32 one, so ties fell the
+    other way (n = 190, 350, 390 at 0.15: one masked position fewer costed). Both now take
+    `masking.target_count`; the masked positions select() draws are the reference here."""
     from xfer.electra.flops import masked_count
-    from xfer.electra.masking import max_predictions
+    from xfer.electra.masking import max_predictions, select
 
     lengths = np.arange(1, 513)
     for mask_prob in (0.15, 0.25, 0.1):
         for rounding in ("round", "ceil"):
-            product = torch.tensor(lengths, dtype=torch.float32) * mask_prob
-            drawn = (torch.ceil(product) if rounding == "ceil" else torch.round(product)).long()
+            mask = (torch.arange(512)[None] < torch.tensor(lengths)[:, None]).long()
+            drawn = select(mask * 7, mask, torch.tensor([1, 2, 3]), mask_prob, 512, rounding).count
             drawn = drawn.clamp(1, max_predictions(mask_prob, 512)).numpy()
             expected = np.minimum(drawn, np.maximum(lengths - 3, 0))
             got = masked_count(lengths.astype(np.float64), mask_prob, 512, rounding)

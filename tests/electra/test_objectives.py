@@ -382,8 +382,15 @@ def test_two_tower_prediction_at_t_never_sees_token_t() -> None:
         assert torch.equal(after[40:], base[40:]), "other sequences are unaffected"
 
 
-def test_electric_nce_correction_and_all_replaced_positions_are_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    objective = ElectricObjective(config(), TOKENS, 128, NCEConfig())
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_electric_nce_correction_and_all_replaced_positions_are_noise(
+    monkeypatch: pytest.MonkeyPatch, temperature: float
+) -> None:
+    """The correction is log q of the distribution the noise is drawn from: with a sampling
+    temperature, softmax(log q / T) (it added log q at T = 1 while sampling at T)."""
+    settings = NCEConfig()
+    settings.generator.temperature = temperature
+    objective = ElectricObjective(config(), TOKENS, 128, settings)
     batch = packed_batch([128, 41])
     captured: dict[str, torch.Tensor] = {}
     bce = F.binary_cross_entropy_with_logits
@@ -413,6 +420,7 @@ def test_electric_nce_correction_and_all_replaced_positions_are_noise(monkeypatc
             .float()
             .log_softmax(-1)
         )
+        log_q = (log_q / temperature).log_softmax(-1)  # the noise distribution
         energy = objective.energy(noised.view_as(batch["input_ids"]), batch, real)
     k = selection.count.float()
     n = batch["attention_mask"].sum(-1).float()
@@ -420,6 +428,16 @@ def test_electric_nce_correction_and_all_replaced_positions_are_noise(monkeypatc
     expected = energy + log_q.gather(1, noised[real][:, None]).squeeze(1) + correction
     assert torch.allclose(captured["logits"], expected, atol=1e-5), "noise logit = E + log(k q / (n - k))"
     assert out.metrics["replaced"].item() == pytest.approx(100.0 * labels.sum().item() / real.numel())
+
+
+def test_electrics_noise_count_is_the_exact_ceiling() -> None:
+    """k = ceil(0.15 n) was taken of a float32 product: 0.15 x 100 = 15.000001 gave 16 (8 lengths in
+    1-512 were one too many)."""
+    lengths = [100, 101, 99, 41, 20]
+    ids = torch.full((len(lengths), 110), 5)
+    mask = (torch.arange(110)[None] < torch.tensor(lengths)[:, None]).long()
+    selection = masking.select(ids * mask, mask, SPECIAL, 0.15, 200, rounding="ceil")
+    assert selection.count.tolist() == [15, 16, 15, 7, 3]
 
 
 def test_a_collapsed_discriminator_is_reported_and_a_learning_one_is_not() -> None:

@@ -62,12 +62,11 @@ def detection_head_forward(arch: Arch, rows: np.ndarray | float) -> np.ndarray |
 
 def masked_count(n: np.ndarray, mask_prob: float, max_length: int, rounding: str = "round") -> np.ndarray:
     """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3)."""
-    from xfer.electra.masking import max_predictions
+    import torch
 
-    # select() rounds a float32 product (torch's float tensor times the Python float): in float64
-    # a tie like 190 x 0.15 = 28.5 fell on the other side (28 here, 29 masked in training)
-    product = np.asarray(n, dtype=np.float32) * np.float32(mask_prob)
-    raw = (np.ceil(product) if rounding == "ceil" else np.round(product)).astype(np.float64)
+    from xfer.electra.masking import max_predictions, target_count
+
+    raw = target_count(torch.as_tensor(np.asarray(n, dtype=np.float64)), mask_prob, rounding).double().numpy()
     return np.minimum(np.clip(raw, 1, max_predictions(mask_prob, max_length)), np.maximum(n - 3, 0))
 
 

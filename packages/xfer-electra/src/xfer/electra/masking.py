@@ -48,6 +48,16 @@ def candidates(input_ids: Tensor, attention_mask: Tensor, special_ids: Tensor) -
     return attention_mask.bool() & ~torch.isin(input_ids, special_ids)
 
 
+def target_count(n_tokens: Tensor, mask_prob: float, rounding: str = "round") -> Tensor:
+    """mask_prob x n per sequence, before the cap and the candidate count (`xfer.electra.flops`
+    costs the same numbers). "round": the original ELECTRA's float32 round, ties included. "ceil"
+    (Electric's k): in float64, a product within 1e-9 of a whole number taken as that number; in
+    float32, 0.15 x 100 = 15.000001 gave k = 16 where the thesis's ceil(0.15 n) is 15."""
+    if rounding == "ceil":
+        return torch.ceil(n_tokens.double() * mask_prob - 1e-9)
+    return torch.round(n_tokens.float() * mask_prob)
+
+
 def select(
     input_ids: Tensor,
     attention_mask: Tensor,
@@ -58,8 +68,7 @@ def select(
 ) -> Selection:
     """A fixed count of distinct candidate positions per sequence, uniformly at random."""
     allowed = candidates(input_ids, attention_mask, special_ids)
-    n_tokens = attention_mask.sum(-1).float()
-    raw = torch.ceil(n_tokens * mask_prob) if rounding == "ceil" else torch.round(n_tokens * mask_prob)
+    raw = target_count(attention_mask.sum(-1), mask_prob, rounding)
     count = torch.minimum(raw.long().clamp(1, cap), allowed.sum(-1))
     # The top-`count` of i.i.d. uniform scores over the candidates is a uniform draw without replacement.
     scores = torch.rand(input_ids.shape, device=input_ids.device).masked_fill_(~allowed, -1.0)

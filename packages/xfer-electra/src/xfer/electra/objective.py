@@ -371,7 +371,10 @@ class ElectricObjective(PretrainingObjective):
         is_noise = torch.zeros(ids.numel(), dtype=torch.bool, device=ids.device)
         is_noise[selection.flat] = True  # every replaced position is noise, even if the sample equals the original
         labels = is_noise.index_select(0, real)
-        log_q_token = log_q.detach().gather(1, noised.index_select(0, real)[:, None]).squeeze(1)
+        # the correction needs the distribution the noise is drawn from: softmax(log q / T) when sampled at T
+        temperature = self.config.generator.temperature
+        noise_log_q = log_q.detach() if temperature == 1.0 else (log_q.detach() / temperature).log_softmax(-1)
+        log_q_token = noise_log_q.gather(1, noised.index_select(0, real)[:, None]).squeeze(1)
         k = selection.count.float().clamp(min=1)
         n = attention.sum(-1).float()
         log_ratio = (k / (n - k).clamp(min=1)).log()  # per sequence
