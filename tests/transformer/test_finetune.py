@@ -203,6 +203,30 @@ def test_regression_targets_are_scaled_and_unscaled(tmp_path: Path) -> None:
         assert objective.predict(batch) == pytest.approx((raw * 5.0).tolist())
 
 
+def test_regression_head_is_not_rounded_to_bfloat16_under_autocast(tmp_path: Path) -> None:
+    """`precision: auto` evaluates under bf16 autocast on CPU. A head computed in bf16 rounded
+    every STS-B prediction to a step of ~0.016 (x5): a little-trained model's predictions became
+    one constant value and Pearson/Spearman a flat 0.0 for every trial."""
+    tokenizer = _tokenizer(tmp_path)
+    info = TaskInfo("t", "regression", (), "spearman", extra={"score_range": (0.0, 5.0)})
+    torch.manual_seed(0)
+    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
+    objective = SequenceObjective(encoder, info, tokenizer, 32, None).eval()
+    with torch.no_grad():  # an early-training model: predictions spread a little around ~3.4
+        objective.head.out.weight.mul_(0.1)
+        objective.head.out.bias.fill_(0.68)
+    texts = ["the cat", "a mat", "who sat where ?", "the cat sat on the mat", "a cat on a mat", "sat"]
+    batch = objective.collate(objective.featurize([SentenceExample(t, t, None, 1.0) for t in texts]))
+    with torch.no_grad():
+        exact = objective.predict(batch)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = objective.predict(batch)
+            assert objective.scores(batch).dtype == torch.float32
+    assert len(set(exact)) == len(texts)  # the inputs do give different scores
+    assert len(set(mixed)) == len(texts), mixed
+    assert mixed == pytest.approx(exact, abs=0.05)
+
+
 def test_span_qa_maps_answers_back_to_text(tmp_path: Path) -> None:
     tokenizer = _tokenizer(tmp_path)
     context = "the cat sat on the mat . " * 6

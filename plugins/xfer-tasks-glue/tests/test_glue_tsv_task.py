@@ -80,6 +80,24 @@ def test_unlabelled_test_file(tmp_path):
     assert t.examples("test")[0].label is None
 
 
+def test_unlabelled_headerless_test_file_with_label_column_by_index(tmp_path):
+    # The knob says a test file's label column may be absent; given by index in headerless
+    # files, the narrower test file used to be refused ("column 1 does not exist").
+    (tmp_path / "test.tsv").write_text("x\ny\n")
+    (tmp_path / "test2.tsv").write_text("x\tb\ny\ta\n")
+    unlabelled = make(test=tmp_path / "test.tsv", header=False, label_column=1, labels=["a", "b"])
+    assert [(e.id, e.text_a, e.label) for e in unlabelled.examples("test")] == [
+        ("test-0", "x", None),
+        ("test-1", "y", None),
+    ]
+    labelled = make(test=tmp_path / "test2.tsv", header=False, label_column=1, labels=["a", "b"])
+    assert [e.label for e in labelled.examples("test")] == ["b", "a"]
+    # Only the test split may lack labels: the same narrow file as dev is still an error.
+    narrow_dev = make(dev=tmp_path / "test.tsv", header=False, label_column=1, labels=["a", "b"])
+    with pytest.raises(DataError, match="label_column: column 1 does not exist"):
+        narrow_dev.examples("dev")
+
+
 def test_unknown_label_names_file_and_line(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_text("t\tl\nx\ta\ny\tc\n")

@@ -154,7 +154,13 @@ class SequenceObjective(FinetuneObjective):
         return batch
 
     def scores(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.head(self.hidden(batch)).float()
+        hidden = self.hidden(batch)
+        # The head runs in fp32 even under the trainer's bf16 autocast (`precision: auto` on
+        # CPU): bf16 rounds a [0, 1] regression output to steps of up to 1/256 (0.02 on STS-B's
+        # 0-5 scale), enough to make a little-trained model's predictions one constant and its
+        # Pearson/Spearman 0; close logits tie the same way. The head is tiny, so it costs nothing.
+        with torch.autocast(hidden.device.type, enabled=False):
+            return self.head(hidden.float()).float()
 
     def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
         """Override to change the loss (see the xfer-example plugin's focal loss)."""

@@ -172,6 +172,11 @@ def read_sentence_examples(
             return None
         if is_optional and isinstance(column, str) and header is not None and column not in header:
             return None
+        # A column given by index is just as absent when the file is narrower than it: a
+        # headerless test file without its label column is unlabelled, not malformed (every row
+        # has the same width, checked above, so no row can carry a label the others lack).
+        if is_optional and isinstance(column, int) and column >= width:
+            return None
         return resolve_column(path, header, column, width, key)
 
     a = resolve_column(path, header, layout.text_a, width, "text_a_column")
