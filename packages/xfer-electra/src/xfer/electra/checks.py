@@ -70,6 +70,8 @@ def _objective_kind(config: Any) -> list[UserError]:
         pretraining_objective_class(default_host(), config.objective.name)
     except PluginError:
         return []  # recipe validation reports an objective it cannot load
+    except UserError as wrong_kind:
+        return [wrong_kind]
     return []
 
 

@@ -98,13 +98,17 @@ def run_pretrain(ctx: StageContext) -> None:
 # --- inputs ---------------------------------------------------------------------------------------
 
 
+def _tokenizer_folder(config: PretrainConfig, ctx: StageContext) -> Path:
+    """The stage's WordPiece folder: `tokenizer:`, else the `init:` checkpoint's own."""
+    source = config.tokenizer if config.tokenizer is not None else config.init
+    assert source is not None  # check_recipe
+    return ctx.resolve(source)
+
+
 def _tokenizer(config: PretrainConfig, ctx: StageContext) -> Any:
     from xfer.transformer.tokenization import WordPieceTokenizer
 
-    source = config.tokenizer if config.tokenizer is not None else config.init
-    assert source is not None  # check_recipe
-    folder = ctx.resolve(source)
-    tokenizer = WordPieceTokenizer.from_dir(folder)
+    tokenizer = WordPieceTokenizer.from_dir(_tokenizer_folder(config, ctx))
     for name in ("cls_id", "sep_id", "mask_id", "pad_id"):
         getattr(tokenizer, name)  # raises a clear error when the vocabulary lacks a special token
     return tokenizer
@@ -119,7 +123,7 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
     # `init:` from this recipe were not there to compare before the run): a vocabulary other than the
     # init checkpoint's, fewer embeddings than tokens, fewer positions than max_length, or `encoder:`
     # sizes the tokenizer contradicts, fail here, before training.
-    tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
+    tokenizer_dir = _tokenizer_folder(config, ctx)
     init_dir = ctx.resolve(config.init) if config.init is not None else None
     problems = checkpoint_problems(
         tokenizer_dir, init_dir, config.encoder, config.max_length, random_init=init_dir is None
@@ -177,7 +181,7 @@ def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:
     from xfer.electra.data import build_examples
 
     files = ctx.resolve_files(config.corpus.files) if config.corpus.files is not None else []
-    tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
+    tokenizer_dir = _tokenizer_folder(config, ctx)
     cache = config.data_cache or ctx.dir / "data"
 
     def build() -> Any:
@@ -359,8 +363,7 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
             )
         folder = ctx.resolve(config.init_generator)
         check_role(folder, "generator", "init_generator")
-        tokenizer_dir = ctx.resolve(config.tokenizer if config.tokenizer is not None else config.init)  # type: ignore[arg-type]
-        problems = init_generator_vocabulary(folder, tokenizer_dir)  # pre-flight's check, for stage outputs
+        problems = init_generator_vocabulary(folder, _tokenizer_folder(config, ctx))  # pre-flight's, on stage outputs
         if problems:
             raise problems[0]
         _, gen_states = read_checkpoint(folder)
