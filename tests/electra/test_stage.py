@@ -139,10 +139,23 @@ stages:
 @pytest.mark.parametrize(
     ("init", "init_generator", "wanted"),
     [
-        ("generator", None, "init: .*generator is the generator of an electra.rtd pre-training, not a discriminator"),
+        (
+            "generator",
+            None,
+            "init: .*generator is the generator of an electra.rtd pre-training \\(its xfer_model.json\\), not a "
+            "discriminator: give the `discriminator` output next to it",
+        ),
         ("discriminator", "discriminator", "init_generator: .* is the discriminator of an electra.rtd pre-training"),
-        ("generator/hf", None, "init: .*generator/hf is a generator \\(its config.json: ElectraForMaskedLM\\)"),
-        ("discriminator", "discriminator/hf", "init_generator: .*hf is a discriminator \\(its config.json: Electra"),
+        (
+            "generator/hf",
+            None,
+            "init: .*generator/hf is the generator of an .* pre-training \\(its config.json: ElectraForMaskedLM\\)",
+        ),
+        (
+            "discriminator",
+            "discriminator/hf",
+            "init_generator: .*hf is the discriminator of an .* \\(its config.json: Electra",
+        ),
         ("discriminator", "ElectraModel", "init_generator: .*ElectraModel does not match the generator \\(size mis"),
     ],
     ids=["generator-as-init", "discriminator-as-init_generator", "hf-generator-as-init", "hf-discriminator", "other"],
@@ -783,6 +796,35 @@ stages:
     with pytest.raises(UserError, match=r"vocab\.txt:\d+: token id \d+ is .* in the init checkpoint's vocabulary"):
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"
+
+
+@pytest.mark.parametrize("init", ["generator", "generator/hf", "discriminator"])
+def test_finetune_from_a_generator_says_so(
+    pretrained: Path, tmp_path: Path, init: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`init: pretrain.generator` (for `pretrain.discriminator`) fine-tuned ELECTRA's small noise
+    network without a word. It is allowed (an experiment may want it) but said, on stderr and in the
+    report; the discriminator, the thesis's choice, gets no such warning."""
+    text = f"""
+stages:
+  tune:
+    kind: transformer.finetune
+    init: {pretrained / init}
+    max_length: 32
+    tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8}}]
+    train: {{steps: 1, batch_size: 8}}
+"""
+    run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    report = (tmp_path / "run/tune/report.md").read_text()
+    stderr = capsys.readouterr().err
+    if init == "discriminator":
+        assert "is the generator" not in stderr + report
+        return
+    said = f"init: {pretrained / init} is the generator of an electra.rtd pre-training"
+    assert said in stderr and said in report
+    assert "Fine-tuning goes on as asked" in report
+    if init == "generator":
+        assert f"the discriminator is {pretrained / 'discriminator'}" in stderr
 
 
 def test_finetune_refuses_a_stage_made_init_with_fewer_positions_than_its_max_length(tmp_path: Path) -> None:

@@ -79,6 +79,14 @@ class StageContext:
         """Add a section to this stage's report.md."""
         self.report_sections.append(markdown)
 
+    def warn(self, message: str) -> None:
+        """A warning the user sees now and finds later: on stderr and as a "Warning" section of
+        report.md (rank 0 only, so a torchrun run says it once). For what a stage goes on with as
+        asked but the user should know (a collapsed or a generator `init:`, a head left at random)."""
+        if self.is_main:
+            print(f"warning: {message}", file=sys.stderr, flush=True)
+            self.report(f"## Warning\n\n{message}\n")
+
 
 def finished_trial(done: Path) -> dict[str, Any] | None:
     """The record a finished trial left in `done` (its `done.json`), or None: the trial has to run

@@ -38,7 +38,6 @@ from xfer.electra.objective import (
     PretrainingObjective,
     SpecialTokens,
     pretraining_objective_class,
-    recorded_objective,
 )
 from xfer.electra.stage_config import PretrainConfig
 from xfer.transformer.collapse import REPRESENTATION_COLLAPSE
@@ -89,8 +88,7 @@ def run_pretrain(ctx: StageContext) -> None:
         rows = [r for r in read_metrics(ctx.dir / "metrics.jsonl") if r.get("split") == "train"]
         warning = detection_collapse(rows, unigram_entropy=entropy)
         if warning:
-            print(f"warning: {warning}", file=sys.stderr)
-            ctx.report(f"## Warning\n\n{warning}\n")
+            ctx.warn(warning)
     for name in ("discriminator", "generator", "tokenizer"):
         ctx.output_dir(name)
 
@@ -144,28 +142,18 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
 def check_role(folder: Path, wanted: str, key: str) -> None:
     """Refuse a checkpoint of the other role: a generator given as `init:` would be pre-trained on
     as the discriminator (a quarter-width network, or a two-tower model's first tower), silently.
-    The role is what an xfer model dir records, or for a HF folder its class (ElectraForPreTraining
-    is a discriminator, ElectraForMaskedLM a generator). The MLM baseline, whose two outputs are one
-    model, and folders that say neither (ElectraModel, BERT) pass."""
-    from xfer.transformer.hf import OBJECTIVE_KEY
-    from xfer.transformer.modelio import META_FILE
+    The role is what the folder records (`modelio.recorded_role`). The MLM baseline, whose two
+    outputs are one model, and folders that say neither (ElectraModel, BERT) pass."""
+    from xfer.transformer.modelio import recorded_role
 
-    meta = read_json(folder / META_FILE)
-    if meta is not None:
-        role, objective = meta.get("role"), meta.get("objective")
-        if role in (None, wanted) or recorded_objective(meta) == "electra.mlm":
-            return
-        raise UserError(
-            f"{key}: {folder} is the {role} of an {objective} pre-training, not a {wanted}: "
-            f"give the `{wanted}` output next to it ({folder.parent / wanted})"
-        )
-    hf = read_json(folder / "config.json") or {}
-    architectures = hf.get("architectures") or []
-    roles = {"ElectraForPreTraining": "discriminator", "ElectraForMaskedLM": "generator"}
-    role = next((roles[a] for a in architectures if a in roles), None)
-    if role in (None, wanted) or hf.get(OBJECTIVE_KEY) == "electra.mlm":
+    role, objective, evidence = recorded_role(folder)
+    if role in (None, wanted) or objective == "electra.mlm":
         return
-    raise UserError(f"{key}: {folder} is a {role} (its config.json: {', '.join(architectures)}), not a {wanted}")
+    sibling = folder.parent / wanted
+    hint = f": give the `{wanted}` output next to it ({sibling})" if sibling.is_dir() else ""
+    raise UserError(
+        f"{key}: {folder} is the {role} of an {objective or 'ELECTRA'} pre-training ({evidence}), not a {wanted}{hint}"
+    )
 
 
 def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor]]]:
@@ -194,7 +182,7 @@ def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:
             ctx.seed,
             short_seq_prob=config.short_seq_prob,
             single_segment_prob=config.single_segment_prob,
-            warn=lambda message: _warn(ctx, message),
+            warn=ctx.warn,
         )
 
     if dist.world_size() > 1 and not config.corpus.streaming:
@@ -205,13 +193,6 @@ def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:
         examples = build()
     check_fingerprinted_corpus(ctx, files, examples)
     return examples
-
-
-def _warn(ctx: StageContext, message: str) -> None:
-    """A warning where the stage's others go: stderr and a section of report.md (rank 0 only)."""
-    if ctx.is_main:
-        print(f"warning: {message}", file=sys.stderr, flush=True)
-        ctx.report(f"## Warning\n\n{message}\n")
 
 
 def check_fingerprinted_corpus(ctx: StageContext, files: list[Path], examples: Any) -> None:

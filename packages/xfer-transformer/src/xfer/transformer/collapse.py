@@ -12,7 +12,6 @@ spending a fine-tuning budget on such a checkpoint.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
@@ -68,8 +67,7 @@ def warn_if_collapsed(ctx: Any, encoder_config: Any, state: dict[str, Tensor], t
         return
     message = collapsed_init_message(encoder_config, state, tokenizer, source)
     if message:
-        print(f"warning: {message}", file=sys.stderr)
-        ctx.report(f"## Warning\n\n{message}\n")
+        ctx.warn(message)
 
 
 def collapsed_init_message(encoder_config: Any, state: dict[str, Tensor], tokenizer: Any, source: object) -> str | None:

@@ -234,6 +234,28 @@ def detect_format(path: str | Path) -> str:
     raise CheckpointError(f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)")
 
 
+def recorded_role(folder: Path) -> tuple[str | None, str | None, str]:
+    """(role, objective, where it says so) that a checkpoint folder records about its pre-training.
+
+    The role is "discriminator" or "generator" (an `electra.pretrain` output's `role`, or for a HF
+    folder its class: ElectraForPreTraining is a discriminator, ElectraForMaskedLM a generator),
+    None when the folder says neither (ElectraModel, BERT, a fine-tuned model). The objective is the
+    built-in family a plugin objective was built on, else its registered name (HF: the
+    `xfer_objective` key). Stages that take an `init:` read this to catch the other role given by
+    mistake: the MLM baseline's two outputs are one model, so callers let `electra.mlm` pass."""
+    from xfer.core.atomic import read_json
+    from xfer.transformer.hf import OBJECTIVE_KEY
+
+    meta = read_json(folder / META_FILE)
+    if meta is not None:
+        return meta.get("role"), meta.get("objective_family") or meta.get("objective"), f"its {META_FILE}"
+    hf = read_json(folder / "config.json") or {}
+    architectures = [a for a in hf.get("architectures") or [] if isinstance(a, str)]
+    roles = {"ElectraForPreTraining": "discriminator", "ElectraForMaskedLM": "generator"}
+    role = next((roles[a] for a in architectures if a in roles), None)
+    return role, hf.get(OBJECTIVE_KEY), f"its config.json: {', '.join(architectures) or 'no architectures'}"
+
+
 def with_overrides(config: EncoderConfig, overrides: dict[str, Any], folder: Path) -> EncoderConfig:
     """A checkpoint's encoder config with a stage's `encoder:` overrides (dropout rates, `unpad`,
     ...). An override of an architecture field that differs from the checkpoint is an error naming
