@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from xfer.core.tasks import Answer, SentenceExample, SpanQAExample, TaskInfo
+from xfer.core.tasks import Answer, SentenceExample, SpanQAExample, TaggingExample, TaskInfo
 from xfer.testing import make_host, run_recipe_file, write_recipe
 from xfer.transformer.encoder import Encoder
 from xfer.transformer.finetune_config import PresetName
-from xfer.transformer.objectives import SequenceObjective, SpanQAObjective
+from xfer.transformer.objectives import SequenceObjective, SpanQAObjective, TaggingObjective
 from xfer.transformer.presets import PRESETS, preset
 from xfer.transformer.tokenization import WordPieceTokenizer
 
@@ -225,6 +225,40 @@ def test_regression_head_is_not_rounded_to_bfloat16_under_autocast(tmp_path: Pat
     assert len(set(exact)) == len(texts)  # the inputs do give different scores
     assert len(set(mixed)) == len(texts), mixed
     assert mixed == pytest.approx(exact, abs=0.05)
+
+
+@pytest.mark.parametrize("kind", ["tagging", "span_qa"])
+def test_tagging_and_span_heads_run_in_fp32_under_autocast(tmp_path: Path, kind: str) -> None:
+    """The sequence head's fp32 (above) held for one head type: tag and span logits were computed in
+    bf16 under `precision: auto`, where close scores tie. Every head call (span decoding too) now
+    sees fp32 hidden states with autocast off, in training and in prediction."""
+    tokenizer = _tokenizer(tmp_path)
+    torch.manual_seed(0)
+    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
+    if kind == "tagging":
+        info = TaskInfo("tags", "tagging", ("B-X", "I-X", "O"), "f1")
+        objective = TaggingObjective(encoder, info, tokenizer, 32, None)
+        examples = [TaggingExample("a", ("the", "cat", "sat"), ("B-X", "I-X", "O"))]
+    else:
+        info = TaskInfo("squad", "span_qa", (), "f1")
+        objective = SpanQAObjective(encoder, info, tokenizer, 32, None)
+        context = "the cat sat on the mat ."
+        examples = [SpanQAExample("q", "who sat ?", context, (Answer("the mat", context.index("the mat")),))]
+    seen: list[tuple[torch.dtype, bool]] = []
+
+    def record(hidden: torch.Tensor) -> None:
+        seen.append((hidden.dtype, torch.is_autocast_enabled("cpu")))
+
+    objective.head.register_forward_pre_hook(lambda _module, args: record(args[0]))
+    if kind == "span_qa":
+        decode = objective.head.decode
+        objective.head.decode = lambda hidden, *rest: (record(hidden), decode(hidden, *rest))[1]  # type: ignore[method-assign]
+    batch = objective.collate(objective.featurize(examples))
+    objective.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        objective(batch)
+        objective.predict(batch)
+    assert seen and all(entry == (torch.float32, False) for entry in seen), seen
 
 
 def test_span_qa_maps_answers_back_to_text(tmp_path: Path) -> None:

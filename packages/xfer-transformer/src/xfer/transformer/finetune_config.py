@@ -97,7 +97,10 @@ class FinetuneConfig:
         ["dev"], "Splits to write prediction files for (test: the task's submission format)."
     )
     save_models: Literal["median", "all", "none"] = knob(
-        "median", "Which runs' models to write to the `models` output."
+        "median",
+        "Which runs' models to write to the `models` output. `median`: the run at the median of the task's "
+        "main metric; with an even number of trials the lower of the middle two, while the report's median is "
+        "their mean (the saved run's own metrics are in its xfer_model.json).",
     )
     export_hf: bool = knob(False, "Also write each saved model in Hugging Face layout (models/<task>/hf).")
     eval_batch_size: int = knob(128, "Batch size for evaluation and prediction.", ge=1)

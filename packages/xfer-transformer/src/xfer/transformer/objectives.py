@@ -79,6 +79,17 @@ class FinetuneObjective(nn.Module):
         return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
 
 
+def in_fp32(head: Any, hidden: Tensor, *args: Any) -> Any:
+    """`head(hidden, *args)` in fp32, outside the trainer's bf16 autocast (`precision: auto`).
+
+    bf16 rounds a [0, 1] regression output to steps of up to 1/256 (0.02 on STS-B's 0-5 scale),
+    enough to make a little-trained model's predictions one constant and its Pearson/Spearman 0;
+    close logits (tags, span starts and ends, labels) tie the same way. Task heads are a small
+    matrix next to the encoder, so fp32 costs nothing measurable; every built-in head runs here."""
+    with torch.autocast(hidden.device.type, enabled=False):
+        return head(hidden.float(), *args)
+
+
 def _padded_inputs(features: list[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
     ids = pad([f["input_ids"] for f in features], pad_id)
     lengths = torch.tensor([len(f["input_ids"]) for f in features])
@@ -154,13 +165,7 @@ class SequenceObjective(FinetuneObjective):
         return batch
 
     def scores(self, batch: dict[str, Tensor]) -> Tensor:
-        hidden = self.hidden(batch)
-        # The head runs in fp32 even under the trainer's bf16 autocast (`precision: auto` on
-        # CPU): bf16 rounds a [0, 1] regression output to steps of up to 1/256 (0.02 on STS-B's
-        # 0-5 scale), enough to make a little-trained model's predictions one constant and its
-        # Pearson/Spearman 0; close logits tie the same way. The head is tiny, so it costs nothing.
-        with torch.autocast(hidden.device.type, enabled=False):
-            return self.head(hidden.float()).float()
+        return in_fp32(self.head, self.hidden(batch)).float()
 
     def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
         """Override to change the loss (see the xfer-example plugin's focal loss)."""
@@ -242,7 +247,7 @@ class TaggingObjective(FinetuneObjective):
 
     def scores(self, batch: dict[str, Tensor]) -> Tensor:
         words = gather_first_subtokens(self.hidden(batch), batch["word_starts"], batch["word_mask"])
-        return self.head(words).float()
+        return in_fp32(self.head, words)
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         scores = self.scores(batch)
@@ -352,8 +357,7 @@ class SpanQAObjective(FinetuneObjective):
         return batch
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
-        hidden = self.hidden(batch)
-        out = self.head(hidden, batch["allowed"], batch["start"])
+        out = in_fp32(self.head, self.hidden(batch), batch["allowed"], batch["start"])
         impossible = batch["impossible"] if self.config.answerable else None
         loss = span_qa_loss(
             out, batch["start"], batch["end"], batch["allowed"], impossible, self.config.answerable_weight
@@ -365,8 +369,8 @@ class SpanQAObjective(FinetuneObjective):
         across windows, as in Google's run_squad) and, with null answers, the null score:
         the answerability logit, or null-span logits minus the best span's logits."""
         hidden = self.hidden(batch)
-        start, end, _ = self.head.decode(hidden, batch["start_ok"], self.config.max_answer_length)
-        out = self.head(hidden, batch["allowed"])
+        start, end, _ = in_fp32(self.head.decode, hidden, batch["start_ok"], self.config.max_answer_length)
+        out = in_fp32(self.head, hidden, batch["allowed"])
         rows = torch.arange(start.shape[0], device=start.device)
         span = (out.start_logits[rows, start] + out.end_logits[rows, end]).float()
         valid = batch["start_ok"].any(-1)
