@@ -699,7 +699,7 @@ def test_json_and_csv_files_load_and_missing_columns_are_named(kit: dict, tmp_pa
         build(kit, tmp_path / "z", corpus=CorpusConfig(dataset=str(tmp_path / "nowhere")), files=[])
     broken = tmp_path / "broken.json"
     broken.write_text('{"text": "aaa"}\n{"text": ')
-    with pytest.raises(DataError, match=r"broken\.json: cannot load this dataset"):
+    with pytest.raises(DataError, match=r"broken\.json:2: not valid JSON at column 10"):
         build(kit, tmp_path / "z", corpus=CorpusConfig(dataset=str(broken)), files=[])
 
 
@@ -980,6 +980,29 @@ def test_a_malformed_streamed_data_file_is_a_data_error_naming_it(
     source = PretrainBatches(stream, 2, seed=1, pad_id=0, shuffle_buffer=2)
     with pytest.raises(DataError, match=rf"{name}: text: reading failed at or after row 1 of shard 0 of 1: \w+"):
         source.next_step()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("bad.jsonl", '{"text": "aaa aa"}\n\n{"text": "bbb" oops}\n', r"bad\.jsonl:3: not valid JSON at column 16: Expecting ',' delimiter"),
+        ("list.jsonl", '{"text": "aaa aa"}\n["bbb"]\n', r"list\.jsonl:2: a JSON list, not an object"),
+        ("ragged.csv", 'text,x\n"aaa\naa",1\nbbb,2,3\n', r"ragged\.csv:4: 3 fields where the header line has 2"),
+        ("ragged.tsv", "text\tx\naaa\t1\nbbb\t2\tc\n", r"ragged\.tsv:3: 3 fields where the header line has 2"),
+        ("latin1.jsonl", '{"text": "aaa"}\n{"text": "caf\xe9"}\n', r"latin1\.jsonl:2: encoding: not valid UTF-8 \(byte 0xe9 at column 14\)"),
+    ],
+)
+def test_a_malformed_local_data_file_names_its_line(
+    kit: dict, tmp_path: Path, name: str, text: str, where: str
+) -> None:
+    """`datasets` fails a malformed local file with "An error occurred while generating the
+    dataset" and nothing else: the DataError said line 0 and left the user to bisect the file. A
+    JSON line with Latin-1 bytes loaded (pyarrow keeps them) and crashed packing with a bare
+    UnicodeDecodeError."""
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1" if name.startswith("latin1") else "utf-8"))
+    with pytest.raises(DataError, match=where):
+        build(kit, tmp_path / "c", corpus=CorpusConfig(dataset=str(path)), files=[])
 
 
 def test_a_streaming_cursor_saved_right_after_a_load_is_the_loaded_one(kit: dict) -> None:

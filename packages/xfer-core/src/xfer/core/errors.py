@@ -60,7 +60,7 @@ class DataError(UserError):
     exit_code = 2
 
     def __init__(self, path: str | Path, line: int, message: str, key: str | None = None):
-        self.path, self.line, self.key = str(path), line, key
+        self.path, self.line, self.key, self.message = str(path), line, key, message
         where = f"{path}:{line}" if line else str(path)
         what = f"{key}: {message}" if key else message
         super().__init__(f"{where}: {what}")

@@ -375,7 +375,26 @@ class _RowSource:
         start, end = self.blocks[block]
         for a in range(start, end, _ROWS_PER_CHUNK):
             b = min(a + _ROWS_PER_CHUNK, end)
-            yield _row_texts(self.dataset[a:b][self.column], self.name, self.column, a)
+            try:
+                values = self.dataset[a:b][self.column]
+            except UnicodeDecodeError:
+                raise self._undecodable(a, b) from None
+            yield _row_texts(values, self.name, self.column, a)
+
+    def _undecodable(self, start: int, end: int) -> DataError:
+        """pyarrow's JSON reader keeps bytes that are not UTF-8 in a string column; reading them back
+        raised a bare UnicodeDecodeError from inside `datasets.map`. Name the line of a local file,
+        else the row."""
+        path = Path(self.name)
+        located = _locate_malformed(path) if path.is_file() else None
+        if located is not None:
+            return WorkerDataError(located.path, located.line, located.message, located.key)
+        for row in range(start, end):
+            try:
+                self.dataset[row][self.column]
+            except UnicodeDecodeError:
+                return WorkerDataError(self.name, 0, f"row {row + 1} is not valid UTF-8 text", key=self.column)
+        return WorkerDataError(self.name, 0, f"rows {start + 1}-{end} are not valid UTF-8 text", key=self.column)
 
     def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:
         identity = dict(self.identity)
@@ -598,8 +617,59 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
     except Exception as error:  # datasets raises many types for bad names, splits, files and formats
         # Only an unreachable Hub gets the offline advice (datasets raises ConnectionError for it, online
         # and offline); a misspelt name is a DatasetNotFoundError, where that advice would mislead.
+        located = _locate_malformed(path) if path.is_file() else None
+        if located is not None:
+            raise located from None
         hint = _offline_hint() if not path.exists() and isinstance(error, ConnectionError) else ""
         raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}.{hint}") from None
+
+
+def _locate_malformed(path: Path) -> DataError | None:
+    """The first bad line of a local JSON-lines or CSV/TSV file that `datasets` failed to parse, or None.
+
+    `datasets` says only "An error occurred while generating the dataset" (pyarrow's row number goes
+    to its log, 0-based, and not for every error): the user was left to bisect the file. Parsing it
+    again line by line, only on that failure path, names the line: a bad byte, a line that is not a
+    JSON object, a CSV/TSV row with another field count than the header."""
+    import csv
+
+    from xfer.core.textfile import read_text, stream_lines
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".json", ".jsonl"):
+            try:
+                json.loads(read_text(path))
+                return None  # one JSON document: the problem is not a line's syntax
+            except ValueError:
+                pass
+            for number, line in stream_lines(path):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError as bad:
+                    return DataError(
+                        path, number, f"not valid JSON at column {bad.colno}: {bad.msg} (one JSON object per line)"
+                    )
+                if not isinstance(value, dict):
+                    return DataError(path, number, f"a JSON {type(value).__name__}, not an object")
+        elif suffix in (".csv", ".tsv"):
+            for _ in stream_lines(path):  # bad bytes, with their line
+                pass
+            with open(path, newline="", encoding="utf-8-sig") as handle:
+                reader = csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",")
+                header = next(reader, [])
+                for row in reader:
+                    if row and len(row) != len(header):
+                        return DataError(
+                            path, reader.line_num, f"{len(row)} fields where the header line has {len(header)}"
+                        )
+    except DataError as located:
+        return located
+    except (OSError, csv.Error):
+        return None
+    return None
 
 
 def _names_a_path(name: str) -> bool:
