@@ -403,3 +403,42 @@ def test_an_objective_that_does_not_handle_a_task_type_is_a_preflight_error(
         "stage 'chunk': objective 'transformer.sequence' handles classification, regression tasks; "
         "conll/chunking is a tagging task"
     ), rows
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing-shard", "bad-index"])
+def test_damaged_init_weights_are_refused_before_any_stage_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A model.safetensors cut short (a copy interrupted, a full disk) or a shard its index lists but
+    the folder lacks was found only when the stage loaded it, after every earlier stage had run."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    words = [f"w{i}" for i in range(95)]
+    checkpoint = _folder(tmp_path / "ckpt", SPECIALS + words, {"vocab_size": 100, "max_position_embeddings": 64})
+    weights = checkpoint / "model.safetensors"
+    save_file({"embeddings.word_embeddings.weight": np.zeros((100, 16), dtype=np.float32)}, str(weights))
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:-100])
+        bad, said = weights, "cannot read safetensors weights (truncated or damaged?)"
+    else:
+        weights.unlink()
+        index = checkpoint / "model.safetensors.index.json"
+        shard = checkpoint / "model-00002-of-00002.safetensors"
+        index.write_text(json.dumps({"weight_map": {"a": shard.name}}) if damage == "missing-shard" else "{}")
+        bad, said = (
+            (index, f"names the weights file {shard.name}, which is missing")
+            if damage == "missing-shard"
+            else (index, "not a safetensors")
+        )
+    text = (
+        HEAD + "  finetune:\n"
+        "    kind: transformer.finetune\n"
+        f"    init: {checkpoint}\n"
+        "    max_length: 32\n"
+        "    tasks: [{name: toy/agreement, train_size: 40, dev_size: 10}]\n"
+    )
+    _, rows = _problems(tmp_path, text, capsys, "--data")
+    assert len(rows) == 1 and rows[0].startswith(f"{bad}: {said}"), rows
+    assert cli.main(["run", str(write_recipe(tmp_path, text)), "--run-dir", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run/corpus/outputs").exists(), "refused before the first stage ran"

@@ -302,6 +302,37 @@ def checkpoint_encoder(folder: Path) -> dict[str, Any] | None:
     return None
 
 
+def weights_problem(folder: Path) -> UserError | None:
+    """Why the weights of the checkpoint `folder` cannot be read, or None; headers only, no tensor
+    is loaded. A truncated or damaged model.safetensors (a copy cut short, a full disk) or a missing
+    shard was found only when the stage loaded it, after every earlier stage of the recipe had run.
+    safetensors checks that the header's offsets cover the file. A weights-only `pytorch_model.bin`
+    is not read here (reading it means loading it)."""
+    if not folder.is_dir():
+        return None  # said by the checks that read its config
+    from safetensors import safe_open
+
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.is_file():
+        files = [single]
+    elif index.is_file():
+        try:
+            files = [folder / shard for shard in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            return DataError(index, 0, f"not a safetensors index (a weight_map of tensor -> shard file): {error}")
+    else:
+        return None  # a weights-only .bin, or no weights file: the stage's loader says which
+    for file in files:
+        if not file.is_file():
+            return DataError(index, 0, f"names the weights file {file.name}, which is missing")
+        try:
+            with safe_open(str(file), framework="numpy"):
+                pass
+        except Exception as error:  # SafetensorError (header, coverage), OSError
+            return DataError(file, 0, f"cannot read safetensors weights (truncated or damaged?): {error}")
+    return None
+
+
 def checkpoint_problems(
     tokenizer: Path | None, init: Path | None, encoder: Mapping[str, Any], max_length: int, *, random_init: bool
 ) -> list[UserError]:
@@ -313,6 +344,8 @@ def checkpoint_problems(
     was not larger: its ids then meant other words for every pre-trained embedding, silently.
     """
     problems: list[UserError] = []
+    if init is not None and (unreadable := weights_problem(init)) is not None:
+        problems.append(unreadable)
     vocabulary = read_vocabulary(tokenizer) if tokenizer is not None else None
     sizes = checkpoint_encoder(init) if init is not None else None
     if vocabulary is not None and init is not None and tokenizer is not None and tokenizer.resolve() != init.resolve():
