@@ -999,3 +999,21 @@ def test_stage_format_knob(ckpt: dict[str, Path], tmp_path: Path) -> None:
     assert [(r["id"], r["tokens"]) for r in records] == [("a", 2), ("b", 3)]
     field = next(f for f in dataclasses.fields(ScoreConfig) if f.name == "format")
     assert field.metadata[UNSIGNED_AT] == "auto"  # existing runs' fingerprints stay valid
+
+
+def test_score_takes_a_hub_id_from_the_local_cache_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`xfer score google/electra-small-generator FILE`: the id is looked up in the local Hugging
+    Face cache; when it is not there the error says so and how to fetch it (it was "does not exist")."""
+    from xfer.core.cli import main
+
+    texts = tmp_path / "t.txt"
+    texts.write_text("a b\n")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    assert main(["score", "google/electra-small-generator", str(texts), "--out", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "google/electra-small-generator: no such folder; as a Hugging Face Hub id it is not in the local cache" in err
+    )
+    assert "huggingface-cli download google/electra-small-generator" in err

@@ -191,8 +191,16 @@ def _write_rerank_dir(args: argparse.Namespace, result: Any, method: str) -> Non
 
 def _check_args(args: argparse.Namespace) -> None:
     """Argument mistakes argparse cannot see, before anything is loaded."""
+    from xfer.core import hub
     from xfer.core.errors import UserError
 
+    for name in ("checkpoint", "generator"):  # a Hub id (`google/electra-small-generator`) from the local HF cache
+        given = getattr(args, name)
+        if given is not None and not given.exists():
+            snapshot = hub.cached_snapshot(str(given))
+            if snapshot is None and hub.looks_like_hub_id(str(given)):
+                raise UserError(f"{given}: no such folder{hub.not_cached_hint(str(given))}")
+            setattr(args, name, snapshot or given)
     if args.file is None and args.nbest_dev is None:
         raise UserError("nothing to do: give a FILE to score and/or --nbest-dev (n-best lists to re-rank)")
     if args.batch_size < 1:

@@ -557,6 +557,13 @@ class Validator:
             return self.error(node.loc, f"{path}: {exc}")
         if resolved.exists():
             return Input(path=resolved)
+        from xfer.core import hub
+
+        snapshot = hub.cached_snapshot(text)
+        if snapshot is not None:  # `google/electra-small-discriminator`, from the local HF cache
+            return Input(path=snapshot)
+        if hub.looks_like_hub_id(text):
+            return self.error(node.loc, f"{path}: path not found: {resolved}{hub.not_cached_hint(text)}")
         if match:
             stage = match.group(1)
             hint = did_you_mean(stage, self.stage_outputs)
