@@ -156,7 +156,12 @@ stages:
             "discriminator/hf",
             "init_generator: .*hf is the discriminator of an .* \\(its config.json: Electra",
         ),
-        ("discriminator", "ElectraModel", "init_generator: .*ElectraModel does not match the generator \\(size mis"),
+        (
+            "discriminator",
+            "ElectraModel",
+            "init_generator: .*ElectraModel: its encoder has hidden 64, 2 heads, .* builds hidden 16, 1 head, .*, and "
+            "no generator size, layers and tying builds its shape from this discriminator",
+        ),
     ],
     ids=["generator-as-init", "discriminator-as-init_generator", "hf-generator-as-init", "hf-discriminator", "other"],
 )
@@ -237,6 +242,11 @@ def test_an_init_generator_missing_weights_names_them_not_the_tied_embeddings(
     weights = load_file(damaged / "model.safetensors")
     gone = "encoder.layers.0." if tied else "encoder.embeddings."  # (its own are narrower: drop them all)
     save_file({k: v for k, v in weights.items() if not k.startswith(gone)}, damaged / "model.safetensors")
+    if not tied:  # what an untied generator's checkpoint records: embeddings as wide as its hidden layers
+        meta = json.loads((damaged / "xfer_model.json").read_text())
+        config = meta["modules"]["encoder"]["config"]
+        config["embedding_size"] = config["hidden_size"]
+        (damaged / "xfer_model.json").write_text(json.dumps(meta))
     objective = "{name: electra.rtd}" if tied else "{name: electra.rtd, generator: {tie_embeddings: false}}"
     text = f"""
 stages:
@@ -257,6 +267,34 @@ stages:
         assert "'layers.0." in message and "embeddings" not in message
     else:
         assert "missing ['embeddings.word.weight'" in message
+
+
+def test_an_init_generator_of_another_size_says_which_generator_settings_fit_it(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    """Continuing from a released pair whose generator is not the recipe's size (Google's
+    ELECTRA-Small generator is as wide as its discriminator) said only "size mismatch for
+    layers.0.qkv.weight"; now the error gives both shapes and the settings that build the checkpoint's."""
+    text = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    init: {pretrained / "discriminator"}
+    init_generator: {pretrained / "generator"}
+    objective: {{name: electra.rtd, generator: {{size: 0.5}}}}
+    max_length: 32
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    with pytest.raises(UserError) as caught:
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    assert str(caught.value) == (
+        f"init_generator: {pretrained / 'generator'}: its encoder has hidden 16, 1 head, FFN 32, 1 layer, embeddings "
+        "32; objective.generator {size: 0.5, layers: 1, tie_embeddings: true} builds hidden 32, 1 head, FFN 64, 1 layer, "
+        "embeddings 32 next to this discriminator (hidden 64, 2 heads, FFN 128, 1 layer, embeddings 32): to continue "
+        "from it, set objective.generator {size: 0.25, layers: 1, tie_embeddings: true}"
+    )
+    assert not (tmp_path / "run/more/checkpoints").exists(), "refused before the first step"
 
 
 def test_init_generator_without_init_is_refused(tmp_path: Path) -> None:
@@ -417,6 +455,7 @@ def _tool(name: str) -> object:
     spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there (the test alone failed without it)
     spec.loader.exec_module(module)
     return module
 

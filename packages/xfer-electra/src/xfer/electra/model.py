@@ -44,6 +44,51 @@ def generator_encoder_config(disc: EncoderConfig, config: GeneratorConfig) -> En
     return gen
 
 
+_GENERATOR_SHAPE = ("hidden_size", "num_heads", "intermediate_size", "num_layers", "embedding_size")
+
+
+def _shape(config: EncoderConfig) -> str:
+    return (
+        f"hidden {config.hidden_size}, {config.num_heads} head{'s' if config.num_heads != 1 else ''}, "
+        f"FFN {config.intermediate_size}, {config.num_layers} layer{'s' if config.num_layers != 1 else ''}, "
+        f"embeddings {config.embedding_size}"
+    )
+
+
+def generator_shape_mismatch(disc: EncoderConfig, wanted: GeneratorConfig, checkpoint: EncoderConfig) -> str | None:
+    """Why a generator checkpoint does not fit the generator `wanted` builds next to `disc`, with the
+    `objective.generator` settings that would build its shape; None when the shapes agree.
+
+    Continuing from a released pair is the common case: Google's ELECTRA-Small generator is as wide
+    as its discriminator (hidden 256), so the default `size: 0.25` cannot load it, and the stage said
+    only "size mismatch for layers.0.qkv.weight"."""
+    built = generator_encoder_config(disc, wanted)
+    if all(getattr(built, f) == getattr(checkpoint, f) for f in _GENERATOR_SHAPE):
+        return None
+    message = f"its encoder has {_shape(checkpoint)}; objective.generator {{size: {wanted.size:g}, layers: "
+    message += f"{wanted.layers:g}, tie_embeddings: {str(wanted.tie_embeddings).lower()}}} builds {_shape(built)} "
+    message += f"next to this discriminator ({_shape(disc)})"
+    candidate = dataclasses.replace(
+        wanted,
+        size=checkpoint.hidden_size / disc.hidden_size,
+        layers=checkpoint.num_layers / disc.num_layers,
+        tie_embeddings=checkpoint.embedding_size == disc.embedding_size,
+    )
+    try:
+        fits = 0 < candidate.size <= 1 and 0 < candidate.layers <= 1
+        fits = fits and all(
+            getattr(generator_encoder_config(disc, candidate), f) == getattr(checkpoint, f) for f in _GENERATOR_SHAPE
+        )
+    except UserError:
+        fits = False
+    if fits:
+        return (
+            f"{message}: to continue from it, set objective.generator {{size: {candidate.size:.6g}, "
+            f"layers: {candidate.layers:.6g}, tie_embeddings: {str(candidate.tie_embeddings).lower()}}}"
+        )
+    return f"{message}, and no generator size, layers and tying builds its shape from this discriminator"
+
+
 def build_tower(config: EncoderConfig, shared: Embeddings | None) -> Encoder:
     """An encoder that uses `shared` embeddings when given (tied) or its own."""
     return Encoder(config, embeddings=shared)

@@ -34,6 +34,8 @@ from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer
 from xfer.electra import flops
 from xfer.electra.checks import init_generator_vocabulary
+from xfer.electra.config import GeneratorConfig
+from xfer.electra.model import generator_shape_mismatch
 from xfer.electra.objective import (
     PretrainingObjective,
     SpecialTokens,
@@ -347,7 +349,12 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
         problems = init_generator_vocabulary(folder, _tokenizer_folder(config, ctx))  # pre-flight's, on stage outputs
         if problems:
             raise problems[0]
-        _, gen_states = read_checkpoint(folder)
+        gen_config, gen_states = read_checkpoint(folder)
+        wanted = getattr(config.objective.config, "generator", None)
+        if isinstance(wanted, GeneratorConfig):
+            mismatch = generator_shape_mismatch(encoder.config, wanted, gen_config)
+            if mismatch:
+                raise UserError(f"init_generator: {folder}: {mismatch}")
         tied = generator["encoder"].embeddings is encoder.embeddings
         state = {k: v for k, v in gen_states["encoder"].items() if not (tied and k.startswith("embeddings."))}
         try:
