@@ -866,6 +866,52 @@ stages:
         assert f"the discriminator is {pretrained / 'discriminator'}" in stderr
 
 
+def test_finetune_past_the_pretraining_length_says_so(
+    pretrained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ELECTRA packs examples of exactly its max_length (32 here): fine-tuning with 64 reads position
+    embeddings 32-63, which pre-training never trained. Said on stderr and in the report."""
+    text = f"""
+stages:
+  tune:
+    kind: transformer.finetune
+    init: {pretrained / "discriminator"}
+    max_length: 64
+    tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8}}]
+    train: {{steps: 1, batch_size: 8}}
+"""
+    run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    said = f"max_length 64 is more than the 32 tokens per example {pretrained / 'discriminator'} was pre-trained on"
+    assert said in capsys.readouterr().err and said in (tmp_path / "run/tune/report.md").read_text()
+    run_recipe_file(write_recipe(tmp_path, text.replace("max_length: 64", "max_length: 32")), tmp_path / "r2", host())
+    assert "was pre-trained on" not in capsys.readouterr().err
+
+
+def test_finetune_of_a_pair_task_on_a_single_segment_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    """An encoder with one token type (`single_segment_prob: 1.0`, `type_vocab_size: 1`) given a pair
+    task (RTE: two texts) failed with an IndexError traceback in the first training step."""
+    text = RECIPE.replace("    encoder: {", "    single_segment_prob: 1.0\n    encoder: {type_vocab_size: 1, ").replace(
+        "    train: {steps: 8,", "    train: {steps: 2,"
+    )
+    rte = tmp_path / "RTE"
+    rte.mkdir()
+    rows = "".join(
+        f"{i}\tthe cat sat .\ta dog runs .\t{'entailment' if i % 2 else 'not_entailment'}\n" for i in range(8)
+    )
+    for split in ("train", "dev"):
+        (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + rows)
+    text += f"""  tune:
+    kind: transformer.finetune
+    init: fit.discriminator
+    max_length: 32
+    tasks: [{{name: glue/rte, data_dir: {rte}}}]
+    train: {{steps: 1, batch_size: 4}}
+"""
+    with pytest.raises(UserError, match=r"glue/rte: its inputs use token type 1 \(a pair of texts\) but the init "):
+        run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    assert not (tmp_path / "run/tune/trials").exists(), "refused before the first trial"
+
+
 def test_finetune_refuses_a_stage_made_init_with_fewer_positions_than_its_max_length(tmp_path: Path) -> None:
     """The stage re-ran pre-flight's checkpoint checks only with `tokenizer:` set; `init:` alone from
     an earlier stage (whose files pre-flight cannot read) crashed in the first trial with a bare

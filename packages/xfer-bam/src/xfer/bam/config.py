@@ -94,6 +94,34 @@ class ModelSource:
         check_preset_with_init(self.init, self.model, "tiny")
         check_task_model_encoder(self)
 
+    def check_init_stage(self, stages: Mapping[str, Any]) -> None:
+        """`init` against the config of the stage it comes from (`check_upstream`): a `max_length`
+        beyond the positions that stage's `encoder:` gives the network is a recipe error at the key,
+        not a ValueError traceback in the first training step after that stage has trained."""
+        ref = self.init
+        upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
+        overrides = getattr(upstream, "encoder", None)
+        positions = overrides.get("max_position_embeddings") if isinstance(overrides, Mapping) else None
+        if getattr(upstream, "init", None) is None and isinstance(positions, int) and positions < self.max_length:
+            raise FieldError(
+                "max_length",
+                f"{self.max_length} is more than the {positions} positions of the encoder of stage {ref.stage!r} "
+                f"(its encoder.max_position_embeddings): lower max_length to at most {positions}",
+            )
+
+    def preflight(self) -> list[UserError]:
+        """The `init` checkpoint and tokenizer folders that exist before the run (`xfer.bam.checks`),
+        so that a wrong folder fails before the stages ahead of this one train; folders that earlier
+        stages write are checked when the stage starts."""
+        from xfer.bam.checks import source_problems
+
+        if self.init is not None and self.init.is_reference:
+            return []
+        init = self.init.path if self.init is not None else None
+        # a tokenizer an earlier stage writes: the checkpoint's own files are still checked
+        tokenizer = self.tokenizer.path if self.tokenizer is not None and not self.tokenizer.is_reference else None
+        return source_problems(init, tokenizer, self.encoder, self.max_length)
+
     def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
         return objective_problems(self.objective, infos)
 
@@ -119,6 +147,9 @@ class TeachersConfig(ModelSource):
     def __post_init__(self) -> None:
         self._check_sources()
         check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
+
+    def check_upstream(self, stages: Mapping[str, Any]) -> None:
+        self.check_init_stage(stages)
 
 
 @dataclass
@@ -182,7 +213,9 @@ class StudentConfig(ModelSource):
 
     def check_upstream(self, stages: Mapping[str, Any]) -> None:
         """Every task needs the teachers' predictions: a task the `teachers` stage of this recipe does
-        not train was found only once that stage had trained (hours, on real data)."""
+        not train was found only once that stage had trained (hours, on real data). Also `init`
+        against its stage (`check_init_stage`)."""
+        self.check_init_stage(stages)
         source = stages.get(self.teachers.stage) if self.teachers is not None and self.teachers.stage else None
         covered = [ref.name for ref in getattr(source, "tasks", None) or []]
         if not covered:

@@ -66,6 +66,7 @@ class Setup:
     def prepare(cls, ctx: StageContext, config: ModelSource) -> Setup:
         from xfer.transformer.finetune import load_tokenizer
 
+        check_sources(ctx, config)
         weights = resolve_init(config, ctx)
         tokenizer = load_tokenizer(config, ctx, weights.tokenizer_folder)
         settle(weights, tokenizer, config, ctx.seed)
@@ -78,6 +79,27 @@ class Setup:
         import contextlib
 
         return torch.autocast(device.type, dtype=self.amp) if self.amp is not None else contextlib.nullcontext()
+
+
+def check_sources(ctx: StageContext, config: ModelSource) -> None:
+    """The pre-flight's checks of `init` and `tokenizer` (`xfer.bam.checks`), again now that
+    earlier stages' outputs exist: an `init: pretrain.discriminator` and a `tokenizer:` from
+    another vocabulary stage were not there to compare before the run. Says (stderr and report,
+    as `transformer.finetune` does) when `init` is an ELECTRA generator, and when `max_length`
+    reaches past the length the checkpoint was pre-trained on: position embeddings
+    beyond it were never trained (ELECTRA packs examples of exactly its max_length)."""
+    from xfer.bam.checks import init_folders, source_problems
+    from xfer.transformer.initnotes import generator_init_message, untrained_positions_message
+
+    init = ctx.resolve(config.init) if config.init is not None else None
+    tokenizer = ctx.resolve(config.tokenizer) if config.tokenizer is not None else None
+    problems = source_problems(init, tokenizer, config.encoder, config.max_length)
+    if problems:
+        raise problems[0]
+    for folder in init_folders(init) if init is not None else []:
+        for message in (generator_init_message(folder), untrained_positions_message(folder, config.max_length)):
+            if message:
+                ctx.warn(message)
 
 
 @dataclass
@@ -115,6 +137,8 @@ def load_task(ctx: StageContext, setup: Setup, ref: TaskRef) -> TaskData:
     featurizer = objective_class(
         HiddenStates(setup.weights.encoder_config), info, setup.tokenizer, setup.config.max_length, objective_ref.config
     )
+    train_features, dev_features = featurizer.featurize(train), featurizer.featurize(dev)
+    check_segments(ref.name, [*train_features, *dev_features], setup)
     return TaskData(
         name=ref.name,
         task=task,
@@ -126,9 +150,21 @@ def load_task(ctx: StageContext, setup: Setup, ref: TaskRef) -> TaskData:
         config=ref.config,
         train_examples=train,
         dev_examples=dev,
-        train_features=featurizer.featurize(train),
-        dev_features=featurizer.featurize(dev),
+        train_features=train_features,
+        dev_features=dev_features,
     )
+
+
+def check_segments(task: str, features: list[dict[str, Any]], setup: Setup) -> None:
+    """A pair task's second segment needs a checkpoint with two token types (`initnotes.token_type_problem`)."""
+    from xfer.transformer.initnotes import token_type_problem
+
+    source = (
+        f"the init checkpoint ({setup.weights.tokenizer_folder})" if setup.config.init is not None else "the encoder"
+    )
+    problem = token_type_problem(task, features, setup.weights.encoder_config.type_vocab_size, source)
+    if problem is not None:
+        raise problem
 
 
 def build_model(setup: Setup, group: Group, seed: int) -> MultiTaskModel:
@@ -438,12 +474,24 @@ def run_teachers(ctx: StageContext) -> None:
 
 def write_init(ctx: StageContext, setup: Setup) -> None:
     """The `init` output: the encoder every teacher started from (a model dir), or, when `init`
-    was a BAM `models` output, its task -> model dir map."""
+    was a BAM `models` output, its task -> model dir map.
+
+    A model dir inside this run directory (an earlier stage's `models` output) is written relative
+    to the map: `--fork` and moving the run directory copy the map, and an absolute path kept the
+    copy reading the original run's models (gone once it is deleted, other weights once it re-runs)."""
+    import os
+
     target = ctx.output_dir("init")
     if not ctx.is_main:
         return
     if setup.weights.per_task:
-        write_models_index(target, {task: str(path.resolve()) for task, path in setup.weights.per_task.items()})
+        run_dir = ctx.dir.parent.resolve()
+        tasks = {}
+        for task, path in setup.weights.per_task.items():
+            path = path.resolve()
+            inside = path.is_relative_to(run_dir)
+            tasks[task] = os.path.relpath(path, target.resolve()) if inside else str(path)
+        write_models_index(target, tasks)
         return
     from xfer.transformer.encoder import Encoder
 

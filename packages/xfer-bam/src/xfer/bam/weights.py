@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from xfer.bam.checks import MODELS_INDEX
 from xfer.bam.model import MultiTaskModel, module_name
 from xfer.core import rng
 from xfer.core.atomic import write_json
@@ -29,7 +30,6 @@ from xfer.core.config import Input
 from xfer.core.errors import CheckpointError, UserError
 from xfer.core.stage import StageContext
 
-MODELS_INDEX = "models.json"
 META_KEY = "bam"
 
 

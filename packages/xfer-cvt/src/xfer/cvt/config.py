@@ -385,6 +385,12 @@ class CvtConfig:
                     ("features", given[0]),
                     "only used with features.init (the Transformer to read features from), which is null",
                 )
+        if self.features.init is not None and self.mode == "word_dropout":  # was found by the stage, after upstream
+            raise FieldError(
+                "mode",
+                "word_dropout hides words from the input, but Transformer features (features.init) attend to every "
+                "word: use mode cvt or supervised with features, or set features.init: null",
+            )
         if self.features.init is not None and self.features.combine == "replace" and self.features.joins != "input":
             raise FieldError(
                 ("features", "joins"),
@@ -429,7 +435,9 @@ class CvtConfig:
 
     def check_upstream(self, stages: Mapping[str, Any]) -> None:
         """Vectors from a cvt.vectors stage of this recipe must have word_dim components: a mismatch
-        was found only once that stage had run and this one read its file."""
+        was found only once that stage had run and this one read its file. Likewise the features'
+        Transformer (`check_features_stage`)."""
+        self.check_features_stage(stages)
         ref = self.vocab.vectors
         upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
         dim = getattr(upstream, "dim", None)
@@ -447,6 +455,46 @@ class CvtConfig:
                 f"stage {ref.stage!r} writes vectors of lower-cased words, and vocab.lowercase is false: every "
                 "capitalised word would start without its vector; make them equal",
             )
+
+    def check_features_stage(self, stages: Mapping[str, Any]) -> None:
+        """`features.layer` and `features.max_length` against the stage that pre-trains the
+        features' Transformer (its preset with `encoder:` overrides; a stage that starts from its
+        own `init:` is checked when this one starts): a layer it does not have, or more positions
+        than it has, were found only after it had trained."""
+        from xfer.transformer.presets import PRESETS as ENCODER_PRESETS
+        from xfer.transformer.presets import preset_values
+
+        ref = self.features.init
+        upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
+        preset, overrides = getattr(upstream, "model", None), getattr(upstream, "encoder", None)
+        if getattr(upstream, "init", None) is not None or preset not in ENCODER_PRESETS:
+            return
+        sizes = {**preset_values(preset), **(overrides if isinstance(overrides, Mapping) else {})}
+        layers, positions = sizes.get("num_layers"), overrides.get("max_position_embeddings") if overrides else None
+        if isinstance(layers, int) and not -layers - 1 <= self.features.layer <= layers:
+            raise FieldError(
+                ("features", "layer"),
+                f"stage {ref.stage!r} trains a {layers}-layer Transformer: give a layer from 0 (embeddings) to "
+                f"{layers} (or -1 to -{layers + 1})",
+            )
+        if isinstance(positions, int) and positions < self.features.max_length:
+            raise FieldError(
+                ("features", "max_length"),
+                f"{self.features.max_length} is more than the {positions} positions of the encoder of stage "
+                f"{ref.stage!r} (its encoder.max_position_embeddings): give at most {positions} (longer sentences "
+                "are split into windows)",
+            )
+
+    def preflight(self) -> list[UserError]:
+        """`features.init` and `features.tokenizer` folders that exist before the run
+        (`xfer.cvt.checks`); folders that earlier stages write are checked when the stage starts."""
+        from xfer.cvt.checks import features_problems
+
+        f = self.features
+        if f.init is None or f.init.is_reference or f.init.path is None:
+            return []
+        tokenizer = f.tokenizer.path if f.tokenizer is not None and not f.tokenizer.is_reference else None
+        return features_problems(f.init.path, tokenizer, f.max_length, f.layer)
 
     def resolved_sizes(self) -> dict[str, Any]:
         """The preset's sizes with `sizes:` overrides applied."""

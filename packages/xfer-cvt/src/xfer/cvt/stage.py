@@ -239,7 +239,27 @@ def load_transformer(ctx: StageContext, config: CvtConfig) -> tuple[Any, dict[st
     f = config.features
     if f.init is None:
         return None
-    return read_transformer(ctx.resolve(f.init), ctx.resolve(f.tokenizer) if f.tokenizer is not None else None, f)
+    folder = ctx.resolve(f.init)
+    tokenizer = ctx.resolve(f.tokenizer) if f.tokenizer is not None else None
+    for message in features_warnings(folder, f):
+        ctx.warn(message)
+    return read_transformer(folder, tokenizer, f)
+
+
+def features_warnings(folder: Path, f: FeaturesConfig) -> list[str]:
+    """What the stage goes on with as asked but the user should know about `features.init`: an
+    ELECTRA generator (the small network that makes replacements, not the discriminator the
+    recipes mean), and a `features.max_length` past the length it was pre-trained on (position
+    embeddings beyond it were never trained; windows make a lower max_length cheap)."""
+    from xfer.transformer.initnotes import generator_init_message, untrained_positions_message
+
+    if not folder.is_dir():
+        return []  # read_transformer says so
+    messages = [
+        generator_init_message(folder, "features.init", "CVT goes on with its features as asked."),
+        untrained_positions_message(folder, f.max_length, "features.max_length"),
+    ]
+    return [m for m in messages if m]
 
 
 def read_transformer(
@@ -247,15 +267,19 @@ def read_transformer(
 ) -> tuple[Any, dict[str, torch.Tensor], Any]:
     """(encoder config, weights, tokenizer) of a Transformer folder, checked against the features
     config `f` (tokenizer: `tokenizer_folder`, default the one in `folder`)."""
+    from xfer.cvt.checks import features_problems
     from xfer.transformer.modelio import read_encoder
     from xfer.transformer.tokenization import WordPieceTokenizer
 
+    problems = features_problems(folder, tokenizer_folder, f.max_length, f.layer)  # the pre-flight's, again
+    if problems:
+        raise problems[0]
     encoder_config, state, _ = read_encoder(folder)
     tokenizer = WordPieceTokenizer.from_dir(tokenizer_folder if tokenizer_folder is not None else folder)
     if f.max_length > encoder_config.max_position_embeddings:
         raise UserError(
             f"features.max_length {f.max_length} exceeds the Transformer's max_position_embeddings "
-            f"({encoder_config.max_position_embeddings})"
+            f"({encoder_config.max_position_embeddings}, {folder})"
         )
     if not -encoder_config.num_layers - 1 <= f.layer <= encoder_config.num_layers:
         raise UserError(

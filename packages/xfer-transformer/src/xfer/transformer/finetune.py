@@ -36,6 +36,7 @@ from xfer.core.tasks import Task, nonempty_examples
 from xfer.core.trainer import Trainer
 from xfer.transformer.collapse import warn_if_collapsed
 from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
+from xfer.transformer.initnotes import generator_init_message, token_type_problem, untrained_positions_message
 
 
 def slug(name: str) -> str:
@@ -52,28 +53,6 @@ def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[s
     folder = ctx.resolve(config.init)
     encoder_config, state, _ = read_encoder(folder)
     return with_overrides(encoder_config, config.encoder, folder), state, folder
-
-
-def generator_init_message(folder: Path) -> str | None:
-    """A warning when `init:` is the generator of an ELECTRA-style pre-training, else None.
-
-    ELECTRA's generator is a small masked LM (1/4 of the discriminator's width by default) trained
-    only to make noise; the thesis fine-tunes the discriminator. Giving the generator folder by
-    mistake (`pretrain.generator` for `pretrain.discriminator`) fine-tuned silently and scored far
-    lower. Fine-tuning a generator on purpose is a legitimate experiment, so this warns rather than
-    refuses. The MLM baseline's generator output is its one model and passes."""
-    from xfer.transformer.modelio import recorded_role
-
-    role, objective, evidence = recorded_role(folder)
-    if role != "generator" or objective == "electra.mlm":
-        return None
-    sibling = folder.parent / "discriminator"
-    instead = f"; the discriminator is {sibling}" if sibling.is_dir() else ""
-    return (
-        f"init: {folder} is the generator of an {objective or 'ELECTRA'} pre-training ({evidence}), the small "
-        f"network trained to make replacements, not the encoder the thesis fine-tunes{instead}. "
-        "Fine-tuning goes on as asked."
-    )
 
 
 def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path | None) -> Any:
@@ -114,8 +93,13 @@ def run_finetune(ctx: StageContext) -> None:
         encoder_config = replace(encoder_config, vocab_size=tokenizer.vocab_size)
     if init_state is not None:
         warn_if_collapsed(ctx, encoder_config, init_state, tokenizer, init_folder)
-    if init_folder is not None and (message := generator_init_message(init_folder)):
-        ctx.warn(message)
+    if init_folder is not None:
+        for message in (
+            generator_init_message(init_folder),
+            untrained_positions_message(init_folder, config.max_length),
+        ):
+            if message:
+                ctx.warn(message)
     results = {
         ref.name: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks
     }
@@ -156,6 +140,10 @@ def _finetune_task(
     train_features = featurizer.featurize(train_examples)
     dev_features = featurizer.featurize(dev_examples)
     del featurizer
+    source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
+    wrong_types = token_type_problem(ref.name, [*train_features, *dev_features], encoder_config.type_vocab_size, source)
+    if wrong_types is not None:
+        raise wrong_types
     train_config = config.train
     if ref.name in config.task_epochs:
         train_config = replace(train_config, epochs=config.task_epochs[ref.name], steps=None)

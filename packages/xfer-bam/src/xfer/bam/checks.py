@@ -1,0 +1,89 @@
+"""Checks of a BAM stage's `init` checkpoint and tokenizer, before any weights are read.
+
+The same checks run twice: in the pre-flight (`xfer run`, `xfer validate --data`) for folders
+that exist before the run, and when the stage starts for folders that earlier stages of the
+recipe write (an `electra.pretrain` stage's `discriminator`, a teachers stage's `init`). Without
+them a BAM stage composed with an ELECTRA checkpoint accepted, silently or with a traceback deep
+in training:
+
+- a folder that is no checkpoint at all (found only when the stage read it, after the stages
+  before it had trained);
+- a `tokenizer:` trained apart from the checkpoint (same size or smaller): every token id then
+  meant another word for every pre-trained embedding;
+- `max_length` beyond the checkpoint's position embeddings: a ValueError traceback in the first
+  training step.
+
+The vocabulary, embedding-count and position checks are `transformer.finetune`'s
+(`checkpoint_problems`); a BAM `models` output (`models.json`) is checked model by model. An
+ELECTRA generator given as `init` is said, not refused, as `transformer.finetune` does
+(`stage.check_sources`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import CheckpointError, UserError
+
+MODELS_INDEX = "models.json"
+
+
+def init_folders(init: Path) -> list[Path]:
+    """The checkpoint folders `init` stands for: the folder itself, or every model dir of a BAM
+    `models` output (task -> folder in `models.json`)."""
+    index = init / MODELS_INDEX
+    if not index.is_file():
+        return [init]
+    try:
+        tasks = json.loads(index.read_text(encoding="utf-8"))["tasks"]
+        return sorted({init / str(sub) for sub in tasks.values()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"{index}: unreadable ({exc})") from exc
+
+
+def format_problem(folder: Path, key: str) -> UserError | None:
+    """A folder that holds neither an xfer model dir nor an HF checkpoint."""
+    if not folder.is_dir():
+        return CheckpointError(f"{key}: {folder} does not exist")
+    from xfer.transformer.finetune_config import checkpoint_encoder
+
+    for name in ("xfer_model.json", "config.json"):  # the file read_encoder reads, in its order
+        if (folder / name).is_file():
+            if checkpoint_encoder(folder) is None:  # truncated, or not a checkpoint's description
+                return CheckpointError(f"{key}: {folder / name} does not describe an encoder (damaged?)")
+            return None
+    return CheckpointError(
+        f"{key}: {folder} is neither an xfer model directory (xfer_model.json) nor a Hugging Face checkpoint "
+        "(config.json)"
+    )
+
+
+def source_problems(
+    init: Path | None, tokenizer: Path | None, encoder: Mapping[str, Any], max_length: int, key: str = "init"
+) -> list[UserError]:
+    """Every problem of an `init` folder (None: random init) with its tokenizer folder (None: the
+    checkpoint's own) and the stage's `encoder:` overrides and `max_length`."""
+    from xfer.transformer.finetune_config import checkpoint_problems
+
+    if init is None:
+        return checkpoint_problems(tokenizer, None, encoder, max_length, random_init=True)
+    problem = format_problem(init, key) if not (init / MODELS_INDEX).is_file() else None
+    if problem is not None:
+        return [problem]
+    problems: list[UserError] = []
+    try:
+        folders = init_folders(init)
+    except UserError as exc:
+        return [exc]
+    for folder in folders:
+        found = format_problem(folder, key)
+        if found is not None:
+            problems.append(found)
+            continue
+        problems += checkpoint_problems(
+            tokenizer if tokenizer is not None else folder, folder, encoder, max_length, random_init=False
+        )
+    return problems

@@ -1,0 +1,93 @@
+"""Checks of `features.init` (a Transformer checkpoint, e.g. an ELECTRA discriminator) and
+`features.tokenizer` against each other and the `features:` knobs, before any weights are read.
+
+They run in the pre-flight (`xfer run`, `xfer validate --data`) for folders that exist before the
+run, and again when the stage starts for folders that earlier stages write (an `electra.pretrain`
+stage's `discriminator`). Torch-free. Without them:
+
+- a `features.tokenizer` trained apart from the checkpoint, of the same size or smaller, was
+  accepted: every word piece id then meant another piece for every pre-trained embedding, and CVT
+  trained on features of the wrong words without a word;
+- a folder that is no checkpoint, a `features.max_length` beyond the checkpoint's positions, or a
+  `features.layer` it does not have, were found only when the stage read the weights, after the
+  stages before it had trained.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from xfer.core.errors import CheckpointError, DataError, UserError
+
+
+def checkpoint_sizes(folder: Path) -> dict[str, Any]:
+    """num_layers, max_position_embeddings and vocab_size a checkpoint folder records (xfer model
+    dir or HF config.json, whose layer count is `num_hidden_layers`); {} when unreadable."""
+    from xfer.transformer.finetune_config import checkpoint_encoder
+
+    sizes = dict(checkpoint_encoder(folder) or {})
+    if "num_layers" not in sizes and "num_hidden_layers" in sizes:
+        sizes["num_layers"] = sizes["num_hidden_layers"]
+    return sizes
+
+
+def features_problems(init: Path, tokenizer: Path | None, max_length: int, layer: int) -> list[UserError]:
+    """Every problem of the `features.init` folder with its tokenizer folder (None: the
+    checkpoint's own), `features.max_length` and `features.layer`."""
+    from xfer.transformer.finetune_config import read_vocabulary, vocabulary_mismatch
+
+    if not init.is_dir():
+        return [CheckpointError(f"features.init: {init} does not exist")]
+    if not (init / "xfer_model.json").is_file() and not (init / "config.json").is_file():
+        return [
+            CheckpointError(
+                f"features.init: {init} is neither an xfer model directory (xfer_model.json) nor a Hugging Face "
+                "checkpoint (config.json)"
+            )
+        ]
+    sizes = checkpoint_sizes(init)
+    if not sizes:  # truncated, or not a checkpoint's description: found only when the stage read it
+        name = "xfer_model.json" if (init / "xfer_model.json").is_file() else "config.json"
+        return [CheckpointError(f"features.init: {init / name} does not describe an encoder (damaged?)")]
+    problems: list[UserError] = []
+    ours = read_vocabulary(tokenizer if tokenizer is not None else init)
+    if tokenizer is not None and ours is not None and tokenizer.resolve() != init.resolve():
+        mismatch = vocabulary_mismatch(
+            ours,
+            read_vocabulary(init),
+            "the features.init checkpoint",
+            "use the checkpoint's own tokenizer (leave out features.tokenizer)",
+        )
+        if mismatch is not None:
+            problems.append(mismatch)
+    embeddings = sizes.get("vocab_size")
+    if ours is not None and isinstance(embeddings, int) and embeddings < len(ours[1]):
+        problems.append(
+            DataError(
+                str(init),
+                0,
+                f"the features.init checkpoint has {embeddings} token embeddings but the tokenizer ({ours[0]}) has "
+                f"{len(ours[1])} tokens: use the checkpoint's own vocabulary",
+            )
+        )
+    positions = sizes.get("max_position_embeddings")
+    if isinstance(positions, int) and positions < max_length:
+        problems.append(
+            DataError(
+                str(init),
+                0,
+                f"the checkpoint covers {positions} positions but features.max_length is {max_length}: lower "
+                f"features.max_length to at most {positions} (longer sentences are split into windows)",
+            )
+        )
+    layers = sizes.get("num_layers")
+    if isinstance(layers, int) and not -layers - 1 <= layer <= layers:
+        problems.append(
+            DataError(
+                str(init),
+                0,
+                f"features.layer {layer}: the checkpoint has layers 0 (embeddings) to {layers} (or -1 to -{layers + 1})",
+            )
+        )
+    return problems
