@@ -311,13 +311,13 @@ def test_a_target_typo_is_a_recipe_error_at_the_line_naming_the_provider(tmp_pat
 
 
 def test_components_flags_a_component_registered_twice(capsys: pytest.CaptureFixture[str]) -> None:
-    class Twice:
+    class Twice:  # two plugin objects under one namespace, each registering the component once
         @hookimpl
         def xfer_tasks(self) -> list:
-            spec = ComponentSpec("task", "twice/t", "xfer.core.toy.tasks:ToyPosTask", "1")
-            return [spec, spec]
+            return [ComponentSpec("task", "twice/t", "xfer.core.toy.tasks:ToyPosTask", "1")]
 
     host = make_host()
+    host.add_object(Twice(), "twice")
     host.add_object(Twice(), "twice")
     set_default_host(host)
     try:

@@ -112,3 +112,38 @@ def test_bad_encoding(tmp_path: Path) -> None:
     path.write_bytes(b'{"text": "ok", "label": "pos"}\n{"text": "\xff", "label": "pos"}\n')
     with pytest.raises(DataError, match=r"train.jsonl:2: encoding: not valid UTF-8"):
         JsonlTask("example/jsonl", JsonlConfig(labels=["neg", "pos"], train_file=path)).examples("train")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "message"),
+    [
+        (
+            "objective: {name: example.focal, gamma: 2.0}",
+            "objective:\n      name: example.focal\n      gamma: -1",
+            "gamma",
+            "must be at least 0",
+        ),
+        (
+            "labels: [neg, pos], train_file",
+            "labels: [pos],\n         train_file",
+            "labels",
+            "list at least two distinct labels",
+        ),
+    ],
+)
+def test_config_errors_point_at_their_key(tmp_path: Path, old: str, new: str, key: str, message: str) -> None:
+    from xfer.core import RecipeError
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.testing import make_host, write_recipe
+
+    Data().prepare(tmp_path)
+    assert old in RECIPE
+    text = RECIPE.replace(old, new)
+    path = write_recipe(tmp_path, text)
+    marker = {"gamma": "gamma: -1", "labels": "labels: [pos]"}[key]
+    line = next(i for i, t in enumerate(text.splitlines(), start=1) if marker in t)
+    with pytest.raises(RecipeError, match=message) as caught:
+        load_recipe(path, [], make_host(autoload=True))
+    (diagnostic,) = caught.value.diagnostics
+    assert diagnostic.location.line == line, str(diagnostic)
+    assert diagnostic.message.split(":")[0].endswith(f".{key}"), str(diagnostic)

@@ -21,10 +21,15 @@ A component's config class and target are checked when first resolved (`config_c
 recipe validation and `xfer explain` call), not at start-up: a config that is not a dataclass,
 an annotation that does not resolve or a scalar default of the wrong type (`"no"` for a bool) is a
 `PluginError` naming the component, its provider and the field, and so is a target that does not
-import. The problem is also kept on the plugin's record (`problems`). A field whose type recipes
-cannot give (`Callable`, an `Enum`, `set[str]`) is no error: a recipe that leaves it out works,
-one that sets it gets an error at its line; it is kept as a note (`notes`, shown by
-`xfer plugins --check` and `xfer explain`).
+import or cannot be what its kind is used as (a stage that is not `run(ctx)`, a task that is not a
+concrete `Task` subclass, an objective class that is not a `torch.nn.Module`, a metric that cannot
+take `(golds, predictions)`), a config field named like the key that names the component in a
+recipe (`kind` for a stage, `name` for a task or objective) and a `growable` key that is not an
+`int` field. The problem is also kept on the plugin's record (`problems`). A plugin whose hook
+returns one component twice is a failed plugin. A field whose type recipes cannot give
+(`Callable`, an `Enum`, `set[str]`) is no error: a recipe that leaves it out works, one that sets
+it gets an error at its line; it is kept as a note (`notes`, shown by `xfer plugins --check` and
+`xfer explain`).
 
 Every hook is called through pluggy (`pm.hook.<name>`, or `pm.subset_hook_caller` to call one
 plugin's registration hooks), so `specname`, `tryfirst`/`trylast` and hook wrappers behave as
@@ -37,19 +42,21 @@ warning and the other observers and the run go on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
 import inspect
 import os
 import re
+import sys
 import time
 import traceback
 import typing
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, NoReturn
 
 import pluggy
@@ -276,7 +283,19 @@ class PluginHost:
             record.error = f"import failed: {_short_error(exc, record.package)}"
             return record
         record.import_seconds += time.perf_counter() - started
-        if not isinstance(plugin, ModuleType):  # an object (add_object, `module:attr` entry point)
+        if isinstance(plugin, type):  # `module:Class`: its package is the class's own
+            record.package = _package_of(plugin.__module__)
+            methods = sorted(
+                n for n in hookspecs.HOOK_NAMES if isinstance(inspect.getattr_static(plugin, n, None), FunctionType)
+            )
+            if methods:  # pluggy would call them without `self`: "missing 1 required positional argument"
+                record.error = (
+                    f"the plugin is the class {plugin.__module__}.{plugin.__qualname__}, whose hooks "
+                    f"{', '.join(methods)} are instance methods: point the entry point at an instance "
+                    f"(`plugin = {plugin.__name__}()` in the module, `module:plugin`) or at the module itself"
+                )
+                return record
+        elif not isinstance(plugin, ModuleType):  # an object (add_object, `module:attr` entry point)
             record.package = _package_of(getattr(type(plugin), "__module__", "") or record.package)
         unknown = [
             n
@@ -294,7 +313,9 @@ class PluginHost:
         except (Exception, SystemExit) as exc:
             if self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
-            record.error = f"registration failed: {_short_error(exc, record.package)}"
+            record.error = (
+                f"registration failed: {self._signature_error(plugin, exc) or _short_error(exc, record.package)}"
+            )
             return record
         record.hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
         key_name = key
@@ -314,6 +335,41 @@ class PluginHost:
         record.components = specs
         self._collect_commands(plugin, key_name, record)
         return record
+
+    def _signature_error(self, plugin: Any, exc: BaseException) -> str | None:
+        """pluggy's refusal of a hook implementation that names an argument the hook does not pass
+        (`xfer_stage_start(run_dir, stage_name)`), said on one line at the plugin's own `def` with the
+        hook's arguments and a did-you-mean; pluggy's text spans three lines and its location was
+        pluggy's own file. None for any other error."""
+        if not isinstance(exc, pluggy.PluginValidationError):
+            return None
+        for attr in dir(plugin):
+            opts = self.pm.parse_hookimpl_opts(plugin, attr)
+            if opts is None:
+                continue
+            hook = opts.get("specname") or attr
+            caller = getattr(self.pm.hook, hook, None)
+            spec = getattr(caller, "spec", None)
+            function = getattr(plugin, attr, None)
+            if spec is None or function is None:
+                continue
+            try:
+                parameters = inspect.signature(function).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            names = [p.name for p in parameters if p.kind in positional and p.default is inspect.Parameter.empty]
+            unknown = [n for n in names if n not in spec.argnames]
+            if not unknown:
+                continue
+            hints = "".join(did_you_mean(n, spec.argnames) for n in unknown)
+            code = getattr(inspect.unwrap(function), "__code__", None)
+            where = f" (at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+            return (
+                f"{attr}({', '.join(names)}) takes {', '.join(map(repr, unknown))}, which {hook} does not pass "
+                f"(its arguments: {', '.join(spec.argnames)}; take only the ones you use){hints}{where}"
+            )
+        return None
 
     def _guard_lifecycle(self, plugin: Any, name: str) -> None:
         for caller in self.pm.get_hookcallers(plugin) or []:
@@ -368,10 +424,28 @@ class PluginHost:
                     raise _Refused(
                         f"{hook_name} returned {spec.name!r} of kind {spec.kind!r}, expected {kind!r}{where}"
                     )
+                if spec.namespace != record.name and not _NAMESPACE.match(record.name):
+                    # the suggestion below would be a name ComponentSpec refuses ('xfer-mine/t')
+                    raise _Refused(
+                        f"the plugin's namespace {record.name!r} (its `xfer` entry point's name) cannot start a "
+                        "component name: use lower-case letters, digits and _, e.g. "
+                        f"{_suggested_namespace(record.name)!r} in `[project.entry-points.xfer]`, and name "
+                        f"components after it{where}"
+                    )
                 if spec.namespace != record.name:
+                    separator = spec.name[len(spec.namespace)]  # `/` for `other/task`, `.` for `other.stage`
                     raise _Refused(
                         f"component {spec.name!r} must be in the plugin's namespace {record.name!r} "
-                        f"(e.g. '{record.name}.{spec.name.split('.')[-1].split('/')[-1]}'){where}"
+                        f"(e.g. '{record.name}{separator}{spec.name.split('.')[-1].split('/')[-1]}'){where}"
+                    )
+                # One plugin returning a name twice is its own bug: refused here, it was taken for two
+                # providers clashing ("registered twice, by p and p; uninstall one of them").
+                earlier = next((s for s in specs if (s.kind, s.name) == (spec.kind, spec.name)), None)
+                if earlier is not None:
+                    places = " and ".join(dict.fromkeys(x.defined_at for x in (earlier, spec) if x.defined_at))
+                    raise _Refused(
+                        f"{hook_name} returned {spec.kind} {spec.name!r} twice"
+                        + (f" (declared at {places})" if places else "")
                     )
                 specs.append(replace(spec, provider=provider))
         return specs
@@ -471,7 +545,7 @@ class PluginHost:
                     f"{_import_error(exc, spec, where)}",
                     exc,
                 )
-            problems = [] if cls is None else config_class_problems(cls)
+            problems = [] if cls is None else config_class_problems(cls) + _key_problems(spec, cls)
             if problems:
                 listed = "; ".join(
                     f"{f'config field {field!r}' if field else 'config'}: {problem}{_where_defined(cls, field)}"
@@ -487,7 +561,7 @@ class PluginHost:
             self._checked[key] = cls
         if target and key not in self._targets_ok:
             try:
-                spec.load()
+                loaded = spec.load()
             except (Exception, SystemExit) as exc:
                 self._problem(
                     spec,
@@ -495,6 +569,10 @@ class PluginHost:
                     f"{_import_error(exc, spec, spec.target)}",
                     exc,
                 )
+            wrong = _target_problem(kind, loaded)
+            if wrong is not None:
+                declared = f" (declared at {spec.defined_at})" if spec.defined_at else ""
+                self._problem(spec, f"{kind} {name!r} from {spec.provider}: target {spec.target!r} {wrong}{declared}")
             self._targets_ok.add(key)
         return self._checked[key]
 
@@ -551,6 +629,102 @@ def _import_error(exc: BaseException, spec: ComponentSpec, path: str) -> str:
             f", declared at {spec.defined_at})" if spec.defined_at else ")"
         )
     return text
+
+
+# What a component name starts with (specs._NAME's namespace part).
+_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _suggested_namespace(name: str) -> str:
+    """`xfer-my-tasks` -> `my_tasks`: the distribution-style name as a namespace."""
+    cleaned = re.sub(r"[^a-z0-9_]+", "_", name.lower().removeprefix("xfer-").removeprefix("xfer_")).strip("_")
+    return cleaned if _NAMESPACE.match(cleaned) else f"p_{cleaned}".rstrip("_")
+
+
+# The key a recipe mapping uses for the component itself: `{kind: my.stage, ...}` for a stage,
+# `{name: my/task, ...}` for a task or objective reference.
+RESERVED_KEYS = {"stage": "kind", "task": "name", "objective": "name"}
+
+
+def _key_problems(spec: ComponentSpec, cls: Any) -> list[tuple[str | None, str]]:
+    """Config keys the spec relies on that the config class gets wrong.
+
+    A field named like the recipe key that names the component (`kind` in a stage's config, `name`
+    in a task's or objective's) can never be set from a recipe, and the resolved recipe (`xfer show`,
+    the run directory's recipe.resolved.yaml) wrote its default in place of the component's name,
+    so that file no longer validated. A `growable` key that is not an integer field of the config
+    (a typo: `trails`) never grows: raising `trials` silently re-ran every finished trial."""
+    if not dataclasses.is_dataclass(cls):
+        return []
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    problems: list[tuple[str | None, str]] = []
+    for key in spec.growable:
+        if key not in fields:
+            problems.append(
+                (None, f"growable key {key!r} of the spec is not a field of the config{did_you_mean(key, fields)}")
+            )
+        elif _hints(cls).get(key, int) is not int:  # (unresolvable annotations are reported on their own)
+            problems.append((key, "is declared growable by the spec, but only an `int` field can grow"))
+    reserved = RESERVED_KEYS.get(spec.kind)
+    if reserved in fields:
+        where = f"{spec.kind} mapping" if spec.kind == "stage" else f"{spec.kind} reference"
+        problems.append(
+            (
+                reserved,
+                f"a recipe's {where} uses `{reserved}:` for the component itself, so this field can never be "
+                "set (and `xfer show` writes its default there); rename it",
+            )
+        )
+    return problems
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:
+        return {}
+
+
+def _target_problem(kind: str, target: Any) -> str | None:
+    """Why an imported target cannot be what its kind is used as, or None. A stage target that is not
+    a function of one argument, or a task target that is not a concrete `Task`, imported fine and
+    passed `xfer plugins --check` and recipe validation, then failed with a bare TypeError when the
+    stage started (after the stages before it had run) or as a "plugin bug" in the pre-flight."""
+    if kind == "task":
+        from xfer.core.tasks import Task
+
+        if not (isinstance(target, type) and issubclass(target, Task)):
+            return f"is {_shown(target)}, not a subclass of xfer.core.tasks.Task"
+        if inspect.isabstract(target):
+            missing = ", ".join(sorted(getattr(target, "__abstractmethods__", ())))
+            return f"is {_shown(target)}, which does not implement {missing} (abstract in xfer.core.tasks.Task)"
+        return None
+    if not callable(target):
+        return f"is {_shown(target)}, which cannot be called"
+    if kind == "objective":
+        # not imported here just to check: a target that subclasses torch.nn.Module has imported it
+        torch = sys.modules.get("torch")
+        if isinstance(target, type) and torch is not None and not issubclass(target, torch.nn.Module):
+            return f"is {_shown(target)}, not a torch.nn.Module subclass"
+        return None
+    arity = {"stage": 1, "metric": 2}.get(kind)
+    if arity is not None and not isinstance(target, type):
+        try:
+            inspect.signature(target).bind(*([None] * arity))
+        except TypeError:
+            expected = "run(ctx)" if kind == "stage" else "metric(golds, predictions)"
+            return f"is {_shown(target)}{inspect.signature(target)}, which cannot be called as {expected}"
+        except ValueError:  # no signature to read (a builtin): called as it is
+            return None
+    return None
+
+
+def _shown(target: Any) -> str:
+    if isinstance(target, type):
+        return f"class {target.__module__}.{target.__qualname__}"
+    if inspect.isfunction(target) or inspect.ismethod(target):
+        return f"function {target.__module__}.{target.__qualname__}"
+    return f"a {type(target).__name__} ({target!r:.60})"
 
 
 def _own_frames(exc: BaseException, package: str) -> bool:

@@ -63,16 +63,28 @@ from xfer.core import ComponentSpec, hookimpl
 @hookimpl
 def xfer_tasks() -> list[ComponentSpec]:
     return [
-        ComponentSpec("task", "{name}/tsv", "xfer.{name}.task:TsvTask", "1", "xfer.{name}.task:TsvConfig",
-                      "Sentence classification from text<TAB>label files.")
+        ComponentSpec(
+            kind="task",
+            name="{name}/tsv",  # namespaced: <namespace>/<name> or <namespace>.<name>
+            target="xfer.{name}.task:TsvTask",  # imported only when a recipe uses it
+            config="xfer.{name}.task:TsvConfig",  # a dataclass; every field a knob(default, "doc")
+            version="1",  # part of run fingerprints: bump it when the behaviour changes
+            summary="Sentence classification from text<TAB>label files.",
+        )
     ]
 
 
 @hookimpl
 def xfer_objectives() -> list[ComponentSpec]:
     return [
-        ComponentSpec("objective", "{name}.weighted", "xfer.{name}.objective:WeightedObjective", "1",
-                      "xfer.{name}.objective:WeightedConfig", "Class-weighted cross-entropy sentence classification.")
+        ComponentSpec(
+            kind="objective",
+            name="{name}.weighted",
+            target="xfer.{name}.objective:WeightedObjective",
+            config="xfer.{name}.objective:WeightedConfig",
+            version="1",
+            summary="Class-weighted cross-entropy sentence classification.",
+        )
     ]
 ''',
     "src/xfer/{name}/task.py": '''\
@@ -82,12 +94,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from xfer.core import DataError, ExistingPath, knob
 from xfer.core.metrics import accuracy
 from xfer.core.tasks import Example, SentenceExample, Split, Task, missing_predictions
+from xfer.core.textfile import read_text, split_lines
 
 
 @dataclass
@@ -111,11 +123,17 @@ class TsvTask(Task):
         if path is None:
             raise DataError(self.name, 0, f"no {{split}}_file configured")
         examples: list[Example] = []
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        # read_text: a byte that is not UTF-8 is an error naming the file and line (not a plugin bug)
+        for number, line in enumerate(split_lines(path, read_text(path)), start=1):
             columns = line.split("\\t")
+            if split == "test" and len(columns) == 1:  # test labels are optional: `text` alone
+                columns.append("")
             if len(columns) != 2:
                 raise DataError(path, number, f"expected 2 tab-separated columns, got {{len(columns)}}")
             text, label = columns
+            if split == "test" and not label:
+                examples.append(SentenceExample(f"{{split}}-{{number}}", text, None, None))
+                continue
             if label not in self.config.labels:
                 raise DataError(path, number, f"unknown label {{label!r}}", key="label")
             examples.append(SentenceExample(f"{{split}}-{{number}}", text, None, label))
@@ -140,17 +158,33 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xfer.core import knob
+from xfer.core import UserError, knob
+from xfer.core.tasks import TaskInfo
+from xfer.transformer.encoder import Encoder
 from xfer.transformer.objectives import SequenceConfig, SequenceObjective
+from xfer.transformer.tokenization import WordPieceTokenizer
 
 
 @dataclass
 class WeightedConfig(SequenceConfig):
-    class_weights: list[float] = knob([], "One weight per label (empty: all 1).")
+    class_weights: list[float] = knob([], "One weight per label, in the task's label order (empty: all 1).")
 
 
 class WeightedObjective(SequenceObjective):
     task_types = ("classification",)
+
+    def __init__(
+        self, encoder: Encoder, info: TaskInfo, tokenizer: WordPieceTokenizer, max_length: int, config: WeightedConfig
+    ) -> None:
+        super().__init__(encoder, info, tokenizer, max_length, config)
+        # checked here, where the task's labels are known: a wrong count failed inside the first
+        # training step with torch's RuntimeError and a traceback
+        weights = self.config.class_weights
+        if weights and len(weights) != len(info.labels):
+            raise UserError(
+                f"objective {name}.weighted: class_weights gives {{len(weights)}} weights, but {{info.name}} has "
+                f"{{len(info.labels)}} labels ({{', '.join(info.labels)}})"
+            )
 
     def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
         weights = self.config.class_weights or [1.0] * scores.shape[-1]

@@ -14,12 +14,18 @@ import importlib
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any
 
 KINDS = ("task", "model", "objective", "stage", "metric")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*[./][a-z0-9][a-z0-9_.\-/]*$")
+# `package.module:attr.sub` (what `import_object` imports).
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+# An `xfer` sub-command (what a shell user types).
+_COMMAND = re.compile(r"^[a-z][a-z0-9-]*$")
+# An output (referenced in recipes as `<stage>.<output>`, the recipe's reference syntax) or a config key.
+_OUTPUT = re.compile(r"^[A-Za-z_]\w*$")
 
 
 def import_object(path: str) -> Any:
@@ -92,13 +98,64 @@ class ComponentSpec:
                 f"component name {self.name!r} must be namespaced and lower-case, "
                 "like 'myplugin.stage' or 'myplugin/task'"
             )
-        if ":" not in self.target:
-            raise ValueError(f"component {self.name!r}: target {self.target!r} must be 'module:attribute'")
+        if not (isinstance(self.target, str) and _IMPORT_PATH.match(self.target)):
+            raise ValueError(
+                f"component {self.name!r}: target {self.target!r} must be an import path 'package.module:attribute'"
+            )
+        self._check_config()
+        object.__setattr__(self, "outputs", self._names("outputs", self.outputs, _OUTPUT))
+        object.__setattr__(self, "growable", self._names("growable", self.growable, _OUTPUT))
         if (self.outputs or self.growable or self.output_kinds) and self.kind != "stage":
             raise ValueError(f"component {self.name!r}: only stages declare outputs, output kinds and growable keys")
         self._check_output_kinds()
-        if not self.version:
-            raise ValueError(f"component {self.name!r}: version must be a non-empty string")
+        if not isinstance(self.version, str) or not self.version.strip():
+            # an int `1` and the string "1" sign different fingerprints: one spelling, always a string
+            raise ValueError(
+                f'component {self.name!r}: version must be a non-empty string (e.g. version="1"), got {self.version!r}'
+            )
+        if not isinstance(self.summary, str):
+            raise ValueError(f"component {self.name!r}: summary must be a string, got {type(self.summary).__name__}")
+
+    def _check_config(self) -> None:
+        """`config` is None, a class, or a lazy 'module:Class' path; anything else (an instance of
+        the config class, a dict) only failed much later, inside the import machinery."""
+        config = self.config
+        if config is None or isinstance(config, type):
+            return
+        if isinstance(config, str) and _IMPORT_PATH.match(config):
+            return
+        if isinstance(config, str):
+            raise ValueError(
+                f"component {self.name!r}: config {config!r} must be an import path 'package.module:Class'"
+            )
+        hint = " (pass the class, not an instance of it)" if is_dataclass(config) else ""
+        raise ValueError(
+            f"component {self.name!r}: config must be a dataclass, an import path 'package.module:Class' or None, "
+            f"got {type(config).__name__}{hint}"
+        )
+
+    def _names(self, key: str, value: object, pattern: re.Pattern[str]) -> tuple[str, ...]:
+        """`outputs` / `growable` as a tuple of distinct names. A bare string is refused: `("model")`
+        (a forgotten trailing comma) would otherwise be split into the outputs m, o, d, e, l, and
+        the stage fail after running for not writing them. A list is accepted (as a tuple)."""
+        if isinstance(value, str):
+            raise ValueError(
+                f"component {self.name!r}: {key} must be a tuple of names, got the string {value!r} "
+                f"(write ({value!r},) with a trailing comma)"
+            )
+        if not isinstance(value, (tuple, list)):
+            raise ValueError(f"component {self.name!r}: {key} must be a tuple of names, got {type(value).__name__}")
+        names = tuple(value)
+        for name in names:
+            if not (isinstance(name, str) and pattern.match(name)):
+                raise ValueError(
+                    f"component {self.name!r}: {key} holds {name!r}, which is not a name a recipe can write "
+                    "(letters, digits and _, not starting with a digit)"
+                )
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"component {self.name!r}: {key} gives {', '.join(map(repr, twice))} twice")
+        return names
 
     def _check_output_kinds(self) -> None:
         if isinstance(self.output_kinds, Mapping):  # frozen: store the hashable form
@@ -150,3 +207,15 @@ class CommandSpec:
     configure: str
     run: str
     provider: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        """Refuse what only failed when the command was invoked (a `configure` path without its
+        `:attribute`) or could never be typed (`xfer "my command"`)."""
+        if not (isinstance(self.name, str) and _COMMAND.match(self.name)):
+            raise ValueError(f"command name {self.name!r} must be lower-case letters, digits and -, like 'my-command'")
+        for key in ("configure", "run"):
+            value = getattr(self, key)
+            if not (isinstance(value, str) and _IMPORT_PATH.match(value)):
+                raise ValueError(
+                    f"command {self.name!r}: {key} {value!r} must be an import path 'package.module:function'"
+                )

@@ -14,9 +14,10 @@ Subclass it in your plugin's tests and describe a tiny recipe that uses your com
             train: {steps: 8, batch_size: 8, log_every: 1, checkpoint_every: 3}
         '''
 
-The checks: the component is registered with a documented config; the resolved recipe
-round-trips through YAML; an unknown key in the component's config is reported at its
-line; one training step runs; two runs give bitwise-identical weights; and a run killed
+The checks: the recipe uses the component at `config_path` (a recipe that names another
+component there would let every other check pass without it); the component is registered
+with a documented config; the resolved recipe round-trips through YAML; an unknown key in the
+component's config is reported at its line; one training step runs; two runs give bitwise-identical weights; and a run killed
 with SIGKILL at `kill_at_step`, then resumed, ends with the same weights as an
 uninterrupted one. Keep `log_every: 1` so the kill lands exactly.
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -69,8 +70,19 @@ class ComponentConformance:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    def modules(self) -> list[str]:
+        """The testing plugin and `plugin_modules`. A bare string (`("my.plugin")`, no trailing
+        comma) was split into one-letter modules, and the component then reported as coming from no
+        installed plugin ("pip install xfer-..."), which hid the typo."""
+        if isinstance(self.plugin_modules, str):
+            pytest.fail(
+                f"{type(self).__name__}.plugin_modules must be a tuple of import paths, got the string "
+                f"{self.plugin_modules!r} (write ({self.plugin_modules!r},) with a trailing comma)"
+            )
+        return [TESTING_PLUGIN, *self.plugin_modules]
+
     def host(self):
-        return make_host([TESTING_PLUGIN, *self.plugin_modules], autoload=self.autoload)
+        return make_host(self.modules(), autoload=self.autoload)
 
     def prepare(self, directory: Path) -> None:
         """Create the data files the recipe refers to (relative paths resolve against `directory`)."""
@@ -100,20 +112,65 @@ class ComponentConformance:
         again = write_recipe(tmp_path / "b", yaml.safe_dump(resolved, sort_keys=False))
         assert load_recipe(again, host=host).resolved() == resolved
 
+    def component_node(self, data: Any) -> tuple[Any, str | int, Any]:
+        """(parent, key, value) of `config_path` in the parsed recipe, checked to be the component.
+
+        A `config_path` that leads nowhere failed with a bare KeyError; one that leads to another
+        component (a recipe copied from another test, with the task's name not changed) let every
+        check pass without the component ever being used. A task or objective must be named right
+        at `config_path` (`name` or `{name: ..., ...}`), a stage be its `kind`; a model or metric
+        must be named somewhere below it."""
+        kind, name = self.component
+        where = type(self).__name__
+        node: Any = data
+        parent: Any = None
+        key: str | int = ""
+        walked: list[str] = []
+        for part in self.config_path.split("."):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                parent, key = node, int(part)
+            elif isinstance(node, dict) and part in node:
+                parent, key = node, part
+            else:
+                here = ".".join(walked) or "the recipe"
+                has = (
+                    f"keys: {', '.join(map(str, node))}"
+                    if isinstance(node, dict)
+                    else f"a list of {len(node)}"
+                    if isinstance(node, list)
+                    else f"the value {node!r}"
+                )
+                pytest.fail(f"{where}.config_path {self.config_path!r}: {here} has no {part!r} ({has})")
+            node = parent[key]
+            walked.append(part)
+        if kind in ("task", "objective"):
+            named = node if isinstance(node, str) else node.get("name") if isinstance(node, dict) else None
+            ok = named == name
+            expected = f"the {kind} {name!r} (`{name}` or `{{name: {name}, ...}}`)"
+        elif kind == "stage":
+            named = node.get("kind") if isinstance(node, dict) else None
+            ok = named == name
+            expected = f"a stage of kind {name!r}"
+        else:
+            named = sorted(_strings(node))
+            ok = name in named
+            expected = f"a config naming the {kind} {name!r}"
+        if not ok:
+            pytest.fail(
+                f"{where}: the recipe does not use {kind} {name!r} at config_path {self.config_path!r}: "
+                f"expected {expected} there, found {node!r}; every check would test something else"
+            )
+        return parent, key, node
+
+    def test_recipe_uses_the_component(self) -> None:
+        self.component_node(yaml.safe_load(textwrap.dedent(self.recipe)))
+
     def test_unknown_key_reported_with_line(self, tmp_path: Path) -> None:
         data = yaml.safe_load(textwrap.dedent(self.recipe))
-        node = data
-        parts = self.config_path.split(".")
-        for part in parts[:-1]:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        last = parts[-1]
-        target = node[int(last)] if isinstance(node, list) else node[last]
+        node, last, target = self.component_node(data)
         if isinstance(target, str):  # `task: name` shorthand -> mapping form
             target = {"name": target}
-            if isinstance(node, list):
-                node[int(last)] = target
-            else:
-                node[last] = target
+            node[last] = target
         target["conformance_bogus_key"] = 1
         text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
         line = next(i for i, t in enumerate(text.splitlines(), start=1) if "conformance_bogus_key" in t)
@@ -161,12 +218,29 @@ class ComponentConformance:
         if self.resume_covered_by:
             pytest.skip(f"same code path as {self.resume_covered_by}, whose kill-and-resume check runs")
         path, expected = reference
-        modules = [TESTING_PLUGIN, *self.plugin_modules]
+        modules = self.modules()
         args = ["run", str(path), "--run-dir", str(tmp_path / "killed")]
         env = {} if self.autoload else {"XFER_DISABLE_PLUGIN_AUTOLOAD": "1"}
         killed = run_cli(args, plugin_modules=modules, kill_at_step=self.kill_at_step, env=env)
+        if killed.returncode == 0:  # the kill never came: the run ended first, or its step was never logged
+            pytest.fail(
+                f"{type(self).__name__}: the run finished without reaching a logged training step "
+                f"{self.kill_at_step} (kill_at_step): give stage {self.stage!r} more steps than that, with "
+                "`log_every: 1`, or set kill_at_step lower"
+            )
         assert killed.returncode == -9, f"expected SIGKILL, got {killed.returncode}: {killed.stderr[-2000:]}"
         resumed = run_cli(args, plugin_modules=modules, env=env)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert "resuming" in resumed.stdout
         assert_same_weights(expected, output_tensors(tmp_path / "killed", self.stage))
+
+
+def _strings(node: Any) -> set[str]:
+    """Every string value in a parsed YAML subtree (a metric or model is named by one)."""
+    if isinstance(node, str):
+        return {node}
+    if isinstance(node, dict):
+        return {s for value in node.values() for s in _strings(value)}
+    if isinstance(node, list):
+        return {s for value in node for s in _strings(value)}
+    return set()

@@ -14,17 +14,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xfer.core import knob
+from xfer.core import FieldError, knob
 from xfer.transformer.objectives import SequenceConfig, SequenceObjective
 
 
 @dataclass
 class FocalConfig(SequenceConfig):
-    gamma: float = knob(2.0, "Focusing parameter; 0 gives plain cross-entropy.")
+    # `ge=0`: a recipe's negative gamma is an error at its own line (`__post_init__` only knows the
+    # mapping's); the check below is for Python callers, and names the key all the same.
+    gamma: float = knob(2.0, "Focusing parameter; 0 gives plain cross-entropy.", ge=0)
 
     def __post_init__(self) -> None:
         if self.gamma < 0:
-            raise ValueError("gamma must be >= 0")
+            raise FieldError("gamma", "must be >= 0")
 
 
 class FocalObjective(SequenceObjective):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xfer.core import DataError, ExistingPath, knob
+from xfer.core import DataError, ExistingPath, FieldError, knob
 from xfer.core.metrics import accuracy, f1
 from xfer.core.tasks import Example, SentenceExample, Split, Task, missing_predictions
 from xfer.core.textfile import read_text
@@ -32,7 +32,7 @@ class JsonlConfig:
 
     def __post_init__(self) -> None:
         if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):
-            raise ValueError("labels must list at least two distinct labels")
+            raise FieldError("labels", "list at least two distinct labels")  # reported at the key's line
 
 
 class JsonlTask(Task):
