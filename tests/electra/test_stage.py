@@ -24,7 +24,7 @@ from xfer.core.runs.preflight import check_data
 from xfer.core.runs.runner import run_recipe
 from xfer.core.specs import ComponentSpec
 from xfer.electra.config import MLMConfig, RTDConfig
-from xfer.electra.objective import MLMObjective, RTDObjective
+from xfer.electra.objective import MLMObjective, PretrainingObjective, RTDObjective
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 from xfer.transformer.modelio import load_model_dir
 
@@ -1123,6 +1123,13 @@ class WrappedMLM(nn.Module):
         return self.inner(batch)
 
 
+class HalfDone(PretrainingObjective):
+    """A plugin's own pre-training objective that defines `forward` but not `exports`/`main_encoder`."""
+
+    def forward(self, batch: dict) -> Any:
+        raise AssertionError("never trained")
+
+
 class MineObjectives:
     @staticmethod
     @hookimpl
@@ -1131,6 +1138,7 @@ class MineObjectives:
             ComponentSpec("objective", "mine/heavy-rtd", f"{__name__}:HeavyRTD", "1", RTDConfig),
             ComponentSpec("objective", "mine/all-mask", f"{__name__}:AllMaskMLM", "1", AllMaskConfig),
             ComponentSpec("objective", "mine/wrapped", f"{__name__}:WrappedMLM", "1", MLMConfig),
+            ComponentSpec("objective", "mine/half-done", f"{__name__}:HalfDone", "1", MLMConfig),
         ]
 
 
@@ -1174,7 +1182,7 @@ def test_plugin_objectives_pretrain_to_budgets_and_score_as_what_they_are_built_
         check_data(recipe, plugin_host)
 
 
-@pytest.mark.parametrize("name", ["transformer.sequence", "mine/wrapped"])
+@pytest.mark.parametrize("name", ["transformer.sequence", "mine/wrapped", "mine/half-done"])
 def test_an_objective_that_is_not_a_pretraining_objective_is_refused_before_training(tmp_path: Path, name: str) -> None:
     """A fine-tuning objective validated and then crashed in its constructor (a bare TypeError); a
     plugin class wrapping MLMObjective trained the whole budget, then failed writing its outputs
@@ -1187,6 +1195,8 @@ def test_an_objective_that_is_not_a_pretraining_objective_is_refused_before_trai
     path = write_recipe(tmp_path, RECIPE)
     recipe = load_recipe(path, [f"stages.fit.objective={name}"], plugin_host)
     expected = f"objective '{name}' \\((SequenceObjective|WrappedMLM)\\) is not a pre-training objective"
+    if name == "mine/half-done":  # trained the whole budget, then NotImplementedError writing its outputs
+        expected = f"objective '{name}' \\(HalfDone\\) does not define exports, main_encoder: a subclass of"
     with pytest.raises(PreflightError, match=expected):
         check_data(recipe, plugin_host)
     with pytest.raises(UserError, match=expected):

@@ -99,7 +99,8 @@ def pretraining_objective_class(host: Any, name: str) -> type[PretrainingObjecti
     """The objective registered as `name`, checked to be a pre-training objective (a subclass of
     `PretrainingObjective`). A fine-tuning objective named here (`transformer.sequence`) crashed in
     its constructor with a bare TypeError, and a plugin class that wraps one instead of subclassing
-    it trained the whole budget, then failed writing its outputs."""
+    it trained the whole budget, then failed writing its outputs; so did a subclass without
+    `exports` (one without `main_encoder` or `forward` failed at stage start with a bare traceback)."""
     cls = host.load("objective", name)
     if not (isinstance(cls, type) and issubclass(cls, PretrainingObjective)):
         shown = cls.__qualname__ if isinstance(cls, type) else repr(cls)
@@ -107,6 +108,16 @@ def pretraining_objective_class(host: Any, name: str) -> type[PretrainingObjecti
             f"objective {name!r} ({shown}) is not a pre-training objective: electra.pretrain trains "
             "electra.rtd, electra.mlm, electric.nce, or a plugin's subclass of "
             "xfer.electra.objective.PretrainingObjective (docs/plugins.md)"
+        )
+    missing = [
+        member
+        for member in ("forward", "exports", "main_encoder")
+        if getattr(cls, member) is getattr(PretrainingObjective, member) or getattr(cls, member) is nn.Module.forward
+    ]
+    if missing:  # exports: the whole budget trained, then NotImplementedError writing the outputs
+        raise UserError(
+            f"objective {name!r} ({cls.__qualname__}) does not define {', '.join(missing)}: a subclass of "
+            "PretrainingObjective must (or subclass a built-in one: RTDObjective, MLMObjective, ElectricObjective)"
         )
     return cls
 
