@@ -69,6 +69,19 @@ def test_trees_skip_ranges_and_empty_nodes(tmp_path):
         ("1\tI\tI\tPRON\tPRP\t_\t3\tnsubj", "1\tI\tI\tPRON\tPRP\t_\t1\tnsubj", 3, "word 1 is its own head"),
         ("1\tI\tI\tPRON\tPRP\t_\t3\tnsubj", "1\tI\tI\tPRON\tPRP\t_\t_\tnsubj", 3, "HEAD '_' is not a word index"),
         ("2\tdo\tdo\tAUX\tVBP\t_\t3\taux", "2\tdo\tdo\tAUX\tVBP\t_\t3\t_", 5, "DEPREL: no dependency relation"),
+        # ':aux' became the relation '' under `relations: universal`; 'aux:' kept a dangling colon
+        (
+            "2\tdo\tdo\tAUX\tVBP\t_\t3\taux",
+            "2\tdo\tdo\tAUX\tVBP\t_\t3\t:aux",
+            5,
+            "DEPREL: relation ':aux' has an empty",
+        ),
+        (
+            "2\tdo\tdo\tAUX\tVBP\t_\t3\taux",
+            "2\tdo\tdo\tAUX\tVBP\t_\t3\taux:",
+            5,
+            "DEPREL: relation 'aux:' has an empty",
+        ),
         # non-ASCII digits: '²' was a ValueError traceback from int(), '３' and '٣' were read as 3
         ("1\tI\tI\tPRON\tPRP\t_\t3\tnsubj", "1\tI\tI\tPRON\tPRP\t_\t²\tnsubj", 3, "HEAD '²' is not a word index"),
         ("1\tI\tI\tPRON\tPRP\t_\t3\tnsubj", "1\tI\tI\tPRON\tPRP\t_\t３\tnsubj", 3, "HEAD '３' is not a word index"),

@@ -83,6 +83,33 @@ def test_a_stray_bioes_tag_is_named_when_auto_reads_a_file_as_bioes(tmp_path):
         ner(path).examples("train")
 
 
+def test_auto_refuses_an_iob2_file_with_an_i_tag_after_o(tmp_path):
+    """auto read an IOB2 file with one `I-PER` after `O` as IOB1: the invalid tag silently became
+    a span start and `input_schemes` called the file IOB1. The error names the typo's line."""
+    path = write(
+        tmp_path / "train.txt",
+        "EU B-ORG\nrejects O\n\nPeter B-PER\nBlackburn I-PER\nsaid O\nJohn I-PER\n\nRome B-LOC\n",
+    )
+    with pytest.raises(DataError, match=f"{path}:7: tag: 'I-PER' after 'O' starts a span with I-.*3 span.*line 1"):
+        ner(path).examples("train")
+    # the explicit schemes still decide: IOB2 rejects the tag, IOB1 reads it as a span start
+    with pytest.raises(DataError, match=f"{path}:7: tag: 'I-PER' after 'O' does not continue"):
+        ner(path, input_scheme="IOB2").examples("train")
+    assert ner(path, input_scheme="IOB1", tag_scheme="BIO").examples("train")[1].tags == (
+        "B-PER",
+        "I-PER",
+        "O",
+        "B-PER",
+    )
+
+
+def test_auto_names_a_stray_b_tag_in_an_iob1_file(tmp_path):
+    """In an IOB1 file `B-X` only follows an `X` span; a `B-LOC` after `O` is the odd one out."""
+    path = write(tmp_path / "train.txt", "Peter I-PER\nBlackburn I-PER\nin O\nRome B-LOC\n\nJohn I-PER\nJane B-PER\n")
+    with pytest.raises(DataError, match=f"{path}:4: tag: 'B-LOC' after 'O' starts a span with B-.*first on line 1"):
+        ner(path).examples("train")
+
+
 def test_chunking_carves_dev_from_the_end_of_train(tmp_path):
     text = "".join(f"w{i} NN B-NP\nx{i} VBZ B-VP\n\n" for i in range(10))
     task = ChunkingTask(
@@ -135,6 +162,43 @@ def test_conllu_words_skip_ranges_and_empty_nodes(tmp_path):
     assert task.labels == ("AUX", "INTJ", "PART", "PRON", "PUNCT", "VERB")
     xpos = UdPosTask("conll/ud-pos", UdPosConfig(dev_file=path, tag_column="xpos"))
     assert xpos.examples("dev")[0].tags == ("PRP", "VBP", "RB", "VB", ".")
+
+
+WORDS3 = "".join(f"{i}\tw{i}\tw\tX\tX\t_\t0\troot\t_\t_\n" for i in (1, 2, 3))
+MWT = "2-3\tw23\t_\t_\t_\t_\t_\t_\t_\t_\n"
+EMPTY = "2.{m}\te\t_\t_\t_\t_\t_\t_\t_\t_\n"
+
+
+def _sentence(before: dict[int, str]) -> str:
+    """WORDS3 with extra lines inserted before word i (i = 4: at the end)."""
+    lines = [*WORDS3.splitlines(keepends=True), ""]
+    return "".join(before.get(i, "") + line for i, line in enumerate(lines, start=1))
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "match"),
+    [
+        ({3: MWT}, 3, "multiword token 2-3 out of place: it must precede word 2, the next is 3"),
+        ({2: MWT.replace("2-3", "2-2")}, 2, "multiword token 2-2 does not span two or more words"),
+        ({2: MWT.replace("2-3", "2-9")}, 2, r"multiword token 2-9 ends after the last word \(3\)"),
+        ({1: MWT.replace("2-3", "1-2"), 2: MWT}, 3, r"multiword token 2-3 overlaps 1-2 \(line 1\)"),
+        ({3: EMPTY.format(m=0)}, 3, r"empty node 2.0 out of sequence \(expected 2.1\)"),
+        ({3: EMPTY.format(m=1) + EMPTY.format(m=3)}, 4, r"empty node 2.3 out of sequence \(expected 2.2\)"),
+        ({2: EMPTY.format(m=1)}, 2, "empty node 2.1 out of place: it must follow word 2, not word 1"),
+        ({2: MWT.replace("2-3", "2-3.1")}, 2, "malformed ID '2-3.1'"),
+    ],
+)
+def test_conllu_multiword_and_empty_node_ids_are_checked(tmp_path, extra, line, match):
+    """Ranges and empty nodes were skipped whatever their IDs said: `2-9` in a 3-word sentence
+    (a truncated sentence), `2.0` or a range after its words passed silently."""
+    path = write(tmp_path / "x.conllu", _sentence(extra))
+    with pytest.raises(DataError, match=f"{path}:{line}: ID: {match}"):
+        UdPosTask("u", UdPosConfig(train_file=path)).examples("train")
+
+
+def test_conllu_well_placed_ranges_and_empty_nodes_are_skipped(tmp_path):
+    path = write(tmp_path / "x.conllu", _sentence({2: MWT, 3: EMPTY.format(m=1) + EMPTY.format(m=2)}))
+    assert UdPosTask("u", UdPosConfig(train_file=path)).examples("train")[0].words == ("w1", "w2", "w3")
 
 
 def test_conllu_form_lemma_and_misc_may_hold_spaces(tmp_path):

@@ -101,3 +101,10 @@ def test_span_f1_same_in_both_schemes_on_random_predictions():
         task = SpanTaggingTask("conll/ner", SpanTaggingConfig(tag_scheme=scheme))
         results.append(task.evaluate(examples, {str(i): convert(p) for i, p in enumerate(pred)}))
     assert results[0] == pytest.approx(results[1])
+
+
+def test_iob_span_starts_tell_the_flavours_apart():
+    """I-X not continuing X starts a span only in IOB1; B-X not following X only in IOB2."""
+    assert schemes.iob_span_starts(["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"]) == ([0, 4, 5], [])
+    assert schemes.iob_span_starts(["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG"]) == ([], [0, 4, 5])
+    assert schemes.iob_span_starts(["O", "I-PER", "O", "B-LOC"]) == ([1], [3])

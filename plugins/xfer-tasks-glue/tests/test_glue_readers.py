@@ -216,6 +216,14 @@ def test_duplicate_index(tmp_path):
     expect_error(tmp_path, RTETask, "train", f"{path}:4", "duplicate example id 'train-1'")
 
 
+@pytest.mark.parametrize("index", ["", " "])
+def test_empty_index_is_an_error(tmp_path, index):
+    """An empty index column became the id `train-` (and an empty index in a submission file)."""
+    path = write(tmp_path / "train.tsv", RTE + f"{index}\tE.\tF.\tentailment\n")
+    err = expect_error(tmp_path, RTETask, "train", f"{path}:4", "empty example id")
+    assert err.key == "index"
+
+
 def test_missing_split_and_missing_data_dir(tmp_path):
     with pytest.raises(DataError, match="split of RTETask is missing"):
         task(RTETask, tmp_path).examples("dev")

@@ -222,3 +222,13 @@ def test_metric_components_come_from_the_host_the_recipe_is_loaded_with(tmp_path
             load_recipe(path)
     finally:
         set_default_host(None)
+
+
+def test_empty_id_column_value_is_an_error(tmp_path):
+    """glue/tsv with id_column: an empty id was accepted as `train-`, a blank one as `train- `."""
+    (tmp_path / "train.tsv").write_text("id\ttext\tlabel\na1\thello\ta\n\tworld\tb\n")
+    t = make(
+        train=tmp_path / "train.tsv", text_a_column="text", label_column="label", id_column="id", labels=["a", "b"]
+    )
+    with pytest.raises(DataError, match=r"train\.tsv:3: id: empty example id"):
+        t.examples("train")

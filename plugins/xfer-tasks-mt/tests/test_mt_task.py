@@ -54,6 +54,14 @@ def test_bad_parallel_files(tmp_path, en, de, where, message):
     assert where in str(caught.value)
 
 
+def test_an_empty_line_that_shifts_one_file_is_named_where_it_is(tmp_path):
+    """An empty line inside one file makes it one line longer; the error named the line after the
+    end of the *other* file ("train.de:4: has 3 lines"), far from the damage, not the empty line."""
+    task = data(tmp_path, "a\n\nb\nc\n", "x\ny\nz\n")
+    with pytest.raises(DataError, match=r"train\.en:2: empty line.*\(train\.en has 4 lines, train\.de 3\)"):
+        task.examples("train")
+
+
 def test_blank_lines_that_end_one_file_are_not_sentences(tmp_path):
     """A trailing blank line in one file was blamed as a misalignment at a line the other lacks."""
     task = data(tmp_path, "a\nb\n", "x\ny\n\n  \n")
@@ -99,6 +107,27 @@ def test_config_checks():
     ]:
         with pytest.raises(ValueError, match=message):
             ParallelConfig(**bad)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("{split}.{lang}.{x}", r"unknown field \{x\}"),
+        ("{split}.{lang}.{0}", r"unknown field \{0\}"),
+        ("{split}.{lang}{", "Single '{'"),
+        ("{split}.{lang}}", "Single '}'"),
+    ],
+)
+def test_file_pattern_fields_are_checked_with_the_config(tmp_path, pattern, message):
+    """A stray field or brace passed the config check and failed when the files were read, as a
+    KeyError/IndexError/ValueError that the pre-flight reported as a plugin bug."""
+    with pytest.raises(ValueError, match=f"file_pattern .*{message}"):
+        ParallelConfig(data_dir=tmp_path, file_pattern=pattern)
+    task = data(tmp_path, "a\n", "x\n")
+    task.config.file_pattern = "{{v1}}-{split}.{lang}"  # doubled braces are a literal brace
+    (tmp_path / "{v1}-train.en").write_text("a\n")
+    (tmp_path / "{v1}-train.de").write_text("x\n")
+    assert [(e.source, e.target) for e in task.examples("train")] == [("a", "x")]
 
 
 def test_plugin_import_is_cheap():

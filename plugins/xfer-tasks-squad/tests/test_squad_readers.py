@@ -97,6 +97,24 @@ def test_max_examples_and_prediction_file(tmp_path):
     assert json.loads(out.read_text(encoding="utf-8")) == {"q-winner": "Dénver"}
 
 
+def test_a_valid_file_is_read_without_searching_the_raw_text(tmp_path, monkeypatch):
+    """Every question's line was searched for in the raw text (O(file size) each) even when
+    nothing was wrong: reading the official 30 MB train-v1.1.json took about half an hour
+    (quadratic). Lines are now searched for only to report an error."""
+    from xfer.tasks.squad import readers
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(readers._Locator, "line", lambda self, *values: calls.append(values) or 1)
+    path = write(tmp_path / "train.json", v2_data())
+    assert len(SquadV2Task("squad/v2", SquadConfig(train_file=path)).examples("train")) == 3
+    assert calls == []
+    data = copy.deepcopy(V1)
+    data["data"][0]["paragraphs"][0]["qas"][1]["answers"][0]["answer_start"] = 46
+    with pytest.raises(DataError, match="does not match"):  # an error still gets its line
+        SquadV1Task("squad/v1", SquadConfig(train_file=write(tmp_path / "bad.json", data))).examples("train")
+    assert calls == [("q-where",)]
+
+
 # --- bad input -----------------------------------------------------------------------------------
 
 
@@ -151,6 +169,56 @@ def test_wrong_types_and_duplicates(tmp_path):
     data["data"][0]["paragraphs"][0]["qas"][1]["id"] = "q-winner"
     path = write(tmp_path / "b.json", data)
     raises_at(v1(path), "train", f"{path}:", "duplicate question id 'q-winner'")
+
+
+@pytest.mark.parametrize(("field", "value"), [("text", ""), ("text", "  "), ("id", ""), ("id", " ")])
+def test_empty_answer_text_or_question_id_names_the_line(tmp_path, field, value):
+    """An empty answer text or question id was read without a word; only the generic pre-flight
+    caught them later, without file:line, and called an empty id a plugin bug."""
+    data = copy.deepcopy(V1)
+    qa = data["data"][0]["paragraphs"][0]["qas"][1]
+    if field == "text":
+        qa["answers"][0] = {"text": value, "answer_start": 47}
+    else:
+        qa["id"] = value
+    path = write(tmp_path / "train.json", data)
+    line = line_of(path, "q-where" if field == "text" else "Where?")  # the question's id, else its text
+    err = raises_at(v1(path), "train", f"{path}:{line}:", f"empty .*{value!r}")
+    assert err.key == field
+
+
+def test_duplicate_json_keys_are_an_error(tmp_path):
+    """json.loads keeps the last of two equal keys: a second `answers` silently replaced the first."""
+    text = json.dumps(V1, indent=2).replace(
+        '"question": "Where?",', '"question": "Where?",\n"answers": [{"text": "Clara", "answer_start": 53}],', 1
+    )
+    path = write(tmp_path / "train.json", text)
+    err = raises_at(v1(path), "train", f"{path}:{line_of(path, 'q-where')}:", "key 'answers' twice in one JSON")
+    assert err.key == "answers"
+
+
+def test_lone_surrogate_escape_is_an_error(tmp_path):
+    """`\\ud800` is valid JSON but no character: the tokenizer later failed with a bare TypeError."""
+    text = json.dumps(V1, indent=2).replace("Santa Clara.", "Santa Clara \\ud800.", 1)
+    path = write(tmp_path / "train.json", text)
+    err = raises_at(v1(path), "train", f"{path}:", r"lone surrogate escape \\ud800")
+    assert err.key == "context"
+    # a complete pair (an emoji written by json.dumps' default ensure_ascii) is fine
+    data = copy.deepcopy(V1)
+    data["data"][0]["paragraphs"][0]["context"] = CONTEXT + " \U0001f3c8"
+    assert v1(write(tmp_path / "ok.json", data)).examples("train")[0].context.endswith("\U0001f3c8")
+
+
+@pytest.mark.parametrize("title", [None, 3])
+def test_a_title_that_is_not_a_string_is_an_error(tmp_path, title):
+    """`title` is optional, but null or 3 were kept as the titles 'None' and '3'."""
+    data = copy.deepcopy(V1)
+    data["data"][0]["title"] = title
+    path = write(tmp_path / "train.json", data)
+    err = raises_at(v1(path), "train", f"{path}:{line_of(path, 'q-winner')}:", "data\\[0\\]: expected str")
+    assert err.key == "title"
+    del data["data"][0]["title"]  # absent: ""
+    assert v1(write(tmp_path / "ok.json", data)).examples("train")[0].title == ""
 
 
 def test_version_consistency(tmp_path):

@@ -50,7 +50,8 @@ class SpanTaggingConfig(FilesConfig):
     input_scheme: Literal["auto", "IOB1", "IOB2", "BIOES"] = knob(
         "auto",
         "Scheme of the files. auto: BIOES if E-/S- tags occur, otherwise IOB1 or IOB2 (IOB1 spans "
-        "starting with I- are converted to IOB2, which leaves IOB2 unchanged). IOB2 rejects an I- "
+        "starting with I- are converted to IOB2, which leaves IOB2 unchanged; a file that starts spans "
+        "both with I- and with B- after another tag is an error naming the odd tag). IOB2 rejects an I- "
         "that does not continue a span.",
     )
 

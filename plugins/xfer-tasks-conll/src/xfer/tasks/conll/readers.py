@@ -121,11 +121,60 @@ def _is_index(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def _check_skipped_id(
+    path: Path, number: int, ident: str, words: int, ranges: list[tuple[int, int, int]], empty_nodes: dict[int, int]
+) -> None:
+    """Check the ID of a line that is not a syntactic word, after `words` words of its sentence.
+
+    A multiword token `a-b` comes just before its first word (a = words + 1), spans at least
+    two words (a < b) and does not overlap the previous one; its end is checked against the
+    sentence length when the sentence closes. An empty node `k.m` comes after word k (k = words)
+    with m = 1, 2, ... as in the UD format. Unchecked, `3-2`, `2-9` or `1.0` were skipped
+    silently although they show a shifted, truncated or hand-edited sentence.
+    """
+    empty_node = "." in ident
+    low, _, high = ident.partition("." if empty_node else "-")
+    if not (_is_index(low) and _is_index(high)):  # also `1-2.1` and `1.2.3`
+        raise DataError(path, number, f"malformed ID {ident!r}", key="ID")
+    first, second = int(low), int(high)
+    if empty_node:
+        if first != words:
+            raise DataError(
+                path,
+                number,
+                f"empty node {ident} out of place: it must follow word {first}, not word {words}",
+                key="ID",
+            )
+        expected = empty_nodes.get(first, 0) + 1
+        if second != expected:
+            raise DataError(path, number, f"empty node {ident} out of sequence (expected {first}.{expected})", key="ID")
+        empty_nodes[first] = second
+        return
+    if first != words + 1:
+        raise DataError(
+            path,
+            number,
+            f"multiword token {ident} out of place: it must precede word {first}, the next is {words + 1}",
+            key="ID",
+        )
+    if second <= first:
+        raise DataError(path, number, f"multiword token {ident} does not span two or more words", key="ID")
+    if ranges and ranges[-1][2] >= first:
+        raise DataError(
+            path,
+            number,
+            f"multiword token {ident} overlaps {ranges[-1][1]}-{ranges[-1][2]} (line {ranges[-1][0]})",
+            key="ID",
+        )
+    ranges.append((number, first, second))
+
+
 def read_conllu_rows(path: Path) -> list[ConlluRows]:
     """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html), fields unparsed.
 
     Word lines have an integer ID (1, 2, ...); ranges `1-2` (multiword tokens) and decimal IDs
-    `1.1` (empty nodes) are skipped, as the format prescribes for word-level annotation. Every
+    `1.1` (empty nodes) are skipped, as the format prescribes for word-level annotation, once
+    their IDs are checked against the words around them (`_check_skipped_id`). Every
     non-comment line must have exactly 10 tab-separated columns, none of them empty and only
     FORM, LEMMA and MISC holding spaces (`_bad_field`), and word IDs must count 1, 2, ...
     """
@@ -135,13 +184,21 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
     rows: list[list[str]] = []
     lines: list[int] = []
 
+    ranges: list[tuple[int, int, int]] = []  # (line, first word, last word) of multiword tokens
+    empty_nodes: dict[int, int] = {}  # word k -> last m of the empty nodes k.m read so far
+
     def close() -> None:
-        nonlocal start, sent_id, rows, lines
+        nonlocal start, sent_id, rows, lines, ranges, empty_nodes
         if start:
             if not rows:
                 raise DataError(path, start, "sentence has no words (comments without word lines)")
+            for line, low, high in ranges:
+                if high > len(rows):
+                    raise DataError(
+                        path, line, f"multiword token {low}-{high} ends after the last word ({len(rows)})", key="ID"
+                    )
             sentences.append(ConlluRows(start, sent_id, rows, lines))
-        start, sent_id, rows, lines = 0, None, [], []
+        start, sent_id, rows, lines, ranges, empty_nodes = 0, None, [], [], [], {}
 
     for number, line in enumerate(split_lines(path, text), start=1):
         if not line.strip():
@@ -161,9 +218,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
             raise DataError(path, number, problem[1], key=problem[0])
         ident = fields[0]
         if "-" in ident or "." in ident:
-            low, _, high = ident.replace(".", "-").partition("-")
-            if not (_is_index(low) and _is_index(high)):
-                raise DataError(path, number, f"malformed ID {ident!r}", key="ID")
+            _check_skipped_id(path, number, ident, len(rows), ranges, empty_nodes)
             continue
         if not _is_index(ident) or int(ident) != len(rows) + 1:
             raise DataError(path, number, f"word ID {ident!r} out of sequence (expected {len(rows) + 1})", key="ID")
@@ -212,7 +267,8 @@ def read_conllu_trees(path: Path) -> list[ConlluTree]:
     """Sentences of a CoNLL-U file with HEAD and DEPREL checked: every HEAD an integer in
     0..n (n words), never the word itself, the arcs a tree (every word reaches ROOT, no cycle)
     with exactly one word attached to ROOT (as UD requires, and as the parser's decoder
-    predicts), and every DEPREL given. Errors name the line of the offending word."""
+    predicts), and every DEPREL given, without an empty part around a `:` subtype separator.
+    Errors name the line of the offending word."""
     trees = []
     for sentence in read_conllu_rows(path):
         n = len(sentence.rows)
@@ -225,6 +281,8 @@ def read_conllu_trees(path: Path) -> list[ConlluTree]:
                 raise DataError(path, number, f"word {position} is its own head", key="HEAD")
             if relation in ("", "_"):
                 raise DataError(path, number, f"no dependency relation ({relation!r})", key="DEPREL")
+            if any(not part for part in relation.split(":")):  # `relations: universal` made ':nsubj' ''
+                raise DataError(path, number, f"relation {relation!r} has an empty part around ':'", key="DEPREL")
             heads.append(int(head))
         roots = [position for position, head in enumerate(heads, start=1) if head == 0]
         if len(roots) > 1:  # UD: exactly one; the tree decoder always predicts one, so this gold is unreachable

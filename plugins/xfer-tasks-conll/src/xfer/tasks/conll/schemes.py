@@ -61,6 +61,28 @@ def bad_tag(tags: Sequence[str], scheme: str) -> tuple[int, str] | None:
     return None
 
 
+def iob_span_starts(tags: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Positions of the span starts that only one IOB flavour writes: (IOB1-only, IOB2-only).
+
+    An `I-X` that does not continue an `X` span starts a span only in IOB1 (IOB2 forbids it); a
+    `B-X` that does not follow an `X` span starts one only in IOB2 (IOB1 writes `B-` solely
+    between two adjacent spans of one type). A file with both kinds is neither scheme, so
+    `input_scheme: auto` must not guess: an IOB2 file with one `I-` typo would otherwise be read
+    as IOB1 and the typo silently turned into a span start.
+    """
+    iob1: list[int] = []
+    iob2: list[int] = []
+    prev_kind = ""
+    for i, tag in enumerate(tags):
+        prefix, kind = _split(tag)
+        if prefix == "I" and kind != prev_kind:
+            iob1.append(i)
+        elif prefix == "B" and kind != prev_kind:
+            iob2.append(i)
+        prev_kind = kind
+    return iob1, iob2
+
+
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     """IOB1 uses `B-` only between adjacent spans of one type; IOB2 starts every span with `B-`.
 

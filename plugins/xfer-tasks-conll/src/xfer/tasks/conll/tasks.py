@@ -211,6 +211,8 @@ class SpanTaggingTask(TaggingTask):
                     f" (input_scheme auto reads this file as BIOES because line {first_bioes} has an E-/S- tag; "
                     "a file mixing IOB and BIOES tags needs fixing)"
                 )
+            if input_scheme == "IOB1":
+                _refuse_mixed_iob(path, sentences, tag_col)
         detected = "IOB2" if input_scheme == "IOB1" else input_scheme  # until an IOB1 span start shows
         out = []
         for sentence in sentences:
@@ -244,6 +246,39 @@ class SpanTaggingTask(TaggingTask):
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
         golds, preds = _gold_and_predicted(self.name, examples, predictions)
         return span_scores(golds, preds, self.config.tag_scheme)
+
+
+def _refuse_mixed_iob(path: Path, sentences: Sequence[ColumnSentence], tag_col: int) -> None:
+    """For `input_scheme: auto`: raise when a file starts spans both the IOB1-only way (`I-X`
+    after a non-X tag) and the IOB2-only way (`B-X` after a non-X tag).
+
+    The error names the first tag of the rarer kind, which is most likely the typo (an `I-PER`
+    after `O` in an IOB2 file), and the first line of the other kind as evidence of the file's
+    scheme. Without this check such a file was read as IOB1 and the typo silently became a span
+    start, while `input_schemes` recorded the IOB2 file as IOB1.
+    """
+    found: dict[str, list[tuple[int, str, str]]] = {"IOB1": [], "IOB2": []}
+    for sentence in sentences:
+        tags = [row[tag_col] for row in sentence.rows]
+        if schemes.bad_form(tags, "IOB1") is not None:
+            return  # a malformed tag: the scheme check that follows names it
+        for scheme, positions in zip(("IOB1", "IOB2"), schemes.iob_span_starts(tags), strict=True):
+            found[scheme] += [(sentence.lines[i], tags[i], tags[i - 1] if i else "O") for i in positions]
+    if not (found["IOB1"] and found["IOB2"]):
+        return
+    rare, common = ("IOB2", "IOB1") if len(found["IOB2"]) < len(found["IOB1"]) else ("IOB1", "IOB2")
+    line, tag, prev = found[rare][0]
+    other_line = found[common][0][0]
+    how = {"IOB1": "with I-", "IOB2": "with B-"}
+    raise DataError(
+        path,
+        line,
+        f"{tag!r} after {prev!r} starts a span {how[rare]}, as only {rare} does, but the file starts "
+        f"{len(found[common])} span(s) {how[common]}, as only {common} does (first on line {other_line}): "
+        "the file mixes IOB1 and IOB2, so input_scheme auto cannot tell which it is. Fix the tag, or set "
+        "input_scheme: IOB1 (both kinds start spans) or IOB2 (I- must continue a span)",
+        key="tag",
+    )
 
 
 class ChunkingTask(SpanTaggingTask):

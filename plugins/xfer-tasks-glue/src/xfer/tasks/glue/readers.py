@@ -188,6 +188,10 @@ def read_sentence_examples(
     seen: dict[str, int] = {}
     empty: list[tuple[int, str]] = []  # (line, column) of empty sentences
     for number, row in enumerate(rows):
+        if idx is not None and not row.fields[idx].strip():
+            # An empty id would become `<split>-` (and an empty index in a GLUE submission file):
+            # it is a truncated or shifted row, not an id.
+            raise DataError(path, row.line, "empty example id", key=header[idx] if header else "id")
         ident = f"{split}-{row.fields[idx] if idx is not None else number}"
         if ident in seen:
             raise DataError(path, row.line, f"duplicate example id {ident!r} (first on line {seen[ident]})", key="id")

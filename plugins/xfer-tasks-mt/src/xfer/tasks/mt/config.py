@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,3 +43,21 @@ class ParallelConfig:
             raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
         if "{split}" not in self.file_pattern or "{lang}" not in self.file_pattern:
             raise ValueError(f"file_pattern must contain {{split}} and {{lang}}, not {self.file_pattern!r}")
+        problem = _pattern_problem(self.file_pattern)
+        if problem:
+            raise ValueError(f"file_pattern {self.file_pattern!r}: {problem}")
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    """Why `pattern.format(split=..., lang=...)` would fail, or None. Checked here so that a
+    stray `{x}` or `{` is reported at the recipe line, not as a KeyError (a "plugin bug") when
+    the files are read."""
+    try:
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(pattern) if name is not None]
+    except ValueError as err:  # a lone { or }
+        return f"{err} (write {{{{ or }}}} for a literal brace)"
+    for name, spec, conversion in fields:
+        if name not in ("split", "lang") or spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            return f"unknown field {shown}: only {{split}} and {{lang}} are replaced (write {{{{ or }}}} for a literal brace)"
+    return None

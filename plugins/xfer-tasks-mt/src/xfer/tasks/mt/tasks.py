@@ -33,6 +33,19 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
         while lines and not lines[-1].strip():
             lines.pop()
+    # An empty line inside a file is the likelier cause of a length mismatch (a sentence lost or
+    # an extra line break shifts every later pair): name it before comparing lengths, which would
+    # point at the end of the shorter file, past the damage.
+    empty = [
+        (number, path)
+        for path, lines in ((source, src), (target, tgt))
+        for number, line in enumerate(lines, start=1)
+        if not line.strip()
+    ]
+    if empty:
+        number, path = min(empty, key=lambda item: item[0])
+        lengths = "" if len(src) == len(tgt) else f" ({source.name} has {len(src)} lines, {target.name} {len(tgt)})"
+        raise DataError(path, number, f"empty line: every sentence needs a translation{lengths}")
     if len(src) != len(tgt):
         shorter, longer = (source, target) if len(src) < len(tgt) else (target, source)
         n = min(len(src), len(tgt))
@@ -43,13 +56,7 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
         )
     if not src:
         raise DataError(source, 1, "no sentences in file")
-    pairs = []
-    for number, (a, b) in enumerate(zip(src, tgt, strict=True), start=1):
-        for path, text in ((source, a), (target, b)):
-            if not text.strip():
-                raise DataError(path, number, "empty line: every sentence needs a translation")
-        pairs.append((number, a.strip(), b.strip()))
-    return pairs
+    return [(number, a.strip(), b.strip()) for number, (a, b) in enumerate(zip(src, tgt, strict=True), start=1)]
 
 
 class ParallelTextTask(Task):

@@ -13,6 +13,8 @@ question is never dropped.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,21 @@ from xfer.core.errors import DataError
 from xfer.core.tasks import Answer, SpanQAExample
 from xfer.core.textfile import read_text
 
+Line = Callable[[], int]
+"""A line number computed only when an error is raised: searching the raw text is O(file size),
+and doing it for every question (as this reader once did, eagerly) made reading the official
+30 MB train-v1.1.json quadratic: about half an hour before training could start."""
+
 
 class _Locator:
     """Finds the line of a JSON string value in the raw text (1 if it cannot be found)."""
 
     def __init__(self, text: str):
         self.text = text
+
+    def at(self, *values: Any) -> Line:
+        """The line of the first of `values` found, searched for when called (on an error)."""
+        return lambda: self.line(*values)
 
     def line(self, *values: Any) -> int:
         for value in values:
@@ -38,44 +49,106 @@ class _Locator:
         return 1
 
 
-def _require(obj: Any, key: str, kind: type | tuple[type, ...], path: Path, line: int, where: str) -> Any:
+# A UTF-16 surrogate on its own: JSON's `\ud800` escape decodes to one, which is not a Unicode
+# character (it cannot be encoded as UTF-8; the tokenizer fails on it with a bare TypeError).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _DuplicateKey(Exception):
+    """Raised by `_no_duplicate_keys` while parsing; turned into a DataError by `read_squad`."""
+
+    def __init__(self, key: str, anchors: list[str]):
+        super().__init__(key)
+        self.key, self.anchors = key, anchors  # string values of the object, to locate its line
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads` hook: a key twice in one object is an error. JSON parsers keep the last value
+    silently, so `{"id": "a", ..., "id": "b"}` (a hand-merged file) lost a question's id or answers."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                # the question id first: it is the most distinctive string of a question
+                anchors = [v for k, v in sorted(pairs, key=lambda kv: kv[0] != "id") if isinstance(v, str)]
+                raise _DuplicateKey(key, anchors)
+            seen.add(key)
+    return obj
+
+
+def _require(obj: Any, key: str, kind: type | tuple[type, ...], path: Path, line: Line, where: str) -> Any:
     if not isinstance(obj, dict):
-        raise DataError(path, line, f"{where}: expected a JSON object, found {type(obj).__name__}")
+        raise DataError(path, line(), f"{where}: expected a JSON object, found {type(obj).__name__}")
     if key not in obj:
-        raise DataError(path, line, f"missing key in {where}", key=key)
+        raise DataError(path, line(), f"missing key in {where}", key=key)
     value = obj[key]
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise DataError(path, line, f"{where}: expected {names}, found {type(value).__name__}", key=key)
+        raise DataError(path, line(), f"{where}: expected {names}, found {type(value).__name__}", key=key)
+    if isinstance(value, str) and (bad := _SURROGATE.search(value)):
+        raise DataError(
+            path,
+            line(),
+            f"{where}: lone surrogate escape \\u{ord(bad.group()):04x} at character {bad.start()} "
+            "(not a Unicode character; write the character itself or a complete surrogate pair)",
+            key=key,
+        )
+    return value
+
+
+def _require_text(obj: Any, key: str, path: Path, line: Line, where: str) -> str:
+    """A string field that must hold a word: an empty question id or answer text is a broken
+    record (the official scorer silently drops empty v2 answers; an empty id cannot be keyed)."""
+    value = _require(obj, key, str, path, line, where)
+    if not value.strip():
+        raise DataError(path, line(), f"{where}: empty {'answer text' if key == 'text' else key} {value!r}", key=key)
     return value
 
 
 def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
     """All questions of a SQuAD file in file order, with every gold answer.
 
-    Checks: well-formed JSON, required keys and their types, unique question ids, each
-    `answer_start` pointing at its answer text in the context, and `is_impossible` consistent
-    with the answers (v2) or absent/false (v1, which has no unanswerable questions).
+    Checks: well-formed JSON without duplicate keys or lone surrogate escapes, required keys and
+    their types, unique non-empty question ids, non-empty answer texts, each `answer_start`
+    pointing at its answer text in the context, and `is_impossible` consistent with the answers
+    (v2) or absent/false (v1, which has no unanswerable questions).
     `plausible_answers` of unanswerable v2 questions are not kept.
     """
     text = read_text(path)
+    locate = _Locator(text)
     try:
-        root = json.loads(text)
+        root = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as err:
         raise DataError(path, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})") from None
-    locate = _Locator(text)
-    articles = _require(root, "data", list, path, 1, "top level")
+    except _DuplicateKey as dup:
+        raise DataError(
+            path,
+            locate.line(*dup.anchors),
+            f"key {dup.key!r} twice in one JSON object (a JSON reader would keep only the last value)",
+            key=dup.key,
+        ) from None
+    articles = _require(root, "data", list, path, lambda: 1, "top level")
     examples: list[SpanQAExample] = []
     seen: set[str] = set()
     for a, article in enumerate(articles):
         title = article.get("title", "") if isinstance(article, dict) else ""
-        paragraphs = _require(article, "paragraphs", list, path, locate.line(title), f"data[{a}]")
+        paragraphs = _require(article, "paragraphs", list, path, locate.at(title), f"data[{a}]")
+        if "title" in article:  # optional, but a title of null or 3 became the text 'None' or '3'
+            title = _require(
+                article,
+                "title",
+                str,
+                path,
+                locate.at(_first_qid(paragraphs[0]) if paragraphs else None),
+                f"data[{a}]",
+            )
         for p, paragraph in enumerate(paragraphs):
             where = f"data[{a}].paragraphs[{p}]"
-            context = _require(paragraph, "context", str, path, locate.line(_first_qid(paragraph), title), where)
-            qas = _require(paragraph, "qas", list, path, locate.line(context, title), where)
+            context = _require(paragraph, "context", str, path, locate.at(_first_qid(paragraph), title), where)
+            qas = _require(paragraph, "qas", list, path, locate.at(context, title), where)
             for q, qa in enumerate(qas):
-                examples.append(_question(qa, context, str(title), f"{where}.qas[{q}]", path, locate, version, seen))
+                examples.append(_question(qa, context, title, f"{where}.qas[{q}]", path, locate, version, seen))
     if not examples:
         raise DataError(path, 1, "no questions in file")
     return examples
@@ -94,34 +167,34 @@ def _question(
     qa: Any, context: str, title: str, where: str, path: Path, locate: _Locator, version: int, seen: set[str]
 ) -> SpanQAExample:
     hint = qa.get("question") if isinstance(qa, dict) else None
-    qid = _require(qa, "id", str, path, locate.line(hint), where)
-    line = locate.line(qid)
+    qid = _require_text(qa, "id", path, locate.at(hint), where)
+    line = locate.at(qid)
     where = f"question {qid!r}"
     if qid in seen:
-        raise DataError(path, line, f"duplicate question id {qid!r}", key="id")
+        raise DataError(path, line(), f"duplicate question id {qid!r}", key="id")
     seen.add(qid)
     question = _require(qa, "question", str, path, line, where)
     raw_answers = _require(qa, "answers", list, path, line, where)
     impossible = qa.get("is_impossible", False)
     if not isinstance(impossible, bool):
-        raise DataError(path, line, f"{where}: expected true/false, found {impossible!r}", key="is_impossible")
+        raise DataError(path, line(), f"{where}: expected true/false, found {impossible!r}", key="is_impossible")
     if version == 1 and impossible:
-        raise DataError(path, line, f"{where} is unanswerable (is_impossible), which SQuAD 1.1 has not: use squad/v2")
+        raise DataError(path, line(), f"{where} is unanswerable (is_impossible), which SQuAD 1.1 has not: use squad/v2")
     if impossible and raw_answers:
-        raise DataError(path, line, f"{where} is_impossible but has {len(raw_answers)} answers", key="answers")
+        raise DataError(path, line(), f"{where} is_impossible but has {len(raw_answers)} answers", key="answers")
     if not impossible and not raw_answers:
         hint = " (set is_impossible: true for an unanswerable question)" if version == 2 else ""
-        raise DataError(path, line, f"{where} has no answers{hint}", key="answers")
+        raise DataError(path, line(), f"{where} has no answers{hint}", key="answers")
     answers = []
     for i, answer in enumerate(raw_answers):
         answer_where = f"{where}, answer {i}"
-        answer_text = _require(answer, "text", str, path, line, answer_where)
+        answer_text = _require_text(answer, "text", path, line, answer_where)
         start = _require(answer, "answer_start", int, path, line, answer_where)
         found = context[start : start + len(answer_text)] if start >= 0 else None
         if found != answer_text:
             raise DataError(
                 path,
-                line,
+                line(),
                 f"{answer_where}: answer_start {start} does not match the answer text {answer_text!r} "
                 f"(the context there reads {found!r})",
                 key="answer_start",
