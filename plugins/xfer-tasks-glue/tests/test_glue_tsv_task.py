@@ -232,3 +232,29 @@ def test_empty_id_column_value_is_an_error(tmp_path):
     )
     with pytest.raises(DataError, match=r"train\.tsv:3: id: empty example id"):
         t.examples("train")
+
+
+def test_a_metric_components_version_is_part_of_the_stage_fingerprint(tmp_path, monkeypatch):
+    """Metrics are named by plain string (`metrics: [metricplug.agree]`), not as component
+    references, so a new version of the metric's plugin left the scored stage "completed"."""
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.fingerprint import FileHasher, stage_signature
+    from xfer.testing import make_host, write_recipe
+    from xfer.transformer.testing import tiny_finetune_recipe
+
+    (tmp_path / "metricplug_mod.py").write_text(PLUGIN)
+    (tmp_path / "metricplug_v2.py").write_text(PLUGIN.replace('version="1"', 'version="2"'))
+    (tmp_path / "train.tsv").write_text("t\ty\na\tpos\nb\tneg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = "{name: glue/tsv, train: train.tsv, dev: train.tsv, text_a_column: t, label_column: y, labels: [neg, pos], metrics: [metricplug.agree]}"
+    path = write_recipe(tmp_path, tiny_finetune_recipe(task))
+
+    def signature(module: str):
+        host = make_host([module], autoload=True)
+        recipe = load_recipe(path, host=host)
+        [plan] = [p for p in recipe.stages.values() if p.kind == "transformer.finetune"]
+        return stage_signature(plan, recipe.seed, {d: "x" for d in plan.deps}, host, FileHasher())
+
+    first, second = signature("metricplug_mod"), signature("metricplug_v2")
+    assert first.parts["components"]["metric metricplug.agree"]["version"] == "1"
+    assert first.fingerprint != second.fingerprint

@@ -4,8 +4,9 @@ A stage is skipped only when everything it depends on is unchanged. Its fingerpr
 
 - `config`: its resolved config (defaults filled in, paths absolute; a knob declared with
   `unsigned_at=V` is left out while it holds V) and the recipe seed;
-- `components`: the stage component and every task/objective its config names, each with its
-  component version and the name and version of the distribution that provides it;
+- `components`: the stage component and every task/objective its config names (and every metric
+  it names by string), each with its component version and the name and version of the
+  distribution that provides it;
 - `inputs`: the *contents* of every file it reads from outside the run — every path-typed value
   of its config at any depth (task data files, `init:` folders, every file a glob matches: the
   matched list itself is signed, so a new file that matches is a change);
@@ -193,6 +194,15 @@ def component_refs(value: Any) -> list[ComponentRef]:
     return [node for _, node in config_nodes(value, "") if isinstance(node, ComponentRef)]
 
 
+def metric_names(value: Any, host: PluginHost) -> list[str]:
+    """Every string in a config, at any depth, that names a registered metric component. Task configs
+    name metrics by plain string (`metrics: [kappa]`), not as component references, so a metric
+    plugin's new version did not re-run the stages that score with it."""
+    return sorted(
+        {node for _, node in config_nodes(value, "") if isinstance(node, str) and host.find("metric", node) is not None}
+    )
+
+
 def sign(parts: dict[str, Any]) -> Signature:
     """Hash the parts as canonical JSON: equal values give equal fingerprints however they were
     written (`epochs=2` in a Python default and `epochs: 2.0` read back from YAML are one value)."""
@@ -222,6 +232,10 @@ def stage_signature(
     for ref in component_refs(plan.config):
         spec = host.find(ref.kind, ref.name)
         components[f"{ref.kind} {ref.name}"] = _component(spec.version, spec.provider) if spec else None
+    for name in metric_names(plan.config, host):  # named as plain strings (glue/tsv's `metrics: [...]`)
+        spec = host.find("metric", name)
+        assert spec is not None
+        components[f"metric {name}"] = _component(spec.version, spec.provider)
     return sign(
         {
             "config": plan.resolved(signing=True),
