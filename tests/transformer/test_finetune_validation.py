@@ -126,7 +126,8 @@ def test_an_empty_split_from_a_task_is_an_error_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, split: str
 ) -> None:
     """A task plugin whose reader yields nothing gets one line naming task and split, not a
-    ValueError from deep in the batching or the metrics after training."""
+    ValueError from deep in the batching or the metrics after training; and from the pre-flight,
+    not after every upstream stage has run."""
     from xfer.core.toy.tasks import ToyAgreementTask
 
     original = ToyAgreementTask.examples
@@ -142,8 +143,11 @@ def test_an_empty_split_from_a_task_is_an_error_naming_it(
     )
     assert cli.main(["run", str(write_recipe(tmp_path, text)), "--run-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert f"error: toy/agreement: the {'training' if split == 'train' else 'dev'} set is empty" in err
+    assert (
+        f"stage 'finetune', task 'toy/agreement': the {'training' if split == 'train' else 'dev'} set is empty" in err
+    )
     assert "Traceback" not in err
+    assert not (tmp_path / "run/corpus/outputs").exists(), "found by the pre-flight, before any stage ran"
 
 
 def test_a_preset_next_to_init_is_an_error_not_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

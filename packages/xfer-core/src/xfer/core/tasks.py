@@ -195,6 +195,8 @@ class Task(abc.ABC):
                 check_examples(self, split, examples)
             except UserError as exc:
                 add(exc)
+            if not examples and split in ("train", "dev"):  # the stage refuses it too, after upstream stages ran
+                add(empty_split(self, split))
         return problems
 
     @property
@@ -255,8 +257,13 @@ def nonempty_examples(task: Task, split: Split) -> list[Example]:
     examples = task.examples(split)
     check_examples(task, split, examples)
     if not examples:
-        raise UserError(f"{task.name}: the {'training' if split == 'train' else split} set is empty")
+        raise empty_split(task, split)
     return examples
+
+
+def empty_split(task: Task, split: Split) -> UserError:
+    """The error for a split without examples (an empty file, a filter that kept nothing)."""
+    return UserError(f"{task.name}: the {'training' if split == 'train' else split} set is empty")
 
 
 # --- the contract, checked -------------------------------------------------------------------
