@@ -199,6 +199,18 @@ BROKEN_CONFIGS = {
         "default 'no' does not fit its type: expected true or false, got str",
         "lowercase:",
     ),
+    "literal_default_outside_its_choices": (
+        "from typing import Literal\n\n@dataclass\nclass Config:\n    mode: Literal['a', 'b'] = knob('c', 'Mode.')\n",
+        "mode",
+        "default 'c' does not fit its type: 'c' is not one of 'a', 'b'",
+        "mode:",
+    ),
+    "fractional_int_default": (
+        "@dataclass\nclass Config:\n    steps: int = knob(1.5, 'Steps.')\n",
+        "steps",
+        "default 1.5 does not fit its type: expected an integer, got float",
+        "steps:",
+    ),
     "wrong_nested_default": (
         "@dataclass\nclass Inner:\n    lr: float = knob('fast', 'Rate.')\n\n"
         "@dataclass\nclass Config:\n    inner: Inner = knob(Inner(), 'Inner.')\n",

@@ -681,12 +681,13 @@ def note_owner(cls: type, owner: str) -> None:
 
 
 def _default_problem(value: Any, tp: Any) -> str | None:
-    """Why a Python default clearly does not fit its field's scalar type, or None.
+    """Why a Python default clearly does not fit its field's type, or None.
 
-    Only clear scalar mismatches count: a non-bool for `bool`, a str/bool/path for `int` or
-    `float`, a non-str (a Path too) for `str`. None (the `x: int = None` idiom), NaN, paths with
-    `${VAR}`, containers and types a recipe cannot set are left alone: only a recipe's values are
-    held to the recipe's rules."""
+    Clear scalar mismatches count: a non-bool for `bool`, a str/bool/path or a non-integral float
+    (1.5) for `int`, a str/bool/path for `float`, a non-str (a Path too) for `str`, a `Literal`
+    default outside its choices (recipe.resolved.yaml would then fail validation). None (the
+    `x: int = None` idiom), NaN, paths with `${VAR}`, containers (their items too: plugins that
+    loaded before these checks keep loading) and types a recipe cannot set are left alone."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if value is None:
         return None
@@ -699,9 +700,15 @@ def _default_problem(value: Any, tp: Any) -> str | None:
         if any(_default_problem(value, m) is None for m in members):
             return None
         return f"expected {type_name(tp)}, got {type(value).__name__}"
+    if origin is Literal:
+        return None if value in args else f"{value!r} is not one of {', '.join(repr(a) for a in args)}"
     if tp is bool:
         ok = isinstance(value, bool)
-    elif tp in (int, float):
+    elif tp is int:  # a recipe's int takes 1e4 or 2.0, not 1.5
+        ok = not isinstance(value, (str, bytes, bool, os.PathLike)) and (
+            not isinstance(value, float) or value.is_integer()
+        )
+    elif tp is float:
         ok = not isinstance(value, (str, bytes, bool, os.PathLike))
     elif tp is str:
         ok = isinstance(value, str)
