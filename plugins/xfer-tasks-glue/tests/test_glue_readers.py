@@ -211,6 +211,13 @@ def test_bad_encoding(tmp_path):
     expect_error(tmp_path, RTETask, "train", f"{path}:4", "not valid UTF-8")
 
 
+def test_a_nul_byte_names_its_line_and_column(tmp_path):
+    """A NUL byte passed the reader; the WordPiece normaliser then deleted it without a space,
+    merging two words ("Re\\x00eve" became "Reeve") without a word."""
+    path = write(tmp_path / "train.tsv", RTE + "2\tRe\x00eve\tB\tentailment\n")
+    expect_error(tmp_path, RTETask, "train", f"{path}:4", "encoding: NUL byte at column 5")
+
+
 def test_duplicate_index(tmp_path):
     path = write(tmp_path / "train.tsv", RTE + "1\tE.\tF.\tentailment\n")
     expect_error(tmp_path, RTETask, "train", f"{path}:4", "duplicate example id 'train-1'")

@@ -1,8 +1,8 @@
 """Reading text data files with errors that name the file and line.
 
 Every reader in every plugin needs the same thing: bytes -> UTF-8 text, with a missing file, an
-unreadable file, a bad byte (reported at its line and column) or an empty file turned into a
-`DataError` rather than a traceback. A leading byte-order mark (GLUE's MRPC files have one) is
+unreadable file, a bad byte or a NUL byte (reported at its line and column) or an empty file turned
+into a `DataError` rather than a traceback. A leading byte-order mark (GLUE's MRPC files have one) is
 dropped. `split_lines` is the one way line-based readers cut the text into lines.
 """
 
@@ -37,6 +37,13 @@ def not_utf8(path: str | Path, byte: int, column: int) -> str:
     return f"{message}: the file is {kind}-compressed; decompress it first" if kind else message
 
 
+def nul_byte(column: int) -> str:
+    """The message for a NUL byte in a text file. Valid UTF-8, but no text has one: it marks a binary
+    or damaged file, and the WordPiece normaliser (as BERT's) deletes it without a space, merging
+    the words on either side ("Re\\x00eve" read as "Reeve") without a word."""
+    return f"NUL byte at column {column}: a binary or damaged file? (text files hold none)"
+
+
 def read_error(path: Path, error: OSError) -> DataError:
     """The `DataError` for a file that cannot be opened or read (for readers that stream)."""
     if isinstance(error, FileNotFoundError):
@@ -66,6 +73,8 @@ def stream_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     ) from None
                 if number == 1:
                     text = text.removeprefix("\ufeff")
+                if "\x00" in text:
+                    raise DataError(path, number, nul_byte(text.index("\x00") + 1), key="encoding")
                 yield number, text.rstrip("\r\n")
     except OSError as error:
         raise read_error(path, error) from None
@@ -84,6 +93,10 @@ def read_text(path: str | Path, *, allow_empty: bool = False) -> str:
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         raise DataError(path, line, not_utf8(path, data[err.start], column), key="encoding") from None
     text = text.removeprefix("\ufeff")
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise DataError(path, line, nul_byte(nul - (text.rfind("\n", 0, nul) + 1) + 1), key="encoding")
     if not allow_empty and not text.strip():
         raise DataError(path, 1, "file is empty")
     return text

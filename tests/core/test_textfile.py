@@ -1,0 +1,17 @@
+"""xfer.core.textfile: the one way readers turn bytes into text, with errors at file:line."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_text_readers_refuse_a_nul_byte_at_its_line_and_column(tmp_path) -> None:
+    """Both ways of reading a text file (whole and streamed) name the line and column of a NUL."""
+    from xfer.core.errors import DataError
+    from xfer.core.textfile import read_text, stream_lines
+
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"first line\nab\x00cd\n")
+    for read in (read_text, lambda p: list(stream_lines(p))):
+        with pytest.raises(DataError, match=r"t\.txt:2: encoding: NUL byte at column 3"):
+            read(path)
