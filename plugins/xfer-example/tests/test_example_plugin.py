@@ -98,6 +98,7 @@ def test_reader_and_metrics(tmp_path: Path) -> None:
         ('{"text": "ok"}\n', r"train.jsonl:1: label: missing label"),
         ("\n\n", r"train.jsonl: file has no examples"),
         ('["text"]\n', r"train.jsonl:1: each line must be a JSON object"),
+        ('{"text": "ok", "label": "pos"}\n{"text": "a\\ud800b", "label": "pos"}\n', r"train.jsonl:2: text: lone surr"),
     ],
 )
 def test_bad_input_names_file_and_line(tmp_path: Path, content: str, message: str) -> None:

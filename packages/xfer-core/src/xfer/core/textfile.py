@@ -8,6 +8,7 @@ dropped. `split_lines` is the one way line-based readers cut the text into lines
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +36,22 @@ def not_utf8(path: str | Path, byte: int, column: int) -> str:
         return message
     kind = next((name for magic, name in _COMPRESSED.items() if start.startswith(magic)), None)
     return f"{message}: the file is {kind}-compressed; decompress it first" if kind else message
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The message for a lone UTF-16 surrogate in `text`, or None. JSON's `\\ud800` escape decodes
+    to one: not a Unicode character (UTF-8 cannot encode it), on which the tokenizer fails with a
+    bare TypeError, long after the reader accepted it. A complete pair decodes to its character."""
+    bad = _LONE_SURROGATE.search(text)
+    if bad is None:
+        return None
+    return (
+        f"lone surrogate escape \\u{ord(bad.group()):04x} at character {bad.start()} (not a Unicode character; "
+        "write the character itself or a complete surrogate pair)"
+    )
 
 
 def nul_byte(column: int) -> str:

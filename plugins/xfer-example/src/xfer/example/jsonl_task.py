@@ -16,7 +16,7 @@ from typing import Any
 from xfer.core import DataError, ExistingPath, FieldError, knob
 from xfer.core.metrics import accuracy, f1
 from xfer.core.tasks import Example, SentenceExample, Split, Task, missing_predictions
-from xfer.core.textfile import read_text
+from xfer.core.textfile import lone_surrogate, read_text
 
 
 @dataclass
@@ -93,6 +93,8 @@ class JsonlTask(Task):
             raise DataError(path, line, "missing or empty", key=field)
         if not isinstance(value, str | int):
             raise DataError(path, line, f"expected a string, got {type(value).__name__}", key=field)
+        if isinstance(value, str) and (bad := lone_surrogate(value)):
+            raise DataError(path, line, bad, key=field)
         return value
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:

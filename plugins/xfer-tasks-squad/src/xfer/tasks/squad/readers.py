@@ -13,14 +13,13 @@ question is never dropped.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError
 from xfer.core.tasks import Answer, SpanQAExample
-from xfer.core.textfile import read_text
+from xfer.core.textfile import lone_surrogate, read_text
 
 Line = Callable[[], int]
 """A line number computed only when an error is raised: searching the raw text is O(file size),
@@ -47,11 +46,6 @@ class _Locator:
                 if position >= 0:
                     return self.text.count("\n", 0, position) + 1
         return 1
-
-
-# A UTF-16 surrogate on its own: JSON's `\ud800` escape decodes to one, which is not a Unicode
-# character (it cannot be encoded as UTF-8; the tokenizer fails on it with a bare TypeError).
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _DuplicateKey(Exception):
@@ -86,14 +80,8 @@ def _require(obj: Any, key: str, kind: type | tuple[type, ...], path: Path, line
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise DataError(path, line(), f"{where}: expected {names}, found {type(value).__name__}", key=key)
-    if isinstance(value, str) and (bad := _SURROGATE.search(value)):
-        raise DataError(
-            path,
-            line(),
-            f"{where}: lone surrogate escape \\u{ord(bad.group()):04x} at character {bad.start()} "
-            "(not a Unicode character; write the character itself or a complete surrogate pair)",
-            key=key,
-        )
+    if isinstance(value, str) and (bad := lone_surrogate(value)):
+        raise DataError(path, line(), f"{where}: {bad}", key=key)
     return value
 
 
