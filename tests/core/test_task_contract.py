@@ -121,7 +121,8 @@ def test_duplicate_ids_are_reported_with_both_positions() -> None:
     error = contract_error(task(train=GOOD["train"], dev=dev), "dev")
     assert str(error) == (
         "task 'mine/task' (dev): examples #1 and #3 have the same id 'same-id'; examples() must give every "
-        "example its own id (predictions are keyed by id); plugin bug"
+        "example its own id (predictions are keyed by id): a duplicate id in the data that the task's reader let "
+        "through, or a plugin bug"
     )
     assert error.example_id == "same-id" and error.split == "dev"
 
@@ -129,7 +130,7 @@ def test_duplicate_ids_are_reported_with_both_positions() -> None:
 @pytest.mark.parametrize("ident", [3, "", None])
 def test_ids_must_be_non_empty_strings(ident: Any) -> None:
     error = contract_error(task(train=[SentenceExample(ident, "x", label="a")], dev=GOOD["dev"]), "train")
-    assert f"example #1 has id {ident!r}; ids must be non-empty strings" in str(error)
+    assert f"example #1 has id {ident!r}; ids must be non-empty strings (an empty id in the data" in str(error)
 
 
 # --- 2. label sets and labels outside them ------------------------------------------------------

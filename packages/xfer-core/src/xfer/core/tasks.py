@@ -553,14 +553,18 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
         ident = example.id
         if not isinstance(ident, str) or not ident:
             raise TaskContractError(
-                task.name, split, f"example #{position} has id {ident!r}; ids must be non-empty strings; plugin bug"
+                task.name,
+                split,
+                f"example #{position} has id {ident!r}; ids must be non-empty strings (an empty id in the data that "
+                "the task's reader let through, or a plugin bug)",
             )
         if ident in seen:
             raise TaskContractError(
                 task.name,
                 split,
                 f"examples #{seen[ident]} and #{position} have the same id {ident!r}; examples() must give "
-                "every example its own id (predictions are keyed by id); plugin bug",
+                "every example its own id (predictions are keyed by id): a duplicate id in the data that the "
+                "task's reader let through, or a plugin bug",
                 ident,
             )
         seen[ident] = position
