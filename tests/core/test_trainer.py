@@ -645,3 +645,48 @@ def test_token_counts_are_summed_and_give_tokens_per_second(tmp_path: Path, accu
     for logged in events.split("train").values():
         assert logged["tokens"] == pytest.approx(8.0), "a count per optimizer step, not a per-micro-batch mean"
         assert logged["tokens_per_s"] == pytest.approx(8.0 * logged["steps_per_s"])
+
+
+# --- review fixes: NaN scores, fractional epochs, `auto` precision on GPUs --------------------------
+
+
+@pytest.mark.parametrize("greater", [True, False])
+def test_a_nan_evaluation_is_never_the_best(tmp_path: Path, greater: bool) -> None:
+    """A first evaluation scoring NaN must not pin `best` to step 1 (NaN compares False with
+    everything, so nothing would ever beat it and `select: best` would keep a barely trained model)."""
+    scores = [float("nan"), 0.5, 0.9, float("nan")]
+    t = make(tmp_path, evaluator=ScriptedEvaluator(scores, greater_is_better=greater), steps=4, eval_every=1)
+    result = t.fit()
+    assert result.best_metric == (0.9 if greater else 0.5)
+    assert result.best_checkpoint == tmp_path / "checkpoints" / f"step-{3 if greater else 2:07d}"
+
+
+def test_a_nan_best_stored_by_an_older_run_is_beaten_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make(tmp_path, steps=2, checkpoint_every=2).fit()
+    real_load_state = ckpt.load_state  # a checkpoint written before NaN scores were refused
+    monkeypatch.setattr(ckpt, "load_state", lambda path: {**real_load_state(path), "best_metric": float("nan")})
+    result = make(tmp_path, evaluator=ScriptedEvaluator([0.1]), steps=3, eval_every=3).fit()
+    assert result.resumed_from == 2
+    assert result.best_metric == 0.1 and result.best_checkpoint == tmp_path / "checkpoints" / "step-0000003"
+
+
+def test_fractional_epochs_are_not_rounded_up_by_float_noise(tmp_path: Path) -> None:
+    """1.1 epochs of 50 steps is 55 steps; the binary product 55.00000000000001 must not make it 56."""
+    assert make(tmp_path, n=400, epochs=1.1).total_steps == 55  # 400 examples / batch 8 = 50 steps per epoch
+    assert make(tmp_path, n=200, epochs=2.2).total_steps == 55
+    assert make(tmp_path, n=40, epochs=0.5).total_steps == 3, "a partial step still counts"
+    assert make(tmp_path, n=40, epochs=1e-6).total_steps == 1
+
+
+def test_auto_precision_does_not_pick_emulated_bf16_on_older_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A T4/V100 emulates bf16 (slower than fp32): `torch.cuda.is_bf16_supported()` says yes by default,
+    `auto` must ask for native support only."""
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:  # a pre-Ampere GPU
+        return including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    assert resolve_precision("auto", torch.device("cuda")) is None
+    assert resolve_precision("bf16", torch.device("cuda")) is torch.bfloat16, "asked for explicitly: honoured"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # Ampere+
+    assert resolve_precision("auto", torch.device("cuda")) is torch.bfloat16

@@ -1202,3 +1202,13 @@ def test_an_objective_that_is_not_a_pretraining_objective_is_refused_before_trai
     with pytest.raises(UserError, match=expected):
         run_recipe(recipe, tmp_path / "run", host=plugin_host, log=lambda *a: None)
     assert not list((tmp_path / "run").glob("fit/checkpoints/step-*"))
+
+
+def test_epochs_count_steps_as_the_trainer_does_without_float_noise() -> None:
+    """1.1 epochs of 50 batches is 55.00000000000001 in binary floats: a bare ceil planned a 56th step
+    (the original ELECTRA code, like the shared trainer, trains 55)."""
+    from xfer.core.trainer import epoch_steps
+    from xfer.electra.stage import steps_for_epochs
+
+    assert steps_for_epochs(1.1, 400, 8) == epoch_steps(1.1, 50) == 55
+    assert steps_for_epochs(0.01, 10, 8) == 1 and steps_for_epochs(2.5, 401, 8) == 128

@@ -66,7 +66,13 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     if precision == "bf16":
         return torch.bfloat16
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+        # Plain `is_bf16_supported()` also says yes for pre-Ampere GPUs (T4, V100) that only emulate
+        # bf16: slower than fp32 there, the opposite of what `auto` promises.
+        try:
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # torch < 2.4 has no `including_emulation` (and counted native support only)
+            native = torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if native else None
     if device.type == "cpu":
         return torch.bfloat16 if _cpu_has_fast_bf16() else None
     return None
@@ -79,6 +85,15 @@ def _cpu_has_fast_bf16() -> bool:
     except OSError:
         return False
     return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def epoch_steps(epochs: float, steps_per_epoch: int) -> int:
+    """Optimizer steps for `epochs` passes: a partial last step counts (ceil), at least one.
+
+    The product is rounded to 9 decimals first: binary floats make e.g. `1.1 * 50` come out as
+    55.00000000000001, and a bare ceil would train a 56th step that the user did not ask for (the
+    original ELECTRA code, `int(steps_per_epoch * epochs)`, trains 55)."""
+    return max(1, math.ceil(round(epochs * steps_per_epoch, 9)))
 
 
 class EMA:
@@ -218,7 +233,7 @@ class Trainer:
             what = "train.steps must be set" if config.steps is None else f"train.{epoch_knobs[0]} cannot be 'epoch'"
             raise UserError(f"{type(data).__name__} has no epochs (steps_per_epoch is None): {what}")
         self.total_steps = (
-            config.steps if config.steps is not None else max(1, math.ceil(config.epochs * self.steps_per_epoch))
+            config.steps if config.steps is not None else epoch_steps(config.epochs, self.steps_per_epoch)
         )
         warmup = (
             config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
@@ -496,8 +511,11 @@ class Trainer:
         if self.events is not None:
             self.events.log(self.step, "dev", results)
         value = results[self.evaluator.main_metric]
-        better = self.best_metric is None or (
-            value > self.best_metric if self.evaluator.greater_is_better else value < self.best_metric
+        # A NaN score is never the best: every comparison with NaN is False, so a NaN taken as the
+        # first "best" would stay best for the whole run and `select: best` would keep that checkpoint.
+        better = not math.isnan(value) and (
+            self.best_metric is None
+            or (value > self.best_metric if self.evaluator.greater_is_better else value < self.best_metric)
         )
         if better:
             self.best_metric = value
@@ -553,7 +571,8 @@ class Trainer:
         self.data.load_state_dict(state["data"])
         self.step = state["step"]
         self._last_good_step = self.step
-        self.best_metric = state.get("best_metric")
+        best = state.get("best_metric")
+        self.best_metric = None if best is None or math.isnan(best) else best  # NaN: written before NaN was refused
         self.last_eval = state.get("last_eval") or {}
         self._seconds_before = float(state.get("seconds", 0.0))  # 0 from checkpoints older than the field
         tensors = ckpt.load_tensors(path, "rng")

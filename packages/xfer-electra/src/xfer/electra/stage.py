@@ -31,7 +31,7 @@ from xfer.core import distributed as dist
 from xfer.core.atomic import read_json
 from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
-from xfer.core.trainer import Trainer
+from xfer.core.trainer import Trainer, epoch_steps
 from xfer.electra import flops
 from xfer.electra.checks import init_generator_vocabulary
 from xfer.electra.config import GeneratorConfig
@@ -432,7 +432,7 @@ def steps_for_epochs(epochs: float, examples: int | None, batch_size: int) -> in
         raise ValueError("train.epochs needs the packed corpus's size, which a stream does not have: set train.steps")
     if examples == 0:
         raise ValueError("the packed corpus is empty")
-    return max(1, math.ceil(epochs * math.ceil(examples / batch_size)))
+    return epoch_steps(epochs, math.ceil(examples / batch_size))
 
 
 def objective_settings(config: PretrainConfig) -> Any:
