@@ -985,11 +985,19 @@ def test_a_malformed_streamed_data_file_is_a_data_error_naming_it(
 @pytest.mark.parametrize(
     ("name", "text", "where"),
     [
-        ("bad.jsonl", '{"text": "aaa aa"}\n\n{"text": "bbb" oops}\n', r"bad\.jsonl:3: not valid JSON at column 16: Expecting ',' delimiter"),
+        (
+            "bad.jsonl",
+            '{"text": "aaa aa"}\n\n{"text": "bbb" oops}\n',
+            r"bad\.jsonl:3: not valid JSON at column 16: Expecting ',' delimiter",
+        ),
         ("list.jsonl", '{"text": "aaa aa"}\n["bbb"]\n', r"list\.jsonl:2: a JSON list, not an object"),
         ("ragged.csv", 'text,x\n"aaa\naa",1\nbbb,2,3\n', r"ragged\.csv:4: 3 fields where the header line has 2"),
         ("ragged.tsv", "text\tx\naaa\t1\nbbb\t2\tc\n", r"ragged\.tsv:3: 3 fields where the header line has 2"),
-        ("latin1.jsonl", '{"text": "aaa"}\n{"text": "caf\xe9"}\n', r"latin1\.jsonl:2: encoding: not valid UTF-8 \(byte 0xe9 at column 14\)"),
+        (
+            "latin1.jsonl",
+            '{"text": "aaa"}\n{"text": "caf\xe9"}\n',
+            r"latin1\.jsonl:2: encoding: not valid UTF-8 \(byte 0xe9 at column 14\)",
+        ),
     ],
 )
 def test_a_malformed_local_data_file_names_its_line(
