@@ -180,3 +180,76 @@ def test_xfer_warnings_read_as_warning_lines_and_other_libraries_keep_pythons_fo
     assert raised_in_xfer == "warning: x\n"
     theirs = warnings.formatwarning("deprecated", DeprecationWarning, "/venv/site-packages/torch/nn/x.py", 12)
     assert theirs.startswith("/venv/site-packages/torch/nn/x.py:12: DeprecationWarning: deprecated")
+
+
+class _ClosedPipe:
+    """stdout after the reader of `xfer run ... | head` exited."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("no descriptor here")
+
+
+def test_a_run_whose_output_pipe_closed_is_not_a_success(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`xfer run r.yaml | head -1` stopped the run at its next line of output and exited 0, so a
+    script (or `make`) took a run cut after its first stage for a finished one."""
+    from xfer.testing import write_recipe
+
+    recipe = write_recipe(tmp_path, "stages:\n  c: {kind: toy.corpus, sentences: 5}\n")
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 141
+    assert "the run's output pipe was closed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("number", [122, 27])  # EDQUOT, EFBIG: on a disk that still has free space
+def test_a_quota_or_file_size_limit_met_by_safetensors_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, number: int
+) -> None:
+    """safetensors reports an OS error as SafetensorError("... (os error N)"), which is no OSError:
+    only a nearly full disk was recognised, so a quota or `ulimit -f` ended the run in a traceback."""
+    from safetensors import SafetensorError
+
+    from xfer.core import checkpoint
+    from xfer.testing import write_recipe
+
+    from .recipes import FIT
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise SafetensorError(f"Error while serializing: I/O error: {os.strerror(number)} (os error {number})")
+
+    monkeypatch.setattr(checkpoint, "save_model", refused)
+    recipe = write_recipe(tmp_path, FIT)
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"fit/checkpoints/.tmp-step-0000005-{os.getpid()}: {os.strerror(number)}; fix that" in err
+    assert not list((tmp_path / "run/fit/checkpoints").glob(".tmp-*")), "no half-written checkpoint left"
+
+
+def test_a_full_disk_met_by_a_stage_export_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stage's own safetensors export (outside the checkpoint code) meeting a full disk raised
+    SafetensorError, no OSError: a traceback instead of the full-disk line."""
+    from safetensors import SafetensorError
+
+    from xfer.core.runs import runner
+
+    def export(*args: object, **kwargs: object) -> None:
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(runner, "run_recipe", export)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("stages:\n  c: {kind: toy.corpus, sentences: 5}\n")
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: No space left on device (Error while serializing") and err.count("\n") == 1

@@ -221,3 +221,38 @@ def test_rows_of_several_runs_name_their_run(tmp_path: Path, capsys: pytest.Capt
     assert capsys.readouterr().out.splitlines()[2].startswith("| finetune | toy/agreement |")
     assert cli.main(["results", f"{a}+{b}"]) == 0  # one pool: one row source, no run column
     assert capsys.readouterr().out.splitlines()[2].startswith("| finetune (pooled) |")
+
+
+@pytest.mark.parametrize(
+    ("status", "held", "shown"),
+    [
+        ("invalidated", False, "invalidated"),
+        ("running", True, "running"),
+        ("running", False, "interrupted"),  # its run was killed: nobody holds the lock
+        ("interrupted", False, "interrupted"),
+        ("failed", False, "failed"),
+    ],
+)
+def test_results_left_by_an_unfinished_or_outdated_attempt_are_marked_and_not_pooled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], status: str, held: bool, shown: str
+) -> None:
+    """A results.json outlives the attempt that wrote it (a stage marked invalidated after a stage it
+    read ran again, or resumed with more trials and then killed): it once showed as a plain row, as
+    if it were the stage's current result, and was pooled as such."""
+    from xfer.core.runs.runlock import RunLock
+
+    run, other = tmp_path / "r", tmp_path / "o"
+    write_run(run, {"finetune": {"toy/agreement": task_result("f1", seeded_runs([1], [50.0]))}})
+    write_run(other, {"finetune": {"toy/agreement": task_result("f1", seeded_runs([2], [60.0]))}})
+    (run / "finetune" / "stage.json").write_text(json.dumps({"status": status, "reason": "upstream ran again"}))
+    lock = RunLock(run).acquire() if held else None
+    try:
+        assert cli.main(["results", str(run)]) == 0
+        out = capsys.readouterr().out
+        assert f"| finetune [{shown}] | toy/agreement | f1 | **50.0** |" in out
+        assert f"{run / 'finetune'} is {shown}: its results.json is left from an attempt" in out
+        assert cli.main(["results", f"{other}+{run}"]) == 2
+        assert f"{run / 'finetune'}: its results are not final ({shown}:" in capsys.readouterr().err
+    finally:
+        if lock is not None:
+            lock.release()

@@ -80,3 +80,16 @@ def test_a_run_dir_that_is_a_file_or_lies_under_one_is_refused_clearly(tmp_path:
     with pytest.raises(RunDirError, match=r"results\.txt/run: cannot be created or written: Not a directory"):
         RunLock(not_a_dir / "run").acquire()
     assert not_a_dir.read_text(encoding="utf-8") == "kept\n"
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    """The lock was opened through a symbolic link at `run/.lock` and truncated and overwritten
+    whatever file the link named with its pid record."""
+    precious = tmp_path / "notes.txt"
+    precious.write_text("precious\n", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / runlock.LOCK_FILE).symlink_to(precious)
+    with pytest.raises(RunDirError, match=r"\.lock is a symbolic link; the run lock must be a plain file"):
+        RunLock(run).acquire()
+    assert precious.read_text(encoding="utf-8") == "precious\n"

@@ -182,7 +182,7 @@ def test_a_run_starting_in_a_new_folder_refuses_a_second_with_its_pid_not_as_for
             run_recipe_file(recipe, run, host_with())
 
 
-@pytest.mark.parametrize("damage", ["truncate", "empty", "list"])
+@pytest.mark.parametrize("damage", ["truncate", "empty", "list", "syntax"])
 def test_a_damaged_resolved_recipe_is_named_and_force_rewrites_it(tmp_path: Path, damage: str) -> None:
     """It was read as-is: `xfer status` printed an empty table, `xfer run` a diff of the whole file."""
     recipe = write_recipe(tmp_path, CHAIN)
@@ -191,11 +191,13 @@ def test_a_damaged_resolved_recipe_is_named_and_force_rewrites_it(tmp_path: Path
     run_recipe_file(recipe, run, host, only={"corpus"})
     resolved = run / "recipe.resolved.yaml"
     text = resolved.read_text()
-    resolved.write_text({"truncate": text[: text.index("corpus") + 4], "empty": "", "list": "- 1\n"}[damage])
-    with pytest.raises(RunDirError, match=r"recipe\.resolved\.yaml is (damaged|unreadable).*--force"):
+    damaged = {"truncate": text[: text.index("corpus") + 4], "empty": "", "list": "- 1\n", "syntax": "stages: [\n"}
+    resolved.write_text(damaged[damage])
+    with pytest.raises(RunDirError, match=r"recipe\.resolved\.yaml is (damaged|unreadable).*--force") as refused:
         run_recipe_file(recipe, run, host, only={"corpus"})
-    with pytest.raises(UserError, match=r"recipe\.resolved\.yaml is (damaged|unreadable)"):
+    with pytest.raises(UserError, match=r"recipe\.resolved\.yaml is (damaged|unreadable)") as unreadable:
         read_status(run, host)
+    assert "\n" not in str(refused.value) + str(unreadable.value), "one line, as every error of the CLI"
     forced = run_recipe_file(recipe, run, host, only={"corpus"}, force=True)
     assert [(s.name, s.action) for s in forced.stages] == [("corpus", "skipped")], "its stage.json still counts"
     assert resolved.read_text() == text
@@ -441,6 +443,9 @@ def test_unreadable_stage_json_starts_the_stage_afresh(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run_recipe_file(recipe, run, host_with())
     (run / "fit/stage.json").write_text('{"status": "runn')  # torn by a crash of an older version
+    [row] = read_status(run, host_with())
+    assert row["status"] == "damaged", "not `pending`, as if it had never run"
+    assert row["reruns_because"] == ["its stage.json is unreadable (truncated or not a JSON object)"]
     again = run_recipe_file(recipe, run, host_with())
     assert [s.action for s in again.stages] == ["ran"]
     lines = (run / "fit/metrics.jsonl").read_text().splitlines()
@@ -588,3 +593,78 @@ def test_only_runs_the_named_stages_and_what_they_read(tmp_path: Path, capsys: p
         assert not (tmp_path / "other").exists()
     finally:
         set_default_host(None)
+
+
+def test_a_damaged_metrics_line_does_not_stop_the_stage_from_completing(tmp_path: Path) -> None:
+    """metrics.jsonl lines without a numeric step or with a non-string split (a hand edit, a damaged
+    file) once made report.md raise after the stage's outputs were written: the stage stayed
+    `running` and every re-run ended in the same traceback."""
+    recipe = write_recipe(tmp_path, FIT)
+    run_recipe_file(recipe, tmp_path / "run", host_with())
+    stage_json = tmp_path / "run/fit/stage.json"
+    state = json.loads(stage_json.read_text())
+    state["status"] = "running"  # killed after its outputs, before it was recorded as completed
+    del state["finished"]
+    stage_json.write_text(json.dumps(state))
+    with open(tmp_path / "run/fit/metrics.jsonl", "a", encoding="utf-8") as out:
+        out.write('{"split": "train", "loss": 1.0}\n{"step": 3, "split": ["train"], "loss": 2.0}\n')
+    run_recipe_file(recipe, tmp_path / "run", host_with())
+    assert json.loads(stage_json.read_text())["status"] == "completed"
+    assert "Stage `fit`" in (tmp_path / "run/fit/report.md").read_text()
+
+
+def test_a_fork_cut_short_is_no_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork killed mid-copy left the source's recipe.resolved.yaml in the target: `--run-dir TARGET`
+    then took it for a run whose completed stages lacked the files not yet copied (read as pruned on
+    purpose, so skipped). The copy is now made without it, the fork's own recipe written last."""
+    import shutil as real_shutil
+
+    from xfer.core.runs import runner
+
+    recipe = write_recipe(tmp_path, CHAIN)
+    run, fork = tmp_path / "run", tmp_path / "fork"
+    host = host_with()
+    run_recipe_file(recipe, run, host, only={"corpus"})
+    copytree = real_shutil.copytree
+
+    def killed_mid_copy(*args: object, **kwargs: object) -> None:
+        monkeypatch.setattr(real_shutil, "copytree", copytree)  # copytree recurses through its global name
+        copytree(*args, **kwargs)
+        for text in (fork / "corpus" / "outputs").rglob("*.txt"):
+            text.unlink()  # not copied yet when it was killed
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner.shutil, "copytree", killed_mid_copy)
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe_file(recipe, run, host, ["stages.first.train.lr=0.02"], fork=fork, only={"corpus"})
+    monkeypatch.undo()
+    with pytest.raises(RunDirError, match=r"not an xfer run directory .*--fork copy cut short"):
+        run_recipe_file(recipe, fork, host, only={"corpus"})
+
+
+def test_a_stage_folder_symlinked_elsewhere_is_unlinked_not_emptied_and_a_file_there_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage folder moved to another disk and linked back (or a fork's copy of such a link, which
+    names the source run's folder) ended a re-run from scratch in `OSError: Cannot call rmtree on a
+    symbolic link`; a file in its place in a NotADirectoryError traceback."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    run, disk = tmp_path / "run", tmp_path / "other-disk"
+    host = host_with()
+    run_recipe_file(recipe, run, host, only={"corpus"})
+    disk.mkdir()
+    shutil.move(run / "corpus", disk / "corpus")
+    (run / "corpus").symlink_to(disk / "corpus")
+    kept = sorted(p.relative_to(disk) for p in disk.rglob("*"))
+    changed = run_recipe_file(recipe, run, host, ["stages.corpus.sentences=40"], force=True, only={"corpus"})
+    assert [(s.name, s.action) for s in changed.stages] == [("corpus", "ran")]
+    assert "was a symbolic link to" in capsys.readouterr().err
+    assert not (run / "corpus").is_symlink() and json.loads((run / "corpus/stage.json").read_text())["status"] == (
+        "completed"
+    )
+    assert sorted(p.relative_to(disk) for p in disk.rglob("*")) == kept, "what the link named is left alone"
+    shutil.rmtree(run / "corpus")
+    (run / "corpus").write_text("my notes\n")
+    with pytest.raises(RunDirError, match=r"corpus is a file, not the stage's folder; move it away"):
+        run_recipe_file(recipe, run, host, force=True, only={"corpus"})
+    assert (run / "corpus").read_text() == "my notes\n"

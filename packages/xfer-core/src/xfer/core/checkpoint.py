@@ -107,7 +107,13 @@ def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, 
     except BaseException as exc:  # a full disk, Ctrl-C: leave no half-written copy taking the space
         full = shutil.disk_usage(directory).free < _FULL_DISK_BYTES
         shutil.rmtree(tmp, ignore_errors=True)
-        if full and not isinstance(exc, OSError):  # torch.save reports ENOSPC as a RuntimeError
+        if isinstance(exc, OSError) or not isinstance(exc, Exception):
+            raise
+        reported = _OS_ERROR.search(str(exc))  # safetensors: "I/O error: Disk quota exceeded (os error 122)"
+        if reported:
+            number = int(reported.group(1))
+            raise OSError(number, os.strerror(number), str(tmp)) from exc
+        if full:  # torch.save reports ENOSPC as a RuntimeError without the number
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
         raise
     final = directory / name
@@ -121,6 +127,10 @@ def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, 
     prune(directory, keep)
     return final
 
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""How safetensors (Rust) names the OS error under its SafetensorError: a quota or a file-size
+limit (EDQUOT, EFBIG) on a disk with free space ended the run in a traceback."""
 
 _FULL_DISK_BYTES = 1 << 20
 """Less free space than this when a save fails: the disk is taken to be full."""

@@ -22,6 +22,7 @@ import dataclasses
 import errno
 import inspect
 import json
+import os
 import signal
 import sys
 import threading
@@ -162,9 +163,18 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     return args
 
 
-_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
-"""OSErrors that say something about the machine (a full disk, a read-only or forbidden folder),
-not about xfer: reported in one line, like bad input, instead of with a traceback."""
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+"""OSErrors that say something about the machine (a full disk, a quota, a file-size limit, a read-only
+or forbidden folder), not about xfer: reported in one line, like bad input, instead of with a traceback."""
+
+
+def _reported_errno(exc: BaseException) -> int | None:
+    """The OS error number a library names in the message of an exception that is no OSError:
+    safetensors (Rust) raises SafetensorError("... I/O error: No space left on device (os error 28)")."""
+    import re
+
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    return int(found.group(1)) if found else None
 
 
 class Terminated(KeyboardInterrupt):
@@ -224,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # `xfer ... | head`
+        if args.command == "run":
+            return _run_lost_its_output()
         sys.stderr.close()
         return 0
     except OSError as exc:
@@ -236,12 +248,40 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    except Exception as exc:
+        number = _reported_errno(exc)  # safetensors' SafetensorError, raised by a stage's export
+        if number not in _MACHINE_ERRNOS:
+            raise
+        print(
+            f"error: {os.strerror(number)} ({exc}); fix that and re-run the same command "
+            "(completed stages and the last checkpoint are kept)",
+            file=sys.stderr,
+        )
+        return 1
     except Terminated:
         print("terminated (SIGTERM); re-run the same command to resume", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
+
+
+def _run_lost_its_output() -> int:
+    """`xfer run ... | head` (or a pager quit early): the next line the run printed raised
+    BrokenPipeError, which stopped it between or inside stages. That is no success: exit 141 (what
+    SIGPIPE gives any Unix writer) and say so on stderr if it is still open, instead of exit 0 for
+    a run that stopped, as a listing cut short by `head` gets."""
+    with contextlib.suppress(OSError):  # stderr may be the same closed pipe (`2>&1 | head`)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush into the closed pipe at exit
+    with contextlib.suppress(OSError, ValueError):
+        print(
+            "error: the run's output pipe was closed (`| head`?): the run stopped there; "
+            "re-run the same command to resume (completed stages and the last checkpoint are kept)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return 141
 
 
 def _run_plugin_command(args: argparse.Namespace) -> int:

@@ -198,6 +198,12 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
         results = read_results(stage)
         if results is None:
             raise UserError(_no_results(stage))
+        unfinished = unfinished_status(stage)
+        if unfinished is not None:
+            raise UserError(
+                f"{stage}: its results are not final ({unfinished}: left from an attempt that did not finish "
+                "or from inputs since replaced); only finished stages can be pooled"
+            )
         if pooled and set(results) != set(pooled):
             raise UserError(f"{stage}: tasks {sorted(results)} differ from {stages[0]}'s {sorted(pooled)}; not pooled")
         for task, result in results.items():
@@ -260,6 +266,13 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
         results = pooled_results(group)
         if results:
             label = group[0].name if len(group) == 1 else f"{group[0].name} (pooled)"
+            unfinished = unfinished_status(group[0]) if len(group) == 1 else None
+            if unfinished is not None:
+                label = f"{label} [{unfinished}]"
+                notes.append(
+                    f"{group[0]} is {unfinished}: its results.json is left from an attempt that did not finish "
+                    "or from inputs since replaced, not this stage's result; `xfer status` says why"
+                )
             labelled.append((run_label(group), markdown_rows(label, results)))
             if len(group) > 1:
                 notes.append(pool_note(label, group))
@@ -295,6 +308,29 @@ def _refuse_repeats(text: str, parts: list[Path]) -> None:
             same = "given twice" if part == seen[key] else f"the same folder as {seen[key]}"
             raise UserError(f"{text}: {part} is {same}; pooling a folder with itself would count each trial twice")
         seen[key] = part
+
+
+def unfinished_status(stage: Path) -> str | None:
+    """The recorded status of a stage folder whose stage.json does not say `completed` (running,
+    interrupted, failed, invalidated, unreadable), else None (completed, or results.json alone).
+
+    A results.json outlives the attempt that wrote it: a stage resumed with more trials, or marked
+    `invalidated` because a stage it read ran again, still holds the old file until it finishes.
+    Shown as a plain row it read as the stage's result."""
+    path = stage / "stage.json"
+    if not path.exists():
+        return None
+    record: Any = None
+    with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError):
+        record = json.loads(path.read_text(encoding="utf-8"))
+    status = record.get("status") if isinstance(record, dict) else None
+    if status == "completed":
+        return None
+    if status == "running":  # as `xfer status` says it: nobody holds the run's lock, so it was cut short
+        from xfer.core.runs import runlock
+
+        return "running" if runlock.holder(stage.parent) is not None else "interrupted"
+    return status if isinstance(status, str) else "unreadable stage.json"
 
 
 def _has_results(stage: Path) -> bool:

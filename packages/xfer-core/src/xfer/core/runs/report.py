@@ -42,6 +42,15 @@ def metric_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+def _plottable(record: dict[str, Any]) -> bool:
+    """Whether a record can be placed on a curve: a numeric step and a string split (or none).
+    metrics.jsonl is a plain text file in the run directory; a hand-edited or damaged line
+    without them (`{"split": "train", "loss": 1}`) once made the report raise KeyError after
+    the stage had finished, so the stage never completed and every re-run failed the same way."""
+    step, split = record.get("step"), record.get("split", "train")
+    return isinstance(step, (int, float)) and not isinstance(step, bool) and isinstance(split, str)
+
+
 def _series_key(record: dict[str, Any]) -> str:
     """Records with the same non-numeric tags (task, ...) and trial number form one curve."""
     tags = {k: v for k, v in record.items() if k not in _SKIP and (k == "trial" or not isinstance(v, (int, float)))}
@@ -80,7 +89,7 @@ def _plot(records: list[dict[str, Any]], split: str, metric: str, out: Path) -> 
 
 def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: list[str]) -> Path:
     """Write `stage_dir/report.md` (and `plots/*.png`); returns the report path."""
-    records = read_metrics(stage_dir / "metrics.jsonl")
+    records = [r for r in read_metrics(stage_dir / "metrics.jsonl") if _plottable(r)]
     lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in header.items()]
     lines.append("")

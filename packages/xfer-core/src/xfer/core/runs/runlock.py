@@ -63,9 +63,14 @@ class RunLock:
         """
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise RunDirError(f"run directory {self.run_dir} is a file; pass a directory (--run-dir)")
+        if self.path.is_symlink():
+            # opened through the link, the lock would truncate and overwrite whatever file it names
+            raise RunDirError(
+                f"{self.path} is a symbolic link; the run lock must be a plain file there: remove the link"
+            )
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as exc:
             raise RunDirError(
                 f"run directory {self.run_dir}: cannot be created or written: {exc.strerror or exc}"

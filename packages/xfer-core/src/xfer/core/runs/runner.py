@@ -257,7 +257,8 @@ def read_resolved_recipe(path: Path, error: type[Exception], remedy: str) -> dic
     try:
         resolved = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise error(f"{path} is unreadable ({exc}); {remedy}") from None
+        problem = " ".join(str(exc).split())  # one line: a YAML error spans several, with a caret
+        raise error(f"{path} is unreadable ({problem}); {remedy}") from None
     stages = resolved.get("stages") if isinstance(resolved, dict) else None
     if not isinstance(stages, dict) or not all(isinstance(c, dict) and "kind" in c for c in stages.values()):
         raise error(f"{path} is damaged (not a resolved recipe: no mapping of stages with a kind); {remedy}")
@@ -288,7 +289,13 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
             raise RunDirError(f"--fork target {fork} already exists")
         if run_dir.exists():
             with runlock.no_writer(run_dir, f"fork it to {fork}"):
-                shutil.copytree(run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=_no_lock_file)
+                # recipe.resolved.yaml is left out and written below, last: a copy cut short (Ctrl-C, a
+                # kill, a full disk) is then no run directory, refused as such, instead of one whose
+                # completed stages lack the output files not copied yet (read as pruned on purpose)
+                source = str(run_dir)
+                shutil.copytree(
+                    run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=lambda d, n: _not_copied(source, d, n)
+                )
         run_dir = fork
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
@@ -306,8 +313,8 @@ def _check_not_foreign(run_dir: Path) -> None:
         and runlock.holder(run_dir) is None
     ):
         raise RunDirError(
-            f"{run_dir} is not empty and is not an xfer run directory (no recipe.resolved.yaml); "
-            "give a new or empty folder as the run directory"
+            f"{run_dir} is not empty and is not an xfer run directory (no recipe.resolved.yaml; or a --fork "
+            "copy cut short); give a new or empty folder as the run directory"
         )
 
 
@@ -359,9 +366,11 @@ def _check_fork_target(run_dir: Path, fork: Path) -> None:
         )
 
 
-def _no_lock_file(directory: str, names: list[str]) -> list[str]:
-    """copytree filter: the source's lock file belongs to the source."""
-    return [runlock.LOCK_FILE] if runlock.LOCK_FILE in names else []
+def _not_copied(source: str, directory: str, names: list[str]) -> list[str]:
+    """copytree filter of a fork: the source's lock file belongs to the source, and its
+    recipe.resolved.yaml is replaced by the fork's own once everything else is copied."""
+    left_out = {runlock.LOCK_FILE} | ({"recipe.resolved.yaml"} if directory == source else set())
+    return [name for name in names if name in left_out]
 
 
 def _lock_run_dir(run_dir: Path) -> runlock.RunLock | None:
@@ -465,10 +474,10 @@ def _run_stages(
             say(f"[{name}] {verdict.reasons[0]}")
         elif verdict.reasons:
             say(f"[{name}] runs again: {'; '.join(verdict.reasons)}")
-        if not resumed and stage_dir.exists() and dist.is_main():
+        if not resumed:
             # changed config or inputs, or no readable stage.json: start afresh, so the trainer
             # cannot resume from checkpoints the runner did not vouch for
-            shutil.rmtree(stage_dir)
+            _on_main_refusing_alike(lambda folder=stage_dir: _clear_stage_dir(folder))
         if dist.is_main():
             stage_dir.mkdir(parents=True, exist_ok=True)
         dist.barrier()
@@ -482,6 +491,25 @@ def _run_stages(
         result.stages.append(StageResult(name, "resumed" if resumed else "ran", "completed", report))
         say(f"[{name}] completed; report: {report}")
     return result
+
+
+def _clear_stage_dir(stage_dir: Path) -> None:
+    """Make way for a fresh start of a stage. A stage folder that is a symbolic link (a big stage
+    moved to another disk, or a fork's copy of such a link, which still names the source run's
+    folder) is unlinked, never emptied through: what it points at may be another run's; the stage
+    is then made in a folder of its own (`rmtree` refused the link, ending the run in a traceback).
+    A file where the folder should be is refused by name: it may be the user's."""
+    if stage_dir.is_symlink():
+        print(
+            f"warning: {stage_dir} was a symbolic link to {os.readlink(stage_dir)}; the stage runs afresh "
+            "in a folder of its own there (nothing the link pointed at is deleted)",
+            file=sys.stderr,
+        )
+        stage_dir.unlink()
+    elif stage_dir.is_dir():
+        shutil.rmtree(stage_dir)
+    elif stage_dir.exists():
+        raise RunDirError(f"{stage_dir} is a file, not the stage's folder; move it away (or delete it) and re-run")
 
 
 def _run_stage(
@@ -643,7 +671,23 @@ def _safe_report(plan: StagePlan, stage_dir: Path, status: dict[str, Any], ctx: 
     }
     if status.get("error"):
         header["error"] = status["error"]
-    return write_report(stage_dir, f"Stage `{plan.name}`", header, ctx.report_sections)
+    title = f"Stage `{plan.name}`"
+    try:
+        return write_report(stage_dir, title, header, ctx.report_sections)
+    except OSError:
+        raise  # a full or read-only disk: the run cannot record anything either, and says so
+    except Exception as exc:
+        # report.md is a summary of a stage whose outputs are already written: a bug or bad data in
+        # drawing it must not leave the stage unfinished (every re-run failing the same way), nor
+        # replace the error of a stage that failed. The stage's record says what happened.
+        problem = "".join(traceback.format_exception_only(exc)).strip()
+        print(f"warning: {stage_dir / 'report.md'}: written without curves ({problem})", file=sys.stderr)
+        lines = [f"# {title}", "", *(f"- **{k}**: {v}" for k, v in header.items()), ""]
+        lines += [s.rstrip() + "\n" for s in ctx.report_sections]
+        lines.append(f"_The report could not be built in full: {problem}_")
+        path = stage_dir / "report.md"
+        atomic_write_text(path, "\n".join(lines) + "\n")
+        return path
 
 
 SKIP, RESUME, GROW, FRESH = "skip", "resume", "grow", "fresh"
@@ -757,7 +801,8 @@ def read_status(run_dir: Path, host: PluginHost | None = None) -> list[dict[str,
         stage_dir = run_dir / name
         state = read_state(stage_dir / "stage.json")
         duration, attempts = stage_duration(state) if state.get("started") else (None, 0)
-        status = state.get("status", "pending")
+        # a damaged record is no stage that never ran ("pending" it was shown as, its checkpoints listed)
+        status = "damaged" if MALFORMED in state else state.get("status", "pending")
         if status == "running" and not owner_alive:
             status = "interrupted"
         if status == "completed" and stale.get(name):
