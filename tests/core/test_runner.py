@@ -668,3 +668,22 @@ def test_a_stage_folder_symlinked_elsewhere_is_unlinked_not_emptied_and_a_file_t
     with pytest.raises(RunDirError, match=r"corpus is a file, not the stage's folder; move it away"):
         run_recipe_file(recipe, run, host, force=True, only={"corpus"})
     assert (run / "corpus").read_text() == "my notes\n"
+
+
+def test_a_fork_copies_a_symlinked_stage_folder_instead_of_sharing_it(tmp_path: Path) -> None:
+    """A fork copied a stage folder linked from another disk as the link, so a stage resuming in
+    the fork wrote into the source run's folder."""
+    recipe = write_recipe(tmp_path, CHAIN)
+    run, disk = tmp_path / "run", tmp_path / "other-disk"
+    host = host_with()
+    run_recipe_file(recipe, run, host, only={"corpus"})
+    disk.mkdir()
+    shutil.move(run / "corpus", disk / "corpus")
+    (run / "corpus").symlink_to(disk / "corpus")
+    before = sorted(p.relative_to(disk / "corpus") for p in (disk / "corpus").rglob("*"))
+    fork = tmp_path / "fork"
+    forked = run_recipe_file(recipe, run, host, ["stages.first.train.steps=8"], fork=fork, only={"corpus"})
+    assert [(s.name, s.action) for s in forked.stages] == [("corpus", "skipped")]  # unchanged: reused, not re-run
+    assert (run / "corpus").is_symlink() and not (fork / "corpus").is_symlink(), "the fork owns its stage folder"
+    assert sorted(p.relative_to(fork / "corpus") for p in (fork / "corpus").rglob("*")) == before
+    assert json.loads((fork / "corpus/stage.json").read_text())["status"] == "completed"

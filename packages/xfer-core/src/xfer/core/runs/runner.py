@@ -296,6 +296,7 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
                 shutil.copytree(
                     run_dir, fork, symlinks=True, dirs_exist_ok=True, ignore=lambda d, n: _not_copied(source, d, n)
                 )
+                _own_stage_folders(fork)
         run_dir = fork
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
@@ -364,6 +365,19 @@ def _check_fork_target(run_dir: Path, fork: Path) -> None:
             f"--fork target {fork} must be a new directory outside {run_dir} (and not contain it), "
             f"e.g. --fork {run_dir.parent / (run_dir.name + '-fork')}"
         )
+
+
+def _own_stage_folders(fork: Path) -> None:
+    """Replace each top-level link to a folder in a fresh fork by a copy of what it names.
+
+    A stage folder moved to another disk and linked back was copied as the link: a stage that then
+    resumed in the fork wrote its checkpoints and outputs into the source run's folder. Links below
+    the top level (a data cache a stage links to) stay links, as the stages made them."""
+    for entry in sorted(fork.iterdir()):
+        if entry.is_symlink() and entry.is_dir():
+            target = entry.resolve()
+            entry.unlink()
+            shutil.copytree(target, entry, symlinks=True, ignore=lambda d, n: [x for x in n if x == runlock.LOCK_FILE])
 
 
 def _not_copied(source: str, directory: str, names: list[str]) -> list[str]:
