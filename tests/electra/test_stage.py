@@ -1212,3 +1212,23 @@ def test_epochs_count_steps_as_the_trainer_does_without_float_noise() -> None:
 
     assert steps_for_epochs(1.1, 400, 8) == epoch_steps(1.1, 50) == 55
     assert steps_for_epochs(0.01, 10, 8) == 1 and steps_for_epochs(2.5, 401, 8) == 128
+
+
+def test_continued_pretraining_records_the_longest_length_its_positions_were_trained_on(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    """Continuing a 32-token pre-training at 16 recorded max_length 16: scoring then windowed at 16,
+    and fine-tuning at 32 warned of untrained positions that the first pre-training had trained."""
+    text = f"""
+stages:
+  more:
+    kind: electra.pretrain
+    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
+    init: {pretrained / "discriminator"}
+    max_length: 16
+    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
+"""
+    run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    for output in ("discriminator", "generator"):
+        meta = json.loads((tmp_path / "run/more/outputs" / output / "xfer_model.json").read_text())
+        assert meta["max_length"] == 32

@@ -501,6 +501,17 @@ def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, shuffl
 # --- outputs --------------------------------------------------------------------------------------
 
 
+def _trained_length(config: PretrainConfig, ctx: StageContext) -> int:
+    """The longest input the exported position embeddings were trained on: this stage's max_length,
+    or the `init:` checkpoint's recorded one when that is longer (continued pre-training at 128 from a
+    512-token model keeps positions 128-511 trained). Recording only this stage's made scoring window
+    at 128 and the fine-tuning stages warn of untrained positions past it."""
+    from xfer.transformer.initnotes import pretraining_length
+
+    earlier = pretraining_length(ctx.resolve(config.init)) if config.init is not None else None
+    return max(config.max_length, earlier or 0)
+
+
 def _export(
     ctx: StageContext, config: PretrainConfig, objective: PretrainingObjective, tokenizer: Any, meta: dict
 ) -> None:
@@ -513,7 +524,7 @@ def _export(
         "objective": config.objective.name,
         "objective_family": objective.family,  # a plugin's objective built on a built-in one: what it is
         "objective_config": _plain(objective.config),
-        "max_length": config.max_length,
+        "max_length": _trained_length(config, ctx),
         **meta,
     }
     tokenizer.save(ctx.output_dir("tokenizer"))
