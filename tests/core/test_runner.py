@@ -13,7 +13,7 @@ import pytest
 from xfer.core import cli
 from xfer.core.errors import PluginError, RunDirError, UserError
 from xfer.core.hookspecs import hookimpl
-from xfer.core.plugins import set_default_host
+from xfer.core.plugins import PluginHost, set_default_host
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs import runlock
 from xfer.core.runs.runlock import RunLock
@@ -642,12 +642,8 @@ def test_a_fork_cut_short_is_no_run_directory(tmp_path: Path, monkeypatch: pytes
         run_recipe_file(recipe, fork, host, only={"corpus"})
 
 
-def test_a_stage_folder_symlinked_elsewhere_is_unlinked_not_emptied_and_a_file_there_is_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A stage folder moved to another disk and linked back (or a fork's copy of such a link, which
-    names the source run's folder) ended a re-run from scratch in `OSError: Cannot call rmtree on a
-    symbolic link`; a file in its place in a NotADirectoryError traceback."""
+def _corpus_stage_on_another_disk(tmp_path: Path) -> tuple[Path, Path, Path, PluginHost]:
+    """(recipe, run, disk, host): CHAIN's corpus stage run, then moved to `disk` and linked back."""
     recipe = write_recipe(tmp_path, CHAIN)
     run, disk = tmp_path / "run", tmp_path / "other-disk"
     host = host_with()
@@ -655,6 +651,16 @@ def test_a_stage_folder_symlinked_elsewhere_is_unlinked_not_emptied_and_a_file_t
     disk.mkdir()
     shutil.move(run / "corpus", disk / "corpus")
     (run / "corpus").symlink_to(disk / "corpus")
+    return recipe, run, disk, host
+
+
+def test_a_stage_folder_symlinked_elsewhere_is_unlinked_not_emptied_and_a_file_there_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage folder moved to another disk and linked back (or a fork's copy of such a link, which
+    names the source run's folder) ended a re-run from scratch in `OSError: Cannot call rmtree on a
+    symbolic link`; a file in its place in a NotADirectoryError traceback."""
+    recipe, run, disk, host = _corpus_stage_on_another_disk(tmp_path)
     kept = sorted(p.relative_to(disk) for p in disk.rglob("*"))
     changed = run_recipe_file(recipe, run, host, ["stages.corpus.sentences=40"], force=True, only={"corpus"})
     assert [(s.name, s.action) for s in changed.stages] == [("corpus", "ran")]
@@ -673,13 +679,7 @@ def test_a_stage_folder_symlinked_elsewhere_is_unlinked_not_emptied_and_a_file_t
 def test_a_fork_copies_a_symlinked_stage_folder_instead_of_sharing_it(tmp_path: Path) -> None:
     """A fork copied a stage folder linked from another disk as the link, so a stage resuming in
     the fork wrote into the source run's folder."""
-    recipe = write_recipe(tmp_path, CHAIN)
-    run, disk = tmp_path / "run", tmp_path / "other-disk"
-    host = host_with()
-    run_recipe_file(recipe, run, host, only={"corpus"})
-    disk.mkdir()
-    shutil.move(run / "corpus", disk / "corpus")
-    (run / "corpus").symlink_to(disk / "corpus")
+    recipe, run, disk, host = _corpus_stage_on_another_disk(tmp_path)
     before = sorted(p.relative_to(disk / "corpus") for p in (disk / "corpus").rglob("*"))
     fork = tmp_path / "fork"
     forked = run_recipe_file(recipe, run, host, ["stages.first.train.steps=8"], fork=fork, only={"corpus"})

@@ -65,6 +65,17 @@ def pretrained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "run" / "fit" / "outputs"
 
 
+def _continued(pretrained: Path, *lines: str, max_length: int = 32) -> str:
+    """A recipe whose one stage, `more`, pre-trains one step on the `pretrained` fixture's corpus,
+    with `lines` (`init: ...`, `objective: ...`) added to the stage."""
+    corpus = pretrained.parent.parent / "corpus/outputs/text/toy.txt"
+    added = "".join(f"    {line}\n" for line in lines)
+    return (
+        f"stages:\n  more:\n    kind: electra.pretrain\n    corpus: {{files: {corpus}}}\n{added}"
+        f"    max_length: {max_length}\n    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}\n"
+    )
+
+
 def _batch(tokenizer_dir: Path) -> dict[str, torch.Tensor]:
     from xfer.transformer.tokenization import WordPieceTokenizer
 
@@ -170,15 +181,7 @@ def test_init_checkpoints_of_the_wrong_role_are_refused(
 ) -> None:
     """A generator given as `init:` was pre-trained on as if it were the discriminator (silently, at a
     quarter of the width); a discriminator given as `init_generator:` was a RuntimeError traceback."""
-    text = f"""
-stages:
-  more:
-    kind: electra.pretrain
-    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
-    init: {pretrained / init}
-    max_length: 32
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+    text = _continued(pretrained, f"init: {pretrained / init}")
     if init_generator == "ElectraModel":  # a HF folder that names no role: checked by its sizes
         shutil.copytree(pretrained / "discriminator/hf", tmp_path / init_generator)
         config = json.loads((tmp_path / init_generator / "config.json").read_text())
@@ -207,14 +210,7 @@ def test_init_checkpoints_without_head_weights_are_said_or_refused(
     """The discriminator's head left at random init was silent (a BERT MLM head, an ElectraModel);
     a generator checkpoint without its MLM head trained its loaded layers under a random output
     layer, silently."""
-    base = f"""
-stages:
-  more:
-    kind: electra.pretrain
-    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
-    max_length: 32
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+    base = _continued(pretrained)
     bare_disc = _as_electra_model(pretrained / "discriminator/hf", tmp_path / "disc-model")
     run_recipe_file(write_recipe(tmp_path, base + f"    init: {bare_disc}\n"), tmp_path / "a", host())
     note = f"init: {bare_disc} has no electra.discriminator_head weights that fit this objective's head"
@@ -248,17 +244,9 @@ def test_an_init_generator_missing_weights_names_them_not_the_tied_embeddings(
         config["embedding_size"] = config["hidden_size"]
         (damaged / "xfer_model.json").write_text(json.dumps(meta))
     objective = "{name: electra.rtd}" if tied else "{name: electra.rtd, generator: {tie_embeddings: false}}"
-    text = f"""
-stages:
-  more:
-    kind: electra.pretrain
-    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
-    init: {pretrained / "discriminator"}
-    init_generator: {damaged}
-    objective: {objective}
-    max_length: 32
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+    text = _continued(
+        pretrained, f"init: {pretrained / 'discriminator'}", f"init_generator: {damaged}", f"objective: {objective}"
+    )
     with pytest.raises(UserError) as caught:
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     message = str(caught.value)
@@ -275,17 +263,12 @@ def test_an_init_generator_of_another_size_says_which_generator_settings_fit_it(
     """Continuing from a released pair whose generator is not the recipe's size (Google's
     ELECTRA-Small generator is as wide as its discriminator) said only "size mismatch for
     layers.0.qkv.weight"; now the error gives both shapes and the settings that build the checkpoint's."""
-    text = f"""
-stages:
-  more:
-    kind: electra.pretrain
-    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
-    init: {pretrained / "discriminator"}
-    init_generator: {pretrained / "generator"}
-    objective: {{name: electra.rtd, generator: {{size: 0.5}}}}
-    max_length: 32
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+    text = _continued(
+        pretrained,
+        f"init: {pretrained / 'discriminator'}",
+        f"init_generator: {pretrained / 'generator'}",
+        "objective: {name: electra.rtd, generator: {size: 0.5}}",
+    )
     with pytest.raises(UserError) as caught:
         run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     assert str(caught.value) == (
@@ -638,16 +621,7 @@ def test_an_init_generator_trained_with_another_vocabulary_is_refused_before_tra
     shutil.copytree(pretrained / "generator", generator)
     own = (generator / "vocab.txt").read_text().splitlines()
     (generator / "vocab.txt").write_text("\n".join([*own[:20], own[21], own[20], *own[22:]]) + "\n")
-    text = f"""
-stages:
-  more:
-    kind: electra.pretrain
-    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
-    init: {pretrained / "discriminator"}
-    init_generator: {generator}
-    max_length: 32
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+    text = _continued(pretrained, f"init: {pretrained / 'discriminator'}", f"init_generator: {generator}")
     recipe = load_recipe(write_recipe(tmp_path, text), host=host())
     wanted = f"token id 20 is {own[20]!r} here but {own[21]!r} in the init_generator checkpoint's vocabulary"
     with pytest.raises(RecipeError, match=wanted):
@@ -1219,15 +1193,7 @@ def test_continued_pretraining_records_the_longest_length_its_positions_were_tra
 ) -> None:
     """Continuing a 32-token pre-training at 16 recorded max_length 16: scoring then windowed at 16,
     and fine-tuning at 32 warned of untrained positions that the first pre-training had trained."""
-    text = f"""
-stages:
-  more:
-    kind: electra.pretrain
-    corpus: {{files: {pretrained.parent.parent / "corpus/outputs/text/toy.txt"}}}
-    init: {pretrained / "discriminator"}
-    max_length: 16
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+    text = _continued(pretrained, f"init: {pretrained / 'discriminator'}", max_length=16)
     run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
     for output in ("discriminator", "generator"):
         meta = json.loads((tmp_path / "run/more/outputs" / output / "xfer_model.json").read_text())

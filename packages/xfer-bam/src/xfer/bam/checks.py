@@ -44,33 +44,16 @@ def init_folders(init: Path) -> list[Path]:
         raise CheckpointError(f"{index}: unreadable ({exc})") from exc
 
 
-def format_problem(folder: Path, key: str) -> UserError | None:
-    """A folder that holds neither an xfer model dir nor an HF checkpoint."""
-    if not folder.is_dir():
-        return CheckpointError(f"{key}: {folder} does not exist")
-    from xfer.transformer.finetune_config import checkpoint_encoder
-
-    for name in ("xfer_model.json", "config.json"):  # the file read_encoder reads, in its order
-        if (folder / name).is_file():
-            if checkpoint_encoder(folder) is None:  # truncated, or not a checkpoint's description
-                return CheckpointError(f"{key}: {folder / name} does not describe an encoder (damaged?)")
-            return None
-    return CheckpointError(
-        f"{key}: {folder} is neither an xfer model directory (xfer_model.json) nor a Hugging Face checkpoint "
-        "(config.json)"
-    )
-
-
 def source_problems(
     init: Path | None, tokenizer: Path | None, encoder: Mapping[str, Any], max_length: int, key: str = "init"
 ) -> list[UserError]:
     """Every problem of an `init` folder (None: random init) with its tokenizer folder (None: the
     checkpoint's own) and the stage's `encoder:` overrides and `max_length`."""
-    from xfer.transformer.finetune_config import checkpoint_problems
+    from xfer.transformer.finetune_config import checkpoint_format_problem, checkpoint_problems
 
     if init is None:
         return checkpoint_problems(tokenizer, None, encoder, max_length, random_init=True)
-    problem = format_problem(init, key) if not (init / MODELS_INDEX).is_file() else None
+    problem = checkpoint_format_problem(init, key) if not (init / MODELS_INDEX).is_file() else None
     if problem is not None:
         return [problem]
     problems: list[UserError] = []
@@ -79,7 +62,7 @@ def source_problems(
     except UserError as exc:
         return [exc]
     for folder in folders:
-        found = format_problem(folder, key)
+        found = checkpoint_format_problem(folder, key)
         if found is not None:
             problems.append(found)
             continue

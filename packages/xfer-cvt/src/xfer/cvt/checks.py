@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from xfer.core.errors import CheckpointError, DataError, UserError
+from xfer.core.errors import DataError, UserError
 
 
 def checkpoint_sizes(folder: Path) -> dict[str, Any]:
@@ -35,21 +35,12 @@ def checkpoint_sizes(folder: Path) -> dict[str, Any]:
 def features_problems(init: Path, tokenizer: Path | None, max_length: int, layer: int) -> list[UserError]:
     """Every problem of the `features.init` folder with its tokenizer folder (None: the
     checkpoint's own), `features.max_length` and `features.layer`."""
-    from xfer.transformer.finetune_config import read_vocabulary, vocabulary_mismatch
+    from xfer.transformer.finetune_config import checkpoint_format_problem, read_vocabulary, vocabulary_mismatch
 
-    if not init.is_dir():
-        return [CheckpointError(f"features.init: {init} does not exist")]
-    if not (init / "xfer_model.json").is_file() and not (init / "config.json").is_file():
-        return [
-            CheckpointError(
-                f"features.init: {init} is neither an xfer model directory (xfer_model.json) nor a Hugging Face "
-                "checkpoint (config.json)"
-            )
-        ]
+    unusable = checkpoint_format_problem(init, "features.init")
+    if unusable is not None:
+        return [unusable]
     sizes = checkpoint_sizes(init)
-    if not sizes:  # truncated, or not a checkpoint's description: found only when the stage read it
-        name = "xfer_model.json" if (init / "xfer_model.json").is_file() else "config.json"
-        return [CheckpointError(f"features.init: {init / name} does not describe an encoder (damaged?)")]
     problems: list[UserError] = []
     ours = read_vocabulary(tokenizer if tokenizer is not None else init)
     if tokenizer is not None and ours is not None and tokenizer.resolve() != init.resolve():

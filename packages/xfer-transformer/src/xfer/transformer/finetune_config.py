@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
-from xfer.core.errors import DataError, UserError
+from xfer.core.errors import CheckpointError, DataError, UserError
 from xfer.core.train_config import TrainConfig
 from xfer.transformer.presets import encoder_problems, preset_values
 
@@ -300,6 +300,23 @@ def checkpoint_encoder(folder: Path) -> dict[str, Any] | None:
     except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
         return None
     return None
+
+
+def checkpoint_format_problem(folder: Path, key: str) -> UserError | None:
+    """Why `folder` (given at `key`) is no checkpoint to start from, or None: missing, neither an xfer
+    model directory nor an HF checkpoint, or a description file that is damaged. For stages whose
+    `init` was found only when they read it, after the stages before them had trained."""
+    if not folder.is_dir():
+        return CheckpointError(f"{key}: {folder} does not exist")
+    for name in ("xfer_model.json", "config.json"):  # the file read_encoder reads, in its order
+        if (folder / name).is_file():
+            if not checkpoint_encoder(folder):  # truncated, empty, or not a checkpoint's description
+                return CheckpointError(f"{key}: {folder / name} does not describe an encoder (damaged?)")
+            return None
+    return CheckpointError(
+        f"{key}: {folder} is neither an xfer model directory (xfer_model.json) nor a Hugging Face checkpoint "
+        "(config.json)"
+    )
 
 
 def weights_problem(folder: Path) -> UserError | None:
