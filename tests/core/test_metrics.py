@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from xfer.core import metrics
+from xfer.core.evaluation import TaskEvaluator
+from xfer.core.tasks import Example, SentenceExample, Task
 
 GOLD = [1, 1, 0, 0, 1, 0, 1, 0]
 PRED = [1, 0, 0, 1, 1, 0, 1, 1]  # tp=3 fn=1 fp=2 tn=2
@@ -137,3 +142,112 @@ def test_length_mismatch_and_empty_input(name: str, one: list, two: list) -> Non
         fn(one, two)
     with pytest.raises(ValueError, match="zero examples"):
         fn([], [])
+
+
+# --- adversarial inputs --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["pearson", "spearman"])
+def test_correlation_of_a_float_constant_is_zero_not_nan(name: str) -> None:
+    """A collapsed regression model predicts one float; np.std of 1000 copies of 2.7 is 4e-16, not 0,
+    so the old check let it through to scipy, which returned NaN (STS-B main metric NaN)."""
+    fn = getattr(metrics, name)
+    gold = [float(i % 6) for i in range(1000)]
+    for value in (2.7, 0.1, 1 / 3):
+        assert fn(gold, [value] * 1000) == 0.0
+        assert fn([value] * 1000, gold) == 0.0
+    # tiny but varying values correlate perfectly (their std underflowed to 0 before)
+    assert fn([1.0, 2.0, 3.0], [1e-200, 2e-200, 3e-200]) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("name", ["pearson", "spearman"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_correlation_of_non_finite_values(name: str, bad: float) -> None:
+    """A diverged model's NaN/inf prediction scores NaN (Spearman ranked inf as the largest value and
+    scored 50); a gold value that is not finite is bad data."""
+    fn = getattr(metrics, name)
+    assert math.isnan(fn([1.0, 2.0, 3.0], [1.0, bad, 3.0]))
+    assert math.isnan(fn([1.0, 2.0, 3.0], [bad] * 3)), "NaN wins over 'constant'"
+    with pytest.raises(ValueError, match=r"gold value 0 is .*finite numbers"):
+        fn([bad, 2.0, 3.0], [1.0, 2.0, 3.0])
+
+
+def test_f1_of_one_class_among_several() -> None:
+    """glue/tsv allows f1 with positive_label and three or more labels: one-vs-rest F1 (sklearn's
+    binary average raised "Target is multiclass" at the end of training)."""
+    from sklearn.metrics import f1_score
+
+    gold = ["a", "b", "c", "a", "c", "a"]
+    pred = ["a", "a", "c", "b", "c", "a"]
+    for positive in "abc":
+        expected = 100 * f1_score(gold, pred, labels=[positive], average=None)[0]
+        assert metrics.f1(gold, pred, positive=positive) == pytest.approx(expected)
+    # tp=2 (0, 5), fp=1 (1), fn=1 (3): 2*2 / (2*2 + 1 + 1)
+    assert metrics.f1(gold, pred, positive="a") == pytest.approx(100 * 4 / 6)
+
+
+def test_f1_positive_label_must_be_a_label() -> None:
+    with pytest.raises(ValueError, match=r"positive label 1 is not one of the labels \('0', '1'\)"):
+        metrics.f1(["0", "1"], ["1", "1"])  # int 1 for string labels: not an F1 of 0
+    assert metrics.f1(["0", "0"], ["0", "0"], positive="1") == 0.0, "a dev set without positives scores 0"
+
+
+def test_numpy_inputs() -> None:
+    gold, pred = np.array(GOLD), np.array(PRED)
+    assert metrics.accuracy(gold, pred) == metrics.accuracy(GOLD, PRED)
+    assert metrics.f1(gold, pred) == pytest.approx(metrics.f1(GOLD, PRED))
+    assert metrics.pearson(gold.astype(float), pred.astype(float)) == pytest.approx(
+        metrics.pearson([float(g) for g in GOLD], [float(p) for p in PRED])
+    )
+    with pytest.raises(ValueError, match="zero examples"):
+        metrics.accuracy(np.array([]), np.array([]))
+
+
+# --- evaluation on gathered predictions ----------------------------------------------------------
+
+
+class _Agreement(Task):
+    """A classification task scored with accuracy: enough for the evaluator."""
+
+    type = "classification"
+    main_metric = "accuracy"
+
+    def examples(self, split: str) -> list[Example]:
+        return []
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ("0", "1")
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        return {"accuracy": metrics.accuracy([e.label for e in examples], [predictions[e.id] for e in examples])}
+
+
+def _evaluator(features: list[int], ids: list[str], predict: Any, batch_size: int = 2) -> TaskEvaluator:
+    examples = [SentenceExample(id=i, text_a="x", label="1") for i in dict.fromkeys(ids)]
+    return TaskEvaluator(
+        _Agreement("t"), examples, features, list, predict, torch.device("cpu"), batch_size, feature_ids=ids
+    )
+
+
+def test_evaluator_pairs_each_feature_with_its_example() -> None:
+    evaluator = _evaluator([1, 0, 1], ["a", "b", "c"], lambda model, batch: [str(f) for f in batch])
+    assert evaluator.predictions(torch.nn.Identity()) == {"a": "1", "b": "0", "c": "1"}
+    assert evaluator(torch.nn.Identity()) == {"accuracy": pytest.approx(200 / 3)}
+
+
+def test_evaluator_refuses_several_features_per_id() -> None:
+    """Two windows of example "a": the default pairing kept only the second window's output."""
+    with pytest.raises(ValueError, match=r"example 'a' has several features.*postprocess"):
+        _evaluator([0, 1, 1], ["a", "a", "b"], lambda model, batch: [str(f) for f in batch])
+    with pytest.raises(ValueError, match="2 feature_ids for 3 features"):
+        _evaluator([0, 1, 1], ["a", "b"], lambda model, batch: [str(f) for f in batch])
+
+
+def test_evaluator_refuses_a_wrong_number_of_outputs() -> None:
+    """An output too many in one batch and one too few in the next summed to the right total and
+    shifted predictions onto the wrong features; too many overall was an IndexError."""
+    calls = iter([["1", "1", "0"], ["0"], ["1"]])
+    evaluator = _evaluator([1, 1, 0, 0], ["a", "b", "c", "d"], lambda model, batch: next(calls))
+    with pytest.raises(RuntimeError, match="predict returned 3 outputs for a batch of 2 features"):
+        evaluator.outputs(torch.nn.Identity())

@@ -67,3 +67,24 @@ def test_bad_predictions_raise():
         task.evaluate(examples([None]), preds(["1"]))
     with pytest.raises(ValueError, match="finite number"):
         STSBTask("glue/stsb").evaluate(examples([1.0, 2.0]), preds([1.0, "2.0"]))
+
+
+def test_stsb_constant_predictions_score_zero_not_nan():
+    """A collapsed model predicts one float for every pair: correlations are undefined and reported
+    as 0 (docstring of xfer.core.metrics.pearson), not NaN as np.std's 4e-16 let through."""
+    golds = [float(i % 6) for i in range(50)]
+    scores = STSBTask("glue/stsb").evaluate(examples(golds), preds([2.7] * 50))
+    assert scores == {"pearson": 0.0, "spearman": 0.0, "pearson_spearman_avg": 0.0}
+
+
+def test_tsv_f1_of_one_of_three_labels():
+    """glue/tsv accepts f1 with positive_label for three labels; it crashed after training
+    (scikit-learn: "Target is multiclass but average='binary'")."""
+    from xfer.tasks.glue.config import TsvTaskConfig
+    from xfer.tasks.glue.tasks import TsvTask
+
+    config = TsvTaskConfig(labels=["a", "b", "c"], metrics=["accuracy", "f1"], positive_label="a")
+    gold, pred = ["a", "b", "c", "a"], ["a", "a", "c", "b"]
+    scores = TsvTask("glue/tsv", config).evaluate(examples(gold), preds(pred))
+    # class "a": tp 1, fp 1, fn 1 -> F1 1/2
+    assert scores == {"accuracy": pytest.approx(50.0), "f1": pytest.approx(50.0)}

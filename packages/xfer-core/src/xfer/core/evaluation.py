@@ -7,6 +7,7 @@ pairs are gathered, and the task's official metric runs once on the complete set
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,8 +43,8 @@ class TaskEvaluator:
         feature_ids: Sequence[str] | None = None,
         postprocess: Postprocess | None = None,
     ):
-        if postprocess is None and feature_ids is None:
-            raise ValueError("give feature_ids (one example id per feature) or a postprocess function")
+        if postprocess is None:
+            _check_feature_ids(feature_ids, len(features))
         self.task, self.examples, self.features = task, examples, features
         self.collate, self.predict, self.device, self.batch_size = collate, predict, device, batch_size
         self.feature_ids = feature_ids
@@ -57,11 +58,12 @@ class TaskEvaluator:
         mine = list(shard_indices(len(self.features), dist.rank(), dist.world_size()))
         local: list[tuple[int, Any]] = []
         shard = [self.features[i] for i in mine]
-        position = 0
-        for batch in batches(shard, self.batch_size, self.collate):
-            for out in self.predict(model, to_device(batch, self.device)):
-                local.append((mine[position], out))
-                position += 1
+        for number, batch in enumerate(batches(shard, self.batch_size, self.collate)):
+            indices = mine[number * self.batch_size : (number + 1) * self.batch_size]
+            outs = list(self.predict(model, to_device(batch, self.device)))
+            if len(outs) != len(indices):  # they would pair with the wrong features (or run past the shard)
+                raise RuntimeError(f"predict returned {len(outs)} outputs for a batch of {len(indices)} features")
+            local += zip(indices, outs, strict=True)
         merged = sorted((pair for part in dist.gather_objects(local) for pair in part), key=lambda p: p[0])
         if len(merged) != len(self.features):
             raise RuntimeError(f"gathered {len(merged)} predictions for {len(self.features)} features")
@@ -76,3 +78,22 @@ class TaskEvaluator:
 
     def __call__(self, model: nn.Module) -> dict[str, float]:
         return self.task.evaluate(self.examples, self.predictions(model))
+
+
+def _check_feature_ids(feature_ids: Sequence[str] | None, features: int) -> None:
+    """The default pairing (feature i -> example `feature_ids[i]`) needs one distinct id per feature.
+
+    Why: with several features per example (windows of a long text) the pairing built a dict in
+    which each example kept only its last feature's output, silently; a length mismatch failed
+    only at the first evaluation, after training.
+    """
+    if feature_ids is None:
+        raise ValueError("give feature_ids (one example id per feature) or a postprocess function")
+    if len(feature_ids) != features:
+        raise ValueError(f"{len(feature_ids)} feature_ids for {features} features (one example id per feature)")
+    repeated = next((i for i, count in Counter(feature_ids).items() if count > 1), None)
+    if repeated is not None:
+        raise ValueError(
+            f"example {repeated!r} has several features: pairing each feature with its id would keep only "
+            "the last one's output; give a postprocess function that merges an example's outputs"
+        )

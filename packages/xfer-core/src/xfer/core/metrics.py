@@ -10,6 +10,7 @@ results.json and tables never mix fractions and percentages.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ import numpy as np
 def _check_lengths(golds: Sequence, preds: Sequence) -> None:
     if len(golds) != len(preds):
         raise ValueError(f"{len(golds)} gold values but {len(preds)} predictions")
-    if not golds:
+    if len(golds) == 0:  # not `not golds`: that raises on a numpy array ("truth value ... is ambiguous")
         raise ValueError("cannot compute a metric on zero examples")
 
 
@@ -29,11 +30,21 @@ def accuracy(golds: Sequence, preds: Sequence) -> float:
 
 
 def f1(golds: Sequence, preds: Sequence, positive: object = 1) -> float:
-    """Binary F1 of the `positive` class (MRPC/QQP report it for the paraphrase class)."""
+    """F1 of the `positive` class against every other label (MRPC/QQP report it for the paraphrase
+    class; with more than two labels, e.g. a glue/tsv task with `positive_label`, it is that class's
+    one-vs-rest F1, which scikit-learn's binary average refuses with an error after training).
+
+    A `positive` that is none of the labels seen while two or more are (`1` for labels "0"/"1")
+    is an error, as in scikit-learn, rather than an F1 of 0."""
     from sklearn.metrics import f1_score
 
     _check_lengths(golds, preds)
-    return 100.0 * float(f1_score(list(golds), list(preds), pos_label=positive, average="binary", zero_division=0))
+    seen = set(golds) | set(preds)
+    if positive not in seen and len(seen) > 1:
+        labels = ", ".join(sorted(map(repr, seen)))
+        raise ValueError(f"the positive label {positive!r} is not one of the labels ({labels})")
+    gold_flags, pred_flags = [g == positive for g in golds], [p == positive for p in preds]
+    return 100.0 * float(f1_score(gold_flags, pred_flags, pos_label=True, average="binary", zero_division=0))
 
 
 def mcc(golds: Sequence, preds: Sequence) -> float:
@@ -44,24 +55,44 @@ def mcc(golds: Sequence, preds: Sequence) -> float:
     return 100.0 * float(matthews_corrcoef(list(golds), list(preds)))
 
 
+def _correlation_inputs(golds: Sequence[float], preds: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | float:
+    """Golds and predictions as float arrays, or the score itself when the correlation is undefined:
+    NaN for a prediction that is not finite, 0 when either side is constant.
+
+    Why exact equality rather than `np.std(...) == 0`: the std of n copies of 2.7 is 4e-16, so a
+    collapsed STS-B model predicting one value reached scipy, which returns NaN for constant input,
+    and scored NaN instead of 0 (and values around 1e-200 have a std of 0 and scored 0). A diverged
+    model's NaN/inf prediction scores NaN, as the trainer expects of a diverged model (Spearman
+    ranked inf as the largest value and scored it); a gold value that is not finite is bad data.
+    """
+    _check_lengths(golds, preds)
+    gold, pred = np.asarray(golds, dtype=float), np.asarray(preds, dtype=float)
+    bad = np.flatnonzero(~np.isfinite(gold))
+    if bad.size:
+        raise ValueError(f"gold value {bad[0]} is {gold[bad[0]]}: a correlation needs finite numbers")
+    if not np.isfinite(pred).all():
+        return math.nan
+    if (gold == gold[0]).all() or (pred == pred[0]).all():
+        return 0.0
+    return gold, pred
+
+
 def pearson(golds: Sequence[float], preds: Sequence[float]) -> float:
-    """Pearson correlation, x100."""
+    """Pearson correlation, x100; 0 when either side is constant (undefined: 0 is what a constant
+    predictor deserves), NaN when a prediction is NaN/inf."""
     from scipy.stats import pearsonr
 
-    _check_lengths(golds, preds)
-    if np.std(preds) == 0 or np.std(golds) == 0:
-        return 0.0  # undefined for a constant input; 0 is what a constant predictor deserves
-    return 100.0 * float(pearsonr(np.asarray(golds, float), np.asarray(preds, float))[0])
+    arrays = _correlation_inputs(golds, preds)
+    return arrays if isinstance(arrays, float) else 100.0 * float(pearsonr(*arrays)[0])
 
 
 def spearman(golds: Sequence[float], preds: Sequence[float]) -> float:
-    """Spearman rank correlation, x100."""
+    """Spearman rank correlation, x100; 0 when either side is constant, NaN when a prediction is
+    NaN/inf (see `pearson`)."""
     from scipy.stats import spearmanr
 
-    _check_lengths(golds, preds)
-    if np.std(preds) == 0 or np.std(golds) == 0:
-        return 0.0
-    return 100.0 * float(spearmanr(np.asarray(golds, float), np.asarray(preds, float))[0])
+    arrays = _correlation_inputs(golds, preds)
+    return arrays if isinstance(arrays, float) else 100.0 * float(spearmanr(*arrays)[0])
 
 
 @dataclass(frozen=True)
