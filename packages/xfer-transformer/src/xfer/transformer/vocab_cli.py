@@ -92,13 +92,18 @@ def _train(args: argparse.Namespace) -> int:
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     files = expand_files(args.files)
+    _refuse_own_outputs(files, args.out)
+    _make_out_dir(args.out)  # before training, which can take long, not after
     try:
         tokenizer = WordPieceTokenizer.train(
             files, args.size, lowercase=not args.cased, min_frequency=args.min_frequency
         )
     except ValueError as error:  # settings the trainer rejects, e.g. --size too small
         raise UserError(f"vocab train: {error}") from None
-    out = tokenizer.save(args.out)
+    try:
+        out = tokenizer.save(args.out)
+    except OSError as error:
+        raise UserError(f"vocab train: cannot write into --out {args.out}: {error.strerror or error}") from None
     print(f"{out}: vocab size {tokenizer.vocab_size} (vocab.txt, tokenizer.json) from {len(files)} file(s)")
     if tokenizer.vocab_size != args.size:
         print(
@@ -107,6 +112,29 @@ def _train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _refuse_own_outputs(files: Sequence[Path], out: Path) -> None:
+    """`xfer vocab train 'corpus/*' --out corpus` run twice trained the second time on the first
+    run's vocab.txt and tokenizer.json too, so the same command gave another vocabulary."""
+    from xfer.transformer.tokenization.encodings import TOKENIZER_FILE, VOCAB_FILE
+
+    outputs = {(out / name).resolve() for name in (VOCAB_FILE, TOKENIZER_FILE)}
+    for path in files:
+        if path.resolve() in outputs:
+            raise UserError(
+                f"vocab train: {path} is what --out {out} writes (a previous run's output); training on it "
+                "would change the vocabulary: write the vocabulary elsewhere or leave the file out"
+            )
+
+
+def _make_out_dir(out: Path) -> None:
+    """Create `--out`; a file in the way or a read-only parent is a one-line error."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        what = "is a file, not a directory" if out.is_file() else f"cannot be created: {error.strerror or error}"
+        raise UserError(f"vocab train: --out {out} {what}") from None
 
 
 def _positive_int(text: str) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from xfer.core.config import Files, knob
 from xfer.core.errors import UserError
 from xfer.core.stage import StageContext
+from xfer.transformer.tokenization.training import MAX_VOCAB_SIZE
 
 
 @dataclass
@@ -14,7 +15,9 @@ class VocabConfig:
     files: Files = knob(
         doc="Text files (paths, globs, or stage outputs such as corpus.text), one sentence or paragraph per line."
     )
-    size: int = knob(30522, "Target vocabulary size (the 5 special tokens and the alphabet included).", ge=6)
+    size: int = knob(
+        30522, "Target vocabulary size (the 5 special tokens and the alphabet included).", ge=6, le=MAX_VOCAB_SIZE
+    )
     lowercase: bool = knob(True, "Lower-case and strip accents (uncased model).")
     min_frequency: int = knob(2, "Minimum count of a merge to enter the vocabulary.", ge=1)
     limit_alphabet: int = knob(1000, "Keep at most this many distinct characters (the most frequent).", ge=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,14 @@ from xfer.transformer.tokenization.encodings import (
 )
 from xfer.transformer.tokenization.training import _bert_post_processor, build_bert_tokenizer, train_wordpiece
 from xfer.transformer.tokenization.vocab_files import (
-    _config_lowercase,
+    _config_options,
     _looks_cased,
     _normalizer_lowercases,
     _normalizer_state,
+    _set_bert_options,
     _set_lowercase,
     _write_atomic,
+    check_vocab_txt_matches,
     read_vocab_txt,
 )
 from xfer.transformer.tokenization.windows import (
@@ -75,11 +78,25 @@ class WordPieceTokenizer:
         self._tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
         self._tokenizer.post_processor = _bert_post_processor(self.cls_id, self.sep_id)
         self._vocab: dict[str, int] | None = None
+        # Every stage saves its tokenizer (as vocab.txt too) next to what it exports, at the end:
+        # a vocabulary that cannot be saved must fail here, not after hours of training.
+        try:
+            self._tokens_by_id()
+        except ValueError as error:
+            raise DataError(self._source, 0, str(error)) from None
 
     def _check_model(self) -> None:
         model = self._tokenizer.model
         if not isinstance(model, models.WordPiece):
             raise DataError(self._source, 0, f"not a WordPiece tokenizer (model is {type(model).__name__})")
+        if self._tokenizer.pre_tokenizer is None:
+            # WordPiece would then see each whole text, spaces included, as one word: [UNK] or
+            # nonsense pieces for every input, without an error
+            raise DataError(self._source, 0, "no pre-tokenizer: BERT's WordPiece needs one (BertPreTokenizer)")
+        if model.unk_token != UNK:
+            # Unknown words would get no id at all: `tokenizers` raises a bare Exception on the
+            # first one (or, with that token present, uses an id the task code does not know).
+            raise DataError(self._source, 0, f"WordPiece unknown token is {model.unk_token!r}, expected '{UNK}'")
         if model.continuing_subword_prefix != CONTINUATION_PREFIX:
             raise DataError(
                 self._source,
@@ -142,16 +159,26 @@ class WordPieceTokenizer:
     def from_dir(cls, directory: Path | str, lowercase: bool | None = None) -> WordPieceTokenizer:
         """Load a saved tokenizer or an HF model directory.
 
-        Prefers `tokenizer.json` (it records the exact normaliser) and falls back to `vocab.txt`.
-        `tokenizer_config.json`'s `do_lower_case`, when present, decides the casing as it does in
-        HF `transformers`; an explicit `lowercase` argument overrides both.
+        Prefers `tokenizer.json` (it records the exact normaliser) and falls back to `vocab.txt`;
+        with both, they must agree (vocab.txt may stop before tokenizer.json's added tokens).
+        `tokenizer_config.json`'s `do_lower_case`, `strip_accents` and `tokenize_chinese_chars`, when
+        present, set the normalisation as they do in HF `transformers`; an explicit `lowercase`
+        argument overrides the casing of both files.
         """
         directory = Path(directory)
+        options = _config_options(directory / TOKENIZER_CONFIG_FILE)
         if lowercase is None:
-            lowercase = _config_lowercase(directory / TOKENIZER_CONFIG_FILE)
+            lowercase = options.get("lowercase")
+        options.pop("lowercase", None)
         for name in (TOKENIZER_FILE, VOCAB_FILE):
             if (directory / name).is_file():
-                return cls.from_file(directory / name, lowercase=lowercase)
+                tokenizer = cls.from_file(directory / name, lowercase=lowercase)
+                if name == TOKENIZER_FILE and (directory / VOCAB_FILE).is_file():
+                    check_vocab_txt_matches(directory / VOCAB_FILE, tokenizer.vocab, directory / name)
+                _set_bert_options(tokenizer._tokenizer, options)
+                return tokenizer
+        if directory.is_file():  # `tokenizer: tok/vocab.txt`: the recipe knobs take its folder
+            raise DataError(directory, 0, f"is a file; give the folder that holds it ({directory.parent})")
         raise DataError(directory, 0, f"no {TOKENIZER_FILE} or {VOCAB_FILE} in this directory")
 
     def save(self, directory: Path | str) -> Path:
@@ -172,8 +199,14 @@ class WordPieceTokenizer:
         cased vocabulary, so its pieces differed from xfer's) and no length limit (`truncation=True`
         kept inputs longer than the position embeddings, which then failed in the model)."""
         directory = self.save(directory)
-        config = {
-            "do_lower_case": self.lowercase,
+        config: dict[str, Any] = {"do_lower_case": self.lowercase}
+        state = _normalizer_state(self._tokenizer)
+        if state.get("type") == "BertNormalizer":
+            # transformers resets both to its defaults (accents follow casing; CJK split) when
+            # the config does not name them: a lower-casing, accent-keeping tokenizer lost its accents
+            config["strip_accents"] = state.get("strip_accents")
+            config["tokenize_chinese_chars"] = state.get("handle_chinese_chars", True)
+        config |= {
             "model_max_length": model_max_length,
             "unk_token": UNK,
             "sep_token": SEP,
@@ -186,9 +219,15 @@ class WordPieceTokenizer:
 
     def _tokens_by_id(self) -> list[str]:
         """Tokens in id order; vocab.txt cannot represent gaps or tokens spanning lines."""
+        ids = sorted(self.vocab.values())
+        if ids != list(range(len(ids))):
+            shared = next((i for i, j in pairwise(ids) if i == j), None)
+            unused = next(i for i, j in enumerate([*ids, -1]) if i != j)
+            problem = f"two tokens have id {shared}" if shared is not None else f"no token has id {unused}"
+            raise ValueError(
+                f"vocabulary ids are not contiguous from 0 ({problem}), so it cannot be written as vocab.txt"
+            )
         by_id = {i: t for t, i in self.vocab.items()}
-        if sorted(by_id) != list(range(len(by_id))) or len(by_id) != len(self.vocab):
-            raise ValueError("vocabulary ids are not contiguous from 0, so it cannot be written as vocab.txt")
         tokens = [by_id[i] for i in range(len(by_id))]
         bad = [t for t in tokens if "\n" in t or "\r" in t]
         if bad:

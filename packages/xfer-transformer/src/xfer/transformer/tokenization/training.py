@@ -15,12 +15,17 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import read_error
+from xfer.core.textfile import not_utf8, read_error
 from xfer.transformer.tokenization.encodings import CLS, CONTINUATION_PREFIX, SEP, SPECIAL_TOKENS, UNK
 
 # Input files are read in blocks of about this many bytes (cut at a line end) to count characters.
 _READ_BLOCK_BYTES = 1 << 22
 _UNICODE_SIZE = 0x110000
+
+MAX_VOCAB_SIZE = 4_000_000
+"""Largest `vocab_size` accepted for training: 8x LaBSE's 501k, the largest published WordPiece
+vocabulary. `tokenizers` reserves about 70 bytes per requested token up front, so a typo such as
+`--size 1000000000` aborted the whole process (a failed 70 GB allocation) instead of an error."""
 
 
 def train_wordpiece(
@@ -55,6 +60,8 @@ def train_wordpiece(
     specials = _check_special_tokens(special_tokens)
     if vocab_size <= len(specials):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beyond the {len(specials)} special tokens")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is more than {MAX_VOCAB_SIZE}, far beyond any WordPiece vocabulary")
     if min_frequency < 1 or limit_alphabet < 1:
         raise ValueError("min_frequency and limit_alphabet must be at least 1")
 
@@ -193,11 +200,14 @@ def _utf8_boundary(data: bytes) -> int:
 
 
 def _decode(data: bytes, path: Path, first_line: int) -> str:
+    """The block's text; a bad byte is reported as every text reader does (`not_utf8`: line,
+    column, and "gzip-compressed; decompress it first" for a `corpus.txt.gz`)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = first_line + data[: error.start].count(b"\n")
-        raise DataError(path, line, f"not valid UTF-8 ({error.reason})") from None
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise DataError(path, line, not_utf8(path, data[error.start], column)) from None
 
 
 def _select_alphabet(counts: Counter[str], limit: int, exclude: set[str]) -> list[str]:
