@@ -124,6 +124,26 @@ def test_overrides_may_come_before_or_after_options(tmp_path: Path, capsys: pyte
     assert caught.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
+def test_an_abbreviated_option_is_not_taken_for_the_full_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--run D` is not `--run-dir D`, nor `--for D` `--fork D`: a typo or a shortened flag is refused
+    (argparse's default prefix matching would accept it, and a flag added later could change its meaning)."""
+    from xfer.testing import write_recipe
+
+    recipe = write_recipe(tmp_path, "stages:\n  c: {kind: toy.corpus, sentences: 5}\n")
+    for argv in (
+        ["run", str(recipe), "--run", str(tmp_path / "run")],
+        ["run", str(recipe), "--for", str(tmp_path / "fork")],
+        ["status", str(tmp_path), "--js"],
+    ):
+        with pytest.raises(SystemExit) as caught:
+            cli.main(argv)
+        assert caught.value.code == 2, argv
+        assert "unrecognized arguments: " + argv[-2 if argv[0] == "run" else -1] in capsys.readouterr().err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "fork").exists()
+
+
 def test_a_full_disk_is_one_line_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -144,6 +144,10 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
                     f"command {command.name!r} from plugin {command.provider!r} is broken: "
                     f"{type(exc).__name__}: {exc} (in {command.configure})"
                 ) from None
+    # No option abbreviations (`--for` for `--fork`): a typo must not silently become another
+    # flag, and a flag added later must not change what an existing abbreviation meant.
+    for command_parser in (parser, *sub.choices.values()):
+        command_parser.allow_abbrev = False
     return parser
 
 
