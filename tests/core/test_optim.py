@@ -225,6 +225,17 @@ def test_adamw_without_bias_correction_matches_hand_computation() -> None:
     assert torch.allclose(ratio, torch.full_like(ratio, (1 - beta1) / math.sqrt(1 - beta2)), rtol=1e-3)
 
 
+def test_fused_adamw_is_chosen_only_where_torch_has_the_kernel() -> None:
+    from xfer.core.optim import _fused_supported
+
+    assert _fused_supported([nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(3, dtype=torch.bfloat16))])
+    assert not _fused_supported([nn.Parameter(torch.ones(2, device="meta"))]), "no fused kernel on meta"
+    assert not _fused_supported([nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2, device="meta"))])
+    groups = [{"params": [nn.Parameter(torch.ones(2, device="meta"))], "lr_scale": 1.0}]
+    opt = make_optimizer(groups, "adamw", 0.1, (0.9, 0.999), 1e-6, True, 0.9)
+    assert not opt.defaults["fused"] and opt.defaults["foreach"]
+
+
 def test_adamw_skips_parameters_without_gradient() -> None:
     p, q = nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2))
     opt = AdamW([p, q], lr=0.1, weight_decay=0.5)
@@ -241,6 +252,8 @@ def test_make_optimizer_kinds() -> None:
     corrected = make_optimizer(groups, "adamw", 0.1, (0.9, 0.98), 1e-6, True, 0.9)
     assert type(corrected) is torch.optim.AdamW
     assert corrected.param_groups[0]["betas"] == (0.9, 0.98)
+    # torch's fused kernel on CPU: one pass per tensor (the foreach path is a slow per-tensor loop there)
+    assert corrected.defaults["fused"] is True and not corrected.defaults["foreach"]
     groups = param_groups(model, 0.1, 0.01, ["bias"], 0.5)
     plain = make_optimizer(groups, "adamw", 0.1, (0.9, 0.98), 1e-6, False, 0.9)
     assert type(plain) is AdamW and plain.param_groups[0]["eps"] == 1e-6

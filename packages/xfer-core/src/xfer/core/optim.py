@@ -2,7 +2,7 @@
 
 - `AdamW` with an option to turn bias correction off (the original BERT/ELECTRA
   `AdamWeightDecayOptimizer` has none) and decoupled weight decay applied as `lr * wd * w`;
-  with bias correction on it defers to `torch.optim.AdamW` (fused/foreach kernels).
+  with bias correction on it defers to `torch.optim.AdamW` (its fused kernel where the device has one).
 - Parameter groups: weight decay excluded by name pattern, and layer-wise LR decay
   (`lr * decay ** depth_from_top`) when the model reports parameter depths.
 - Schedules as pure functions of the step (so resuming needs only the step):
@@ -173,5 +173,26 @@ def make_optimizer(
     if kind == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=momentum)
     if bias_correction:
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, foreach=True)
+        fused = _fused_supported(p for group in groups for p in group["params"])
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused or None, foreach=not fused)
     return AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def _fused_supported(params: Iterable[torch.Tensor]) -> bool:
+    """Whether torch's fused AdamW kernel takes these parameters (floating point, one supported device).
+
+    On CPU the fused kernel updates each tensor in one vectorised pass; the foreach path there is a
+    per-tensor loop of ~8 ops that allocates two temporaries the size of the model every step (the
+    ELECTRA-Small optimizer step: measured several times slower; tools/bench_pretrain.py).
+    """
+    try:
+        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+    except ImportError:  # a torch without it: the foreach path is always correct
+        return False
+    params = list(params)
+    devices = {p.device.type for p in params}
+    return (
+        all(p.is_floating_point() for p in params)
+        and len(devices) == 1
+        and devices <= set(_get_fused_kernels_supported_devices())
+    )
