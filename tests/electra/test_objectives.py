@@ -616,3 +616,27 @@ def test_fused_generator_loss_refuses_a_second_backward_instead_of_a_wrong_gradi
     step.loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         step.loss.backward()
+
+
+def test_detection_metrics_match_sklearn_with_ties() -> None:
+    """AUC with tied logits is sklearn's (average ranks): constant logits score 50 wherever the
+    replaced tokens sit (first-come ranks gave anything from 0 to 100); bf16 logits tie often."""
+    from sklearn.metrics import accuracy_score, precision_score, recall_score, roc_auc_score
+
+    from xfer.electra.objective import detection_metrics
+
+    labels = torch.zeros(200, dtype=torch.bool)
+    labels[:30] = True
+    for replaced in (labels, labels.flip(0)):
+        assert detection_metrics(torch.zeros(200), replaced)["disc_auc"].item() == pytest.approx(50.0)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        replaced = torch.rand(300, generator=generator) < 0.15
+        logits = torch.randint(-3, 4, (300,), generator=generator).float() + replaced * 0.5  # many ties
+        got = detection_metrics(logits, replaced)
+        y, score = replaced.numpy(), logits.numpy()
+        assert got["disc_auc"].item() == pytest.approx(100 * roc_auc_score(y, score), abs=1e-4)
+        assert got["disc_accuracy"].item() == pytest.approx(100 * accuracy_score(y, score > 0), abs=1e-4)
+        assert got["disc_precision"].item() == pytest.approx(100 * precision_score(y, score > 0), abs=1e-4)
+        assert got["disc_recall"].item() == pytest.approx(100 * recall_score(y, score > 0), abs=1e-4)
+    assert detection_metrics(torch.randn(50), torch.zeros(50, dtype=torch.bool))["disc_auc"].item() == 50.0

@@ -127,16 +127,19 @@ def detection_metrics(logits: Tensor, replaced: Tensor) -> dict[str, Tensor]:
     """Accuracy, precision, recall and AUC (percent) of "replaced" predictions (logit > 0).
 
     AUC is the Mann-Whitney statistic of this batch's probabilities (50 when a class is absent),
-    computed on the device without a sync."""
+    computed on the device without a sync. Tied logits share their average rank (as sklearn's
+    `roc_auc_score`): a detector that scores every token alike is at 50, wherever the replaced
+    tokens sit; with first-come ranks it scored anywhere from 0 to 100."""
     logits, labels = logits.detach().float(), replaced.bool()
     predicted = logits > 0
     hits = (predicted & labels).sum()
     n_pos = labels.sum()
     n_neg = labels.numel() - n_pos
-    ranks = torch.empty_like(logits).scatter_(
-        0, logits.argsort(), torch.arange(1, logits.numel() + 1, device=logits.device, dtype=logits.dtype)
-    )
-    u = ranks[labels].sum() - n_pos * (n_pos + 1) / 2
+    ordered = logits.sort().values
+    below = torch.searchsorted(ordered, logits, right=False)  # values strictly below each logit
+    through = torch.searchsorted(ordered, logits, right=True)  # ... and those equal to it
+    ranks = (below + through + 1).double() / 2  # the average of the 1-based ranks below+1 .. through
+    u = ranks[labels].sum() - n_pos.double() * (n_pos + 1) / 2
     auc = torch.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg).clamp(min=1), torch.full_like(u, 0.5))
     return {
         "disc_accuracy": 100.0 * (predicted == labels).float().mean(),
