@@ -47,3 +47,20 @@ def test_write_predictions(tmp_path):
     unlabelled = [TaggingExample(id="t", words=("Hi",))]
     out = task.write_predictions(tmp_path, "test", unlabelled, {"t": ["INTJ"]})
     assert out.read_text() == "Hi\tINTJ\n\n"
+
+
+def test_span_predictions_are_written_in_iob2_for_conlleval(tmp_path):
+    """conlleval knows no S- and runs E-X B-X together: BIOES tags are written as IOB2, so
+    conlleval on the file finds the spans xfer scored (BIO tasks and POS tags as they are)."""
+    gold = [TaggingExample(id="a", words=("New", "York", "Paris", "is"), tags=("B-LOC", "E-LOC", "S-LOC", "O"))]
+    task = SpanTaggingTask("conll/ner")  # tag_scheme BIOES by default
+    predicted = {"a": ["S-LOC", "S-LOC", "S-LOC", "O"]}
+    out = task.write_predictions(tmp_path, "dev", gold, predicted)
+    assert out.read_text() == "New\tB-LOC\tB-LOC\nYork\tI-LOC\tB-LOC\nParis\tB-LOC\tB-LOC\nis\tO\tO\n\n"
+    assert task.evaluate(gold, predicted)["f1"] == pytest.approx(100 * 2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2))
+    columns = ColumnsTask("conll/columns", ColumnsConfig(scheme="BIOES"))
+    out = columns.write_predictions(tmp_path / "c", "dev", gold, predicted)
+    assert out.read_text().splitlines()[1] == "York\tI-LOC\tB-LOC"
+    bio = ColumnsTask("conll/columns", ColumnsConfig(scheme="BIO"))
+    out = bio.write_predictions(tmp_path / "b", "test", [TaggingExample(id="t", words=("x",))], {"t": ["I-X"]})
+    assert out.read_text() == "x\tI-X\n\n", "BIO tags are written as predicted, even ill-formed"

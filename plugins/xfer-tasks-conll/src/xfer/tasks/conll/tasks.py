@@ -133,6 +133,19 @@ class TaggingTask(Task):
         limit = self.config.max_examples
         return list(examples if limit is None else examples[:limit])
 
+    def conlleval_tags(self, tags: Sequence[str]) -> list[str]:
+        """Tags as the prediction file writes them: as they are, but BIOES span tags in IOB2.
+
+        conlleval knows no `S-` and does not end a chunk at `E-` followed by `B-`/`S-` of the same
+        type: read in BIOES, perfect CoNLL-2000 dev predictions counted 3,600 phrases for 3,783.
+        For well-formed predictions conlleval then finds exactly the spans xfer scored."""
+        return schemes.bioes_to_bio(tags) if self.span_scheme == "BIOES" else list(tags)
+
+    @property
+    def span_scheme(self) -> str | None:
+        """The scheme of span tags (BIO / BIOES), None for tags that are not spans (POS)."""
+        return None
+
     @property
     def labels(self) -> tuple[str, ...]:
         """Sorted tag set of the whole train file (in the task's scheme): a fixed order that does
@@ -149,7 +162,8 @@ class TaggingTask(Task):
     ) -> Path:
         """CoNLL-style output: `word<TAB>gold<TAB>predicted` per token (`word<TAB>predicted` when
         the split has no gold tags), a blank line after each sentence, in example order. With
-        gold tags the file is conlleval input (`conlleval -d '\\t'`). File: `<split>.conll`."""
+        gold tags the file is conlleval input (`conlleval -d '\\t'`); span tags are written in
+        IOB2 (`conlleval_tags`). File: `<split>.conll`."""
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.conll"
         with open(path, "w", encoding="utf-8") as out:
@@ -162,8 +176,8 @@ class TaggingTask(Task):
                     raise ValueError(
                         f"{self.name}: sentence {example.id!r}: {len(predicted)} tags for {len(example.words)} words"
                     )
-                golds = example.tags or [None] * len(example.words)
-                for word, gold, tag in zip(example.words, golds, predicted, strict=True):
+                golds = self.conlleval_tags(example.tags) if example.tags else [None] * len(example.words)
+                for word, gold, tag in zip(example.words, golds, self.conlleval_tags(predicted), strict=True):
                     out.write(f"{word}\t{tag}\n" if gold is None else f"{word}\t{gold}\t{tag}\n")
                 out.write("\n")
         return path
@@ -234,6 +248,10 @@ class SpanTaggingTask(TaggingTask):
             out.append(RawSentence(None, sentence.line, words, tags))
         self.input_schemes[str(path)] = detected
         return out
+
+    @property
+    def span_scheme(self) -> str | None:
+        return self.config.tag_scheme
 
     def info(self) -> TaskInfo:
         """`extra` carries `tag_scheme` and, for the files read so far, `input_schemes`
@@ -355,6 +373,10 @@ class ColumnsTask(TaggingTask):
                 raise DataError(path, sentence.lines[problem[0]], problem[1], key="tag")
             out.append(RawSentence(None, sentence.line, [row[word_col] for row in sentence.rows], tags))
         return out
+
+    @property
+    def span_scheme(self) -> str | None:
+        return None if self.config.scheme == "none" else self.config.scheme
 
     def info(self) -> TaskInfo:
         info = super().info()
