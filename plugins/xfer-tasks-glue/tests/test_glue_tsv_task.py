@@ -181,6 +181,23 @@ def test_registered_metric_components_can_be_named(tmp_path):
     assert 0 < scores["mcc"] < 100
 
 
+def test_every_core_metric_component_scores_string_labels_or_values(tmp_path):
+    """Each registered `core.*` metric meets the component contract on a task's own labels: core
+    once registered f1 (no positive class: refused string labels), span_f1 and corpus_bleu (score
+    objects), which the recipe accepted and which failed only after training."""
+    from xfer.core.plugins import default_host
+
+    names = sorted(name for kind, name in default_host().components if kind == "metric" and name.startswith("core."))
+    assert names == ["core.accuracy", "core.mcc", "core.pearson", "core.spearman"]
+    (tmp_path / "dev.tsv").write_text("t\ty\na\tyes\nb\tno\nc\tyes\nd\tno\n")
+    t = make(dev=tmp_path / "dev.tsv", text_a_column="t", label_column="y", labels=["no", "yes"], metrics=names[:2])
+    scores = t.evaluate(t.examples("dev"), {"dev-0": "yes", "dev-1": "no", "dev-2": "no", "dev-3": "no"})
+    assert scores["core.accuracy"] == 75.0
+    for gone in ("core.f1", "core.span_f1", "core.corpus_bleu"):
+        with pytest.raises(ValueError, match=f"unknown metric '{gone}'"):
+            TsvTaskConfig(labels=["no", "yes"], metrics=[gone])
+
+
 def test_an_unknown_metric_component_is_refused_with_a_suggestion():
     with pytest.raises(ValueError, match=r"unknown metric 'core\.mccc'; did you mean 'core\.mcc'"):
         TsvTaskConfig(labels=["a", "b"], metrics=["core.mccc"])
