@@ -446,3 +446,18 @@ def test_damaged_init_weights_are_refused_before_any_stage_runs(
     assert len(rows) == 1 and rows[0].startswith(f"{bad}: {said}"), rows
     assert cli.main(["run", str(write_recipe(tmp_path, text)), "--run-dir", str(tmp_path / "run")]) == 2
     assert not (tmp_path / "run/corpus/outputs").exists(), "refused before the first stage ran"
+
+
+def test_a_vocab_txt_with_a_byte_order_mark_reads_as_the_tokenizer_reads_it(tmp_path: Path) -> None:
+    """The pre-flight's vocabulary comparison strips a UTF-8 BOM as the tokenizer does: the same
+    vocabulary saved by a Windows editor was refused ("token id 0 is '\\ufeff[PAD]' here")."""
+    from xfer.transformer.finetune_config import read_vocabulary, vocabulary_mismatch
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    for folder, prefix in ((plain, ""), (marked, "\ufeff")):
+        folder.mkdir()
+        (folder / "vocab.txt").write_text(prefix + "\n".join(tokens) + "\n", encoding="utf-8")
+    read = read_vocabulary(marked)
+    assert read is not None and read[1] == tokens
+    assert vocabulary_mismatch(read, read_vocabulary(plain)) is None

@@ -120,3 +120,20 @@ def test_an_electra_config_without_embedding_size_gets_transformers_default(tmp_
     (tmp_path / "config.json").write_text(json.dumps(hf_config))
     loaded, _, _ = load_hf(tmp_path)
     assert (loaded.embedding_size, loaded.hidden_size) == (128, 64)
+
+
+def test_a_random_init_encoder_takes_the_tokenizers_size_and_padding_id(tmp_path: Path) -> None:
+    """Random init fits the tokenizer: vocabulary size and [PAD] id (the HF export's config named
+    token 0 as padding for a vocabulary whose [PAD] is elsewhere); `encoder:` settings win."""
+    from xfer.transformer.modelio import fitted_to_tokenizer
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    tokens = ["[UNK]", "[CLS]", "[PAD]", "[SEP]", "[MASK]", "a", "b", "c"]
+    (tmp_path / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    tokenizer = WordPieceTokenizer.from_dir(tmp_path)
+    assert tokenizer.pad_id == 2
+    config = preset("tiny")
+    fitted = fitted_to_tokenizer(config, tokenizer, {})
+    assert (fitted.vocab_size, fitted.pad_token_id) == (8, 2)
+    given = fitted_to_tokenizer(config, tokenizer, {"vocab_size": 100, "pad_token_id": 0})
+    assert given == config, "values the stage's `encoder:` set (applied before) are left alone"

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -119,10 +119,11 @@ def settle(weights: InitialWeights, tokenizer: Any, config: Any, seed: int) -> N
     tokenizer's size (unless `encoder: {vocab_size}` says otherwise) and is drawn from `seed`.
     """
     from xfer.transformer.encoder import Encoder
+    from xfer.transformer.modelio import fitted_to_tokenizer
 
     vocab = weights.encoder_config.vocab_size
-    if config.init is None and vocab != tokenizer.vocab_size and "vocab_size" not in config.encoder:
-        weights.encoder_config = replace(weights.encoder_config, vocab_size=tokenizer.vocab_size)
+    if config.init is None:
+        weights.encoder_config = fitted_to_tokenizer(weights.encoder_config, tokenizer, config.encoder)
     elif tokenizer.vocab_size > vocab:
         raise UserError(f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {vocab} embeddings")
     if config.init is None:

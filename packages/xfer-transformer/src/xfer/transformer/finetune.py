@@ -37,6 +37,7 @@ from xfer.core.trainer import Trainer
 from xfer.transformer.collapse import warn_if_collapsed
 from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
 from xfer.transformer.initnotes import generator_init_message, token_type_problem, untrained_positions_message
+from xfer.transformer.modelio import fitted_to_tokenizer
 
 
 def slug(name: str) -> str:
@@ -89,8 +90,8 @@ def run_finetune(ctx: StageContext) -> None:
         raise UserError(
             f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size} embeddings"
         )
-    if init_state is None and encoder_config.vocab_size != tokenizer.vocab_size and "vocab_size" not in config.encoder:
-        encoder_config = replace(encoder_config, vocab_size=tokenizer.vocab_size)
+    if init_state is None:
+        encoder_config = fitted_to_tokenizer(encoder_config, tokenizer, config.encoder)
     if init_state is not None:
         warn_if_collapsed(ctx, encoder_config, init_state, tokenizer, init_folder)
     if init_folder is not None:

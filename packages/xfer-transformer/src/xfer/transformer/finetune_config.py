@@ -265,7 +265,8 @@ def read_vocabulary(folder: Path) -> tuple[Path, list[str | None]] | None:
     Ids that `tokenizer.json` leaves out are None."""
     vocab = folder / "vocab.txt"
     if vocab.is_file():
-        lines = re.split(r"\r\n|\r|\n", vocab.read_text(encoding="utf-8", errors="replace"))
+        text = vocab.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")  # as the tokenizer
+        lines = re.split(r"\r\n|\r|\n", text)
         if lines and lines[-1] == "":
             lines.pop()
         return vocab, list(lines)

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,15 @@ def with_overrides(config: EncoderConfig, overrides: dict[str, Any], folder: Pat
                 "to train that architecture from random weights"
             )
     return replace(config, **overrides) if overrides else config
+
+
+def fitted_to_tokenizer(config: EncoderConfig, tokenizer: Any, given: Mapping[str, Any]) -> EncoderConfig:
+    """A random-init encoder's config with the tokenizer's vocabulary size and [PAD] id, unless the
+    stage's `encoder:` (`given`) sets them. The [PAD] id only enters the HF export's config, which
+    named token 0 as padding for a vocabulary whose [PAD] is elsewhere."""
+    fitted = {"vocab_size": tokenizer.vocab_size, "pad_token_id": tokenizer.pad_id}
+    changes = {k: v for k, v in fitted.items() if k not in given and getattr(config, k) != v}
+    return replace(config, **changes) if changes else config
 
 
 def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], dict[str, Tensor] | None]:
