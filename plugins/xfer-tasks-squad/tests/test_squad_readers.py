@@ -168,7 +168,12 @@ def test_wrong_types_and_duplicates(tmp_path):
     data = copy.deepcopy(V1)
     data["data"][0]["paragraphs"][0]["qas"][1]["id"] = "q-winner"
     path = write(tmp_path / "b.json", data)
-    raises_at(v1(path), "train", f"{path}:", "duplicate question id 'q-winner'")
+    lines = [n for n, text in enumerate(path.read_text().splitlines(), 1) if '"q-winner"' in text]
+    assert len(lines) == 2
+    # the repeat's line (it pointed at the first, which is fine), naming the first
+    raises_at(
+        v1(path), "train", f"{path}:{lines[1]}:", f"duplicate question id 'q-winner' \\(first on line {lines[0]}\\)"
+    )
 
 
 @pytest.mark.parametrize(("field", "value"), [("text", ""), ("text", "  "), ("id", ""), ("id", " ")])

@@ -179,7 +179,7 @@ def _guarded(plugin_name: str, hook: str, function: Any) -> Any:
         try:
             return function(*args, **kwargs)
         except Exception as exc:
-            warnings.warn(f"plugin {plugin_name!r}: {hook} failed: {_short_error(exc)}", stacklevel=2)
+            warnings.warn(f"plugin {plugin_name!r}: {hook} failed: {_short_error(exc)}", stacklevel=1)
             return None
 
     return call

@@ -37,12 +37,17 @@ class _Locator:
         """The line of the first of `values` found, searched for when called (on an error)."""
         return lambda: self.line(*values)
 
-    def line(self, *values: Any) -> int:
+    def line(self, *values: Any, occurrence: int = 1) -> int:
+        """The line of the `occurrence`-th appearance (1-based) of the first of `values` found."""
         for value in values:
             if not isinstance(value, str) or not value:
                 continue
             for needle in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
-                position = self.text.find(needle)
+                position = -1
+                for _ in range(occurrence):
+                    position = self.text.find(needle, position + 1)
+                    if position < 0:
+                        break
                 if position >= 0:
                     return self.text.count("\n", 0, position) + 1
         return 1
@@ -158,8 +163,9 @@ def _question(
     qid = _require_text(qa, "id", path, locate.at(hint), where)
     line = locate.at(qid)
     where = f"question {qid!r}"
-    if qid in seen:
-        raise DataError(path, line(), f"duplicate question id {qid!r}", key="id")
+    if qid in seen:  # the line of the repeat (the id's second appearance), naming the first
+        first, again = locate.line(qid), locate.line(qid, occurrence=2)
+        raise DataError(path, again, f"duplicate question id {qid!r} (first on line {first})", key="id")
     seen.add(qid)
     question = _require(qa, "question", str, path, line, where)
     raw_answers = _require(qa, "answers", list, path, line, where)
