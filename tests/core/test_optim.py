@@ -181,7 +181,16 @@ def test_no_layered_submodule_means_no_decay() -> None:
 # --- optimizers ----------------------------------------------------------------------------------
 
 
-def test_adamw_without_bias_correction_matches_hand_computation() -> None:
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "foreach"])
+def test_adamw_without_bias_correction_matches_hand_computation(fused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths: torch's fused kernel (CPU/CUDA) at a step where its bias corrections are 1,
+    and the foreach fallback (devices without the kernel)."""
+    from xfer.core import optim
+
+    if not fused:
+        monkeypatch.setattr(optim, "_fused_supported", lambda params: False)
+    else:
+        assert optim._fused_supported([torch.ones(1, dtype=torch.float64)])
     torch.manual_seed(0)
     lr, beta1, beta2, eps = 0.01, 0.9, 0.999, 1e-6
     a = torch.randn(3, 2, dtype=torch.float64)
@@ -236,7 +245,12 @@ def test_fused_adamw_is_chosen_only_where_torch_has_the_kernel() -> None:
     assert not opt.defaults["fused"] and opt.defaults["foreach"]
 
 
-def test_adamw_skips_parameters_without_gradient() -> None:
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "foreach"])
+def test_adamw_skips_parameters_without_gradient(fused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from xfer.core import optim
+
+    if not fused:
+        monkeypatch.setattr(optim, "_fused_supported", lambda params: False)
     p, q = nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2))
     opt = AdamW([p, q], lr=0.1, weight_decay=0.5)
     p.grad = torch.ones(2)

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 import torch
 from torch import nn
+from torch.optim.adam import adam as functional_adam
 
 from xfer.core.train_config import Schedule
 
@@ -119,7 +120,8 @@ def _normalization_parameters(model: nn.Module) -> set[int]:
 
 
 class AdamW(torch.optim.Optimizer):
-    """AdamW without bias correction (the original TF BERT/ELECTRA optimizer), foreach-vectorised.
+    """AdamW without bias correction (the original TF BERT/ELECTRA optimizer): torch's fused kernel
+    where the device has one, else foreach-vectorised.
 
     update = m / (sqrt(v) + eps) + wd * w;  w -= lr * update.
     Use `make_optimizer(..., bias_correction=True)` to get torch's own AdamW instead.
@@ -134,6 +136,14 @@ class AdamW(torch.optim.Optimizer):
         weight_decay: float = 0.0,
     ):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    def _uncorrected_step(self, device: torch.device) -> torch.Tensor:
+        """A step count (float32, as the fused kernel wants) so large that `beta ** step` is 0 and
+        adding 1 leaves it unchanged; shared by every parameter, never saved."""
+        cache: dict[torch.device, torch.Tensor] = self.__dict__.setdefault("_uncorrected_steps", {})
+        if device not in cache:
+            cache[device] = torch.tensor(2.0**40, dtype=torch.float32, device=device)
+        return cache[device]
 
     @torch.no_grad()
     def step(self, closure: Callable | None = None) -> None:  # type: ignore[override]
@@ -150,6 +160,17 @@ class AdamW(torch.optim.Optimizer):
             m = [s["exp_avg"] for s in states]
             v = [s["exp_avg_sq"] for s in states]
             beta1, beta2 = group["betas"]
+            if _fused_supported(params):
+                # torch's fused AdamW at a step count where beta ** step underflows to 0, so its bias
+                # corrections are exactly 1: the same update in one vectorised pass per tensor
+                # (decay p *= 1 - lr * wd of the old weights, then p -= lr * m / (sqrt(v) + eps))
+                steps = [self._uncorrected_step(params[0].device)] * len(params)
+                functional_adam(
+                    params, grads, m, v, [], steps, fused=True, decoupled_weight_decay=True,
+                    amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
+                    weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
+                )  # fmt: skip
+                continue
             torch._foreach_lerp_(m, grads, 1 - beta1)
             torch._foreach_mul_(v, beta2)
             torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
