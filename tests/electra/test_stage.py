@@ -321,7 +321,11 @@ def test_every_objective_trains_and_exports(objective: str, modules: dict, tmp_p
 
 def test_budget_buys_its_steps(tmp_path: Path) -> None:
     path = write_recipe(tmp_path, RECIPE)
-    overrides = ["stages.fit.budget={tokens: 1000}", "stages.fit.train.checkpoint_every=100"]
+    overrides = [
+        "stages.fit.budget={tokens: 1000}",
+        "stages.fit.train.steps=null",
+        "stages.fit.train.checkpoint_every=100",
+    ]
     run_recipe_file(path, tmp_path / "run", host(), overrides)
     meta = json.loads((tmp_path / "run/fit/outputs/discriminator/xfer_model.json").read_text())
     assert meta["training_steps"] == int(1000 // meta["tokens_per_step"]) >= 1
@@ -663,7 +667,11 @@ def test_warmup_longer_than_the_training_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"train\.warmup_steps: 2 is more than the budget's 1 steps"):
         load_recipe(path, ["stages.fit.budget={steps: 1}"], host())
     # steps bought by a budget (or epochs) are known only when training starts: refused then, before step 1
-    overrides = ["stages.fit.budget={tokens: 1000}", "stages.fit.train.warmup_steps=8"]  # < 8 x 32 tokens a step
+    overrides = [
+        "stages.fit.budget={tokens: 1000}",
+        "stages.fit.train.steps=null",
+        "stages.fit.train.warmup_steps=8",  # < 8 x 32 tokens a step
+    ]
     with pytest.raises(UserError, match=r"train\.warmup_steps 8 is more than the [1-7] steps this stage trains"):
         run_recipe_file(path, tmp_path / "run", host(), overrides)
     assert not (tmp_path / "run/fit/checkpoints").exists()
@@ -1132,7 +1140,11 @@ def test_plugin_objectives_pretrain_to_budgets_and_score_as_what_they_are_built_
     plugin_host = host()
     plugin_host.add_object(MineObjectives, "mine")
     path = write_recipe(tmp_path, RECIPE)
-    heavy = ["stages.fit.objective={name: mine/heavy-rtd, disc_weight: 20}", "stages.fit.budget={flops: 3e8}"]
+    heavy = [
+        "stages.fit.objective={name: mine/heavy-rtd, disc_weight: 20}",
+        "stages.fit.budget={flops: 3e8}",
+        "stages.fit.train.steps=null",
+    ]
     run_recipe_file(path, tmp_path / "heavy", plugin_host, [*heavy, "stages.fit.train.checkpoint_every=100"])
     disc = tmp_path / "heavy/fit/outputs/discriminator"
     meta = json.loads((disc / "xfer_model.json").read_text())
@@ -1148,10 +1160,12 @@ def test_plugin_objectives_pretrain_to_budgets_and_score_as_what_they_are_built_
         assert "no FLOP formula for this objective" in capsys.readouterr().out
     finally:
         set_default_host(None)
-    run_recipe_file(path, tmp_path / "own", plugin_host, [*own, "stages.fit.budget={tokens: 500}"])
+    run_recipe_file(
+        path, tmp_path / "own", plugin_host, [*own, "stages.fit.budget={tokens: 500}", "stages.fit.train.steps=null"]
+    )
     report = (tmp_path / "own/fit/report.md").read_text()
     assert "FLOPs not counted" in report
-    recipe = load_recipe(path, [*own, "stages.fit.budget={flops: 1e12}"], plugin_host)
+    recipe = load_recipe(path, [*own, "stages.fit.budget={flops: 1e12}", "stages.fit.train.steps=null"], plugin_host)
     with pytest.raises(PreflightError, match="objective 'mine/all-mask' has no FLOP formula"):
         check_data(recipe, plugin_host)
 

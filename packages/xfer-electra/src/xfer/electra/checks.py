@@ -9,7 +9,8 @@
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
   `transformer.finetune` (`xfer.transformer.finetune_config.checkpoint_problems`);
-- a compute budget that does not buy a single step;
+- a compute budget that does not buy a single step (in FLOPs: when the tokenizer and `init:` are
+  folders, not earlier stages' outputs, whose sizes the stage checks when it starts);
 - a generator `size` that gives a generator narrower than 1 unit, or `layers` that give it no layer,
   for the `init` checkpoint (without `init:` the recipe validation checks both against the preset,
   at the line of the knob).
@@ -162,7 +163,11 @@ def _tokenizer_dir(config: Any) -> Path | None:
 
 
 def _budget(config: Any, vocab_size: int | None) -> list[UserError]:
-    """A budget must buy at least one step; one step is costed at full-length sequences."""
+    """A budget must buy at least one step; one step is costed at full-length sequences.
+
+    A step's FLOPs need the model: with a tokenizer or `init:` an earlier stage makes, the vocabulary
+    or the architecture is not known before that stage has run (the preset's were assumed: a budget
+    that buys steps was refused as "less than one training step"), so the stage checks it itself."""
     from xfer.electra.stage import planned_step
 
     per_step, tokens_per_step = planned_step(config, vocab_size)
@@ -174,7 +179,8 @@ def _budget(config: Any, vocab_size: int | None) -> list[UserError]:
                 "(see xfer.electra.flops.training_flops): give the budget in tokens or steps"
             )
         ]
-    if budget.flops is not None and budget.flops < per_step:
+    model_known = vocab_size is not None and (config.init is None or config.init.path is not None)
+    if budget.flops is not None and model_known and budget.flops < per_step:
         return [UserError(f"budget.flops {budget.flops:.3g} is less than one training step ({per_step:.3g} FLOPs)")]
     if budget.tokens is not None and budget.tokens < tokens_per_step:
         return [UserError(f"budget.tokens {budget.tokens:.3g} is less than one step's {tokens_per_step:.0f} tokens")]

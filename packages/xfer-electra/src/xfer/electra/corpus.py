@@ -71,6 +71,14 @@ class CorpusConfig:
             raise FieldError("text_column", "must name a column")
         if self.dataset is not None and not self.dataset.strip():
             raise FieldError("dataset", "must not be empty")
+        if self.files is not None:  # `files: x.txt, text_column: body` trained on every line, the key unread
+            for name, default in (("text_column", "text"), ("split", "train"), ("dataset_config", None)):
+                if getattr(self, name) != default:
+                    raise FieldError(
+                        name,
+                        f"is read only with `dataset:` (its rows); `files:` are plain text, one sentence per line, "
+                        f"read whole: remove {name}, or give the file as `dataset:` (.json/.jsonl/.csv/.tsv/.parquet)",
+                    )
 
     def check_recipe(self) -> None:
         """A recipe must say where the text is (Python callers may fill it in later)."""

@@ -145,7 +145,11 @@ def build_examples(
     # tokenizer the cache key describes, whatever happens to the folder later in this process
     tokenizer = WordPieceTokenizer.from_dir(Path(tokenizer_dir))
     cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file in the way (of `data_cache` or of a parent), no permission: was a traceback
+        why = "a file is in the way" if cache_dir.exists() else (error.strerror or str(error))
+        raise DataError(cache_dir, 0, f"cannot create the example cache folder: {why}", key="data_cache") from None
     source = _open_source(corpus, [Path(f) for f in files], cache_dir, block_bytes, block_rows)
     tokenizer_json = tokenizer.backend.to_str()
     spec = _PackSpec(
@@ -1075,6 +1079,7 @@ class PretrainBatches:
         *,
         shuffle_buffer: int = 10_000,
         stream_sharding: Literal["examples", "shards"] = "examples",
+        source_name: str = "the corpus stream",
     ):
         share = global_batch // (world_size * accumulation) if world_size > 0 and accumulation > 0 else 0
         if share == 0 or share * world_size * accumulation != global_batch:
@@ -1092,9 +1097,12 @@ class PretrainBatches:
         self._batches: BatchStream | None = None
         self._stream: _ShuffledStream | None = None
         if isinstance(examples, datasets.IterableDataset):
-            reader = _StreamReader(examples, seed, rank, world_size, stream_sharding)
+            reader = _StreamReader(examples, seed, rank, world_size, stream_sharding, source_name)
             self._stream = _ShuffledStream(reader, shuffle_buffer, seed, rank)
         else:
+            # which examples the cursor indexes (the cache key: corpus bytes, tokenizer, packing), so a
+            # resume onto other examples is refused (see load_state_dict)
+            self._examples_key = (cache_manifest(examples) or {}).get("key") if examples.cache_files else None
             self._examples = _check_columns(examples)
             self._batches = BatchStream(
                 range(len(examples)),
@@ -1131,7 +1139,8 @@ class PretrainBatches:
 
     def state_dict(self) -> dict[str, Any]:
         if self._batches is not None:
-            return {"kind": "map", **self._batches.state_dict()}
+            key = {"examples": self._examples_key} if self._examples_key else {}
+            return {"kind": "map", **self._batches.state_dict(), **key}
         assert self._stream is not None
         return {"kind": "stream", "seed": self.seed, "world_size": self.world_size, **self._stream.state_dict()}
 
@@ -1144,7 +1153,7 @@ class PretrainBatches:
         if state.get("kind") != kind:
             raise ValueError(f"data cursor is for {state.get('kind')} examples, this run has {kind} examples")
         if self._batches is not None:
-            self._batches.load_state_dict({k: v for k, v in state.items() if k != "kind"})
+            self._load_map_cursor(state)
             return
         assert self._stream is not None
         if state.get("seed") != self.seed or state.get("world_size") != self.world_size:
@@ -1153,6 +1162,29 @@ class PretrainBatches:
                 f"this run has {self.seed} and {self.world_size}; cannot resume exactly"
             )
         self._stream.load_state_dict(state)
+
+    def _load_map_cursor(self, state: dict[str, Any]) -> None:
+        """Resume the map-style cursor, refusing one saved over other examples.
+
+        The run's fingerprint signs `corpus.files` but not a `corpus.dataset` file or folder: one edited
+        between a kill and the re-run resumed the checkpoint onto the new text, mixing two corpora in one
+        model without a word when the example count stayed the same, and with a bare ValueError
+        traceback when it did not (another seed, which the fingerprint does sign, stays that ValueError)."""
+        assert self._batches is not None
+        saved, ours = state.get("examples"), self._examples_key
+        if saved is not None and ours is not None and saved != ours:
+            detail = f"examples {saved[:12]}... -> {ours[:12]}..."
+        elif state.get("size", len(self._examples)) != len(self._examples):  # a checkpoint from before the key
+            detail = f"{state['size']} packed examples then, {len(self._examples)} now"
+        else:
+            self._batches.load_state_dict({k: v for k, v in state.items() if k not in ("kind", "examples")})
+            return
+        raise UserError(
+            f"the pre-training examples changed since the checkpoint was saved ({detail}): the corpus text, its "
+            "tokenizer or its packing is not what this stage trained on so far, and resuming would mix the two "
+            "in one model. Restore what it read to resume, or delete the stage's checkpoints/ folder to train "
+            "on the new text from the start"
+        ) from None
 
     def _collate_rows(self, indices: list[int]) -> dict[str, torch.Tensor]:
         table = self._examples[indices]
@@ -1198,8 +1230,16 @@ class _Cursor:
 class _StreamReader:
     """Reads examples from an IterableDataset's shards in a seeded order, one pass after another."""
 
-    def __init__(self, examples: datasets.IterableDataset, seed: int, rank: int, world_size: int, sharding: str):
-        self.examples, self.seed, self.rank, self.world_size = examples, seed, rank, world_size
+    def __init__(
+        self,
+        examples: datasets.IterableDataset,
+        seed: int,
+        rank: int,
+        world_size: int,
+        sharding: str,
+        name: str = "the corpus stream",
+    ):
+        self.examples, self.seed, self.rank, self.world_size, self.name = examples, seed, rank, world_size, name
         self.num_shards = examples.num_shards
         self.by_shard = sharding == "shards" and world_size > 1
         if self.by_shard:
@@ -1228,7 +1268,7 @@ class _StreamReader:
                 self._order = self._shard_order(c.epoch)
             if c.shard_pos >= len(self._order):
                 if c.epoch_read == 0:
-                    raise UserError("the corpus stream yields no examples: a whole pass over it found no tokens")
+                    raise UserError(f"{self.name}: the corpus yields no examples: a whole pass over it found no tokens")
                 c.epoch, c.shard_pos, c.in_shard, c.epoch_read = c.epoch + 1, 0, 0, 0
                 self._order = None
                 continue

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             print(f"  {row['steps']} steps ({row['steps_from']}): {row['flops_total']:.4g} FLOPs")
-        if row["steps_from"] == "budget":
+        if row["steps_from"] == "budget" and row["budget"]["steps"] is None:  # steps bought by FLOPs or tokens
             print(
                 f"  (every sequence counted {row['max_length']} tokens long; the stage plans from its corpus's "
                 "real lengths, so shorter sequences buy it more steps: its report.md gives the figure)"
@@ -60,20 +60,16 @@ def run(args: argparse.Namespace) -> int:
 
 def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
     """One pre-training stage's FLOPs: by component per step, per step, and in total."""
+    import dataclasses
+
     import numpy as np
 
     from xfer.core.errors import UserError
     from xfer.electra import flops
-    from xfer.electra.checks import _checkpoint_vocab_size, _tokenizer_vocab_size
-    from xfer.electra.stage import component_flops, planned_encoder
+    from xfer.electra.stage import component_flops
 
     config = recipe.stages[name].config
-    vocab = _tokenizer_vocab_size(config)
-    if vocab is None and config.tokenizer is not None and config.tokenizer.is_reference:
-        vocab = getattr(recipe.stages[config.tokenizer.stage].config, "size", None)
-    if vocab is None and config.init is not None and config.init.path is not None:
-        vocab = _checkpoint_vocab_size(config.init.path)
-    encoder = planned_encoder(config, vocab)
+    encoder = _planned_encoder(recipe, name)
     batch = config.train.batch_size
     per_sequence = component_flops(config, None, encoder, np.full(1, config.max_length))
     by_component = {k: v * batch for k, v in (per_sequence or {}).items()}
@@ -98,6 +94,51 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
         "flops_per_step": per_step,
         "steps": steps,
         "steps_from": steps_from,
+        "budget": None if config.budget is None else dataclasses.asdict(config.budget),
         "epochs": config.train.epochs if steps is None else None,
         "flops_total": None if steps is None or per_step is None else per_step * steps,
     }
+
+
+def _planned_encoder(recipe: Any, name: str) -> Any:
+    """The discriminator architecture stage `name` will train, before anything runs.
+
+    An `init:` or `tokenizer:` that is an earlier stage's output has that stage's architecture or
+    vocabulary (an `electra.pretrain` stage's followed up the chain, a `transformer.vocab` stage's
+    `size`). They were costed as the preset's: continuing a tiny model with `init: pretrain.discriminator`
+    as electra-small (the default `model:`, which `init:` makes unused), and a `tokenizer:
+    pretrain.tokenizer` as its 30,522 tokens, ~20-200x the FLOPs per step, and a budget's steps with
+    them. One from a stage of another kind is known only once it has run: an error that says so.
+    """
+    from xfer.electra.checks import _checkpoint_vocab_size, _tokenizer_vocab_size
+    from xfer.electra.stage import planned_encoder
+
+    config = recipe.stages[name].config
+    init = config.init
+    if init is not None and init.is_reference:
+        return _planned_encoder(recipe, _upstream(recipe, name, "init", init, ("electra.pretrain",)))
+    vocab = _tokenizer_vocab_size(config)
+    tokenizer = config.tokenizer
+    if vocab is None and tokenizer is not None and tokenizer.is_reference:
+        upstream = _upstream(recipe, name, "tokenizer", tokenizer, ("transformer.vocab", "electra.pretrain"))
+        if recipe.stages[upstream].kind == "transformer.vocab":
+            vocab = recipe.stages[upstream].config.size
+        else:
+            vocab = _planned_encoder(recipe, upstream).vocab_size
+    if vocab is None and init is not None and init.path is not None:
+        vocab = _checkpoint_vocab_size(init.path)
+    return planned_encoder(config, vocab)
+
+
+def _upstream(recipe: Any, name: str, key: str, reference: Any, kinds: tuple[str, ...]) -> str:
+    """The stage that `reference` (stage `name`'s `key`) reads from, when it is of one of `kinds`."""
+    from xfer.core.errors import UserError
+
+    upstream = recipe.stages.get(reference.stage)
+    if upstream is None or upstream.kind not in kinds:
+        kind = f" ({upstream.kind})" if upstream is not None else ""
+        raise UserError(
+            f"stage {name!r}: {key}: {reference} comes from stage {reference.stage!r}{kind}, whose model is known "
+            "only once it has run: no FLOP count before then"
+        )
+    return reference.stage

@@ -49,17 +49,22 @@ def run_pretrain(ctx: StageContext) -> None:
     """Pre-train, then write the discriminator, generator and tokenizer outputs."""
     config: PretrainConfig = ctx.config
     tokenizer = _tokenizer(config, ctx)
-    encoder_config, init_state = _encoder_config(config, ctx, tokenizer.vocab_size)
+    encoder_config, init_state = _encoder_config(config, ctx, tokenizer.vocab_size, tokenizer.pad_id)
     examples = _examples(config, ctx, tokenizer)
+    map_style = ctx.is_main and getattr(examples, "data", None) is not None  # a stream's counts are not known ahead
+    counts = token_counts(examples, tokenizer.vocab_size) if map_style else None
     if ctx.is_main:
         ctx.report(_data_report(examples, config))
+        unknown = unknown_tokens_warning(counts, tokenizer, _tokenizer_folder(config, ctx))
+        if unknown:
+            ctx.warn(unknown)
     lengths = example_lengths(examples)
     objective = _objective(config, ctx, encoder_config, tokenizer, examples)
     if init_state is not None:
         _load_init(objective, init_state, config, ctx)
     steps, plan = _plan(config, objective, encoder_config, lengths)
     train = dataclasses.replace(config.train, steps=steps)
-    source = _source(ctx, train, examples, tokenizer, config.corpus.shuffle_buffer)
+    source = _source(ctx, train, examples, tokenizer, config.corpus)
     trainer = Trainer(
         train,
         objective,
@@ -81,7 +86,7 @@ def run_pretrain(ctx: StageContext) -> None:
         ctx.report(_report(plan, steps))
         from xfer.core.runs.report import read_metrics
 
-        entropy = _corpus_unigram_entropy(examples, tokenizer)
+        entropy = _corpus_unigram_entropy(counts, tokenizer)
         if entropy is not None:
             ctx.report(
                 f"Corpus unigram entropy: {entropy:.3f} nats (a generator or MLM loss at this value has not "
@@ -114,7 +119,7 @@ def _tokenizer(config: PretrainConfig, ctx: StageContext) -> Any:
     return tokenizer
 
 
-def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) -> tuple[Any, dict | None]:
+def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int, pad_id: int) -> tuple[Any, dict | None]:
     """(discriminator EncoderConfig, initial weights or None): from `init`, or a preset."""
     from xfer.transformer.finetune_config import checkpoint_problems
     from xfer.transformer.presets import preset
@@ -131,7 +136,7 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int) 
     if problems:
         raise problems[0]
     if init_dir is None:
-        overrides = {"vocab_size": vocab_size, **config.encoder}
+        overrides = {"vocab_size": vocab_size, "pad_token_id": pad_id, **config.encoder}
         overrides.setdefault("max_position_embeddings", max(512, config.max_length))
         return preset(config.model, **overrides), None
     from xfer.transformer.modelio import with_overrides
@@ -287,17 +292,41 @@ def table_token_counts(table: Any, vocab_size: int) -> np.ndarray:
     return np.bincount(ids, minlength=vocab_size)[:vocab_size]
 
 
-def _corpus_unigram_entropy(examples: Any, tokenizer: Any) -> float | None:
-    """Entropy (nats) of the corpus's non-special tokens, None for a stream (counts not known ahead).
+def _corpus_unigram_entropy(counts: np.ndarray | None, tokenizer: Any) -> float | None:
+    """Entropy (nats) of the corpus's non-special tokens (`counts`: `token_counts`), None for a
+    stream (counts not known ahead).
 
     A masked-LM loss at this value means a model that predicts the unigram distribution, i.e.
     one that does not use context yet (see `detection_collapse`).
     """
-    if getattr(examples, "data", None) is None:
+    if counts is None:
         return None
-    counts = token_counts(examples, tokenizer.vocab_size).astype(np.float64)
+    counts = counts.astype(np.float64)
     counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id]] = 0.0
     return unigram_entropy(counts)
+
+
+UNKNOWN_SHARE_WARNED = 0.05
+"""Share of [UNK] among the corpus's tokens above which the stage warns: a vocabulary trained on
+the corpus leaves well under 1% (only characters rarer than its `min_frequency`)."""
+
+
+def unknown_tokens_warning(counts: np.ndarray | None, tokenizer: Any, folder: Path) -> str | None:
+    """A warning when more than `UNKNOWN_SHARE_WARNED` of the packed tokens ([CLS]/[SEP] not
+    counted) are [UNK], else None. A tokenizer that does not fit the text (another language or
+    script, a vocabulary made for another corpus) turned it into [UNK]s without a word: the stage
+    pre-trained on them and reported only its token count."""
+    if counts is None:
+        return None
+    total = int(counts.sum() - counts[tokenizer.cls_id] - counts[tokenizer.sep_id])
+    unknown = int(counts[tokenizer.unk_id])
+    if total <= 0 or unknown <= UNKNOWN_SHARE_WARNED * total:
+        return None
+    return (
+        f"{unknown / total:.1%} of the corpus's tokens ({unknown} of {total}) are [UNK]: the tokenizer ({folder}) "
+        "does not cover this text, and the model is pre-trained on [UNK]s where the words were. Give the "
+        "vocabulary made from this corpus (a transformer.vocab stage on the same files)."
+    )
 
 
 def unigram_entropy(counts: np.ndarray) -> float | None:
@@ -482,8 +511,9 @@ def component_flops(
         return None
 
 
-def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, shuffle_buffer: int) -> Any:
-    """The batch source; `shuffle_buffer` is the streaming window (ignored for a packed dataset)."""
+def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, corpus: Any) -> Any:
+    """The batch source; `corpus.shuffle_buffer` is the streaming window (ignored for a packed dataset),
+    and the corpus's files or dataset name what an empty stream's error names."""
     from xfer.electra.data import PretrainBatches
 
     return PretrainBatches(
@@ -494,7 +524,8 @@ def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, shuffl
         rank=dist.rank(),
         world_size=dist.world_size(),
         accumulation=train.grad_accum,
-        shuffle_buffer=shuffle_buffer,
+        shuffle_buffer=corpus.shuffle_buffer,
+        source_name=str(corpus.dataset if corpus.dataset is not None else corpus.files),
     )
 
 

@@ -91,7 +91,9 @@ class PretrainConfig:
     short_seq_prob: float = knob(0.05, "Probability that an example targets a random shorter length.", ge=0.0, le=1.0)
     train: TrainConfig = knob(DEFAULT_TRAIN, "Optimisation (ELECTRA-Small defaults).")
     budget: Budget | None = knob(
-        None, "Train to a compute budget instead of train.steps: {flops: 1e15}, {tokens: 1e8} or {steps: N}."
+        None,
+        "Train to a compute budget instead of train.steps: {flops: 1e15}, {tokens: 1e8} or {steps: N}. "
+        "A train.steps or train.epochs of the recipe's own next to it is an error (one of them would be ignored).",
     )
     export_hf: bool = knob(True, "Also write each output in Hugging Face layout (`hf/` inside it).")
     on_collapse: Literal["warn", "stop"] = knob(
@@ -155,6 +157,27 @@ class PretrainConfig:
                 f"{warmup} is more than the budget's {self.budget.steps} steps: the learning rate would never reach "
                 f"train.lr; give at most {self.budget.steps}",
             )
+        self._check_budget_alone()
+
+    def _check_budget_alone(self) -> None:
+        """A budget next to a `train.steps` or `train.epochs` of the recipe's own: the budget decides
+        the steps, and the other was ignored without a word (`xfer run recipes/electra-vs-mlm-cpu.yaml
+        stages.electra.train.steps=100` trained the whole budget). The stage's default 1M steps, and
+        `steps: null` with the default epochs, are what a budget replaces, so they pass."""
+        if self.budget is None:
+            return
+        steps, epochs = self.train.steps, self.train.epochs
+        if steps is not None and steps != DEFAULT_TRAIN.steps:
+            ignored, remove, plain = f"train.steps {steps}", "`train.steps: null`", f"{steps} steps"
+        elif steps is None and epochs != DEFAULT_TRAIN.epochs:
+            ignored, remove, plain = f"train.epochs {epochs:g}", "remove train.epochs", f"{epochs:g} epochs"
+        else:
+            return
+        raise FieldError(
+            "budget",
+            f"decides how many steps the stage trains, so {ignored} would be ignored: give one of them "
+            f"({remove} to train to the budget, `budget: null` to train {plain})",
+        )
 
     def _check_generator_width(self) -> None:
         """A generator `size` that gives a generator narrower than 1 unit for this discriminator (the
