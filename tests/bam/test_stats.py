@@ -80,3 +80,19 @@ def test_holm_bonferroni() -> None:
     assert stats.holm([0.03, 0.01, 0.5, 0.02]) == pytest.approx([0.06, 0.04, 0.5, 0.06])
     assert stats.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
     assert stats.stars(0.0009) == "***" and stats.stars(0.04) == "*" and stats.stars(0.2) == ""
+
+
+def test_f1_is_that_of_the_given_positive_label() -> None:
+    """It was label "1" (else the last label) whatever the task's `positive_label` was."""
+    rng = np.random.default_rng(3)
+    labels = ["1", "0", "2"]
+    gold = list(rng.choice(labels, 120))
+    runs = [list(rng.choice(labels, 120)) for _ in range(2)]
+    for positive in labels:
+        metric = stats.build_metric("classification", "f1", gold, runs, labels, positive_label=positive)
+        expected = [metrics.f1(gold, run, positive=positive) for run in runs]
+        assert metric.full() == pytest.approx(expected, abs=1e-9)
+    default = stats.build_metric("classification", "f1", gold, runs, labels)  # a gold.json without it: the last label
+    assert default.full() == pytest.approx([metrics.f1(gold, run, positive="2") for run in runs], abs=1e-9)
+    with pytest.raises(ValueError, match="positive label 'yes' is not one of"):
+        stats.build_metric("classification", "f1", gold, runs, labels, positive_label="yes")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
@@ -27,21 +28,45 @@ from xfer.bam import stats
 from xfer.bam.naming import module_name
 from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.errors import UserError
-from xfer.core.results import RESULTS_FILE, plus_minus, read_results
+from xfer.core.results import RESULTS_FILE, plus_minus, read_results, unfinished_status
 
 AVERAGE = "average"
+MAX_RESAMPLES = 1_000_000  # p resolves to 1e-6; the distribution alone is 8 bytes per resample and test
+TASK_TYPES = ("classification", "regression", "tagging")  # the types `stats` can resample
+F1_METRICS = ("f1", "acc_f1_avg")  # classification metrics that depend on the positive label
 
 
 @dataclass
 class TaskRuns:
-    """One system's runs on one task."""
+    """One system's runs on one task, and its dev set as recorded (to pair it with another system's)."""
 
     task: str
     main_metric: str
     seeds: list[int]
     scores: list[float]  # the main metric of each run
-    metric: stats.Metric  # resampling metric over the same runs
-    gold_digest: str  # identifies the dev set (ids and gold answers)
+    metric: stats.Metric  # resampling metric over the same runs, examples in `ids` order
+    kind: str
+    labels: list[str]
+    positive_label: str | None  # the class of a classification F1 (None for other task types)
+    ids: list[str]
+    answers: list[Any]
+    predictions: list[list[Any]]  # per run, in `ids` order
+
+    def metric_in(self, ids: list[str]) -> stats.Metric:
+        """The metric with the examples in the order of `ids` (the same examples): another system's
+        dev file may list them in another order, and the pairing of the bootstrap is by example."""
+        if ids == self.ids:
+            return self.metric
+        position = {example: i for i, example in enumerate(self.ids)}
+        order = [position[example] for example in ids]
+        return stats.build_metric(
+            self.kind,
+            self.main_metric,
+            [self.answers[i] for i in order],
+            [[run[i] for i in order] for run in self.predictions],
+            self.labels,
+            self.positive_label,
+        )
 
 
 @dataclass
@@ -111,10 +136,16 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def load_system(name: str, folder: Path) -> System:
-    import hashlib
-
     results_path = folder / RESULTS_FILE
+    unfinished = unfinished_status(folder)
+    if unfinished is not None:
+        raise UserError(
+            f"{folder}: its results are not final ({unfinished}: results.json and the dev predictions may be "
+            "from an attempt that did not finish or from inputs since replaced); compare it once it has finished"
+        )
     results = read_results(folder)  # the shared reader checks the file's layout
+    if results is None:
+        raise UserError(f"{results_path}: missing: the stage has not finished (no results yet)")
     if not results:
         raise UserError(f"{results_path}: no task results in it")
     system = System(name, folder)
@@ -126,16 +157,33 @@ def load_system(name: str, folder: Path) -> System:
         for i, run in enumerate(runs):
             for key, kind in (("trial", int), ("seed", int), (main, (int, float))):
                 _field(run, key, kind, results_path, f"{task}.runs[{i}]")
+            if not math.isfinite(run[main]):
+                raise UserError(
+                    f"{results_path}: {task}.runs[{i}].{main} is {run[main]}: a run without a finite score "
+                    "(diverged?) cannot be compared"
+                )
+        for key in ("trial", "seed"):  # one trial counted twice would weigh double in the test
+            values = [r[key] for r in runs]
+            twice = next((v for v in values if values.count(v) > 1), None)
+            if twice is not None:
+                raise UserError(f"{results_path}: {task}: {key} {twice} is recorded for two runs")
         runs = sorted(runs, key=lambda r: r["trial"])
         dev = folder / "outputs" / "results" / "dev" / _slug(task)
-        if not (dev / "gold.json").is_file():
+        gold_path = dev / "gold.json"
+        if not gold_path.is_file():
             raise UserError(f"{dev}: no gold.json: {folder} did not record per-example dev predictions for {task}")
-        gold = _read_json(dev / "gold.json")
-        kind = _field(gold, "type", str, dev / "gold.json", task)
-        ids = _field(gold, "ids", list, dev / "gold.json", task)
-        answers = _field(gold, "gold", list, dev / "gold.json", task)
-        if len(ids) != len(answers):
-            raise UserError(f"{dev / 'gold.json'}: {len(ids)} ids for {len(answers)} gold answers")
+        gold = _read_json(gold_path)
+        kind = _field(gold, "type", str, gold_path, task)
+        if kind not in TASK_TYPES:
+            raise UserError(
+                f"{gold_path}: {task} is a {kind} task; xfer compare resamples the metrics of "
+                f"{', '.join(TASK_TYPES)} tasks only"
+            )
+        ids = _field(gold, "ids", list, gold_path, task)
+        answers = _field(gold, "gold", list, gold_path, task)
+        labels, positive = _labels(gold, kind, gold_path, task)
+        _check_ids(ids, answers, gold_path)
+        _check_values(answers, kind, labels, None, gold_path, "gold")
         predictions = []
         for run in runs:
             path = dev / f"trial-{run['trial']}.json"
@@ -143,15 +191,78 @@ def load_system(name: str, folder: Path) -> System:
             predicted = _field(record, "predictions", list, path, task)
             if len(predicted) != len(ids):
                 raise UserError(f"{path}: {len(predicted)} predictions for {len(ids)} examples")
+            _check_values(predicted, kind, labels, answers, path, "predictions")
             predictions.append(predicted)
         try:
-            metric = stats.build_metric(kind, main, answers, predictions, gold.get("labels", []))
+            metric = stats.build_metric(kind, main, answers, predictions, labels, positive)
             stats.check_against(metric, [r[main] for r in runs], f"{name}: {task}")
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise UserError(f"{dev}: cannot recompute {main} from the recorded predictions: {exc}") from exc
-        digest = hashlib.sha256(json.dumps([ids, answers]).encode()).hexdigest()
-        system.tasks[task] = TaskRuns(task, main, [r["seed"] for r in runs], [r[main] for r in runs], metric, digest)
+        system.tasks[task] = TaskRuns(
+            task,
+            main,
+            [r["seed"] for r in runs],
+            [r[main] for r in runs],
+            metric,
+            kind,
+            labels,
+            positive,
+            ids,
+            answers,
+            predictions,
+        )
     return system
+
+
+def _labels(gold: dict[str, Any], kind: str, path: Path, task: str) -> tuple[list[str], str | None]:
+    """A classification task's labels and the class of its F1 (`positive_label`; files written
+    before it was recorded: the last label); other tasks need neither."""
+    if kind != "classification":
+        return [], None
+    labels = _field(gold, "labels", list, path, task)
+    if not labels or not all(isinstance(label, str) for label in labels):
+        raise UserError(f"{path}: {task}.labels: expected a non-empty list of label strings, found {labels!r}")
+    positive = gold.get("positive_label", labels[-1])  # absent: the default of the stats (the last label)
+    if positive not in labels:
+        raise UserError(f"{path}: {task}.positive_label: {positive!r} is not one of the labels {labels}")
+    return labels, positive
+
+
+def _check_ids(ids: list[Any], answers: list[Any], path: Path) -> None:
+    """Example ids pair two systems' predictions: they must be strings, unique, one per gold answer."""
+    if len(ids) != len(answers):
+        raise UserError(f"{path}: {len(ids)} ids for {len(answers)} gold answers")
+    if not ids:
+        raise UserError(f"{path}: no dev examples recorded")
+    seen: set[str] = set()
+    for i, example in enumerate(ids):
+        if not isinstance(example, str):
+            raise UserError(f"{path}: ids[{i}]: expected a string, found {type(example).__name__}")
+        if example in seen:
+            raise UserError(f"{path}: ids[{i}]: example id {example!r} is recorded twice")
+        seen.add(example)
+
+
+def _check_values(
+    values: list[Any], kind: str, labels: list[str], gold: list[Any] | None, path: Path, key: str
+) -> None:
+    """Every gold answer or prediction of the task's type, naming the file and the position of the
+    first that is not: an edited file must not be coerced ("3.5" read as 3.5, a tag string read as
+    its characters) or let a NaN of a diverged run reach the statistics."""
+    for i, value in enumerate(values):
+        where = f"{path}: {key}[{i}]"
+        if kind == "classification" and (not isinstance(value, str) or value not in labels):
+            raise UserError(f"{where}: {value!r} is not one of the labels {labels}")
+        if kind == "regression":
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise UserError(f"{where}: expected a number, found {type(value).__name__} {value!r}")
+            if not math.isfinite(value):
+                raise UserError(f"{where}: {value} is not a finite number (a diverged run?)")
+        if kind == "tagging":
+            if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+                raise UserError(f"{where}: expected a list of tag strings, found {value!r}")
+            if gold is not None and len(value) != len(gold[i]):
+                raise UserError(f"{where}: {len(value)} tags for a sentence of {len(gold[i])} words")
 
 
 def _slug(task: str) -> str:
@@ -209,6 +320,19 @@ def compare(systems: list[System], baselines: list[str], resamples: int, seed: i
     unknown = [b for b in baselines if b not in by_name]
     if unknown:
         raise UserError(f"--baseline {unknown[0]!r} is not a system (systems: {', '.join(by_name)})")
+    twice = next((b for b in baselines if baselines.count(b) > 1), None)
+    if twice is not None:  # every test would run twice and count twice in Holm's correction
+        raise UserError(f"--baseline {twice!r} is given twice")
+    for task in tasks_of(systems):  # one column of the table, one metric (also between non-tested systems)
+        having = [s for s in systems if task in s.tasks]
+        other = next((s for s in having if s.tasks[task].main_metric != having[0].tasks[task].main_metric), None)
+        if other is not None:
+            first = having[0]
+            raise UserError(
+                f"{task}: {first.name} reports {first.tasks[task].main_metric}, "
+                f"{other.name} {other.tasks[task].main_metric}"
+            )
+    common = common_tasks(systems)
     comparisons = []
     for system in systems:
         if system.name in baselines:
@@ -216,22 +340,49 @@ def compare(systems: list[System], baselines: list[str], resamples: int, seed: i
         for base_name in baselines:
             base = by_name[base_name]
             shared = [t for t in system.tasks if t in base.tasks]
+            paired: dict[str, tuple[stats.Metric, stats.Metric]] = {}
             for task in shared:
                 a, b = system.tasks[task], base.tasks[task]
-                if a.gold_digest != b.gold_digest:
-                    raise UserError(f"{task}: {system.name} and {base.name} were evaluated on different dev sets")
-                if a.main_metric != b.main_metric:
-                    raise UserError(f"{task}: {system.name} reports {a.main_metric}, {base.name} {b.main_metric}")
-                result = stats.paired_bootstrap([a.metric], [b.metric], resamples, seed)
+                difference = _dev_difference(a, b, (system.name, base.name))
+                if difference:
+                    raise UserError(
+                        f"{task}: {system.name} and {base.name} were evaluated on different dev sets ({difference})"
+                    )
+                if a.main_metric in F1_METRICS and a.positive_label != b.positive_label:
+                    raise UserError(
+                        f"{task}: {system.name} reports the F1 of label {a.positive_label!r}, "
+                        f"{base.name} of {b.positive_label!r}"
+                    )
+                paired[task] = (a.metric_in(b.ids), b.metric)  # in the baseline's order of examples
+                result = _test([paired[task]], resamples, seed, f"{task}: {system.name} vs {base.name}")
                 comparisons.append(Comparison(system.name, base.name, task, result, _seed_wins(a, b)))
-            if len(shared) > 1:
-                result = stats.paired_bootstrap(
-                    [system.tasks[t].metric for t in shared], [base.tasks[t].metric for t in shared], resamples, seed
-                )
+            if len(common) > 1:  # the Avg column's tasks: the same for every system and test
+                result = _test([paired[t] for t in common], resamples, seed, f"{system.name} vs {base.name}")
                 comparisons.append(Comparison(system.name, base.name, AVERAGE, result, ""))
     for comparison, adjusted in zip(comparisons, stats.holm([c.result.p for c in comparisons]), strict=True):
         comparison.result.p_holm = adjusted
     return comparisons
+
+
+def _test(pairs: list[tuple[stats.Metric, stats.Metric]], resamples: int, seed: int, what: str) -> stats.TestResult:
+    try:
+        return stats.paired_bootstrap([a for a, _ in pairs], [b for _, b in pairs], resamples, seed)
+    except ValueError as exc:
+        raise UserError(f"{what}: {exc}") from exc
+
+
+def _dev_difference(a: TaskRuns, b: TaskRuns, names: tuple[str, str]) -> str:
+    """How two recorded dev sets differ ("" when they hold the same examples with the same gold
+    answers, in any order): said precisely, since a stale or re-cut data folder is the usual cause."""
+    if len(a.ids) != len(b.ids):
+        return f"{len(a.ids)} vs {len(b.ids)} examples"
+    answers = dict(zip(b.ids, b.answers, strict=True))
+    for example, answer in zip(a.ids, a.answers, strict=True):
+        if example not in answers:
+            return f"example {example!r} is in {names[0]}'s, not in {names[1]}'s"
+        if answers[example] != answer:
+            return f"example {example!r} has gold {answer!r} in {names[0]}'s, {answers[example]!r} in {names[1]}'s"
+    return ""
 
 
 def _seed_wins(a: TaskRuns, b: TaskRuns) -> str:
@@ -244,10 +395,17 @@ def tasks_of(systems: list[System]) -> list[str]:
     return list(dict.fromkeys(t for s in systems for t in s.tasks))
 
 
+def common_tasks(systems: list[System]) -> list[str]:
+    """The tasks every system has: the Avg column and the average tests are over these, so a star
+    on an average is for the average it stands next to (a task one system lacks is in neither)."""
+    return [t for t in tasks_of(systems) if all(t in s.tasks for s in systems)]
+
+
 def markdown(
     systems: list[System], baselines: list[str], comparisons: list[Comparison], resamples: int, seed: int
 ) -> str:
     tasks = tasks_of(systems)
+    common = common_tasks(systems)
     lines = ["### Dev medians over seeds (main metric)", ""]
     lines.append("| system | Avg | " + " | ".join(tasks) + " |")
     lines.append("|---|---|" + "---|" * len(tasks))
@@ -258,10 +416,10 @@ def markdown(
         cells = []
         for task in [AVERAGE, *tasks]:
             if task == AVERAGE:
-                if not all(t in system.tasks for t in tasks):
+                if not common:
                     cells.append("–")
                     continue
-                value = statistics.fmean(system.median(t) for t in tasks)
+                value = statistics.fmean(system.median(t) for t in common)
             elif task in system.tasks:
                 value = system.median(task)
             else:
@@ -274,7 +432,8 @@ def markdown(
         "",
         f"Stars: significantly better than every baseline ({', '.join(baselines)}): Holm-Bonferroni-corrected "
         f"one-sided paired bootstrap over dev examples ({resamples} resamples, seed {seed}) of the seed-averaged "
-        "metric; * p < .05, ** p < .01, *** p < .001. Avg: mean of the task medians.",
+        "metric; * p < .05, ** p < .01, *** p < .001. Avg: mean of the task medians"
+        + ("." if common == tasks else f" of the tasks every system has ({', '.join(common) or 'none'})."),
         "",
         "### Per task: median (mean ± std, runs)",
         "",
@@ -345,8 +504,10 @@ def plot(systems: list[System], path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.bootstrap < 100:
-        raise UserError("--bootstrap must be at least 100 resamples")
+    if not 100 <= args.bootstrap <= MAX_RESAMPLES:
+        raise UserError(f"--bootstrap must be between 100 and {MAX_RESAMPLES:,} resamples, not {args.bootstrap:,}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
@@ -354,6 +515,13 @@ def main(args: argparse.Namespace) -> int:
     if len(systems) == 1:
         print(f"note: one system ({systems[0].name}): its medians only, no tests (give two or more)", file=sys.stderr)
     baselines = args.baseline or [systems[0].name]
+    partial = [t for t in tasks_of(systems) if t not in common_tasks(systems)]
+    if partial and len(systems) > 1:
+        print(
+            f"note: not in every system, so not in the average: {', '.join(partial)} "
+            "(tested only between systems that have it)",
+            file=sys.stderr,
+        )
     comparisons = compare(systems, baselines, args.bootstrap, args.seed)
     text = markdown(systems, baselines, comparisons, args.bootstrap, args.seed)
     sys.stdout.write(text)
@@ -372,6 +540,7 @@ def main(args: argparse.Namespace) -> int:
                 for s in systems
             },
             "baselines": baselines,
+            "average_tasks": common_tasks(systems),
             "bootstrap": {"resamples": args.bootstrap, "seed": args.seed},
             "tests": [
                 {

@@ -27,8 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="systems every other system is tested against (default: the first system; a run folder gives its stages in recipe order)",
     )
-    parser.add_argument("--bootstrap", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    parser.add_argument(
+        "--bootstrap", type=int, default=1000, metavar="B", help="bootstrap resamples, 100 to 1,000,000 (default 1000)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling, >= 0 (default 0)")
     parser.add_argument(
         "--out",
         type=Path,

@@ -272,6 +272,7 @@ def write_dev_predictions(ctx: StageContext, data: TaskData, trial: int, seed: i
         "type": data.info.type,
         "labels": list(data.info.labels),
         "main_metric": data.info.main_metric,
+        "positive_label": positive_label(data),
         "extra": {k: v for k, v in data.info.extra.items() if k in ("score_range", "tag_scheme")},
         "ids": ids,
         "gold": [gold_value(e) for e in data.dev_examples],
@@ -282,6 +283,16 @@ def write_dev_predictions(ctx: StageContext, data: TaskData, trial: int, seed: i
         {"task": data.name, "trial": trial, "seed": seed, "predictions": [predictions[i] for i in ids]},
         indent=None,
     )
+
+
+def positive_label(data: TaskData) -> str | None:
+    """The class whose F1 a classification task reports, for `xfer compare` to recompute the same F1:
+    the task info's `positive_label`, else its config's (glue/tsv), else the last label (the default
+    of every task that reports F1: GLUE's "1" of "0"/"1", glue/tsv); None for other task types."""
+    if data.info.type != "classification" or not data.info.labels:
+        return None
+    named = data.info.extra.get("positive_label") or getattr(data.config, "positive_label", None)
+    return str(named) if named is not None else data.info.labels[-1]
 
 
 def group_score(run: dict[str, Any], group: Group) -> float:

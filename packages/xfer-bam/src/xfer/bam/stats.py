@@ -82,14 +82,21 @@ def _f1(gold: np.ndarray, pred: np.ndarray, positive: int) -> np.ndarray:
 Values = Callable[[np.ndarray], np.ndarray]
 
 
-def _classification(metric: str, gold: list[Any], runs: list[list[Any]], labels: Sequence[str]) -> Values | None:
+def _classification(
+    metric: str, gold: list[Any], runs: list[list[Any]], labels: Sequence[str], positive_label: str | None
+) -> Values | None:
+    """`positive_label`: the class whose F1 the task reported (a glue/tsv task's `positive_label`);
+    None (a gold.json written before it was recorded) takes the last label, the default of every
+    task that reports F1 (GLUE's "1" of "0"/"1", glue/tsv)."""
     index = {label: i for i, label in enumerate(labels)}
     unknown = [v for v in [*gold, *(p for r in runs for p in r)] if v not in index]
     if unknown:
         raise ValueError(f"label {unknown[0]!r} is not one of {list(labels)}")
+    if positive_label is not None and positive_label not in index:
+        raise ValueError(f"the positive label {positive_label!r} is not one of {list(labels)}")
     g = np.array([index[v] for v in gold])
     preds = np.array([[index[v] for v in r] for r in runs])
-    positive = index.get("1", len(labels) - 1)
+    positive = index[positive_label] if positive_label is not None else len(labels) - 1
 
     def accuracy(idx: np.ndarray) -> np.ndarray:
         return np.stack([100.0 * (g[idx] == p[idx]).mean(-1) for p in preds])
@@ -159,10 +166,18 @@ def _tagging(metric: str, gold: list[list[str]], runs: list[list[list[str]]]) ->
     return span_f1
 
 
-def build_metric(task_type: str, metric: str, gold: list[Any], runs: list[list[Any]], labels: Sequence[str]) -> Metric:
-    """The vectorised `metric` of a task over `runs` (each a list of predictions aligned with `gold`)."""
+def build_metric(
+    task_type: str,
+    metric: str,
+    gold: list[Any],
+    runs: list[list[Any]],
+    labels: Sequence[str],
+    positive_label: str | None = None,
+) -> Metric:
+    """The vectorised `metric` of a task over `runs` (each a list of predictions aligned with `gold`);
+    `positive_label`: the class of a classification task's F1 (see `_classification`)."""
     if task_type == "classification":
-        found = _classification(metric, gold, runs, labels)
+        found = _classification(metric, gold, runs, labels, positive_label)
     elif task_type == "regression":
         found = _regression(metric, gold, runs)
     elif task_type == "tagging":
@@ -202,6 +217,8 @@ def paired_bootstrap(a: Sequence[Metric], b: Sequence[Metric], resamples: int, s
     sizes = [m.n for m in a]
     if sizes != [m.n for m in b]:
         raise ValueError(f"the systems were scored on dev sets of different sizes ({sizes} vs {[m.n for m in b]})")
+    if min(sizes) < 2:
+        raise ValueError(f"a dev set of {min(sizes)} example(s) cannot be resampled (the bootstrap needs 2 or more)")
 
     def statistic(*idx: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.mean([fa(i).mean(0) - fb(i).mean(0) for fa, fb, i in zip(a, b, idx, strict=True)], axis=0)
@@ -216,16 +233,33 @@ def paired_bootstrap(a: Sequence[Metric], b: Sequence[Metric], resamples: int, s
         paired=False,
         confidence_level=0.95,
         method="percentile",
+        batch=_batch(resamples, sum(sizes)),
         random_state=np.random.default_rng(seed),
     )
     distribution = np.asarray(result.bootstrap_distribution)
-    exceed = int(np.count_nonzero(distribution - observed >= observed))
+    # Δ* − Δ ≥ Δ with exact ties counted: a discrete metric (accuracy of n examples averaged over
+    # seeds) often gives Δ* = 2Δ exactly, and rounding in the float sums dropped some of those
+    # ties (p too small) — so "≥" within a rounding tolerance.
+    exceed = int(np.count_nonzero(distribution - observed >= observed - TIE_TOLERANCE * max(1.0, abs(observed))))
     return TestResult(
         delta=observed,
         low=float(result.confidence_interval.low),
         high=float(result.confidence_interval.high),
         p=(exceed + 1) / (resamples + 1),
     )
+
+
+TIE_TOLERANCE = 1e-9  # relative; metrics are percentages whose float sums err by ~1e-13
+
+# Resampled example indices held at once (int64: 8 bytes each): scipy resamples all B samples in one
+# array unless told to batch, which for a large B (or dev set) is a MemoryError after the training.
+MAX_INDICES = 1 << 24
+
+
+def _batch(resamples: int, examples: int) -> int | None:
+    """scipy's `batch`: None (one call, the historical random stream) when all resamples fit in
+    MAX_INDICES indices, else as many as fit."""
+    return None if resamples * examples <= MAX_INDICES else max(1, MAX_INDICES // examples)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
