@@ -123,3 +123,41 @@ def test_a_stage_config_may_declare_its_splits() -> None:
     assert stage_tasks(Declares(ref)) == [(ref, ("train",))]
     assert stage_tasks(Nested([ref], {"k": ref})) == [(ref, ("train", "dev")), (ref, ("train", "dev"))]
     assert stage_tasks(None) == []
+
+
+def test_a_problem_of_a_stage_set_by_an_override_points_at_the_override(
+    tmp_path: Path, host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It pointed at the recipe file, without a line, where the stage was not written at all."""
+    _files(tmp_path)
+    monkeypatch.chdir(tmp_path)  # paths in overrides are relative to the current directory
+    stage = "stages.second={kind: testing.fit, task: {name: lines/cls, train_file: second-train.tsv}}"
+    recipe = load_recipe(write_recipe(tmp_path, RECIPE), [stage], host=host)
+    with pytest.raises(PreflightError) as caught:
+        check_data(recipe, host)
+    assert str(caught.value) == f"<override 1: {stage}>:1:8: stage 'second', task 'lines/cls': no dev_file configured"
+
+
+def test_a_crashing_check_of_a_stage_config_is_reported_not_raised(
+    tmp_path: Path, host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check_task_infos()` and `data_splits()` that raise were tracebacks that hid every other problem
+    (`preflight()` already reported a raising `preflight()` as a plugin bug)."""
+    _files(tmp_path, first_dev="broken\n")
+    path = write_recipe(tmp_path, RECIPE)
+    recipe = load_recipe(path, host=host)
+    config_cls = type(recipe.stages["first"].config)
+
+    def boom(self, *args):
+        raise KeyError("type")
+
+    monkeypatch.setattr(config_cls, "check_task_infos", boom, raising=False)
+    problems = preflight(recipe, host)
+    assert f"{tmp_path / 'first-dev.tsv'}:1: expected text<TAB>label (stage 'first', task 'lines/cls')" in problems
+    assert (
+        f"{path.resolve()}:4:11: stage 'first': its check_task_infos() failed (KeyError: 'type'); plugin bug"
+        in problems
+    )
+    monkeypatch.setattr(config_cls, "data_splits", boom, raising=False)
+    problems = preflight(recipe, host)
+    assert f"{path.resolve()}:8:11: stage 'second': its data_splits() failed (KeyError: 'type'); plugin bug" in problems

@@ -161,7 +161,7 @@ def test_optional_and_unions() -> None:
     _, found, _ = validate("count: 1\nmaybe: x\nevery: epochs\n")
     assert found == [
         (2, 8, "cfg.maybe: expected an integer, got str 'x'"),
-        (3, 8, "cfg.every: expected an integer or one of 'epoch' or null, got str 'epochs'"),
+        (3, 8, "cfg.every: expected an integer or one of 'epoch' or null, got str 'epochs'; did you mean 'epoch'?"),
     ]
 
 
@@ -193,7 +193,8 @@ def test_dict_values() -> None:
     value, _, _ = validate("count: 1\ntable: {a: 1, b: 2.5}\n")
     assert value.table == {"a": 1.0, "b": 2.5}
     _, found, _ = validate("count: 1\ntable:\n  a: 1\n  b: no\n")  # YAML 1.1: `no` is false
-    assert found == [(4, 6, "cfg.table.b: expected a number, got bool False")]
+    hint = "(YAML reads no as false: write 'no' in quotes if you mean the word)"
+    assert found == [(4, 6, f"cfg.table.b: expected a number, got bool False {hint}")]
 
 
 # --- dataclasses -------------------------------------------------------------------------------

@@ -24,7 +24,15 @@ from typing import Any
 from xfer.core.config import FieldError
 from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError, UserError
 from xfer.core.plugins import PluginHost, default_host
-from xfer.core.recipes.schema import INVALID, Validator, did_you_mean, resolve_path, to_plain
+from xfer.core.recipes.schema import (
+    INVALID,
+    Validator,
+    describe,
+    did_you_mean,
+    resolve_path,
+    to_plain,
+    unexpanded_hint,
+)
 from xfer.core.recipes.yamlsrc import Node, apply_override, deep_merge, parse_file, parse_override
 from xfer.core.specs import ComponentSpec
 
@@ -32,6 +40,8 @@ TOP_LEVEL_KEYS = ("name", "seed", "description", "include", "stages")
 MAX_SEED = 2**31
 """Recipe seeds are below this: stages derive seeds by adding trial and rank numbers, and every
 generator they reach (Python, numpy, torch, datasets) must take the sum."""
+NAME_MAX = 255
+"""The longest file name (in bytes) of common file systems: the run and stage names name folders."""
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -124,12 +134,21 @@ def _load_with_includes(path: Path, deferred: list[Diagnostic], seen: tuple[Path
         if not isinstance(item.value, str):
             problems.append(Diagnostic(item.loc, "include: expected a file path"))
             continue
-        target = resolve_path(item, item.value)
+        try:
+            target = resolve_path(item, item.value)
+        except ValueError as exc:  # an unset `${VAR}`
+            problems.append(Diagnostic(item.loc, f"include: {exc}"))
+            continue
+        if target.exists():
+            target = target.resolve()  # a symlink to a file on the include chain is that file: a cycle
         if target in seen or target == path:
             problems.append(Diagnostic(item.loc, f"include cycle: {target} includes itself"))
             continue
         if not target.exists():
-            problems.append(Diagnostic(item.loc, f"include: file not found: {target}"))
+            problems.append(Diagnostic(item.loc, f"include: file not found: {target}{unexpanded_hint(item.value)}"))
+            continue
+        if target.is_dir():
+            problems.append(Diagnostic(item.loc, f"include: {target} is a folder; give a YAML file"))
             continue
         try:
             part = _load_with_includes(target, deferred, (*seen, path))
@@ -211,6 +230,17 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
             message = f"{'.'.join(key_path)} is already set by override {earlier[0]} ({earlier[1]!r}); give it once"
             diagnostics.append(Diagnostic(where, message))
             continue
+        inner = next(
+            (given[p] for p in given if len(p) > len(key_path) and p[: len(key_path)] == tuple(key_path)), None
+        )
+        if inner is not None:  # this value would replace the section, and the earlier key in it with it, silently
+            where = Location(f"<override {index}: {text}>", 1, 1)
+            message = (
+                f"{'.'.join(key_path)} replaces what override {inner[0]} ({inner[1]!r}) set inside it; "
+                "give the section first and the keys inside it after it"
+            )
+            diagnostics.append(Diagnostic(where, message))
+            continue
         diagnostics += apply_override(root, key_path, value, text, index)
 
     validator = Validator(component_config=lambda kind, name, node, v: _component_config(host, kind, name, node, v))
@@ -223,7 +253,7 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
         validator.error(
             where,
             f"name {name!r} names the run directory runs/<name>: it must be one folder name "
-            "(not empty, '.' or '..', no '/' or '\\', no spaces at either end)",
+            f"(not empty, '.' or '..', no '/' or '\\', no spaces at either end, at most {NAME_MAX} bytes)",
         )
     elif "${" in name:  # `${VAR}` is expanded in paths only: this would name a folder `runs/${USER}`
         validator.error(
@@ -304,7 +334,21 @@ def _check_upstream(
 
 def _is_folder_name(name: str) -> bool:
     """True for a name that `runs/<name>` keeps inside `runs/` ("../x", "/abs" and "" do not)."""
-    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0") and name == name.strip()
+    return (
+        name not in ("", ".", "..")
+        and not any(c in name for c in "/\\\0")
+        and name == name.strip()
+        and _fits_a_folder_name(name)
+    )
+
+
+def _fits_a_folder_name(name: str) -> bool:
+    """A longer name, or one with a lone surrogate (`"\\ud800"`), passed validation and crashed the run
+    where it made the folder (ENAMETOOLONG, UnicodeEncodeError)."""
+    try:
+        return len(name.encode("utf-8")) <= NAME_MAX
+    except UnicodeEncodeError:
+        return False
 
 
 def _top(root: Node, key: str, tp: type, default: Any, validator: Validator) -> Any:
@@ -327,9 +371,13 @@ def _stage_spec(
     if not _STAGE_NAME.match(stage_name):
         validator.error(where, f"stage name {stage_name!r} must be letters, digits, '_' or '-' (no dots)")
         return None
+    if not _fits_a_folder_name(stage_name):  # it names the stage's folder
+        validator.error(where, f"stage name {stage_name[:20]}...: at most {NAME_MAX} characters, got {len(stage_name)}")
+        return None
     if not node.is_map:
         validator.error(
-            node.loc, f"stages.{stage_name}: expected a mapping with 'kind', got {type(node.value).__name__}"
+            node.loc,
+            f"stages.{stage_name}: expected a mapping with 'kind', got {describe(node.value)}",
         )
         return None
     kind_node = node.get("kind")

@@ -148,6 +148,15 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def yaml_word(node: Node) -> str:
+    """A hint, "(YAML reads no as false: write 'no' in quotes ...)", for a word YAML 1.1 reads as a boolean
+    or null: the message would otherwise say "got bool False" to someone who wrote `target_lang: no`."""
+    if not node.text or node.text.lower() in ("true", "false", "null", ""):
+        return ""
+    meaning = "null" if node.value is None else str(node.value).lower()
+    return f" (YAML reads {node.text} as {meaning}: write '{node.text}' in quotes if you mean the word)"
+
+
 def base_dir(node: Node) -> Path:
     """Relative paths resolve against the folder of the YAML file that wrote them (overrides: cwd)."""
     file = node.loc.file
@@ -176,8 +185,27 @@ def expand_env(text: str) -> str:
     return _ENV_VAR.sub(substitute, text)
 
 
+_UNEXPANDED = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def unexpanded_hint(text: Any) -> str:
+    """' (only ${VAR} is expanded: write ${HOME} for $HOME)' for a path not found that holds a `$VAR`:
+    the shell habit, which the error would otherwise show as a folder literally named `$HOME`."""
+    match = _UNEXPANDED.search(text) if isinstance(text, str) else None
+    return f" (only ${{VAR}} is expanded: write ${{{match[1]}}} for ${match[1]})" if match else ""
+
+
 def resolve_path(node: Node, text: str) -> Path:
-    path = Path(os.path.expanduser(expand_env(text)))
+    """`text` as an absolute path; a ValueError says why it is none (an unset `${VAR}`, a NUL or lone
+    surrogate character: the operating system refuses those, and `glob` or `mkdir` raised far from the recipe)."""
+    expanded = os.path.expanduser(expand_env(text))
+    if "\0" in expanded:
+        raise ValueError(f"{text!r}: a path cannot contain a NUL character")
+    try:
+        os.fsencode(expanded)
+    except UnicodeEncodeError:  # `"\ud800"` in YAML: a lone surrogate no file system can name
+        raise ValueError(f"{text!r}: a path cannot contain a lone surrogate character") from None
+    path = Path(expanded)
     return Path(os.path.normpath(path if path.is_absolute() else base_dir(node) / path))
 
 
@@ -239,7 +267,7 @@ class Validator:
         return INVALID
 
     def wrong_type(self, node: Node, tp: Any, path: str) -> Any:
-        return self.error(node.loc, f"{path}: expected {type_name(tp)}, got {describe(node.value)}")
+        return self.error(node.loc, f"{path}: expected {type_name(tp)}, got {describe(node.value)}{yaml_word(node)}")
 
     # --- entry point --------------------------------------------------------------------------
 
@@ -254,14 +282,16 @@ class Validator:
                 return self.keys_of(node, keys_of, path)
             result = self.value(node, args[0], path)
             if result is not INVALID and any(isinstance(a, MustExist) for a in args[1:]) and not Path(result).exists():
-                return self.error(node.loc, f"{path}: path not found: {result}")
+                return self.error(node.loc, f"{path}: path not found: {result}{unexpanded_hint(node.value)}")
             return result
         if origin is Literal:
             if node.value in args and not node.is_map and not node.is_seq:
                 return node.value
             choices = ", ".join(repr(a) for a in args)
             hint = did_you_mean(str(node.value), [str(a) for a in args]) if isinstance(node.value, str) else ""
-            return self.error(node.loc, f"{path}: {describe(node.value)} is not one of {choices}{hint}")
+            return self.error(
+                node.loc, f"{path}: {describe(node.value)} is not one of {choices}{hint}{yaml_word(node)}"
+            )
         if origin in (Union, types.UnionType):
             return self._union(node, args, path)
         if origin in (list, tuple):
@@ -316,7 +346,11 @@ class Validator:
                 self.refs |= trial.refs
                 self.provenance.update(trial.provenance)
                 return result
-        return self.wrong_type(node, Union[tuple(args)], path)  # noqa: UP007
+        # `eval_every: epcoh` against `int | Literal["epoch"] | None`: suggest the word, as a Literal alone does
+        words = [str(w) for c in candidates if typing.get_origin(c) is Literal for w in typing.get_args(c)]
+        hint = did_you_mean(node.value, words) if isinstance(node.value, str) and words else yaml_word(node)
+        expected = type_name(Union[tuple(args)])  # noqa: UP007
+        return self.error(node.loc, f"{path}: expected {expected}, got {describe(node.value)}{hint}")
 
     def _sequence(self, node: Node, tp: Any, origin: type, args: tuple, path: str) -> Any:
         if not node.is_seq:
@@ -535,12 +569,27 @@ class Validator:
 
     # --- recipe types --------------------------------------------------------------------------
 
+    def _is_reference(self, node: Node, text: str) -> bool:
+        """Whether `text` names a stage output (`corpus.text`) rather than a path. `corpus.txt`, next to
+        a stage `corpus` that has no output `txt`, is the file when it exists: it was refused as a
+        misspelt output, and only `./corpus.txt` reached the file."""
+        match = _REFERENCE.match(text)
+        if not match or match.group(1) not in self.stage_outputs:
+            return False
+        declared = self.stage_outputs[match.group(1)]
+        if declared is None or match.group(2) in declared:
+            return True
+        try:
+            return not resolve_path(node, text).exists()
+        except ValueError:
+            return True
+
     def input(self, node: Node, path: str) -> Any:
         if not isinstance(node.value, str) or not node.value:
             return self.wrong_type(node, Input, path)
         text = node.value
         match = _REFERENCE.match(text)
-        if match and match.group(1) in self.stage_outputs:
+        if self._is_reference(node, text):
             stage, output = match.groups()
             declared = self.stage_outputs[stage]
             if declared is not None and output not in declared:  # None: the stage's kind is unknown
@@ -570,7 +619,7 @@ class Validator:
             return self.error(
                 node.loc, f"{path}: {text!r} is neither a stage output (no stage {stage!r}{hint}) nor an existing path"
             )
-        return self.error(node.loc, f"{path}: path not found: {resolved}")
+        return self.error(node.loc, f"{path}: path not found: {resolved}{unexpanded_hint(text)}")
 
     def files(self, node: Node, path: str) -> Any:
         items = node.value if node.is_seq else [node]
@@ -586,7 +635,7 @@ class Validator:
                 ok = False
                 continue
             match = _REFERENCE.match(item.value)
-            if match and match.group(1) in self.stage_outputs:
+            if self._is_reference(item, item.value):
                 ref = self.input(item, item_path)
                 ok &= ref is not INVALID
                 if ref is not INVALID:
@@ -599,10 +648,14 @@ class Validator:
                 ok = False
                 continue
             matches = glob.glob(pattern, recursive=True)
+            if not matches and os.path.isfile(pattern):  # `part[1].txt`: a file whose name reads as a glob
+                pattern = glob.escape(pattern)
+                matches = glob.glob(pattern)
             if not matches:
                 # `corpuss.text`, close to a stage's name, is likelier a misspelt stage output than a file
                 near = did_you_mean(match.group(1), self.stage_outputs) if match else ""
                 hint = f"; nor is it a stage output (no stage {match.group(1)!r}{near})" if near and match else ""
+                hint += unexpanded_hint(item.value)
                 self.error(item.loc, f"{item_path}: no file matches {item.value!r} (looked for {pattern}){hint}")
                 ok = False
             elif not any(os.path.isfile(m) for m in matches):
@@ -620,6 +673,15 @@ class Validator:
         elif node.is_map and node.get("name") is not None and isinstance(node.value["name"].value, str):
             name, config_node = node.value["name"].value, node
             self.provenance[f"{path}.name"] = node.value["name"].origin
+        elif node.is_map and node.get("name") is not None:  # "expected ... a mapping with 'name', got a mapping"
+            return self.wrong_type(node.value["name"], str, f"{path}.name")
+        elif node.is_map:
+            keys = ", ".join(map(repr, node.value)) or "none"
+            close = difflib.get_close_matches("name", list(node.value), n=1, cutoff=0.6)
+            hint = f"; is {close[0]!r} meant to be 'name'?" if close else ""
+            return self.error(
+                node.loc, f"{path}: missing 'name' (the {ref_type.kind} to use; keys given: {keys}){hint}"
+            )
         else:
             return self.wrong_type(node, ref_type, path)
         if self.component_config is None:
@@ -937,7 +999,10 @@ def _float(v: Validator, node: Node, path: str) -> Any:
 def _float_value(v: Validator, node: Node, path: str) -> Any:
     value = node.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of 309+ digits: float() raised instead of giving inf
+            return v.error(node.loc, f"{path}: {len(str(abs(value)))}-digit number is too large for a float")
     if isinstance(value, str) and node.quoted:
         return _quoted_number(v, node, float, path) if _looks_numeric(value) else v.wrong_type(node, float, path)
     if isinstance(value, str):  # YAML 1.1 reads a plain `3e-4` as a string; every user writes it

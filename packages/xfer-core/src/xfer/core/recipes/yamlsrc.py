@@ -16,6 +16,7 @@ with them rather than hidden behind them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ import yaml
 
 from xfer.core.errors import Diagnostic, Location, RecipeError
 
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_VALUE = "tag:yaml.org,2002:value"  # YAML 1.1 reads a plain `=` so, and PyYAML cannot construct it
 _STD_TAGS = {
     "tag:yaml.org,2002:str",
     "tag:yaml.org,2002:int",
@@ -32,7 +35,8 @@ _STD_TAGS = {
     "tag:yaml.org,2002:null",
     "tag:yaml.org,2002:map",
     "tag:yaml.org,2002:seq",
-    "tag:yaml.org,2002:timestamp",
+    _TIMESTAMP,
+    _VALUE,
     "tag:yaml.org,2002:merge",
 }
 
@@ -55,6 +59,9 @@ class Node:
     quoted: bool = False
     # A mapping's keys that came from a `<<:` merge, not written in the mapping itself.
     merged_keys: frozenset[str] = frozenset()
+    # A plain scalar as written, when YAML 1.1 reads it as a boolean or null (`no`, `on`, `~`): an
+    # error can then say why `target_lang: no` is "false".
+    text: str = ""
 
     @property
     def is_map(self) -> bool:
@@ -112,6 +119,11 @@ a few lines of aliases nested in aliases ("billion laughs") would otherwise expa
 runs out. Real recipes hold a few hundred."""
 
 
+MAX_DEPTH = 50
+"""Lists and mappings nested deeper than this (aliases included) are refused: real recipes nest about
+six levels, and parsing and validation recurse once per level."""
+
+
 class _Converter:
     def __init__(self, file: str):
         self.file = file
@@ -140,6 +152,10 @@ class _Converter:
             if id(node) in self.inside:
                 self.error(node.start_mark, "recursive YAML alias: this anchor is used inside its own value")
                 return Node(None, loc, origin=str(loc))
+            if len(self.inside) >= MAX_DEPTH:  # only aliases get here: the text itself was checked
+                raise RecipeError(
+                    [Diagnostic(loc, f"nested more than {MAX_DEPTH} levels deep (aliases inside aliases?)")]
+                )
             self.inside.add(id(node))
             try:
                 if isinstance(node, yaml.MappingNode):
@@ -147,13 +163,18 @@ class _Converter:
                 return Node([self.convert(item) for item in node.value], loc, origin=str(loc))
             finally:
                 self.inside.discard(id(node))
-        try:
-            value = self.constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            self.error(node.start_mark, f"invalid value: {exc}")
-            value = None
-        if not isinstance(value, (str, int, float, bool, type(None))):
-            value = str(value)  # e.g. timestamps: keep the text, the schema decides
+        if node.tag in (_TIMESTAMP, _VALUE):
+            # The text as written: a date is never a setting, and constructing it reformats a path or a
+            # description (`2001-12-14t21:59:43.10-05:00`) or crashes on `2020-13-01` (ValueError); `=`
+            # is text, not the "unsupported YAML tag" PyYAML makes of it.
+            value = node.value
+        else:
+            try:
+                value = self.constructor.construct_object(node, deep=True)
+            except (yaml.YAMLError, ValueError, KeyError):  # an explicit tag on text it cannot read: `!!int abc`
+                tag = node.tag.rsplit(":", 1)[-1]
+                self.error(node.start_mark, f"invalid value: {node.value!r} cannot be read as !!{tag}")
+                return Node(None, loc, origin=str(loc))
         quoted = isinstance(node, yaml.ScalarNode) and node.style is not None  # quotes or | >
         surprise = None if quoted else _non_decimal_number(node)
         if surprise is not None:
@@ -162,7 +183,8 @@ class _Converter:
                 f"{node.value!r} reads as a YAML 1.1 {surprise} ({value!r}); write the number in decimal, "
                 "or quote it if it is text",
             )
-        return Node(value, loc, origin=str(loc), quoted=quoted)
+        text = node.value if not quoted and (value is None or isinstance(value, bool)) else ""
+        return Node(value, loc, origin=str(loc), quoted=quoted, text=text)
 
     def _mapping(self, node: yaml.MappingNode, loc: Location) -> Node:
         result: dict[str, Node] = {}
@@ -194,7 +216,12 @@ class _Converter:
             if not isinstance(key_node, yaml.ScalarNode):
                 self.error(key_node.start_mark, "mapping keys must be plain strings")
                 continue
-            key = str(self.constructor.construct_object(key_node))
+            if key_node.tag not in _STD_TAGS:
+                self.error(key_node.start_mark, f"unsupported YAML tag {key_node.tag!r} on a key: keys are plain names")
+                continue
+            # Keys are names, taken as written: YAML 1.1 would make the stage `on:` the key 'True',
+            # `null:` 'None', `010:` '8' (and a key `2020-13-01:` a crash).
+            key = key_node.value
             if key in result:
                 self.error(
                     key_node.start_mark,
@@ -215,6 +242,22 @@ def _describe(value: Any) -> str:
     return "null" if value is None else "a list" if isinstance(value, list) else f"{type(value).__name__} {value!r}"
 
 
+def _check_depth(text: str, file: str) -> None:
+    """Refuse nesting deeper than `MAX_DEPTH` before composing: PyYAML's composer (and everything
+    after it) recurses once per level, so a few hundred `[` or indented keys crashed with RecursionError.
+    The parser's events come without recursion."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise RecipeError(
+                    [Diagnostic(_loc(file, event.start_mark), f"nested more than {MAX_DEPTH} levels deep")]
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def parse_text(text: str, file: str, deferred: list[Diagnostic] | None = None) -> Node:
     """Parse one YAML document; raises RecipeError with positions on any syntax or tag problem.
 
@@ -222,10 +265,27 @@ def parse_text(text: str, file: str, deferred: list[Diagnostic] | None = None) -
     go instead of being raised, so that validation goes on and reports them with the rest.
     """
     try:
+        _check_depth(text, file)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise RecipeError([Diagnostic(_loc(file, mark), f"YAML syntax error: {exc.problem or exc}")]) from None
+        problem = exc.problem or str(exc)
+        if problem.startswith("but ") and exc.context:  # "but found another document": say what was expected
+            problem = f"{exc.context}, {problem}"
+        elif exc.context and exc.context_mark is not None and exc.problem_mark is not None:
+            # "second occurrence" alone says nothing: (found duplicate anchor 'a'; first occurrence at line 2)
+            problem = f"{problem} ({exc.context} at line {exc.context_mark.line + 1})"
+        if problem.startswith("found undefined alias"):  # e.g. an anchor written in an included file
+            problem += " (an anchor must come before its alias in the same file; anchors do not cross includes)"
+        if "'\\t'" in problem:  # PyYAML takes no tab where a token could start, though YAML allows some
+            problem += " (use spaces, not tabs)"
+        raise RecipeError([Diagnostic(_loc(file, mark), f"YAML syntax error: {problem}")]) from None
+    except yaml.reader.ReaderError as exc:  # a control character: PyYAML gives an offset, not a line
+        before = text[: exc.position]
+        where = Location(file, before.count("\n") + 1, exc.position - before.rfind("\n"))
+        code = ord(exc.character) if isinstance(exc.character, str) else exc.character
+        message = f"YAML error: character U+{code:04X} is not allowed (a control or special character)"
+        raise RecipeError([Diagnostic(where, message)]) from None
     except yaml.YAMLError as exc:
         raise RecipeError([Diagnostic(Location(file), f"YAML error: {exc}")]) from None
     if root is None:
@@ -260,7 +320,10 @@ def deep_merge(base: Node, top: Node) -> Node:
     merged = dict(base.value)
     for key, value in top.value.items():
         merged[key] = deep_merge(merged[key], value) if key in merged else value
-    return Node(merged, top.loc, top.key_loc, top.origin)
+    # Which keys came from a `<<:` merge, on either side: dropping it let `{<<: *fast, epochs: 3}` keep
+    # the merged `steps` silently once an included file also set that section.
+    inherited = top.merged_keys | {k for k in base.merged_keys if k not in top.value}
+    return Node(merged, top.loc, top.key_loc, top.origin, merged_keys=frozenset(inherited))
 
 
 def parse_override(text: str, index: int) -> tuple[list[str], Node]:
@@ -272,19 +335,39 @@ def parse_override(text: str, index: int) -> tuple[list[str], Node]:
     path = key.strip().split(".")
     if any(not part for part in path):
         raise RecipeError([Diagnostic(Location(file, 1, 1), f"empty path segment in {key!r}")])
-    value = parse_text(raw if raw.strip() else "''", file)
     shift = len(key) + 1
 
+    def moved(loc: Location) -> Location:
+        """A position in the value as a position in the whole override text (its first line follows `key=`)."""
+        return Location(file, loc.line, loc.col + shift if loc.line == 1 and loc.col else loc.col)
+
+    source = raw if raw.strip() else "''"
+    try:
+        value = parse_text(source, file)
+    except RecipeError as exc:  # a syntax error, a bad tag or a duplicate key: point into the override
+        raise RecipeError([Diagnostic(moved(d.location), d.message) for d in exc.diagnostics]) from None
+    root = yaml.compose(source, Loader=yaml.SafeLoader)  # parses: parse_text did
+    end = root.end_mark.index if root is not None else 0
+    if "#" in source[end:]:  # `description=run #2` would silently be "run": YAML drops comments
+        at = end + source[end:].index("#")
+        before = source[:at]
+        where = moved(Location(file, before.count("\n") + 1, at - before.rfind("\n")))
+        message = "the value holds a YAML comment (from '#' on, it would be dropped): quote the value, or leave it out"
+        raise RecipeError([Diagnostic(where, message)])
+
     def relocate(node: Node) -> None:
-        node.loc = Location(file, 1, node.loc.col + shift)
+        node.loc = moved(node.loc)
         node.origin = f"override {text!r}"
         if node.key_loc:
-            node.key_loc = Location(file, 1, node.key_loc.col + shift)
+            node.key_loc = moved(node.key_loc)
         for child in node.value.values() if node.is_map else node.value if node.is_seq else ():
             relocate(child)
 
     relocate(value)
     return path, value
+
+
+_LIST_INDEX = re.compile(r"(0|[1-9][0-9]*)\Z")
 
 
 def apply_override(root: Node, path: list[str], value: Node, text: str, index: int) -> list[Diagnostic]:
@@ -295,7 +378,8 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
         last = depth == len(path) - 1
         where = Location(file, 1, 1 + sum(len(p) + 1 for p in path[:depth]))
         if node.is_seq:
-            if not part.isdigit() or int(part) >= len(node.value):
+            # ASCII decimals only: `²` passed isdigit() and crashed int(); `00` set item 0 a second time silently
+            if not _LIST_INDEX.match(part) or int(part) >= len(node.value):
                 return [
                     Diagnostic(
                         where,
@@ -315,7 +399,8 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
             value.created_by_override = part not in node.value
             node.value[part] = value
             return []
-        if part not in node.value:
-            node.value[part] = Node({}, where, where, origin=f"override {text!r}", created_by_override=True)
+        if part not in node.value or node.value[part].value is None:  # `objective: null` holds no keys yet
+            written = part in node.value
+            node.value[part] = Node({}, where, where, origin=f"override {text!r}", created_by_override=not written)
         node = node.value[part]
     return []

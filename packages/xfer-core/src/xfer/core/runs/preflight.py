@@ -22,7 +22,7 @@ settings for each task type it gets): `infos` holds the `Task.info()` of every t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +67,15 @@ def _preflight_diagnostics(recipe: Recipe, host: PluginHost, only: set[str] | No
             continue
         own_checks = getattr(plan.config, "preflight", None)
         if callable(own_checks):
-            try:
-                problems = list(own_checks())
-            except UserError as exc:
-                problems = [exc]
-            except Exception as exc:  # a plugin bug must not look like the user's data problem, nor crash
-                problems = [UserError(f"its pre-flight check failed ({type(exc).__name__}: {exc}); plugin bug")]
-            for problem in problems:
+            for problem in _problems_of(own_checks, "its pre-flight check"):
                 found.append(_diagnostic(problem, f"stage {stage!r}", recipe, stage, ""))
+        try:
+            pairs = stage_tasks(plan.config)
+        except Exception as exc:  # the config's own data_splits()
+            pairs = []
+            found.append(_diagnostic(_plugin_bug("its data_splits()", exc), f"stage {stage!r}", recipe, stage, ""))
         infos: dict[str, Any] = {}
-        for ref, splits in stage_tasks(plan.config):
+        for ref, splits in pairs:
             if _reads_stage_outputs(ref.config):
                 continue
             context = f"stage {stage!r}, task {ref.name!r}"
@@ -92,9 +91,23 @@ def _preflight_diagnostics(recipe: Recipe, host: PluginHost, only: set[str] | No
                 found.append(_diagnostic(problem, context, recipe, stage, ref.name))
         check_infos = getattr(plan.config, "check_task_infos", None)
         if callable(check_infos) and infos:
-            for problem in check_infos(infos):
+            for problem in _problems_of(check_infos, "its check_task_infos()", infos):
                 found.append(_diagnostic(problem, f"stage {stage!r}", recipe, stage, ""))
     return found
+
+
+def _problems_of(check: Callable[..., Iterable[UserError]], what: str, *args: Any) -> list[UserError]:
+    """The problems a stage config's own check returns or raises. Any other exception is a plugin bug:
+    reported with the others, not as the user's data problem, and not as a traceback that hides them."""
+    try:
+        return list(check(*args))
+    except Exception as exc:
+        return [_plugin_bug(what, exc)]
+
+
+def _plugin_bug(what: str, exc: Exception) -> UserError:
+    """`exc` itself when it is a UserError (a check may raise its one problem), else a plugin-bug error."""
+    return exc if isinstance(exc, UserError) else UserError(f"{what} failed ({type(exc).__name__}: {exc}); plugin bug")
 
 
 def stage_tasks(config: Any) -> list[tuple[TaskRef, Sequence[str]]]:
@@ -153,7 +166,8 @@ def _stage_location(recipe: Recipe, stage: str) -> Location:
     file, _, line = file.rpartition(":")
     if file and line.isdigit() and rest.isdigit():
         return Location(file, int(line), int(rest))
-    return Location(str(recipe.path))
+    plan = recipe.stages.get(stage)  # a stage set by a command-line override: point at the override
+    return plan.loc if plan is not None and plan.loc.line else Location(str(recipe.path))
 
 
 def _message(problem: DataError) -> str:
