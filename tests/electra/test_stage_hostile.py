@@ -231,3 +231,16 @@ stages:
     run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", host())
     discriminator = tmp_path / "run" / "fit" / "outputs" / "discriminator"
     assert json.loads((discriminator / "hf" / "config.json").read_text())["pad_token_id"] == 2
+
+
+def test_a_file_list_reads_only_text_outputs(tmp_path) -> None:
+    """`corpus: {files: fit.discriminator}` pre-trained on the model folder's vocab.txt (every .txt in
+    an output): a file list's `takes=("text",)` refuses a stage output of another kind, as `Input`
+    fields do; a stage output of the text kind and plain paths pass."""
+    text = RECIPE + "  vocab2: {kind: transformer.vocab, files: [corpus.text, fit.discriminator], size: 200}\n"
+    with pytest.raises(RecipeError, match=r"vocab2\.files: fit\.discriminator is a model; files takes text"):
+        load_recipe(write_recipe(tmp_path, text), host=host())
+    bad = RECIPE.replace("corpus: {files: corpus.text}", "corpus: {files: vocab.tokenizer}", 1)
+    with pytest.raises(RecipeError, match=r"corpus\.files: vocab\.tokenizer is a tokenizer; corpus\.files takes text"):
+        load_recipe(write_recipe(tmp_path, bad), host=host())
+    assert load_recipe(write_recipe(tmp_path, RECIPE), host=host()).stages["fit"].config.corpus.files

@@ -103,7 +103,7 @@ def test_absurd_vocab_size_is_a_recipe_error(tmp_path: Path) -> None:
 
     (tmp_path / "a.txt").write_text("hello world\n", encoding="utf-8")
     text = "name: t\nstages:\n  vocab: {kind: transformer.vocab, files: a.txt, size: 1000000000}\n"
-    with pytest.raises(RecipeError, match=r"stages\.vocab\.size: must be at most"):
+    with pytest.raises(RecipeError, match=r"stages\.vocab\.size: must be at most 4,000,000, got"):
         load_recipe(write_recipe(tmp_path, text))
 
 

@@ -58,9 +58,9 @@ def knob(
     `not_an_input=True`: a path-typed field where the stage writes (a cache folder); fingerprints
     sign the path but not the contents of the files found there, and a recipe naming an existing
     file there is an error.
-    `takes=("model",)`: on an `Input` field, the output kinds it reads (see `ComponentSpec.output_kinds`):
-    a reference to a stage output of another declared kind is a recipe error. Outputs whose stage
-    declares no kind, and folder paths, are not checked.
+    `takes=("model",)`: on an `Input` or `Files` field, the output kinds it reads (see
+    `ComponentSpec.output_kinds`): a reference to a stage output of another declared kind is a recipe
+    error. Outputs whose stage declares no kind, and paths, are not checked.
     """
     meta = {"doc": doc, **metadata}
     if unsigned_at is not dataclasses.MISSING:

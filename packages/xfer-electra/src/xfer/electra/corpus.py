@@ -30,6 +30,7 @@ class CorpusConfig:
         "Plain-text corpus: paths, globs or earlier stages' outputs (every .txt inside). One sentence per "
         "line, a blank line between documents; each file also ends a document. Files are read pattern by "
         "pattern in the order given, each pattern's matches in sorted order; a file matched twice is an error.",
+        takes=("text",),
     )
     dataset: str | None = knob(
         None,

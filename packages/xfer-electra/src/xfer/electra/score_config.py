@@ -49,6 +49,7 @@ class ScoreConfig:
         None,
         "Texts to score: .txt files (one text per line) and/or .jsonl files (an object with a `text` field per "
         "line); paths, globs or earlier stages' outputs (every .txt/.jsonl inside).",
+        takes=("text",),
     )
     format: Literal["auto", "text", "jsonl"] = knob(
         "auto",

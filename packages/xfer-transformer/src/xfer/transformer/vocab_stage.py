@@ -13,7 +13,8 @@ from xfer.transformer.tokenization.training import MAX_VOCAB_SIZE
 @dataclass
 class VocabConfig:
     files: Files = knob(
-        doc="Text files (paths, globs, or stage outputs such as corpus.text), one sentence or paragraph per line."
+        doc="Text files (paths, globs, or stage outputs such as corpus.text), one sentence or paragraph per line.",
+        takes=("text",),
     )
     size: int = knob(
         30522, "Target vocabulary size (the 5 special tokens and the alphabet included).", ge=6, le=MAX_VOCAB_SIZE

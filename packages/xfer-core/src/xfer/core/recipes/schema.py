@@ -507,6 +507,10 @@ class Validator:
             problem = self._wrong_kind(value, f.metadata[TAKES], path)
             if problem:
                 return self.error(node.loc, problem)
+        if f.metadata.get(TAKES) and isinstance(value, Files):  # `files: fit.discriminator` read its vocab.txt
+            problems = [self._wrong_kind(ref, f.metadata[TAKES], path) for ref in value.inputs if ref.is_reference]
+            if any(problems):
+                return self.error(node.loc, next(p for p in problems if p))
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             bounded = any(f.metadata.get(name) is not None for name in ("ge", "gt", "le", "lt"))
             if bounded and not math.isfinite(value):  # `.inf` passes `gt: 0`: a budget of .inf FLOPs, lr .inf
@@ -519,7 +523,8 @@ class Validator:
             ):
                 bound = f.metadata.get(name)
                 if bound is not None and not ok(value, bound):
-                    return self.error(node.loc, f"{path}: must be {words} {bound:g}, got {value!r}")
+                    shown = f"{bound:,}" if isinstance(bound, int) else f"{bound:g}"  # not 4e+06 for 4_000_000
+                    return self.error(node.loc, f"{path}: must be {words} {shown}, got {value!r}")
         return value
 
     def _wrong_kind(self, ref: Input, takes: tuple[str, ...], path: str) -> str:
