@@ -244,3 +244,26 @@ def test_a_file_list_reads_only_text_outputs(tmp_path) -> None:
     with pytest.raises(RecipeError, match=r"corpus\.files: vocab\.tokenizer is a tokenizer; corpus\.files takes text"):
         load_recipe(write_recipe(tmp_path, bad), host=host())
     assert load_recipe(write_recipe(tmp_path, RECIPE), host=host()).stages["fit"].config.corpus.files
+
+
+def test_a_local_dataset_is_a_path_of_the_recipes_folder_and_is_signed(tmp_path, monkeypatch) -> None:
+    """`corpus.dataset: corpus.jsonl` was a plain string: read from the working directory (not the
+    recipe's folder, as every other path) and left out of the fingerprint, so editing it left a
+    completed stage "up to date". Now a local file or folder is a Path the fingerprint signs; a
+    name that is no local path (a Hub dataset) stays the string."""
+    from pathlib import Path
+
+    from xfer.core.runs.fingerprint import FileHasher, signed_inputs
+
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text('{"text": "the cat sat"}\n')
+    text = RECIPE.replace("corpus: {files: corpus.text}", "corpus: {dataset: corpus.jsonl}", 1)
+    monkeypatch.chdir(tmp_path)  # not the recipe's folder
+    recipe = load_recipe(write_recipe(folder, text), host=host())
+    dataset = recipe.stages["fit"].config.corpus.dataset
+    assert dataset == folder / "corpus.jsonl" and isinstance(dataset, Path)
+    signed = signed_inputs(recipe.stages["fit"].config, FileHasher(), "fit")
+    assert str(folder / "corpus.jsonl") in signed["fit.corpus.dataset"]
+    hub = load_recipe(write_recipe(folder, text.replace("corpus.jsonl", "wikitext")), host=host())
+    assert hub.stages["fit"].config.corpus.dataset == "wikitext"

@@ -12,7 +12,7 @@ import os
 # MKL's first call; respect a user's own setting.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-from xfer.core.config import ExistingPath, FieldError, Files, Input, ObjectiveRef, TaskRef, knob
+from xfer.core.config import ExistingPath, FieldError, Files, Input, ObjectiveRef, PathOrName, TaskRef, knob
 from xfer.core.errors import DataError, PluginError, RecipeError, UserError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.specs import CommandSpec, ComponentSpec
@@ -28,6 +28,7 @@ __all__ = [
     "Files",
     "Input",
     "ObjectiveRef",
+    "PathOrName",
     "PluginError",
     "RecipeError",
     "TaskRef",

@@ -94,6 +94,22 @@ ExistingPath = Annotated[Path, MustExist()]
 """A file or directory that must exist; relative paths resolve against the YAML file's folder."""
 
 
+class LocalOrName:
+    """Marker: a string that is a local path when one exists there, else a name (a Hub dataset)."""
+
+    def __repr__(self) -> str:
+        return "LocalOrName()"
+
+
+PathOrName = Annotated[str | Path, LocalOrName()]
+"""A local file or folder, or a name another library resolves (`datasets.load_dataset("wikitext")`).
+
+A recipe's text that names an existing path (relative to the YAML file's folder, `${VAR}` expanded)
+becomes that `Path`, which the run's fingerprint then signs like any input file: as a plain string
+a local dataset was read from the working directory and edited behind a completed stage's back
+unnoticed. Anything else stays the string, as written."""
+
+
 @dataclass(frozen=True)
 class Input:
     """Where a stage reads a directory from: an earlier stage's output or an existing path.

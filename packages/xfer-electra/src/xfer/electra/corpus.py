@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xfer.core.config import FieldError, Files, knob
+from xfer.core.config import FieldError, Files, PathOrName, knob
 
 
 @dataclass
@@ -32,9 +32,10 @@ class CorpusConfig:
         "pattern in the order given, each pattern's matches in sorted order; a file matched twice is an error.",
         takes=("text",),
     )
-    dataset: str | None = knob(
+    dataset: PathOrName | None = knob(
         None,
-        "Instead of files: a Dataset.save_to_disk folder, a local .json/.jsonl/.csv/.tsv/.parquet/.txt file, "
+        "Instead of files: a Dataset.save_to_disk folder, a local .json/.jsonl/.csv/.tsv/.parquet/.txt file "
+        "(relative to the recipe's folder; signed by the run's fingerprint like files), "
         "or a datasets.load_dataset name or folder (a Hub name is read through your datasets cache, "
         "HF_DATASETS_CACHE; offline, with HF_DATASETS_OFFLINE=1, it must be there already). "
         "Each row of text_column is one line; an empty row ends a document.",
@@ -70,7 +71,7 @@ class CorpusConfig:
             raise FieldError("dataset", "give either files or dataset, not both")
         if not self.text_column.strip():
             raise FieldError("text_column", "must name a column")
-        if self.dataset is not None and not self.dataset.strip():
+        if self.dataset is not None and not str(self.dataset).strip():
             raise FieldError("dataset", "must not be empty")
         if self.files is not None:  # `files: x.txt, text_column: body` trained on every line, the key unread
             for name, default in (("text_column", "text"), ("split", "train"), ("dataset_config", None)):

@@ -35,6 +35,7 @@ from xfer.core.config import (
     Files,
     Input,
     KeysOf,
+    LocalOrName,
     MustExist,
 )
 from xfer.core.errors import Diagnostic, Location
@@ -280,6 +281,8 @@ class Validator:
             keys_of = next((a for a in args[1:] if isinstance(a, KeysOf)), None)
             if keys_of is not None:
                 return self.keys_of(node, keys_of, path)
+            if any(isinstance(a, LocalOrName) for a in args[1:]):
+                return self._local_or_name(node, path)
             result = self.value(node, args[0], path)
             if result is not INVALID and any(isinstance(a, MustExist) for a in args[1:]) and not Path(result).exists():
                 return self.error(node.loc, f"{path}: path not found: {result}{unexpanded_hint(node.value)}")
@@ -573,6 +576,17 @@ class Validator:
         return result if ok else INVALID
 
     # --- recipe types --------------------------------------------------------------------------
+
+    def _local_or_name(self, node: Node, path: str) -> Any:
+        """`PathOrName`: the resolved `Path` when the text names an existing file or folder, else the text."""
+        text = self.value(node, str, path)
+        if text is INVALID:
+            return INVALID
+        try:
+            local = resolve_path(node, text)
+        except ValueError:  # an unset ${VAR}, a NUL: not a path, so a name (the consumer says if it is none)
+            return text
+        return local if local.exists() else text
 
     def _is_reference(self, node: Node, text: str) -> bool:
         """Whether `text` names a stage output (`corpus.text`) rather than a path. `corpus.txt`, next to
