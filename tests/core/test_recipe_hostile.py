@@ -12,6 +12,7 @@ import pytest
 
 from xfer.core import cli
 from xfer.core.config import Files
+from xfer.core.errors import RecipeError
 from xfer.core.plugins import set_default_host
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.recipes.schema import INVALID, Validator
@@ -373,3 +374,18 @@ def test_a_misspelt_word_of_a_union_gets_a_suggestion(tmp_path: Path, capsys: py
         "stages.fit.train.eval_every: expected an integer or one of 'epoch' or null, got str 'epcoh'; did you mean"
         in err
     )
+
+
+def test_a_file_pattern_matching_no_regular_file_says_what_it_found(tmp_path: Path) -> None:
+    """A broken symlink or /dev/null in a file list was "matches only directories"."""
+    import os
+
+    os.symlink(tmp_path / "gone.txt", tmp_path / "link.txt")
+    for written, said in (
+        ("link.txt", "link.txt is a broken symbolic link"),
+        ("/dev/null", "/dev/null is not a regular file"),
+    ):
+        recipe = write_recipe(tmp_path, f"stages:\n  v: {{kind: transformer.vocab, files: {written}, size: 100}}\n")
+        with pytest.raises(RecipeError, match="matches no regular file") as caught:
+            load_recipe(recipe, host=make_host(autoload=True))
+        assert said in str(caught.value)

@@ -931,11 +931,17 @@ def _kind_phrase(kind: str) -> str:
 
 
 def _only_directories(written: str, pattern: str, matches: list[str]) -> str:
-    """The error for a file pattern that matches folders only, with a glob to write instead."""
+    """The error for a file pattern that matches no regular file: folders (with a glob to write
+    instead), or what else it is (a broken symlink, /dev/null or a FIFO were called "directories")."""
     instead = f"give files or a glob such as {written.rstrip('/')}/*.txt"
     if os.path.isdir(pattern):
         return f"{written!r} is a directory; {instead}"
-    return f"{written!r} matches only directories (such as {min(matches)}); {instead}"
+    folders = [m for m in matches if os.path.isdir(m)]
+    if folders:
+        return f"{written!r} matches only directories (such as {min(folders)}); {instead}"
+    example = min(matches)
+    what = "a broken symbolic link" if os.path.islink(example) and not os.path.exists(example) else "not a regular file"
+    return f"{written!r} matches no regular file ({example} is {what}); give text files"
 
 
 def _field_default(f: dataclasses.Field) -> Any:
