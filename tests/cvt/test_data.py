@@ -87,9 +87,8 @@ def test_corpus_cuts_long_lines_and_skips_only_blank_lines(tmp_path):
 def test_corpus_bad_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine line\nanother\nbroken \xff here\n")
-    corpus = UnlabeledCorpus([path], chunk_lines=2, max_length=10, tokenizer="whitespace")
-    with pytest.raises(DataError, match=r"bad\.txt:3: not valid UTF-8"):
-        [corpus.read(i) for i in range(len(corpus.chunks))]
+    with pytest.raises(DataError, match=r"bad\.txt:3: not valid UTF-8"):  # when indexed, before any chunk is read
+        UnlabeledCorpus([path], chunk_lines=2, max_length=10, tokenizer="whitespace")
 
 
 @pytest.mark.parametrize("tokenizer", ["whitespace", "punct"])
@@ -107,9 +106,8 @@ def test_corpus_refuses_cr_only_line_endings(tmp_path):
     reached across sentences); CRLF endings read as LF."""
     path = tmp_path / "mac.txt"
     path.write_bytes(b"one two\nthree four\rfive six\r")
-    corpus = UnlabeledCorpus([path], chunk_lines=4, max_length=10, tokenizer="whitespace")
     with pytest.raises(DataError, match=r"mac\.txt:2: carriage return \(CR\) inside the line at column 11"):
-        list(corpus.words())
+        UnlabeledCorpus([path], chunk_lines=4, max_length=10, tokenizer="whitespace")
     path.write_bytes(b"one two\r\nthree\r\n")
     assert list(UnlabeledCorpus([path], 4, 10, "whitespace").words()) == ["one", "two", "three"]
 

@@ -9,7 +9,7 @@ dropped. `split_lines` is the one way line-based readers cut the text into lines
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from xfer.core.errors import DataError
@@ -139,3 +139,23 @@ def split_lines(path: str | Path, text: str) -> list[str]:
             raise DataError(path, number, CARRIAGE_RETURN.format(column=column))
         out.append(line)
     return out
+
+
+def check_distinct(files: Sequence[Path], key: str) -> None:
+    """Refuse a file list that holds one file twice (overlapping globs such as `a.txt` and `*.txt`,
+    or a symlink beside its target): its text was read, counted and trained on twice, with nothing
+    said. `key` names the list in the message (`corpus.files`)."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in files:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # reported, with its path, when the file is read
+        first = seen.setdefault((stat.st_dev, stat.st_ino), path)
+        if first is not path:
+            raise DataError(
+                path,
+                0,
+                f"listed twice in {key} (also as {first}): its text would be read twice; make the paths and "
+                f"globs of {key} match each file once",
+            )

@@ -15,9 +15,11 @@ stage's `discriminator`). Torch-free. Without them:
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 from typing import Any
 
+from xfer.core.config import Files
 from xfer.core.errors import DataError, UserError
 
 
@@ -82,3 +84,47 @@ def features_problems(init: Path, tokenizer: Path | None, max_length: int, layer
             )
         )
     return problems
+
+
+def unlabeled_problems(files: Files, task_sentences: bool, key: str = "unlabeled.files") -> list[UserError]:
+    """The unlabeled files the patterns of `key` match (stage outputs are not there yet): a broken
+    symbolic link among them, a file matched twice, bytes that are not UTF-8, a NUL, CR-only line
+    endings, and text without a word when nothing else (stage outputs, `task_sentences`) adds any.
+    The stage reads every line when it starts anyway (vocabulary counts), so reading them here
+    costs no more than that."""
+    from xfer.core.textfile import check_distinct
+    from xfer.cvt.text import index_file
+
+    paths = [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]
+    broken = next((p for p in paths if p.is_symlink() and not p.exists()), None)
+    if broken is not None:  # the stage reads the files the patterns match: it was left out without a word
+        return [UserError(f"{key}: {broken} is a broken symbolic link: its text would be left out")]
+    paths = [p for p in paths if p.is_file()]
+    try:
+        check_distinct(paths, key)
+        has_words = False
+        for path in paths:
+            has_words = index_file(path, chunk_lines=10000)[1] or has_words
+    except UserError as problem:
+        return [problem]
+    if paths and not has_words and not files.inputs and not task_sentences:
+        return [
+            DataError(
+                paths[0], 0, f"the text of {key} contains no words ({len(paths)} file(s), all empty or blank lines)"
+            )
+        ]
+    return []
+
+
+def vectors_problems(path: Path, word_dim: int) -> list[UserError]:
+    """The `vocab.vectors` file's first vector against `word_dim` (a wrong dimension, a folder that is
+    no cvt.vectors output, a file without vectors). Only the first lines: a GloVe file runs to
+    gigabytes; the stage reads the rest when it starts."""
+    from xfer.cvt.vectors import vectors_file
+    from xfer.cvt.vocab import read_vectors
+
+    try:
+        read_vectors(vectors_file(path), word_dim, limit=1)
+    except UserError as problem:
+        return [problem]
+    return []

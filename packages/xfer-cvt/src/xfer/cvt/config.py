@@ -101,11 +101,13 @@ class UnlabeledConfig:
     files: Files | None = knob(
         None,
         "Unlabeled text, one sentence per line (globs; blank lines are document breaks). Needed by cvt/word_dropout.",
+        takes=("text",),
     )
     task_sentences: bool = knob(
         False,
         "Also read the tasks' own training sentences as unlabeled text: every one, labels dropped (translation: "
-        "the source side), whatever labeled_fraction keeps. In-domain text where no in-domain corpus exists; "
+        "the source side), whatever labeled_fraction keeps; a sentence two tasks share (UD POS and parsing on one "
+        "treebank) is read once. In-domain text where no in-domain corpus exists; "
         "the usual semi-supervised protocol for the labeled_fraction rows. With files, both are read.",
     )
     max_length: int = knob(
@@ -367,6 +369,13 @@ class CvtConfig:
         for knob_name in ("eval_every", "checkpoint_every"):
             if getattr(self.train, knob_name) == "epoch":
                 raise FieldError(("train", knob_name), "cvt.train has no epochs: give a number of steps")
+        unlabeled_batch = self.unlabeled.batch_size
+        if unlabeled_batch is not None and unlabeled_batch % self.train.grad_accum:  # was found by the stage
+            raise FieldError(
+                ("unlabeled", "batch_size"),
+                f"{unlabeled_batch} is not a multiple of train.grad_accum {self.train.grad_accum} (each unlabeled "
+                "minibatch is split into grad_accum micro-batches as the labeled ones are)",
+            )
         for key in ("tagging_views", "parsing_views", "seq2seq_views"):
             views = getattr(self, key)
             if len(set(views)) != len(views):
@@ -486,15 +495,23 @@ class CvtConfig:
             )
 
     def preflight(self) -> list[UserError]:
-        """`features.init` and `features.tokenizer` folders that exist before the run
-        (`xfer.cvt.checks`); folders that earlier stages write are checked when the stage starts."""
-        from xfer.cvt.checks import features_problems
+        """Files that exist before the run, so that their problems stop `xfer run` before an earlier
+        stage trains (they were found when this stage started): the `features.init` and
+        `features.tokenizer` folders, the unlabeled files and the `vocab.vectors` file
+        (`xfer.cvt.checks`). What earlier stages write is checked when the stage starts."""
+        from xfer.cvt.checks import features_problems, unlabeled_problems, vectors_problems
 
+        problems = []
+        if self.mode != "supervised" and self.unlabeled.files is not None:
+            problems += unlabeled_problems(self.unlabeled.files, self.unlabeled.task_sentences)
+        v = self.vocab.vectors
+        if v is not None and not v.is_reference and v.path is not None:
+            problems += vectors_problems(v.path, self.resolved_sizes()["word_dim"])
         f = self.features
-        if f.init is None or f.init.is_reference or f.init.path is None:
-            return []
-        tokenizer = f.tokenizer.path if f.tokenizer is not None and not f.tokenizer.is_reference else None
-        return features_problems(f.init.path, tokenizer, f.max_length, f.layer)
+        if f.init is not None and not f.init.is_reference and f.init.path is not None:
+            tokenizer = f.tokenizer.path if f.tokenizer is not None and not f.tokenizer.is_reference else None
+            problems += features_problems(f.init.path, tokenizer, f.max_length, f.layer)
+        return problems
 
     def resolved_sizes(self) -> dict[str, Any]:
         """The preset's sizes with `sizes:` overrides applied."""

@@ -21,6 +21,7 @@ trainer's prefetch thread, where the global RNGs must not be touched).
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,8 @@ import torch
 
 from xfer.core.data import _Iterable
 from xfer.core.errors import DataError, UserError
-from xfer.core.textfile import CARRIAGE_RETURN, not_utf8
-from xfer.cvt.text import tokenize
+from xfer.core.textfile import check_distinct
+from xfer.cvt.text import Chunk, decode_line, index_file, tokenize
 from xfer.cvt.vocab import BOW, CHAR_PAD, END, EOW, MISSING, PAD, START, Vocab
 
 IGNORE = -100
@@ -257,44 +258,24 @@ class PooledStream(_Iterable):
         self.pool, self.batch, self._cache = state["pool"], state["batch"], None
 
 
-@dataclass(frozen=True)
-class Chunk:
-    file: Path
-    offset: int  # byte offset of the chunk's first line
-    line: int  # 1-based number of that line
-    lines: int
-
-
 class UnlabeledCorpus:
     """The unlabeled files as chunks of `chunk_lines` lines, read on demand."""
 
-    def __init__(self, files: Sequence[Path], chunk_lines: int, max_length: int, tokenizer: str):
+    def __init__(
+        self, files: Sequence[Path], chunk_lines: int, max_length: int, tokenizer: str, key: str = "unlabeled.files"
+    ):
         if not files:
-            raise DataError("unlabeled.files", 0, "no unlabeled files")
+            raise DataError(key, 0, "no unlabeled files")
+        check_distinct(files, key)
         self.files, self.chunk_lines, self.max_length, self.tokenizer = list(files), chunk_lines, max_length, tokenizer
         self.chunks: list[Chunk] = []
+        self.has_words = False  # a line that is not blank
         for path in self.files:
-            self.chunks += self._index(path)
+            chunks, has_words = index_file(path, chunk_lines)
+            self.chunks += chunks
+            self.has_words = self.has_words or has_words
         if not self.chunks:
             raise DataError(self.files[0], 0, "the unlabeled files are empty")
-
-    def _index(self, path: Path) -> list[Chunk]:
-        chunks, offset, start_offset, start_line, count = [], 0, 0, 1, 0
-        try:
-            with open(path, "rb") as handle:
-                for number, raw in enumerate(handle, start=1):
-                    if count == 0:
-                        start_offset, start_line = offset, number
-                    count += 1
-                    offset += len(raw)
-                    if count == self.chunk_lines:
-                        chunks.append(Chunk(path, start_offset, start_line, count))
-                        count = 0
-        except OSError as exc:
-            raise DataError(path, 0, f"cannot read: {exc.strerror or exc}") from None
-        if count:
-            chunks.append(Chunk(path, start_offset, start_line, count))
-        return chunks
 
     def split(self, text: str) -> list[list[str]]:
         """The sentences of one line: its words cut into pieces of at most max_length."""
@@ -305,22 +286,21 @@ class UnlabeledCorpus:
         """The sentences of chunk `index` (of its first `lines` lines if given), in file order."""
         chunk = self.chunks[index]
         sentences: list[list[str]] = []
+        crc, count = 0, chunk.lines if lines is None else min(lines, chunk.lines)
         with open(chunk.file, "rb") as handle:
             handle.seek(chunk.offset)
-            for i in range(chunk.lines if lines is None else min(lines, chunk.lines)):
+            for i in range(count):
                 raw = handle.readline()
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise DataError(
-                        chunk.file, chunk.line + i, not_utf8(chunk.file, raw[err.start], err.start + 1)
-                    ) from None
-                if chunk.offset == 0 and i == 0:  # a byte-order mark is not part of the first word
-                    text = text.removeprefix("\ufeff")
-                column = text.rstrip("\r\n").find("\r") + 1
-                if column:  # CR-only line endings: one line of every sentence, cut across their ends
-                    raise DataError(chunk.file, chunk.line + i, CARRIAGE_RETURN.format(column=column))
-                sentences += self.split(text)
+                crc = zlib.crc32(raw, crc)
+                sentences += self.split(decode_line(chunk.file, chunk.line + i, raw))
+        if count == chunk.lines and crc != chunk.crc:  # the chunk's lines are not those indexed
+            raise DataError(
+                chunk.file,
+                chunk.line,
+                "the file changed since the stage indexed it when it started (its chunks are byte offsets, which "
+                "now point into other lines): leave the unlabeled files alone while the stage runs (`xfer run` "
+                "then starts it afresh, as its inputs changed)",
+            )
         return sentences
 
     def words(self, lines: int | None = None) -> Iterator[str]:

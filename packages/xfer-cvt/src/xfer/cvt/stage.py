@@ -42,7 +42,7 @@ from xfer.cvt.data import Featurizer, Item, PooledStream, UnlabeledCorpus, Unlab
 from xfer.cvt.objective import CvtObjective, Settings
 from xfer.cvt.seq2seq import BOS, EOS, T_PAD, T_UNK, TARGET_SPECIALS
 from xfer.cvt.text import tokenize, tokenize_joined
-from xfer.cvt.vocab import Vocab, build_vocab, embedding_key, read_vectors
+from xfer.cvt.vocab import Vocab, build_vocab, check_limits, check_vector_coverage, embedding_key, read_vectors
 
 
 @dataclass
@@ -110,7 +110,7 @@ def read_unlabeled(
         files.append(write_task_sentences(ctx.dir / TASK_SENTENCES_FILE, tasks))
     corpus = UnlabeledCorpus(files, u.chunk_lines, u.max_length, u.tokenize)
     counts = Counter(corpus.words(u.vocab_lines))
-    if not counts:
+    if not corpus.has_words:  # not `counts`: the first vocab_lines lines may all be blank
         named = ", ".join(str(p) for p in corpus.files[:3]) + (
             f" and {len(corpus.files) - 3} more" if len(corpus.files) > 3 else ""
         )
@@ -124,11 +124,13 @@ def write_task_sentences(path: Path, tasks: list[TaskData]) -> Path:
     A file, not a list in memory, so the task sentences go through the unlabeled stream's chunked
     reading and exact resume cursor like any corpus. Its content depends only on the tasks' data,
     which the stage fingerprint covers, so a resumed run rewrites it byte for byte; every rank
-    writes the same bytes through its own temporary file.
+    writes the same bytes through its own temporary file. A sentence is written as many times as
+    the task that has it most often has it: tasks reading one treebank (UD POS and parsing) gave
+    every sentence twice.
     """
-    blocks = []
+    blocks, written = [], Counter[tuple[str, ...]]()
     for data in tasks:
-        lines = []
+        lines, seen = [], Counter[tuple[str, ...]]()
         for example in data.train:
             words = source_words(data, example)
             spaced = next((w for w in words if len(w.split()) != 1), None)
@@ -137,7 +139,10 @@ def write_task_sentences(path: Path, tasks: list[TaskData]) -> Path:
                     f"{data.name}: training sentence {example.id!r} has a word with whitespace in it ({spaced!r}); "
                     "unlabeled.task_sentences needs whitespace-free words"
                 )
-            lines.append(" ".join(words) + "\n")
+            seen[words] += 1
+            if seen[words] > written[words]:
+                written[words] += 1
+                lines.append(" ".join(words) + "\n")
         blocks.append("".join(lines))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n".join(blocks))
@@ -180,6 +185,8 @@ def prepare(
         char_min_count=v.char_min_count,
         vector_words=list(vectors)[: v.vectors_limit] if vectors else (),  # the rest are words it has anyway
     )
+    if config.features.init is None or config.features.combine == "concat":  # else no word or char input
+        check_limits(vocab, words, v.min_count, v.char_min_count)
     prepared = Prepared(vocab, {}, {})
     for t in tasks:
         train, dev = subsets[t.name], t.dev
@@ -199,6 +206,12 @@ def prepare(
             vocab_t = list(TARGET_SPECIALS) + [
                 w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= config.target_min_count
             ]
+            if len(vocab_t) == len(TARGET_SPECIALS):  # every output was <unk>, and BLEU 0 was reported
+                raise UserError(
+                    f"target_min_count {config.target_min_count} leaves {t.name} no target word (the most frequent "
+                    f"target token is seen {max(counts.values(), default=0)} times): every output would be <unk>; "
+                    "lower target_min_count"
+                )
             prepared.targets[t.name] = vocab_t
             index = {w: i for i, w in enumerate(vocab_t)}
             prepared.items[t.name] = [
@@ -444,11 +457,9 @@ def run_train(ctx: StageContext) -> None:
     corpus, unlabeled_counts = read_unlabeled(ctx, config, tasks)
     vectors = None
     if config.vocab.vectors is not None:
-        path = ctx.resolve(config.vocab.vectors)
-        if path.is_dir():  # a cvt.vectors output
-            from xfer.cvt.vectors import VECTORS_FILE
+        from xfer.cvt.vectors import vectors_file
 
-            path = path / VECTORS_FILE
+        path = vectors_file(ctx.resolve(config.vocab.vectors))  # a file, or a cvt.vectors output
         wanted = vocabulary_words(config, tasks, unlabeled_counts)
         lowercase = config.vocab.lowercase
         vectors = read_vectors(
@@ -457,6 +468,7 @@ def run_train(ctx: StageContext) -> None:
             config.vocab.vectors_limit,
             keep=lambda word: embedding_key(word, lowercase) in wanted,
         )
+        check_vector_coverage(path, vectors, (w for t in tasks for e in t.train for w in source_words(t, e)), lowercase)
     transformer = load_transformer(ctx, config)
     train_config = config.train
     if dist.world_size() > 1 and not train_config.find_unused_parameters:

@@ -5,11 +5,20 @@ own. `tokenize_joined` marks a token that was written without a space before it 
 joiner `￭` (OpenNMT's convention), so `detokenize(tokenize_joined(s))` gives back `s` with its
 whitespace normalised to single spaces: a translation model trained on joined target tokens
 produces detokenised text for sacrebleu without a language-specific detokenizer.
+
+Also the line-level reading of unlabeled text files (`decode_line`, `index_file`),
+torch-free so that the pre-flight (`xfer.cvt.checks`) reads them as the stage does.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from xfer.core.errors import DataError
+from xfer.core.textfile import CARRIAGE_RETURN, not_utf8, nul_byte
 
 JOINER = "￭"
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -41,3 +50,61 @@ def detokenize(tokens: list[str]) -> str:
                 out.append(" ")
             out.append(token.removeprefix(JOINER))
     return "".join(out)
+
+
+# --- unlabeled text files -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    file: Path
+    offset: int  # byte offset of the chunk's first line
+    line: int  # 1-based number of that line
+    lines: int
+    crc: int = 0  # CRC-32 of its bytes: a chunk read later must hold the lines indexed
+
+
+def decode_line(path: Path, number: int, raw: bytes) -> str:
+    """Line `number` (1-based) of an unlabeled file as text, or a DataError naming file and line:
+    bytes that are not UTF-8; a NUL byte (a binary or damaged file: it became part of a word, and
+    `cvt.vectors` wrote that word into a vectors file `cvt.train` then refused); a CR inside the
+    line (CR-only endings: the whole file one line, cut across sentence ends). A byte-order mark
+    at the start of the file is not part of the first word."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(path, number, not_utf8(path, raw[err.start], err.start + 1)) from None
+    if number == 1:
+        text = text.removeprefix("\ufeff")
+    column = text.rstrip("\r\n").find("\r") + 1
+    if column:
+        raise DataError(path, number, CARRIAGE_RETURN.format(column=column))
+    if "\x00" in text:
+        raise DataError(path, number, nul_byte(text.index("\x00") + 1))
+    return text
+
+
+def index_file(path: Path, chunk_lines: int) -> tuple[list[Chunk], bool]:
+    """The file's chunks of `chunk_lines` lines, and whether a line is not blank. Every line is
+    decoded and checked here, when the stage starts (and in the pre-flight), not only when the
+    stream reaches its chunk: with `vocab_lines` a bad byte past the counted lines stopped the stage
+    hours into training."""
+    chunks, offset, start_offset, start_line, count, crc, has_words = [], 0, 0, 1, 0, 0, False
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                text = decode_line(path, number, raw)  # every line, even once a word was seen
+                has_words = has_words or bool(text.strip())
+                if count == 0:
+                    start_offset, start_line, crc = offset, number, 0
+                count += 1
+                offset += len(raw)
+                crc = zlib.crc32(raw, crc)
+                if count == chunk_lines:
+                    chunks.append(Chunk(path, start_offset, start_line, count, crc))
+                    count = 0
+    except OSError as exc:
+        raise DataError(path, 0, f"cannot read: {exc.strerror or exc}") from None
+    if count:
+        chunks.append(Chunk(path, start_offset, start_line, count, crc))
+    return chunks, has_words

@@ -30,8 +30,8 @@ from typing import Literal
 import numpy as np
 
 from xfer.core.atomic import atomic_path
-from xfer.core.config import Files, knob
-from xfer.core.errors import UserError
+from xfer.core.config import FieldError, Files, knob
+from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 
 VECTORS_FILE = "vectors.txt"
@@ -39,7 +39,9 @@ VECTORS_FILE = "vectors.txt"
 
 @dataclass
 class VectorsConfig:
-    files: Files = knob(doc="Unlabeled text (paths, globs or stage outputs), one tokenized sentence per line.")
+    files: Files = knob(
+        doc="Unlabeled text (paths, globs or stage outputs), one tokenized sentence per line.", takes=("text",)
+    )
     dim: int = knob(120, "Vector size: the CVT model's word_dim (preset `cpu`: 120, `thesis`: 300).", ge=1)
     words: int = knob(50000, "Vectors for at most this many words (the most frequent).", ge=1)
     min_count: int = knob(5, "Words seen fewer times get no vector.", ge=1)
@@ -51,6 +53,30 @@ class VectorsConfig:
     max_lines: int | None = knob(None, "Read only the first N lines of the corpus (None: all).", ge=1)
     std: float = knob(0.5, "Standard deviation of the written components (the CVT encoder's init scale).", gt=0)
 
+    def __post_init__(self) -> None:
+        if self.words <= self.dim:  # was found after reading the corpus, with advice to add text
+            raise FieldError(
+                "words",
+                f"{self.words} words cannot give {self.dim}-dimensional vectors (the SVD needs more words than "
+                "dimensions): give more words than dim",
+            )
+
+    def preflight(self) -> list[UserError]:
+        """The text files, read before any stage trains (as cvt.train's unlabeled files)."""
+        from xfer.cvt.checks import unlabeled_problems
+
+        return unlabeled_problems(self.files, task_sentences=False, key="files")
+
+
+def vectors_file(path: Path) -> Path:
+    """The word vectors file `vocab.vectors` names: the file itself, or a cvt.vectors output
+    folder's VECTORS_FILE (another folder was reported as "<folder>/vectors.txt: file not found")."""
+    if not path.is_dir() or (path / VECTORS_FILE).is_file():
+        return path / VECTORS_FILE if path.is_dir() else path
+    raise DataError(
+        path, 0, f"vocab.vectors is a folder without {VECTORS_FILE} (no cvt.vectors output): give the vectors file"
+    )
+
 
 def sentences_of(ctx: StageContext, config: VectorsConfig) -> Iterable[list[str]]:
     from xfer.cvt.data import UnlabeledCorpus
@@ -58,7 +84,7 @@ def sentences_of(ctx: StageContext, config: VectorsConfig) -> Iterable[list[str]
     files = ctx.resolve_files(config.files)
     if not files:
         raise UserError(f"stage {ctx.name}: no text files found in {config.files}")
-    corpus = UnlabeledCorpus(files, chunk_lines=10000, max_length=10**9, tokenizer=config.tokenize)
+    corpus = UnlabeledCorpus(files, chunk_lines=10000, max_length=10**9, tokenizer=config.tokenize, key="files")
     left = config.max_lines
     for index, chunk in enumerate(corpus.chunks):
         if left is not None and left <= 0:

@@ -17,11 +17,11 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xfer.core.errors import DataError
+from xfer.core.errors import DataError, UserError
 from xfer.core.textfile import stream_lines
 
 WORD_SPECIALS = ("<pad>", "<unk>", "<start>", "<end>", "<removed>")
@@ -135,6 +135,43 @@ def build_vocab(
     return Vocab(words, char_list, lowercase)
 
 
+def check_limits(vocab: Vocab, labeled_words: Iterable[str], min_count: int, char_min_count: int) -> None:
+    """Refuse `vocab.min_count` / `vocab.char_min_count` values that leave no word / character: every
+    word was then <unk> (a zero vector by default) or every character the char-CNN's <unk>, and the
+    model trained on the rest without a word said."""
+    if len(vocab.words) > len(WORD_SPECIALS) and len(vocab.chars) > len(CHAR_SPECIALS):
+        return
+    if len(vocab.words) == len(WORD_SPECIALS):
+        keys = Counter(embedding_key(w, vocab.lowercase) for w in labeled_words)
+        raise UserError(
+            f"vocab.min_count {min_count} leaves no word in the vocabulary (the most frequent labeled word is "
+            f"seen {max(keys.values(), default=0)} times, and no unlabeled or vectors words are added): every word "
+            "would be <unk>; lower vocab.min_count"
+        )
+    raise UserError(
+        f"vocab.char_min_count {char_min_count} leaves no character in the vocabulary: the char-CNN would read "
+        "only <unk>; lower vocab.char_min_count"
+    )
+
+
+def check_vector_coverage(
+    path: Path, vectors: dict[str, list[float]], labeled_words: Iterable[str], lowercase: bool
+) -> None:
+    """Refuse a vectors file that has no vector for any labeled word (another language, another
+    normalisation, a file of something else): every labeled word started random, as without the
+    file, and nothing said so."""
+    keys = {embedding_key(w, lowercase) for w in labeled_words}
+    if keys and not any(embedding_key(w, lowercase) in keys for w in vectors):
+        sample = next(iter(vectors), None)  # none at all with vectors_limit 0
+        such = f" (its words are such as {sample!r})" if sample is not None else ""
+        raise DataError(
+            path,
+            0,
+            f"vocab.vectors: none of the {len(keys)} labeled words (e.g. {sorted(keys)[0]!r}) has a vector in this "
+            f"file{such}: vectors of another language or normalisation?",
+        )
+
+
 def read_vectors(
     path: Path, dim: int, limit: int | None, keep: Callable[[str], bool] | None = None
 ) -> dict[str, list[float]]:
@@ -151,16 +188,20 @@ def read_vectors(
     stops at the limit when there is no `keep`."""
     vectors: dict[str, list[float]] = {}
     seen_vector = False
-    for number, line in stream_lines(path):
+    for number, line in _vector_lines(path):
         full = limit is not None and len(vectors) >= limit
         if full and keep is None:
             return vectors  # `limit: 0` keeps nothing (it used to keep the first word)
         if full and not keep(line.split(" ", 1)[0]):  # type: ignore[misc]
+            seen_vector = seen_vector or bool(line.strip())  # not "no vectors in file": none was wanted
             continue  # past the limit, not wanted: skipped unparsed (GloVe has 400k-2M lines); a wanted
             # word never holds a space, so a word whose first token is unwanted is unwanted too
         parts = line.rstrip().split(" ")
-        if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-            continue  # word2vec header
+        header = _word2vec_header(line) if number == 1 else None
+        if header is not None and header != dim:  # its lines were then refused one by one, from line 2
+            raise DataError(path, 1, f"the word2vec header gives {header}-dimensional vectors, word_dim is {dim}")
+        if header is not None:
+            continue
         if not line.strip():
             continue
         if "\t" in line.rstrip():
@@ -186,6 +227,31 @@ def read_vectors(
     if not seen_vector:
         raise DataError(path, 1, "no vectors in file")
     return vectors
+
+
+def _word2vec_header(line: str) -> int | None:
+    """The dimension a word2vec header line (`count dim`) gives, or None for any other line."""
+    parts = line.rstrip().split(" ")
+    return int(parts[1]) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
+
+def _vector_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """`stream_lines`, saying what a binary word2vec file is: its header is text, the rest is not
+    (it was reported as bytes that are not UTF-8 at line 2, and nothing more)."""
+    header = False
+    try:
+        for number, line in stream_lines(path):
+            header = header or (number == 1 and _word2vec_header(line) is not None)
+            yield number, line
+    except DataError as err:
+        if header and err.line == 2 and err.key == "encoding":
+            raise DataError(
+                path,
+                2,
+                "binary data after a word2vec header: a binary word2vec file? vocab.vectors reads the text format "
+                "(gensim: save_word2vec_format(..., binary=False))",
+            ) from None
+        raise
 
 
 def _is_number(field: str) -> bool:

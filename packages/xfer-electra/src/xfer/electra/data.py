@@ -65,6 +65,7 @@ from xfer.core.atomic import fsync_dir, fsync_file, read_json, write_json
 from xfer.core.data import BatchStream
 from xfer.core.errors import DataError, UserError
 from xfer.core.runs.fingerprint import file_sha256
+from xfer.core.textfile import check_distinct
 from xfer.electra.corpus import CorpusConfig
 from xfer.electra.packing import (
     BLOCK_BYTES,
@@ -475,7 +476,7 @@ def _open_source(
     corpus: CorpusConfig, files: list[Path], cache_dir: Path, block_bytes: int, block_rows: int
 ) -> _TextSource | _RowSource | _IterableRowSource:
     if corpus.dataset is None:
-        _check_distinct(files)
+        check_distinct(files, "corpus.files")
         paths = [str(f) for f in files]
         snapshot = _InputSnapshot.take(paths)  # before anything reads them: planning, hashing, packing
         ends = prefix_ends(files, corpus.max_lines)
@@ -505,26 +506,6 @@ def _open_source(
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
-
-
-def _check_distinct(files: Sequence[Path]) -> None:
-    """Refuse a corpus that lists one file twice (overlapping globs such as `a.txt` and `*.txt`, or a
-    symlink next to its target): its text was packed and trained on twice, with nothing said."""
-    seen: dict[tuple[int, int], Path] = {}
-    for path in files:
-        try:
-            stat = path.stat()
-        except OSError:
-            continue  # reported, with its path, when the file is read
-        first = seen.setdefault((stat.st_dev, stat.st_ino), path)
-        if first is not path:
-            raise DataError(
-                path,
-                0,
-                f"is in corpus.files twice (also as {first}): its text would be trained on twice. Make the paths "
-                "and globs of corpus.files match each file once",
-                key="files",
-            )
 
 
 def _local_dataset_cache(cache_dir: Path, files: Sequence[Path], streaming: bool) -> str:
