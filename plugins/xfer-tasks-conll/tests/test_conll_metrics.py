@@ -64,3 +64,22 @@ def test_span_predictions_are_written_in_iob2_for_conlleval(tmp_path):
     bio = ColumnsTask("conll/columns", ColumnsConfig(scheme="BIO"))
     out = bio.write_predictions(tmp_path / "b", "test", [TaggingExample(id="t", words=("x",))], {"t": ["I-X"]})
     assert out.read_text() == "x\tI-X\n\n", "BIO tags are written as predicted, even ill-formed"
+
+
+def test_prediction_files_are_checked_first_and_replaced_whole(tmp_path):
+    """A missing sentence left a file of the sentences before it in place of the previous good one,
+    an unknown id was ignored, a string "OO" was written as the tags O, O and a None tag was a bare
+    TypeError after an empty file: each is now an error, and the previous file stays."""
+    task = UdPosTask("conll/ud-pos", UdPosConfig())
+    good = {"a": ["PRON", "NOUN"], "b": ["N", "V", "P"]}
+    out = task.write_predictions(tmp_path, "dev", EXAMPLES, good)
+    before = out.read_text()
+    for bad, message in (
+        ({"a": good["a"]}, "no prediction for sentence 'b'"),
+        ({**good, "zz": ["X"]}, "not sentences of this split, e.g. 'zz'"),
+        ({"a": "OO", "b": good["b"]}, "must be a list of tag strings"),
+        ({"a": ["PRON", None], "b": good["b"]}, "must be a list of tag strings"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            task.write_predictions(tmp_path, "dev", EXAMPLES, bad)
+        assert out.read_text() == before

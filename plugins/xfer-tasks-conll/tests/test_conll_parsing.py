@@ -173,3 +173,8 @@ def test_prediction_errors_and_files(tmp_path):
     path = t.write_predictions(tmp_path / "out", "dev", dev, good)
     again = task(path)
     assert [(e.heads, e.relations) for e in again.examples("dev")] == [(e.heads, e.relations) for e in dev]
+    before = path.read_text()
+    for bad, message in [({"a": good["a"]}, "no prediction for sentence 'b'"), ({**good, "zz": good["a"]}, "'zz'")]:
+        with pytest.raises(ValueError, match=message):  # checked before writing: the previous file stays whole
+            t.write_predictions(tmp_path / "out", "dev", dev, bad)
+        assert path.read_text() == before

@@ -251,6 +251,25 @@ def missing_predictions(examples: Sequence[Example], predictions: Mapping[str, A
     return [ex.id for ex in examples if ex.id not in predictions]
 
 
+def check_prediction_ids(
+    task: str, examples: Sequence[Example], predictions: Mapping[str, Any], what: str = "example"
+) -> None:
+    """A ValueError unless `predictions` holds exactly the ids of `examples` (`what` names them in
+    the message: "sentence", "question"). For `write_predictions`: a missing id makes a silently
+    shorter file, and an unknown one means predictions of another split or file, which writing only
+    the known ids would hide."""
+    missing = missing_predictions(examples, predictions)
+    if missing:
+        raise ValueError(f"{task}: no prediction for {what} {missing[0]!r} ({len(missing)} missing)")
+    known = {example.id for example in examples}
+    unknown = [key for key in predictions if key not in known]
+    if unknown:
+        raise ValueError(
+            f"{task}: {len(unknown)} prediction(s) for ids that are not {what}s of this split, "
+            f"e.g. {unknown[0]!r} (predictions of another split?)"
+        )
+
+
 def nonempty_examples(task: Task, split: Split) -> list[Example]:
     """`task.examples(split)`, or a UserError naming the task and split when there are none:
     training on nothing, or a dev metric of nothing, would otherwise fail far from the cause."""

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core import metrics
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, ParsingExample, Split, Task, TaskInfo
+from xfer.core.tasks import Example, ParsingExample, Split, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.conll.config import UdParseConfig
 from xfer.tasks.conll.readers import ConlluTree, read_conllu_trees
 
@@ -165,15 +166,17 @@ class UdParseTask(Task):
     ) -> Path:
         """CoNLL-U with the predicted HEAD and DEPREL (ID, FORM, UPOS kept; other columns `_`),
         `# sent_id` comments, in example order. File: `<split>.conllu`."""
+        check_prediction_ids(self.name, examples, predictions, "sentence")
+        lines: list[str] = []
+        for example in examples:
+            assert isinstance(example, ParsingExample)
+            heads, relations = self._checked(example, predictions)
+            lines.append(f"# sent_id = {example.id}\n")
+            upos = example.upos or ("_",) * len(example.words)
+            for i, (word, tag, head, rel) in enumerate(zip(example.words, upos, heads, relations, strict=True)):
+                lines.append(f"{i + 1}\t{word}\t_\t{tag}\t_\t_\t{head}\t{rel}\t_\t_\n")
+            lines.append("\n")
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.conllu"
-        with open(path, "w", encoding="utf-8") as out:
-            for example in examples:
-                assert isinstance(example, ParsingExample)
-                heads, relations = self._checked(example, predictions)
-                out.write(f"# sent_id = {example.id}\n")
-                upos = example.upos or ("_",) * len(example.words)
-                for i, (word, tag, head, rel) in enumerate(zip(example.words, upos, heads, relations, strict=True)):
-                    out.write(f"{i + 1}\t{word}\t_\t{tag}\t_\t_\t{head}\t{rel}\t_\t_\n")
-                out.write("\n")
+        atomic_write_text(path, "".join(lines))  # checked first, replaced whole: never a shorter file
         return path

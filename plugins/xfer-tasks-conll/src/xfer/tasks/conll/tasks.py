@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from xfer.core import metrics
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, Split, TaggingExample, Task, TaskInfo
+from xfer.core.tasks import Example, Split, TaggingExample, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.conll import schemes
 from xfer.tasks.conll.config import ChunkingConfig, ColumnsConfig, FilesConfig, SpanTaggingConfig, UdPosConfig
 from xfer.tasks.conll.readers import ColumnSentence, read_columns, read_conllu
@@ -46,18 +47,23 @@ def _gold_and_predicted(
             raise ValueError(f"{task}: no prediction for sentence {example.id!r}")
         if example.tags is None:
             raise ValueError(f"{task}: sentence {example.id!r} has no gold tags (unlabelled split?)")
-        predicted = predictions[example.id]
-        if isinstance(predicted, str) or not all(isinstance(tag, str) for tag in predicted):
-            raise ValueError(f"{task}: prediction for {example.id!r} must be a list of tag strings")
-        if len(predicted) != len(example.words):
-            raise ValueError(
-                f"{task}: sentence {example.id!r} has {len(example.words)} words but {len(predicted)} predicted tags"
-            )
         golds.append(list(example.tags))
-        preds.append(list(predicted))
+        preds.append(_predicted_tags(task, example, predictions[example.id]))
     if not golds:
         raise ValueError(f"{task}: cannot evaluate zero sentences")
     return golds, preds
+
+
+def _predicted_tags(task: str, example: TaggingExample, predicted: Any) -> list[str]:
+    """A sentence's predicted tags, checked: a list of strings, one per word (a string "OO" would
+    be read as the tags O, O; a None tag failed deep in the writer)."""
+    if isinstance(predicted, str) or not all(isinstance(tag, str) for tag in predicted):
+        raise ValueError(f"{task}: prediction for {example.id!r} must be a list of tag strings")
+    if len(predicted) != len(example.words):
+        raise ValueError(
+            f"{task}: sentence {example.id!r} has {len(example.words)} words but {len(predicted)} predicted tags"
+        )
+    return list(predicted)
 
 
 def span_scores(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], scheme: str) -> dict[str, float]:
@@ -164,22 +170,18 @@ class TaggingTask(Task):
         the split has no gold tags), a blank line after each sentence, in example order. With
         gold tags the file is conlleval input (`conlleval -d '\\t'`); span tags are written in
         IOB2 (`conlleval_tags`). File: `<split>.conll`."""
+        check_prediction_ids(self.name, examples, predictions, "sentence")
+        lines: list[str] = []
+        for example in examples:
+            assert isinstance(example, TaggingExample)
+            predicted = _predicted_tags(self.name, example, predictions[example.id])
+            golds = self.conlleval_tags(example.tags) if example.tags else [None] * len(example.words)
+            for word, gold, tag in zip(example.words, golds, self.conlleval_tags(predicted), strict=True):
+                lines.append(f"{word}\t{tag}\n" if gold is None else f"{word}\t{gold}\t{tag}\n")
+            lines.append("\n")
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.conll"
-        with open(path, "w", encoding="utf-8") as out:
-            for example in examples:
-                assert isinstance(example, TaggingExample)
-                if example.id not in predictions:
-                    raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
-                predicted = list(predictions[example.id])
-                if len(predicted) != len(example.words):
-                    raise ValueError(
-                        f"{self.name}: sentence {example.id!r}: {len(predicted)} tags for {len(example.words)} words"
-                    )
-                golds = self.conlleval_tags(example.tags) if example.tags else [None] * len(example.words)
-                for word, gold, tag in zip(example.words, golds, self.conlleval_tags(predicted), strict=True):
-                    out.write(f"{word}\t{tag}\n" if gold is None else f"{word}\t{gold}\t{tag}\n")
-                out.write("\n")
+        atomic_write_text(path, "".join(lines))  # checked first, replaced whole: never a shorter file
         return path
 
 

@@ -85,15 +85,21 @@ def gather(
             raise ValueError(f"{task}: no prediction for example {example.id!r}")
         if example.label is None:
             raise ValueError(f"{task}: example {example.id!r} has no gold label (unlabelled split?)")
-        value = predictions[example.id]
-        if labels is None:
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-                raise ValueError(f"{task}: prediction for {example.id!r} must be a finite number, not {value!r}")
-            value = float(value)
-        elif value not in labels:
-            raise ValueError(f"{task}: prediction {value!r} for {example.id!r} is not one of the labels {list(labels)}")
         golds.append(example.label)
-        preds.append(value)
+        preds.append(checked_prediction(task, example.id, predictions[example.id], labels))
     if not golds:
         raise ValueError(f"{task}: cannot evaluate zero examples")
     return golds, preds
+
+
+def checked_prediction(task: str, example_id: str, value: Any, labels: Sequence[str] | None) -> Any:
+    """`value` as a valid prediction: a finite float for regression (`labels=None`), else one of
+    `labels`; a ValueError naming the example otherwise. Shared by scoring and the submission
+    writer, so a file never holds a prediction (`nan`, a class id, `True`) that scoring refuses."""
+    if labels is None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{task}: prediction for {example_id!r} must be a finite number, not {value!r}")
+        return float(value)
+    if not isinstance(value, str) or value not in labels:
+        raise ValueError(f"{task}: prediction {value!r} for {example_id!r} is not one of the labels {list(labels)}")
+    return value

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, SentenceExample, Split, Task, TaskInfo
+from xfer.core.tasks import Example, SentenceExample, Split, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.glue import scoring
 from xfer.tasks.glue.benchmark import GLUE_SPECS, GlueSpec
 from xfer.tasks.glue.config import GlueTaskConfig, TsvTaskConfig
@@ -112,27 +113,29 @@ class GlueTask(Task):
         """Write GLUE's submission format: header `index<TAB>prediction`, one row per example.
 
         The test file is `directory/<CoLA.tsv|MNLI-m.tsv|...>`, the name the GLUE server expects
-        in the submission zip; other splits go to `directory/<split>.tsv`. Classification predictions are
-        the label strings; STS-B scores are clipped to [0, 5] and written with 3 decimals.
-        The same format is used for every split (the index comes from the example id).
+        in the submission zip; other splits go to `directory/<split>.tsv`. Rows follow `examples`
+        (file order); the index is the one of the example id: the file's index column (`id` for
+        QQP), or the 0-based row number for files without one (CoLA and MRPC train/dev).
+        Classification predictions are the label strings; STS-B scores are clipped to [0, 5] and
+        written with 3 decimals.
+
+        Why so strict: the server expects every test example exactly once with a valid label,
+        so a missing prediction, one for an id that is not among `examples` (another split's),
+        or a value the scorer refuses (`nan`, a class id) is a ValueError and nothing is
+        written. The file is replaced atomically: an interrupted write never leaves half a
+        submission in place of a good one.
         """
         path = directory / (self.spec.submission if split == "test" else f"{split}.tsv")
         labels = None if self.spec.type == "regression" else self.spec.labels
+        check_prediction_ids(self.name, examples, predictions)
+        low, high = self.spec.score_range or (float("-inf"), float("inf"))
         lines = ["index\tprediction"]
         for example in examples:
-            if example.id not in predictions:
-                raise ValueError(f"{self.name}: no prediction for example {example.id!r}")
-            value = predictions[example.id]
-            if labels is None:
-                low, high = self.spec.score_range or (float("-inf"), float("inf"))
-                text = f"{min(max(float(value), low), high):.3f}"
-            elif value in labels:
-                text = value
-            else:
-                raise ValueError(f"{self.name}: prediction {value!r} for {example.id!r} is not one of {list(labels)}")
+            value = scoring.checked_prediction(self.name, example.id, predictions[example.id], labels)
+            text = value if labels is not None else f"{min(max(value, low), high):.3f}"
             lines.append(f"{_index_of(example.id)}\t{text}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        atomic_write_text(path, "\n".join(lines) + "\n")
         return path
 
 

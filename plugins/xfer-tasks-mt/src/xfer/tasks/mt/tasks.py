@@ -13,16 +13,20 @@ line (CR-only line endings would make a whole file one sentence).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample
-from xfer.core.textfile import read_text, split_lines
+from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample, check_prediction_ids
+from xfer.core.textfile import lone_surrogate, read_text, split_lines
 from xfer.tasks.mt.config import ParallelConfig
 
 SPLITS = ("train", "dev", "test")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""What ends a line for a reader of an output file (Python's universal newlines; xfer refuses a bare CR)."""
 
 
 def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
@@ -139,12 +143,26 @@ class ParallelTextTask(Task):
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
         """One output sentence per line in example order, named `<split>.<target_lang>` (sacrebleu
-        CLI input: `sacrebleu ref.de -i dev.de`)."""
+        CLI input: `sacrebleu ref.de -i dev.de`): as many lines as `examples`, an empty output
+        as an empty line.
+
+        A line break inside an output (LF, CR or CRLF) becomes a space: it would otherwise shift
+        every later line against the references (and a CR is an error for xfer's own readers).
+        Why the checks: a missing prediction, one for an id that is not among `examples`
+        (another split's), or a non-string (`None` would be written as "None") is a ValueError
+        and nothing is written; the file is replaced atomically, so an error or a crash never
+        leaves a shorter file in place of a good one.
+        """
+        check_prediction_ids(self.name, examples, predictions, "sentence")
+        lines = []
+        for example in examples:
+            hypothesis = predictions[example.id]
+            if not isinstance(hypothesis, str):
+                raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {hypothesis!r}")
+            if problem := lone_surrogate(hypothesis):
+                raise ValueError(f"{self.name}: prediction for {example.id!r}: {problem}")
+            lines.append(_LINE_BREAK.sub(" ", hypothesis) + "\n")
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.{self.config.target_lang}"
-        with open(path, "w", encoding="utf-8") as out:
-            for example in examples:
-                if example.id not in predictions:
-                    raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
-                out.write(str(predictions[example.id]).replace("\n", " ") + "\n")
+        atomic_write_text(path, "".join(lines))
         return path

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, SpanQAExample, Split, Task, TaskInfo
+from xfer.core.tasks import Example, SpanQAExample, Split, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.squad import official
 from xfer.tasks.squad.config import SquadConfig
 from xfer.tasks.squad.readers import read_squad
@@ -69,14 +70,28 @@ class SquadTask(Task):
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
         """The official prediction file `<split>-predictions.json`: one JSON object
-        `{question id: answer text}` ("" = no answer)."""
-        missing = [example.id for example in examples if example.id not in predictions]
-        if missing:
-            raise ValueError(f"{self.name}: no prediction for {len(missing)} questions, e.g. {missing[0]!r}")
+        `{question id: answer text}` in example order ("" = no answer), answers verbatim.
+
+        The official scripts `json.load` it from `open(path)` in the locale's encoding, so the
+        file is pure ASCII (non-ASCII characters as `\\uXXXX` escapes, which decode to the same
+        strings): it reads back identically under any locale, not only a UTF-8 one.
+        Every question needs exactly one string prediction (a missing one would count as 0 in
+        the official scores, `None` would become the answer "None"), and a prediction for an
+        unknown question id means predictions of another split: each is a ValueError and
+        nothing is written. The file is replaced atomically (never half written).
+        """
+        check_prediction_ids(self.name, examples, predictions, "question")
+        answers: dict[str, str] = {}
+        for example in examples:
+            answer = predictions[example.id]
+            if not isinstance(answer, str):
+                raise ValueError(
+                    f'{self.name}: prediction for {example.id!r} must be a string ("" = no answer), not {answer!r}'
+                )
+            answers[example.id] = answer
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}-predictions.json"
-        answers = {example.id: str(predictions[example.id]) for example in examples}
-        path.write_text(json.dumps(answers, ensure_ascii=False) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(answers, ensure_ascii=True) + "\n")
         return path
 
 
