@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from xfer.core.errors import UserError
 from xfer.core.recipes.recipe import load_recipe
 from xfer.testing import make_host
 
@@ -187,3 +188,137 @@ def test_readme_lists_every_shipped_recipe() -> None:
     listed = {name for row in table for name in re.findall(r"`([\w.-]+\.yaml)`", row[0])}
     shipped = {path.name for path in (REPO / "recipes").glob("*.yaml")}
     assert listed == shipped, f"missing from the README: {sorted(shipped - listed)}; gone: {sorted(listed - shipped)}"
+
+
+# --- commands in the recipes' header comments still run ---------------------------------------
+# Each recipe's header says how to run it and what to override (`xfer run recipes/x.yaml --only S
+# stages.S.init=...`, `xfer compare ...`). The CLI and the recipe checks tighten over time (option
+# abbreviations, a `budget:` next to `train.steps`, a section override after a key inside it): a
+# header command that no longer parses or validates is the first thing a reader copies. Each is
+# checked as `xfer run` would before training: its options parsed, its recipe and overrides
+# loaded, its `--only` stages looked up. Nothing runs.
+
+# Paths a reader replaces with their own (a checkpoint, a web corpus), here with what validates.
+_PLACEHOLDERS = {
+    "/work/artifacts/electra-cpu/discriminator": "{checkpoint}",
+    "/data/owt/**/*.txt": "{data}/unlabeled/*/*.txt",
+}
+
+
+def recipe_comment_commands() -> list[tuple[str, str]]:
+    """(`file:line`, command) of each `xfer ...` command in a recipe's comments: a comment line that
+    is one (after an optional `From ...:` label and `XFER_DATA=...`; `\\`-continued lines joined,
+    `&&`-chained commands apart) or a backquoted `xfer` span with arguments."""
+    found = []
+    for path in sorted((REPO / "recipes").glob("*.yaml")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        comments = [re.sub(r"^\s*#\s?", "", line) if line.lstrip().startswith("#") else "" for line in lines]
+        for number, comment in enumerate(comments, start=1):
+            commands = [span for span in re.findall(r"`(xfer [^`]*)`", comment) if len(span.split()) > 2]
+            start = re.match(r"\s*(?:From [^:]*:\s+)?(?:XFER_DATA=\S+\s+)?(xfer\s.*)$", comment)
+            if start:
+                command, following = start.group(1), number
+                while command.rstrip().endswith("\\"):
+                    command = command.rstrip()[:-1] + " " + comments[following].strip()
+                    following += 1
+                commands += command.split("&&")
+            found += [(f"recipes/{path.name}:{number}", command.strip()) for command in commands]
+    return found
+
+
+def _validate_command(where: str, command: str, tmp_path: Path, base: Path = REPO) -> None:
+    """Parse `command` (`xfer ...`) as the CLI does and, for a recipe command, load its recipe (a
+    path relative to `base`) with its overrides and look up its `--only` stages: what `xfer run`
+    checks before the first stage trains."""
+    import shlex
+
+    from xfer.core.cli import _parse, build_parser
+
+    argv = shlex.split(command, comments=True)[1:]
+    host = make_host(autoload=True)
+    try:
+        args = _parse(build_parser(host, argv), argv)
+    except SystemExit:
+        pytest.fail(f"{where}: `{command}`: xfer refuses its command line")
+    if not hasattr(args, "overrides"):  # compare, results, score: parsing is what can be checked here
+        return
+    overrides = []
+    for override in args.overrides:
+        for placeholder, value in _PLACEHOLDERS.items():
+            override = override.replace(placeholder, value.format(checkpoint=tmp_path, data=shared_data_dir()))
+        overrides.append(re.sub(r"=PATH$", f"={tmp_path}", override))
+    plan = load_recipe(base / args.recipe, overrides, host=host)
+    if getattr(args, "only", None):
+        plan.needed_for(name.strip() for name in args.only.split(","))
+
+
+@pytest.mark.parametrize(("where", "command"), recipe_comment_commands(), ids=[w for w, _ in recipe_comment_commands()])
+def test_recipe_comment_command_validates(
+    where: str, command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not shared_data_dir().is_dir():
+        pytest.skip(f"the recipes read the datasets at {shared_data_dir()} (set XFER_DATA)")
+    monkeypatch.setenv("XFER_DATA", str(shared_data_dir()))
+    _validate_command(where, command, tmp_path)
+
+
+def test_readme_commands_on_its_recipe_example_validate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's `xfer run r.yaml ...` / `validate` / `show` examples work on its recipe example
+    saved as r.yaml (`--only STAGE` with one of its stages)."""
+    if not shared_data_dir().is_dir():
+        pytest.skip(f"the README example reads the datasets at {shared_data_dir()} (set XFER_DATA)")
+    monkeypatch.setenv("XFER_DATA", str(shared_data_dir()))
+    (tmp_path / "r.yaml").write_text(readme_recipes()[0], encoding="utf-8")
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    commands = re.findall(r"`(xfer (?:run|validate|show) r\.yaml[^`]*)`", text)
+    assert len(commands) >= 4, f"the README's r.yaml examples are gone: {commands}"
+    for command in commands:
+        _validate_command("README.md", command.replace("STAGE", "finetune"), tmp_path, base=tmp_path)
+
+
+def results_page_commands() -> list[tuple[str, str]]:
+    """(`docs/results.md:line`, command) of each `xfer run recipes/...` in the page's code blocks
+    (`\\`-continued lines joined) whose overrides need no earlier run's files or shell variable."""
+    lines = (REPO / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
+    found = []
+    for number, line in enumerate(lines, start=1):
+        start = re.match(
+            r"    (?:\S+=\S+ )*(?:(?:tools/)?cpu-slot (?:--all )?)?(?:\.venv/bin/)?(xfer run recipes/.*)$", line
+        )
+        if not start:
+            continue
+        command, following = start.group(1), number
+        while command.rstrip().endswith("\\"):
+            command = command.rstrip()[:-1] + " " + lines[following].strip()
+            following += 1
+        if not re.search(r"\$|=runs/|/work/derived", command):
+            found.append((f"docs/results.md:{number}", command))
+    return found
+
+
+def test_command_extractors_find_the_documented_commands() -> None:
+    """An empty parameter list would skip the checks above and below without a word."""
+    assert len(recipe_comment_commands()) >= 20, "the recipe comment parser lost the documented commands"
+    assert len(results_page_commands()) >= 30, "the docs/results.md parser lost the documented commands"
+
+
+# Commands on docs/results.md that today's code refuses, each with a note on the page saying what
+# reproduces its number today (the command itself stays as it ran): none so far.
+RESULTS_PAGE_REFUSED_TODAY: set[str] = set()
+
+
+@pytest.mark.parametrize(("where", "command"), results_page_commands(), ids=[w for w, _ in results_page_commands()])
+def test_results_page_command_validates(
+    where: str, command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/results.md's commands are how its numbers were made, and re-running one is how a reader
+    checks a number. One that today's code refuses stays as it ran: add a note next to it with what
+    reproduces it today, and the command to RESULTS_PAGE_REFUSED_TODAY."""
+    if not shared_data_dir().is_dir():
+        pytest.skip(f"the recipes read the datasets at {shared_data_dir()} (set XFER_DATA)")
+    monkeypatch.setenv("XFER_DATA", str(shared_data_dir()))
+    if command in RESULTS_PAGE_REFUSED_TODAY:
+        with pytest.raises((UserError, pytest.fail.Exception)):
+            _validate_command(where, command, tmp_path)
+        return
+    _validate_command(where, command, tmp_path)
