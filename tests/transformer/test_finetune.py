@@ -297,3 +297,32 @@ def test_span_qa_maps_answers_back_to_text(tmp_path: Path) -> None:
             expected.append(-(kept.log_softmax(-1)[int(keep[:gold].sum())]))
     assert loss.item() == pytest.approx(torch.stack(expected).mean().item(), rel=1e-5)
     assert loss.item() < 20
+
+
+def test_a_random_init_encoder_is_sized_by_a_tokenizer_larger_than_its_preset(tmp_path: Path) -> None:
+    """Random init takes the tokenizer's size before the "tokenizer has more tokens than the encoder
+    has embeddings" check: a 31,000-token vocabulary (past the presets' 30,522) was refused though
+    nothing fixed the size; and the exported model records the tokenizer's [PAD] id."""
+    import json
+
+    from xfer.transformer.testing import TINY_ENCODER
+
+    words = [f"w{i}" for i in range(31000 - 5)]
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "vocab.txt").write_text(
+        "\n".join(["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n"
+    )
+    recipe = f"""
+stages:
+  fit:
+    kind: transformer.finetune
+    tokenizer: tok
+    encoder: {TINY_ENCODER}
+    max_length: 16
+    tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8}}]
+    train: {{steps: 1, batch_size: 8, precision: fp32}}
+"""
+    run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", make_host(autoload=True))
+    model = tmp_path / "run" / "fit" / "outputs" / "models" / "toy-agreement" / "xfer_model.json"
+    config = json.loads(model.read_text())["modules"]["encoder"]["config"]
+    assert (config["vocab_size"], config["pad_token_id"]) == (31000, 1)

@@ -121,10 +121,10 @@ def settle(weights: InitialWeights, tokenizer: Any, config: Any, seed: int) -> N
     from xfer.transformer.encoder import Encoder
     from xfer.transformer.modelio import fitted_to_tokenizer
 
-    vocab = weights.encoder_config.vocab_size
     if config.init is None:
         weights.encoder_config = fitted_to_tokenizer(weights.encoder_config, tokenizer, config.encoder)
-    elif tokenizer.vocab_size > vocab:
+    vocab = weights.encoder_config.vocab_size
+    if tokenizer.vocab_size > vocab:  # a checkpoint's, or an `encoder: {vocab_size}` below the tokenizer's
         raise UserError(f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {vocab} embeddings")
     if config.init is None:
         rng.seed_everything(seed)

@@ -86,12 +86,12 @@ def run_finetune(ctx: StageContext) -> None:
         )
         if problems:
             raise problems[0]
+    if init_state is None:  # random init takes the tokenizer's size and [PAD] id, unless `encoder:` sets them
+        encoder_config = fitted_to_tokenizer(encoder_config, tokenizer, config.encoder)
     if tokenizer.vocab_size > encoder_config.vocab_size:
         raise UserError(
             f"tokenizer has {tokenizer.vocab_size} tokens but the encoder only {encoder_config.vocab_size} embeddings"
         )
-    if init_state is None:
-        encoder_config = fitted_to_tokenizer(encoder_config, tokenizer, config.encoder)
     if init_state is not None:
         warn_if_collapsed(ctx, encoder_config, init_state, tokenizer, init_folder)
     if init_folder is not None:
