@@ -50,3 +50,19 @@ def test_a_bad_prediction_keeps_the_previous_file(tmp_path):
     with pytest.raises(ValueError, match="no prediction for example 'test-1'"):
         task.write_predictions(tmp_path, "test", pairs(2), {"test-0": "1"})
     assert out.read_text() == "index\tprediction\n0\t1\n1\t0\n"
+
+
+def test_a_test_split_cut_by_max_examples_is_not_written_as_a_submission(tmp_path):
+    """A quick run (`max_examples: 2`) predicting test wrote an `RTE.tsv` of 2 rows, named like a
+    submission the server would refuse: a cut test split goes to `test.tsv`; the whole one, and a
+    cut that keeps every row, to the submission name."""
+    data = tmp_path / "RTE"
+    data.mkdir()
+    (data / "test.tsv").write_text("index\tsentence1\tsentence2\n17\ta\tb\n3\tc\td\n250\te\tf\n")
+    for max_examples, name in ((2, "test.tsv"), (3, "RTE.tsv"), (None, "RTE.tsv")):
+        task = RTETask("glue/rte", GlueTaskConfig(data_dir=data, max_examples=max_examples))
+        examples = task.examples("test")
+        out = task.write_predictions(
+            tmp_path / str(max_examples), "test", examples, dict.fromkeys([e.id for e in examples], "entailment")
+        )
+        assert (out.name, len(out.read_text().splitlines())) == (name, len(examples) + 1)

@@ -47,6 +47,7 @@ class GlueTask(Task):
     def __init__(self, name: str, config: GlueTaskConfig | None = None):
         super().__init__(name, config if config is not None else GlueTaskConfig())
         self._cache: dict[str, list[SentenceExample]] = {}
+        self._rows: dict[str, int] = {}  # examples of each split before `max_examples`
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -85,22 +86,21 @@ class GlueTask(Task):
             from xfer.tasks.glue.hub import load_hub_split
 
             examples = load_hub_split(self.spec, split, self.name)
-            return keep_examples(examples, cfg.max_examples, cfg.subsample, cfg.subsample_seed)
-        path = self.split_path(split)
-        if not path.is_file():
-            raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
-        layout = self.spec.test_layout if split == "test" else self.spec.layout
-        return read_sentence_examples(
-            path,
-            split,
-            layout,
-            labels=self.spec.labels,
-            regression=self.spec.type == "regression",
-            regression_bounds=self.spec.score_range,
-            max_examples=cfg.max_examples,
-            subsample=cfg.subsample,
-            subsample_seed=cfg.subsample_seed,
-        )
+        else:
+            path = self.split_path(split)
+            if not path.is_file():
+                raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
+            layout = self.spec.test_layout if split == "test" else self.spec.layout
+            examples = read_sentence_examples(  # every row, validated; `max_examples` cuts below
+                path,
+                split,
+                layout,
+                labels=self.spec.labels,
+                regression=self.spec.type == "regression",
+                regression_bounds=self.spec.score_range,
+            )
+        self._rows[split] = len(examples)
+        return keep_examples(examples, cfg.max_examples, cfg.subsample, cfg.subsample_seed)
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
         labels = None if self.spec.type == "regression" else self.spec.labels
@@ -113,7 +113,8 @@ class GlueTask(Task):
         """Write GLUE's submission format: header `index<TAB>prediction`, one row per example.
 
         The test file is `directory/<CoLA.tsv|MNLI-m.tsv|...>`, the name the GLUE server expects
-        in the submission zip; other splits go to `directory/<split>.tsv`. Rows follow `examples`
+        in the submission zip (only for the whole test split: one cut by `max_examples` goes to
+        `directory/test.tsv`); other splits go to `directory/<split>.tsv`. Rows follow `examples`
         (file order); the index is the one of the example id: the file's index column (`id` for
         QQP), or the 0-based row number for files without one (CoLA and MRPC train/dev).
         Classification predictions are the label strings; STS-B scores are clipped to [0, 5] and
@@ -125,7 +126,10 @@ class GlueTask(Task):
         written. The file is replaced atomically: an interrupted write never leaves half a
         submission in place of a good one.
         """
-        path = directory / (self.spec.submission if split == "test" else f"{split}.tsv")
+        # A test split cut by `max_examples` is no submission (the server wants every row): it goes
+        # to `test.tsv`, so a quick run never leaves a `CoLA.tsv` that looks like one.
+        whole = split == "test" and len(examples) >= self._rows.get("test", 0)
+        path = directory / (self.spec.submission if whole else f"{split}.tsv")
         labels = None if self.spec.type == "regression" else self.spec.labels
         check_prediction_ids(self.name, examples, predictions)
         low, high = self.spec.score_range or (float("-inf"), float("inf"))
