@@ -256,3 +256,21 @@ def test_results_left_by_an_unfinished_or_outdated_attempt_are_marked_and_not_po
     finally:
         if lock is not None:
             lock.release()
+
+
+def test_a_nan_score_sorts_lowest_wherever_it_stands() -> None:
+    """A diverged trial's NaN made `statistics.median`, `min` and `max` depend on its position
+    (NaN compares false with everything): it now counts as the lowest score, and the exported
+    (median) trial of transformer.finetune follows the same order."""
+    import itertools
+    import math
+
+    from xfer.core.results import summarize
+    from xfer.transformer.finetune import _median_trial
+
+    for order in itertools.permutations([float("nan"), 50.0, 60.0]):
+        runs = [{"trial": i, "seed": i, "f1": v} for i, v in enumerate(order)]
+        summary = summarize(runs)["f1"]
+        assert summary["median"] == 50.0 and summary["max"] == 60.0 and math.isnan(summary["min"])
+        assert math.isnan(summary["mean"]) and math.isnan(summary["std"]), "stdev raised on a NaN"
+        assert runs[_median_trial(runs, "f1")]["f1"] == 50.0

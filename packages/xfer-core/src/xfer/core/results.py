@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
@@ -52,17 +53,26 @@ def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) 
     for metric in metrics:
         if metric in BOOKKEEPING:
             continue
-        values = [r[metric] for r in runs if _number(r.get(metric))]
+        values = sorted((r[metric] for r in runs if _number(r.get(metric))), key=score_order)
         if not values:
             continue
+        middle = len(values) // 2
         out[metric] = {
-            "median": statistics.median(values),
-            "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values),
-            "max": max(values),
+            # on the NaN-lowest order: `statistics.median`, `min` and `max` gave whatever the position
+            # of a NaN (a diverged trial's score) happened to make them
+            "median": values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2,
+            "mean": statistics.fmean(values),  # NaN with a NaN run (stdev raised on one)
+            "std": (statistics.stdev(values) if len(values) > 1 else 0.0) if values[0] == values[0] else math.nan,
+            "min": values[0],
+            "max": values[-1],
         }
     return out
+
+
+def score_order(value: float) -> tuple[bool, float]:
+    """Sort key of scores with NaN (a diverged run's) lowest: NaN compares false with everything,
+    so sorting floats that hold one gives an order that depends on where it stood."""
+    return (value == value, value if value == value else 0.0)
 
 
 def task_result(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:

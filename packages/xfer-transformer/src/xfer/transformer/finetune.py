@@ -30,7 +30,7 @@ from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.data import BatchStream
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
-from xfer.core.results import HEADER, markdown_rows, task_result
+from xfer.core.results import HEADER, markdown_rows, score_order, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, nonempty_examples
 from xfer.core.trainer import Trainer
@@ -235,7 +235,8 @@ def _default_objective(task: str, task_type: str) -> str:
 
 
 def _median_trial(runs: list[dict[str, Any]], metric: str) -> int:
-    ordered = sorted(runs, key=lambda r: (r[metric], r["trial"]))
+    """The trial whose model is exported: the (lower) median by `metric`, a NaN score lowest."""
+    ordered = sorted(runs, key=lambda r: (score_order(r[metric]), r["trial"]))
     return ordered[(len(ordered) - 1) // 2]["trial"]
 
 
