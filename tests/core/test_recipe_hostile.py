@@ -389,3 +389,18 @@ def test_a_file_pattern_matching_no_regular_file_says_what_it_found(tmp_path: Pa
         with pytest.raises(RecipeError, match="matches no regular file") as caught:
             load_recipe(recipe, host=make_host(autoload=True))
         assert said in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "dotted", "col"),
+    [
+        ("stages.fit.task.name[0]", "stages.fit.task.name.0", 21),
+        ("stages.fit.train.no_decay[ 1 ]", "stages.fit.train.no_decay.1", 26),
+    ],
+)
+def test_a_bracketed_list_index_gets_the_dotted_spelling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, dotted: str, col: int
+) -> None:
+    """`tasks[0].name=...` (other tools' spelling) was "unknown key 'tasks[0]'; did you mean 'tasks'?"."""
+    err = _errors(write_recipe(tmp_path, FIT), capsys, f"{key}=x")
+    assert f"<override 1: {key}=x>:1:{col}: list items are addressed by a dotted index: {dotted!r}, not {key!r}" in err

@@ -335,6 +335,10 @@ def parse_override(text: str, index: int) -> tuple[list[str], Node]:
     path = key.strip().split(".")
     if any(not part for part in path):
         raise RecipeError([Diagnostic(Location(file, 1, 1), f"empty path segment in {key!r}")])
+    if bracket := _BRACKET_INDEX.search(key):  # `tasks[0].name`: other tools' spelling of a list item
+        dotted = _BRACKET_INDEX.sub(lambda m: f".{m.group(1)}", key.strip())
+        message = f"list items are addressed by a dotted index: {dotted!r}, not {key.strip()!r}"
+        raise RecipeError([Diagnostic(Location(file, 1, bracket.start() + 1), message)])
     shift = len(key) + 1
 
     def moved(loc: Location) -> Location:
@@ -368,6 +372,7 @@ def parse_override(text: str, index: int) -> tuple[list[str], Node]:
 
 
 _LIST_INDEX = re.compile(r"(0|[1-9][0-9]*)\Z")
+_BRACKET_INDEX = re.compile(r"\[\s*(-?[0-9]+)\s*\]")
 
 
 def apply_override(root: Node, path: list[str], value: Node, text: str, index: int) -> list[Diagnostic]:
