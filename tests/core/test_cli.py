@@ -273,3 +273,13 @@ def test_a_full_disk_met_by_a_stage_export_is_one_line(
     assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: No space left on device (Error while serializing") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "show"])
+def test_a_missing_recipe_names_only_the_recipe_as_required(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The optional `key=value` overrides were listed as required too ("required: recipe, key=value")."""
+    with pytest.raises(SystemExit) as caught:
+        cli.main([command])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2
+    assert err.rstrip().endswith("error: the following arguments are required: recipe")

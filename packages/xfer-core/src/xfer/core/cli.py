@@ -37,10 +37,14 @@ from xfer.core.plugins import PluginHost, default_host
 from xfer.core.specs import KINDS, import_object
 
 
-def _recipe_args(parser: argparse.ArgumentParser) -> None:
+def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `RECIPE [key=value ...]` positionals of every command that reads a recipe (plugins' too).
+
+    `default=[]` keeps argparse from listing the optional overrides as required ("the following
+    arguments are required: recipe, key=value" when only the recipe was missing)."""
     parser.add_argument("recipe", type=Path, help="recipe YAML file")
     parser.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="overrides, e.g. stages.finetune.train.lr=3e-4"
+        "overrides", nargs="*", default=[], metavar="key=value", help="overrides, e.g. stages.finetune.train.lr=3e-4"
     )
 
 
@@ -73,7 +77,7 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a recipe (skips completed stages, resumes interrupted ones)")
-    _recipe_args(run)
+    add_recipe_arguments(run)
     run.add_argument("--run-dir", type=Path, help="run directory (default: runs/<recipe name>)")
     group = run.add_mutually_exclusive_group()
     group.add_argument(
@@ -88,12 +92,12 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     )
 
     validate = sub.add_parser("validate", help="validate a recipe without running it")
-    _recipe_args(validate)
+    add_recipe_arguments(validate)
     validate.add_argument(
         "--data", action="store_true", help="also read every task's data files and report every malformed line"
     )
     show = sub.add_parser("show", help="print the resolved recipe and where each value came from")
-    _recipe_args(show)
+    add_recipe_arguments(show)
 
     status = sub.add_parser("status", help="show the stages of a run directory")
     status.add_argument("run_dir", type=Path)

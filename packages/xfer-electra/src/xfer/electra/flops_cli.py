@@ -11,13 +11,13 @@ stage that makes it, or the `init` checkpoint.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("recipe", type=Path, help="recipe YAML file")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, as for `xfer run`")
+    from xfer.core.cli import add_recipe_arguments
+
+    add_recipe_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
