@@ -161,6 +161,8 @@ def test_a_preset_next_to_init_is_an_error_not_ignored(tmp_path: Path, capsys: p
     )
     path, rows = _problems(tmp_path, text, capsys)
     assert rows[0].startswith(f"{path}:8:5: stages.finetune.model: 'mini' would be ignored: with `init:`"), rows
+    assert "from the command line, set it to the default 'tiny'" in rows[0], "how to drop a recipe's preset"
+    assert cli.main(["validate", str(path), "stages.finetune.model=tiny"]) == 0, "what the message says works"
     path = write_recipe(tmp_path, text.replace("    init: checkpoint", "    tokenizer: vocab.tokenizer"))
     assert cli.main(["validate", str(path)]) == 0, "the same preset without init is valid"
 

@@ -177,7 +177,8 @@ def check_preset_with_init(init: Any, model: str, default: str) -> None:
         raise FieldError(
             ("model",),
             f"{model!r} would be ignored: with `init:` the architecture is the checkpoint's "
-            "(remove `model:`, or set `init: null` to train this preset from random weights)",
+            f"(remove `model:` or, from the command line, set it to the default {default!r}; or set `init: null` "
+            "to train this preset from random weights)",
         )
 
 
