@@ -14,10 +14,11 @@ install: $(STAMP)
 $(STAMP): Makefile constraints.txt requirements-dev.txt $(PYPROJECTS)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "xfer needs Python >= 3.11"'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	# --no-cache-dir: no second copy of every downloaded wheel (a CI run ran out of disk in pip).
+	$(BIN)/python -m pip install --quiet --no-cache-dir --upgrade pip
 	# The CPU build of torch first, pinned: an open range would pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-cache-dir torch==2.13.0
+	$(BIN)/python -m pip install --quiet --no-cache-dir -r requirements-dev.txt
 	@touch $@
 
 demo: install
