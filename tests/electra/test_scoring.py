@@ -342,6 +342,24 @@ def test_empty_lines_are_errors_naming_file_and_line_or_zero(ckpt: dict[str, Pat
         scoring.score_lines(loaded, scoring.read_texts(bad))
 
 
+def test_a_file_of_blank_lines_follows_the_empty_policy_not_file_is_empty(
+    ckpt: dict[str, Path], tmp_path: Path
+) -> None:
+    """A file holding only blank lines was "file is empty", even with empty: zero, though each line is a text."""
+    blank = tmp_path / "blank.txt"
+    blank.write_text("   \n\n")
+    lines = scoring.read_texts(blank)
+    assert [(line.text, line.line) for line in lines] == [("   ", 1), ("", 2)]
+    loaded = scoring.load_scorer(ckpt["electric"])
+    with pytest.raises(DataError, match=rf"{blank}:1: empty text"):
+        scoring.score_lines(loaded, lines)
+    assert [g.empty for g in scoring.score_lines(loaded, lines, empty="zero")] == [True, True]
+    nothing = tmp_path / "nothing.txt"
+    nothing.write_text("")
+    with pytest.raises(DataError, match=rf"{nothing}:1: file is empty"):
+        scoring.read_texts(nothing)
+
+
 def test_jsonl_inputs_and_their_errors(tmp_path: Path) -> None:
     good = tmp_path / "in.jsonl"
     good.write_text('{"id": "a", "text": "the cat"}\n\n{"text": "a dog", "other": 1}\n')

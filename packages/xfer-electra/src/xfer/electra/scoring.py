@@ -117,7 +117,10 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
     path = Path(path)
     sniff = fmt == "auto"
     fmt = input_format(path, fmt)
-    rows = split_lines(path, read_text(path))
+    # a file of blank lines holds texts (empty ones, for the `empty` policy); only a file without lines is empty
+    rows = split_lines(path, read_text(path, allow_empty=True))
+    if not rows:
+        raise DataError(path, 1, "file is empty")
     if sniff and fmt == "text":
         _refuse_json_lines(path, rows, recipe)
     lines = []
