@@ -211,6 +211,56 @@ class StudentConfig(ModelSource):
             if self.sampling != scheme and getattr(self, knob_name) != default:
                 raise FieldError(knob_name, f"only used by sampling: {scheme} (it is {self.sampling!r})")
 
+    def preflight(self) -> list[UserError]:
+        """Also a `teachers:` folder that exists before the run (not an earlier stage's output, which
+        `check_upstream` covers): a task it has no predictions for was found only when this stage
+        started, after every stage before it had trained."""
+        problems = super().preflight()
+        index = self._teachers_index(problems)
+        for position, ref in enumerate(self.tasks):
+            if index is not None and ref.name not in index:
+                problems.append(
+                    UserError(
+                        f"tasks.{position}: {ref.name!r} has no teacher: teachers {self.teachers} has predictions for "
+                        f"{', '.join(index) or 'no task'} (re-run the teachers with this task, or train it without "
+                        "teachers in a lambda_schedule: none stage)"
+                    )
+                )
+        return problems
+
+    def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
+        """Also the type and label order of a `teachers:` folder's predictions against each task's: a
+        label order that differs (the same labels permuted) is refused when the stage starts
+        (`stage.check_compatible`), so say it before the stages ahead of this one train."""
+        problems = super().check_task_infos(infos)
+        index = self._teachers_index([])
+        for position, ref in enumerate(self.tasks):
+            entry, info = (index or {}).get(ref.name), infos.get(ref.name)
+            if not isinstance(entry, Mapping) or info is None:
+                continue
+            if entry.get("type") != info.type or list(entry.get("labels", [])) != list(info.labels):
+                problems.append(
+                    UserError(
+                        f"tasks.{position}: the teachers' predictions in {self.teachers} for {ref.name!r} are for a "
+                        f"{entry.get('type')} task with labels {entry.get('labels')}, this task is {info.type} with "
+                        f"labels {list(info.labels)} (label order must match: re-run the teachers on this task config)"
+                    )
+                )
+        return problems
+
+    def _teachers_index(self, problems: list[UserError]) -> dict[str, Any] | None:
+        """The task entries of a `teachers:` folder's index.json (None for a stage output or no
+        teachers); an unreadable or missing index is added to `problems`."""
+        if self.teachers is None or self.teachers.is_reference or self.teachers.path is None:
+            return None
+        from xfer.bam.cache import read_index
+
+        try:
+            return read_index(Path(self.teachers.path))
+        except UserError as exc:
+            problems.append(UserError(f"teachers: {exc}"))
+            return None
+
     def check_upstream(self, stages: Mapping[str, Any]) -> None:
         """Every task needs the teachers' predictions: a task the `teachers` stage of this recipe does
         not train was found only once that stage had trained (hours, on real data). Also `init`

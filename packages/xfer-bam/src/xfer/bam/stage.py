@@ -38,7 +38,15 @@ from xfer.bam.evaluation import GroupEvaluator, TaskData, gold_value, teacher_ro
 from xfer.bam.model import HiddenStates, MultiTaskModel, module_name
 from xfer.bam.objective import DistillationObjective, task_kind
 from xfer.bam.sampling import task_probabilities
-from xfer.bam.weights import InitialWeights, resolve_init, save_bam_model, save_init, settle, write_models_index
+from xfer.bam.weights import (
+    InitialWeights,
+    resolve_init,
+    save_bam_model,
+    save_init,
+    score_range,
+    settle,
+    write_models_index,
+)
 from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.atomic import write_json
@@ -171,7 +179,7 @@ def build_model(setup: Setup, group: Group, seed: int) -> MultiTaskModel:
     """A fresh model for `group` whose random parts (heads without init) depend only on `seed`."""
     from xfer.transformer.encoder import Encoder
 
-    encoder_state, heads = setup.weights.for_tasks(group.task_names)
+    encoder_state, heads = setup.weights.for_tasks(group.task_names, {d.name: d.info for d in group.tasks})
     rng.seed_everything(seed)
     encoder = Encoder(setup.weights.encoder_config)
     encoder.load_state_dict(encoder_state)
@@ -189,6 +197,14 @@ def build_model(setup: Setup, group: Group, seed: int) -> MultiTaskModel:
                 ) from exc
         objectives[data.name] = objective
     return MultiTaskModel(encoder, objectives, {d.name: d.info for d in group.tasks})
+
+
+def check_init_heads(setup: Setup, groups: list[Group]) -> None:
+    """Every head `init` gives must predict what its task asks (`weights.check_heads`), checked for
+    every group before the first trains: found in `build_model`, a later group's wrong head stopped
+    the stage only after the groups before it had trained."""
+    for group in groups:
+        setup.weights.for_tasks(group.task_names, {d.name: d.info for d in group.tasks})
 
 
 # --- training --------------------------------------------------------------------------------
@@ -472,6 +488,7 @@ def run_teachers(ctx: StageContext) -> None:
     setup = Setup.prepare(ctx, config)
     write_init(ctx, setup)
     groups = [Group(ref.name, [load_task(ctx, setup, ref)]) for ref in config.tasks]
+    check_init_heads(setup, groups)
     runs = {}
     for group in groups:
         train = config.train
@@ -524,6 +541,7 @@ def run_student(ctx: StageContext) -> None:
             check_compatible(data, predictions)
             attach_teacher_outputs(data.name, data.train_examples, data.train_features, predictions, data.kind)
     groups = [Group("multitask", tasks)] if config.multitask else [Group(t.name, [t]) for t in tasks]
+    check_init_heads(setup, groups)
     runs = {}
     for group in groups:
         sizes = {d.name: len(d.train_examples) for d in group.tasks}
@@ -548,7 +566,10 @@ def check_compatible(data: TaskData, predictions: cache.TeacherPredictions) -> N
         raise UserError(f"{where} are for a {predictions.type} task, this is a {data.info.type} task")
     if tuple(predictions.labels) != tuple(data.info.labels):
         raise UserError(f"{where} use labels {list(predictions.labels)}, this task {list(data.info.labels)}")
-    teacher_range = predictions.extra.get("score_range")
-    student_range = data.info.extra.get("score_range")
-    if teacher_range is not None and student_range is not None and list(teacher_range) != list(student_range):
+    if data.info.type != "regression":
+        return
+    # no score_range is the objective's default (0, 1), not "any range": a teacher of raw 0..5 scores
+    # otherwise taught a student whose targets are scaled to [0, 1] five times too high
+    teacher_range, student_range = score_range(predictions.extra), score_range(data.info.extra)
+    if teacher_range != student_range:
         raise UserError(f"{where} scale scores from {teacher_range}, this task from {student_range}")

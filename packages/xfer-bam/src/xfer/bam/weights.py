@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,12 +47,18 @@ class InitialWeights:
     heads: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # task -> head state
     per_task: dict[str, Path] = field(default_factory=dict)  # a BAM models output: task -> model dir
     tokenizer_folder: Path | None = None
+    head_records: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> what its head predicts
 
-    def for_tasks(self, tasks: list[str]) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
-        """(encoder state, head states by task) for a model of `tasks`."""
+    def for_tasks(
+        self, tasks: list[str], infos: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
+        """(encoder state, head states by task) for a model of `tasks`; with `infos` (task -> TaskInfo),
+        a head that predicts another type, label order or score range is refused (`check_heads`)."""
         if not self.per_task:
             assert self.encoder_state is not None, "random init is drawn in resolve_init"
-            return self.encoder_state, {t: s for t, s in self.heads.items() if t in tasks}
+            heads = {t: s for t, s in self.heads.items() if t in tasks}
+            check_heads(heads, self.head_records, infos or {}, self.tokenizer_folder)
+            return self.encoder_state, heads
         missing = [t for t in tasks if t not in self.per_task]
         if missing:
             raise UserError(f"init has no model for task {missing[0]!r} (it has: {', '.join(self.per_task)})")
@@ -61,8 +68,50 @@ class InitialWeights:
                 f"init gives tasks {', '.join(tasks)} different models ({', '.join(sorted(map(str, folders)))}); "
                 "a multi-task model starts from one"
             )
-        state, heads = read_bam_model(folders.pop())
-        return state, {t: s for t, s in heads.items() if t in tasks}
+        folder = folders.pop()
+        state, heads = read_bam_model(folder)
+        heads = {t: s for t, s in heads.items() if t in tasks}
+        check_heads(heads, head_records(folder), infos or {}, folder)
+        return state, heads
+
+
+def head_records(folder: Path) -> dict[str, dict[str, Any]]:
+    """task -> {"type", "labels", "extra"} of each head of a BAM model dir (its meta; {} for others)."""
+    from xfer.transformer.modelio import META_FILE
+
+    try:
+        document = json.loads((Path(folder) / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    tasks = (document.get(META_KEY) or {}).get("tasks") if isinstance(document, dict) else None
+    return {t: r for t, r in tasks.items() if isinstance(r, dict)} if isinstance(tasks, dict) else {}
+
+
+def check_heads(
+    heads: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]], infos: Mapping[str, Any], folder: Any
+) -> None:
+    """A head loaded from `init` must predict what the task asks: `load_state_dict` checks shapes only,
+    so a head trained on the same labels in another order (or scores in another range) loaded
+    silently and started every prediction on the wrong label."""
+    for task, info in infos.items():
+        record = records.get(task)
+        if task not in heads or not record:
+            continue
+        theirs = (record.get("type"), list(record.get("labels") or []), score_range(record.get("extra") or {}))
+        ours = (info.type, list(info.labels), score_range(info.extra))
+        if theirs != ours:
+            raise UserError(
+                f"{task}: the head in init {folder} was trained as a {theirs[0]} task with labels {theirs[1]}"
+                f"{f' and score range {theirs[2]}' if theirs[0] == 'regression' else ''}, this task is {ours[0]} "
+                f"with labels {ours[1]}{f' and score range {ours[2]}' if ours[0] == 'regression' else ''}: "
+                "its outputs would mean other labels (start from an encoder-only checkpoint, e.g. teachers.init)"
+            )
+
+
+def score_range(extra: Mapping[str, Any]) -> list[float]:
+    """A regression task's `score_range` (TaskInfo.extra); none means (0, 1), the range
+    `transformer.sequence` scales to, not "any range"."""
+    return [float(v) for v in extra.get("score_range", (0.0, 1.0))]
 
 
 def _finetune_view(config: Any, folder: Path | None) -> Any:
@@ -109,7 +158,9 @@ def resolve_init(config: Any, ctx: StageContext) -> InitialWeights:
         return InitialWeights(encoder_config, per_task=per_task, tokenizer_folder=first)
     encoder_config, state, _ = load_initial(_finetune_view(config, folder), ctx)
     heads = read_bam_model(folder)[1] if detect_format(folder) == "xfer" else {}
-    return InitialWeights(encoder_config, encoder_state=state, heads=heads, tokenizer_folder=folder)
+    return InitialWeights(
+        encoder_config, encoder_state=state, heads=heads, tokenizer_folder=folder, head_records=head_records(folder)
+    )
 
 
 def settle(weights: InitialWeights, tokenizer: Any, config: Any, seed: int) -> None:
