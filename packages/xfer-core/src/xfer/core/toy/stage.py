@@ -35,5 +35,8 @@ def run_corpus(ctx: StageContext) -> None:
     out = ctx.output_dir("text")
     if ctx.is_main:
         files = write_text(out, config.sentences, config.seed, config.sentences_per_document)
-        lines = sum(1 for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
+        lines = 0
+        for f in files:  # streamed: a corpus of millions of lines need not fit in memory twice
+            with f.open(encoding="utf-8") as lines_of_f:
+                lines += sum(1 for line in lines_of_f if line.strip())
         ctx.report(f"Wrote {lines} sentences to {', '.join(str(f) for f in files)}.")

@@ -20,6 +20,9 @@ from xfer.core.toy.rng import derive_rng
 
 SPLITS: tuple[Split, ...] = ("train", "dev", "test")
 
+_MAX_MISSES = 20_000
+"""Draws in a row without a new sentence after which a split counts as exhausted (`_sources`)."""
+
 # ---------------------------------------------------------------------------------------------
 # Labelled tasks.
 # ---------------------------------------------------------------------------------------------
@@ -33,7 +36,7 @@ class ToyTaskConfig:
     train_size: int = knob(2000, "Number of training examples.", ge=1)
     dev_size: int = knob(500, "Number of development examples.", ge=1)
     test_size: int = knob(500, "Number of test examples.", ge=0)
-    max_words: int = knob(25, "Longest sentence in tokens, punctuation included.")
+    max_words: int = knob(25, "Longest sentence in tokens, punctuation included.", ge=3)
 
     def __post_init__(self) -> None:
         for name in ("train_size", "dev_size", "test_size"):
@@ -74,15 +77,35 @@ class _ToyTask(Task):
         return list(self._cache[split])
 
     def _sources(self, split: Split) -> Iterator[ToySentence]:
-        """Distinct grammatical sentences that belong to `split`, from the split's own stream."""
+        """Distinct grammatical sentences that belong to `split`, from the split's own stream.
+
+        A small grammar (a low `max_words`) has only so many distinct sentences per split; asking
+        for more would loop forever, so `_MAX_MISSES` draws in a row without a new sentence end
+        the stream with an error naming the size. (About 3 in 10 draws are new while the grammar
+        is far from exhausted, so valid sizes never get near the limit, and their output is the same.)
+        """
         rng = derive_rng(self.config.seed, self._stream, split)
         seen: set[str] = set()
+        misses = 0
         while True:
             sentence = self.grammar.sentence(rng)
             text = sentence.text
             if text not in seen and split_of(text) == split and self._usable(sentence):
                 seen.add(text)
+                misses = 0
                 yield sentence
+                continue
+            misses += 1
+            if misses >= _MAX_MISSES:
+                key = f"{split}_size"
+                raise DataError(
+                    f"<toy task {self.name}>",
+                    0,
+                    f"asks for {getattr(self.config, key)} distinct {split} sentences, but the grammar "
+                    f"(max_words={self.config.max_words}) gave no new one after {len(seen)} in "
+                    f"{_MAX_MISSES} draws; lower {key} or raise max_words",
+                    key=key,
+                )
 
     def _usable(self, sentence: ToySentence) -> bool:
         return True
