@@ -367,7 +367,8 @@ class SpanQAObjective(FinetuneObjective):
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:
         """Per window: best (start, end) among context tokens, its raw logit score (comparable
         across windows, as in Google's run_squad) and, with null answers, the null score:
-        the answerability logit, or null-span logits minus the best span's logits."""
+        the answerability logit, or the window's null-span ([CLS], [CLS]) logits. The latter is
+        compared with the best span of all windows in `postprocess`, not with this window's own."""
         hidden = self.hidden(batch)
         start, end, _ = in_fp32(self.head.decode, hidden, batch["start_ok"], self.config.max_answer_length)
         out = in_fp32(self.head, hidden, batch["allowed"])
@@ -379,7 +380,7 @@ class SpanQAObjective(FinetuneObjective):
         if out.na_logit is not None:
             null = out.na_logit.float()
         elif self.with_null:
-            null = (out.start_logits[:, 0] + out.end_logits[:, 0]).float() - span
+            null = (out.start_logits[:, 0] + out.end_logits[:, 0]).float()
         return [
             (int(start[i]), int(end[i]), float(span[i]), None if null is None else float(null[i]))
             for i in range(start.shape[0])
@@ -388,7 +389,12 @@ class SpanQAObjective(FinetuneObjective):
     def postprocess(
         self, examples: Sequence[Example], features: Sequence[dict[str, Any]], outputs: Sequence[Any]
     ) -> dict[str, Any]:
-        """Best span over an example's windows (by score); SQuAD 2.0: "" when the null score wins."""
+        """Best span over an example's windows (by score); SQuAD 2.0: "" when the null score wins.
+
+        Without an answerability head the null score is run_squad's: the lowest null-span score of
+        the example's windows minus the best span score of all its windows. The minimum of each
+        window's own difference said "no answer" when a window whose spans all scored low had a
+        null score far below another window's answer."""
         best: dict[str, tuple[float, str]] = {}
         null: dict[str, float] = {}
         for feature, (start, end, score, null_score) in zip(features, outputs, strict=True):
@@ -403,8 +409,11 @@ class SpanQAObjective(FinetuneObjective):
                 null[feature["id"]] = min(null.get(feature["id"], float("inf")), null_score)
         predictions = {}
         for example in examples:
-            text = best.get(example.id, (0.0, ""))[1]
-            if example.id in null and null[example.id] > self.config.null_threshold:
+            score, text = best.get(example.id, (float("-inf"), ""))
+            null_score = null.get(example.id)
+            if null_score is not None and not self.config.answerable:
+                null_score -= score  # +inf without any valid span: "" either way
+            if null_score is not None and null_score > self.config.null_threshold:
                 text = ""
             predictions[example.id] = text
         return predictions
