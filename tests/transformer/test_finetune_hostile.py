@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 import torch
 from torch import Tensor, nn
 
+from xfer.core.errors import CheckpointError
 from xfer.core.tasks import Answer, SpanQAExample, TaskInfo
+from xfer.testing import make_host, run_recipe_file, write_recipe
 from xfer.transformer.encoder import Encoder
 from xfer.transformer.heads import SpanQAOutput
 from xfer.transformer.objectives import SpanQAObjective
@@ -74,3 +78,39 @@ def test_squad2_null_decision_compares_best_null_with_best_span_over_windows(tmp
     with torch.no_grad():
         outputs = objective.predict(batch)
     assert objective.postprocess([example], features, outputs) == {"q1": ""}
+
+
+EXPORT_RECIPE = """\
+name: t
+seed: 1
+stages:
+  corpus: {kind: toy.corpus, sentences: 300}
+  vocab: {kind: transformer.vocab, files: corpus.text, size: 200}
+  ft:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    model: tiny
+    max_length: 32
+    tasks: [{name: toy/agreement, train_size: 32, dev_size: 16}]
+    select: best
+    train: {steps: 4, batch_size: 8, eval_every: 2, checkpoint_every: 2}
+"""
+
+
+def test_a_missing_evaluated_checkpoint_is_an_error_not_another_checkpoint_exported(tmp_path: Path) -> None:
+    """The export fell back to `latest` when the trial's recorded checkpoint was gone, writing the
+    last step's weights under the metrics of the (best) checkpoint the trial was evaluated with."""
+    recipe, run = write_recipe(tmp_path, EXPORT_RECIPE), tmp_path / "run"
+    run_recipe_file(recipe, run, make_host(autoload=True))
+    trial = run / "ft" / "trials" / "toy-agreement" / "trial-0"
+    chosen = json.loads((trial / "done.json").read_text())["checkpoint"]
+    latest = (trial / "checkpoints" / "latest").read_text().strip()
+    assert chosen != Path(latest).name, "the setup needs a best checkpoint other than the last"
+    # the stage stopped after its trials (a crash during the export), and the evaluated checkpoint was lost
+    status_file = run / "ft" / "stage.json"
+    status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "status": "failed"}))
+    for path in (trial / "checkpoints" / chosen).iterdir():
+        path.unlink()
+    (trial / "checkpoints" / chosen).rmdir()
+    with pytest.raises(CheckpointError, match=rf"{chosen}: the checkpoint that trial 0 of toy/agreement was evaluated"):
+        run_recipe_file(recipe, run, make_host(autoload=True))

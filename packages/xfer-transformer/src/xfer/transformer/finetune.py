@@ -28,7 +28,7 @@ from xfer.core import rng
 from xfer.core.atomic import write_json
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.data import BatchStream
-from xfer.core.errors import UserError
+from xfer.core.errors import CheckpointError, UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import HEADER, markdown_rows, score_order, task_result
 from xfer.core.stage import StageContext, finished_trial
@@ -250,7 +250,6 @@ def _save_models(
     info: Any,
     metric: str,
 ) -> None:
-    from xfer.core.checkpoint import read_pointer
     from xfer.core.trainer import load_evaluated_weights
     from xfer.transformer.modelio import save_model_dir
 
@@ -261,8 +260,12 @@ def _save_models(
         checkpoints = ctx.dir / "trials" / slug(name) / f"trial-{trial}" / "checkpoints"
         record = next(r for r in runs if r["trial"] == trial)
         path = checkpoints / record["checkpoint"]
-        if not path.exists():
-            path = read_pointer(checkpoints / "latest")
+        if not path.is_dir():  # exporting another checkpoint would pair its weights with these metrics
+            raise CheckpointError(
+                f"{path}: the checkpoint that trial {trial} of {name} was evaluated with ({metric} "
+                f"{record.get(metric)}) is missing, so its model cannot be exported; delete {checkpoints.parent} "
+                "to train that trial again"
+            )
         objective = build(ctx.seed + trial)
         load_evaluated_weights(path, objective)  # EMA weights when EMA was on: what was evaluated
         target = ctx.output_dir("models") / slug(name)
