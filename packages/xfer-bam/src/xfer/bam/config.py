@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
+from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, check_distinct_tasks, knob
 from xfer.core.errors import UserError
 from xfer.core.train_config import TrainConfig
 from xfer.transformer.finetune_config import (
@@ -85,10 +85,7 @@ class ModelSource:
     def _check_sources(self) -> None:
         if not self.tasks:
             raise FieldError("tasks", "give at least one task")
-        names = [ref.name for ref in self.tasks]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
-        if duplicated:
-            raise FieldError("tasks", f"task {duplicated[0]!r} is listed twice")
+        check_distinct_tasks(self.tasks)
         if self.trials < 1:
             raise FieldError("trials", "must be >= 1")
         check_preset_with_init(self.init, self.model, "tiny")

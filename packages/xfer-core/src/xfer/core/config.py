@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
@@ -164,6 +165,25 @@ class TaskRef(ComponentRef):
     """A task, e.g. `glue/rte` or `{name: glue/rte, data_dir: ../data/RTE}`."""
 
     kind: ClassVar[str] = "task"
+
+
+def check_distinct_tasks(tasks: Sequence[TaskRef], why: str = "") -> None:
+    """A stage names each task once: results, trial folders and models are keyed by task name, so
+    a second entry would overwrite or silently reuse the first's. Two entries of one generic
+    loader with different data (two `glue/tsv` files) are the case users hit: say what to do."""
+    names = [ref.name for ref in tasks]
+    repeated = next((name for name in names if names.count(name) > 1), None)
+    if repeated is None:
+        return
+    first, second = [ref for ref in tasks if ref.name == repeated][:2]
+    if first.config != second.config:
+        message = (
+            f"task {repeated!r} is listed twice, with different settings: a stage keys its results and models "
+            "by task name, so two datasets of one task loader need a stage each"
+        )
+    else:
+        message = f"task {repeated!r} is listed twice; give each task once"
+    raise FieldError("tasks", message + (f" ({why})" if why else ""))
 
 
 @dataclass(frozen=True)

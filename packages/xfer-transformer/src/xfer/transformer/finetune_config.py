@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, knob
+from xfer.core.config import FieldError, Input, KeysOf, ObjectiveRef, TaskRef, check_distinct_tasks, knob
 from xfer.core.errors import CheckpointError, DataError, UserError
 from xfer.core.train_config import TrainConfig
 from xfer.transformer.presets import encoder_problems, preset_values
@@ -110,10 +110,9 @@ class FinetuneConfig:
             raise ValueError("give at least one task")
         if self.trials < 1:
             raise ValueError("trials must be >= 1")
-        names = [ref.name for ref in self.tasks]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
-        if duplicated:  # both entries would share one trial folder: the second silently reused the first's result
-            raise FieldError("tasks", f"task {duplicated[0]!r} is listed twice; give each task once")
+        check_distinct_tasks(
+            self.tasks
+        )  # both entries would share one trial folder: the second reused the first's result
         if self.select == "best" and self.train.eval_every is None:
             raise FieldError("select", "'best' picks the best dev evaluation, but train.eval_every is null (none run)")
         check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
