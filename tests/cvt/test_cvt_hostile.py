@@ -240,3 +240,14 @@ def test_vectors_without_a_labeled_word_are_refused(tmp_path: Path, limit: int) 
     )
     with pytest.raises(DataError, match=r"glove\.txt: vocab\.vectors: none of the \d+ labeled words \(e\.g\. '\.'\)"):
         run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+
+
+def test_a_task_listed_twice_is_refused_with_the_reason() -> None:
+    """The check (core's check_distinct_tasks, shared with finetune and BAM) keeps CVT's reason."""
+    from xfer.core.config import FieldError, TaskRef
+    from xfer.cvt.config import CvtConfig
+
+    with pytest.raises(
+        FieldError, match=r"task 'toy/pos' is listed twice; give each task once \(one encoder, one module"
+    ):
+        CvtConfig(tasks=[TaskRef("toy/pos"), TaskRef("toy/pos")], mode="supervised")

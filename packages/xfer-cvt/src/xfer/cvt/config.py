@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from xfer.core.config import FieldError, Files, Input, KeysOf, TaskRef, knob
+from xfer.core.config import FieldError, Files, Input, KeysOf, TaskRef, check_distinct_tasks, knob
 from xfer.core.errors import UserError
 from xfer.core.train_config import TrainConfig
 
@@ -337,10 +337,7 @@ class CvtConfig:
     def __post_init__(self) -> None:
         if not self.tasks:
             raise FieldError("tasks", "give at least one task")
-        names = [ref.name for ref in self.tasks]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise FieldError("tasks", f"task {repeated[0]!r} is listed twice (one encoder, one module per task)")
+        check_distinct_tasks(self.tasks, "one encoder, one module per task")
         for name, value in self.sizes.items():
             if name in ("char_widths",):
                 if not value or any(w < 1 for w in value):
