@@ -43,7 +43,9 @@ class _FixedSpanHead(nn.Module):
         logits = self._logits(hidden)
         return SpanQAOutput(logits, logits.clone())
 
-    def decode(self, hidden: Tensor, start_ok: Tensor, max_answer_length: int) -> tuple[Tensor, Tensor, Tensor]:
+    def decode(
+        self, hidden: Tensor, allowed: Tensor, max_answer_length: int, starts: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         positions = torch.tensor(self.starts)
         return positions, positions, torch.zeros(len(self.starts))
 
@@ -114,3 +116,62 @@ def test_a_missing_evaluated_checkpoint_is_an_error_not_another_checkpoint_expor
     (trial / "checkpoints" / chosen).rmdir()
     with pytest.raises(CheckpointError, match=rf"{chosen}: the checkpoint that trial 0 of toy/agreement was evaluated"):
         run_recipe_file(recipe, run, make_host(autoload=True))
+
+
+@pytest.mark.parametrize("joint_end", [False, True])
+def test_a_span_may_end_past_the_windows_max_context_tokens(joint_end: bool) -> None:
+    """Only the start must lie in a window's max-context tokens (run_squad): decoding limited the
+    end too, so an answer starting near the end of one window's max-context part and ending in the
+    overlap with the next was predicted by no window (the next window's start is not max-context)."""
+    from xfer.transformer.heads import SpanQAHead
+
+    torch.manual_seed(0)
+    head = SpanQAHead(8, joint_end=joint_end).eval()
+    hidden = torch.randn(1, 10, 8)
+    allowed = torch.ones(1, 10, dtype=torch.bool)
+    starts = torch.tensor([[0, 1, 1, 1, 1, 1, 0, 0, 0, 0]], dtype=torch.bool)  # max-context tokens 1..5
+    with torch.no_grad():
+        out = head(hidden, allowed)
+        start_lp, end_lp = out.start_logits[0], out.end_logits[0]
+        start, end, _ = head.decode(hidden, allowed, 30, starts=starts)
+        unrestricted = head.decode(hidden, allowed, 30)
+    assert bool(starts[0, start[0]]), "the start stays within the max-context tokens"
+    if not joint_end:  # exhaustive search: the best start in 1..5 with any later end
+        best = max(
+            ((s, e) for s in range(1, 6) for e in range(s, 10)), key=lambda p: float(start_lp[p[0]] + end_lp[p[1]])
+        )
+        assert (int(start[0]), int(end[0])) == best
+    # with ends free, the restricted search agrees with the unrestricted one whenever that one starts in 1..5
+    if bool(starts[0, unrestricted[0][0]]):
+        assert (int(start[0]), int(end[0])) == (int(unrestricted[0][0]), int(unrestricted[1][0]))
+
+
+def test_predict_keeps_an_answer_that_ends_in_the_overlap_with_the_next_window(tmp_path: Path) -> None:
+    """The objective decoded with the max-context mask as both start and end mask: an answer
+    starting in window 0's max-context tokens and ending just past them came out cut short."""
+    from xfer.transformer.heads import SpanQAHead
+
+    tokenizer = _tokenizer(tmp_path)
+    context = "the cat sat on the mat . " * 6
+    example = SpanQAExample("q1", "who sat ?", context, (Answer("the mat", context.index("the mat")),))
+    info = TaskInfo("squad", "span_qa", (), "f1")
+    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
+    objective = SpanQAObjective(encoder, info, tokenizer, 24, None)
+    objective.config.doc_stride = 8
+    feature = objective.featurize([example])[0]
+    last_start = max(i for i, ok in enumerate(feature["start_ok"]) if ok)
+    end = last_start + 2
+    assert feature["allowed"][end] and not feature["start_ok"][end], "the setup: an end in the overlap"
+    head = SpanQAHead(encoder.config.hidden_size)
+
+    def fixed(hidden: Tensor, allowed: Tensor | None = None, *rest: object) -> SpanQAOutput:
+        start_logits, end_logits = torch.zeros(hidden.shape[:2]), torch.zeros(hidden.shape[:2])
+        start_logits[:, last_start], end_logits[:, end] = 10.0, 10.0
+        return SpanQAOutput(start_logits, end_logits)
+
+    head.forward = fixed  # type: ignore[method-assign]
+    objective.head = head
+    objective.eval()
+    with torch.no_grad():
+        (start, stop, _, _), *_ = objective.predict(objective.collate([feature]))
+    assert (start, stop) == (last_start, end)

@@ -254,22 +254,28 @@ class SpanQAHead(_Head):
         allowed: Tensor,
         max_answer_length: int = 30,
         beam_size: int = 20,
+        starts: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Best span per example: (start [B], end [B], score [B] = log p(start) + log p(end | start)).
 
         Spans must satisfy start <= end < start + max_answer_length and both ends `allowed`
         excluding position 0 ([CLS] is the no-answer slot: compare `na_logit` for SQuAD 2.0).
-        Joint heads search the top `beam_size` starts; otherwise the search is exhaustive.
+        `starts` (default `allowed`) narrows where a span may start but not where it may end: a
+        window of a long context predicts only answers starting in its max-context tokens, which
+        may end in the overlap with the next window (as run_squad; limiting ends too left such an
+        answer to no window at all). Joint heads search the top `beam_size` starts; otherwise the
+        search is exhaustive.
         """
         out = self.forward(hidden, allowed)
         span_ok = allowed.bool().clone()
         span_ok[:, 0] = False
+        start_ok = span_ok if starts is None else span_ok & starts.bool()
         start_lp = masked_log_softmax(out.start_logits, allowed)
         if not self.joint_end:
             end_lp = masked_log_softmax(out.end_logits, allowed)
-            return best_span(start_lp, end_lp, span_ok, max_answer_length)
+            return best_span(start_lp, end_lp, span_ok, max_answer_length, starts=start_ok)
         k = min(beam_size, hidden.shape[1])
-        top_lp, top_idx = start_lp.masked_fill(~span_ok, float("-inf")).topk(k, -1)  # [B, K]
+        top_lp, top_idx = start_lp.masked_fill(~start_ok, float("-inf")).topk(k, -1)  # [B, K]
         end_logits = self._end_given_start(hidden, _pick(hidden, top_idx))  # [B, K, T]
         end_lp = masked_log_softmax(end_logits, allowed[:, None].expand_as(end_logits))
         positions = torch.arange(hidden.shape[1], device=hidden.device)
@@ -329,14 +335,17 @@ def best_span(
     end_scores: Tensor,
     allowed: Tensor,
     max_answer_length: int = 30,
+    starts: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """argmax over start <= end < start + max_answer_length of start_scores[s] + end_scores[e],
-    both positions `allowed`; returns (start [B], end [B], score [B]). Exhaustive: O(B * T^2)."""
+    both positions `allowed` and the start also in `starts` when given; returns (start [B],
+    end [B], score [B]). Exhaustive: O(B * T^2)."""
     t = start_scores.shape[-1]
     positions = torch.arange(t, device=start_scores.device)
     length = positions[None, :] - positions[:, None]  # [start, end]
     ok = (length >= 0) & (length < max_answer_length)
-    ok = ok[None] & allowed.bool()[:, :, None] & allowed.bool()[:, None, :]
+    start_ok = allowed.bool() if starts is None else allowed.bool() & starts.bool()
+    ok = ok[None] & start_ok[:, :, None] & allowed.bool()[:, None, :]
     scores = (start_scores.float()[:, :, None] + end_scores.float()[:, None, :]).masked_fill(~ok, float("-inf"))
     flat = scores.flatten(1).argmax(-1)
     rows = torch.arange(start_scores.shape[0], device=start_scores.device)

@@ -79,15 +79,15 @@ class FinetuneObjective(nn.Module):
         return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
 
 
-def in_fp32(head: Any, hidden: Tensor, *args: Any) -> Any:
-    """`head(hidden, *args)` in fp32, outside the trainer's bf16 autocast (`precision: auto`).
+def in_fp32(head: Any, hidden: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """`head(hidden, *args, **kwargs)` in fp32, outside the trainer's bf16 autocast (`precision: auto`).
 
     bf16 rounds a [0, 1] regression output to steps of up to 1/256 (0.02 on STS-B's 0-5 scale),
     enough to make a little-trained model's predictions one constant and its Pearson/Spearman 0;
     close logits (tags, span starts and ends, labels) tie the same way. Task heads are a small
     matrix next to the encoder, so fp32 costs nothing measurable; every built-in head runs here."""
     with torch.autocast(hidden.device.type, enabled=False):
-        return head(hidden.float(), *args)
+        return head(hidden.float(), *args, **kwargs)
 
 
 def _padded_inputs(features: list[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
@@ -370,7 +370,9 @@ class SpanQAObjective(FinetuneObjective):
         the answerability logit, or the window's null-span ([CLS], [CLS]) logits. The latter is
         compared with the best span of all windows in `postprocess`, not with this window's own."""
         hidden = self.hidden(batch)
-        start, end, _ = in_fp32(self.head.decode, hidden, batch["start_ok"], self.config.max_answer_length)
+        start, end, _ = in_fp32(
+            self.head.decode, hidden, batch["allowed"], self.config.max_answer_length, starts=batch["start_ok"]
+        )
         out = in_fp32(self.head, hidden, batch["allowed"])
         rows = torch.arange(start.shape[0], device=start.device)
         span = (out.start_logits[rows, start] + out.end_logits[rows, end]).float()
