@@ -252,7 +252,7 @@ def test_tagging_and_span_heads_run_in_fp32_under_autocast(tmp_path: Path, kind:
     objective.head.register_forward_pre_hook(lambda _module, args: record(args[0]))
     if kind == "span_qa":
         decode = objective.head.decode
-        objective.head.decode = lambda hidden, *rest: (record(hidden), decode(hidden, *rest))[1]  # type: ignore[method-assign]
+        objective.head.decode = lambda hidden, *rest, **named: (record(hidden), decode(hidden, *rest, **named))[1]  # type: ignore[method-assign]
     batch = objective.collate(objective.featurize(examples))
     objective.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
