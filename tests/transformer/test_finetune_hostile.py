@@ -25,6 +25,17 @@ def _tokenizer(tmp_path: Path) -> WordPieceTokenizer:
     return WordPieceTokenizer.train([corpus], 120, min_frequency=1)
 
 
+def _windowed_qa(tmp_path: Path, info: TaskInfo) -> tuple[SpanQAObjective, SpanQAExample, str]:
+    """A span-QA objective of 24-token windows (stride 8) and one question whose context needs several."""
+    tokenizer = _tokenizer(tmp_path)
+    context = "the cat sat on the mat . " * 6
+    example = SpanQAExample("q1", "who sat ?", context, (Answer("the mat", context.index("the mat")),))
+    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
+    objective = SpanQAObjective(encoder, info, tokenizer, 24, None)
+    objective.config.doc_stride = 8
+    return objective, example, context
+
+
 class _FixedSpanHead(nn.Module):
     """A span head whose logits are given per window: a span (first context token, itself)
     with score `span[i]` and a null-span ([CLS], [CLS]) score `null[i]`."""
@@ -55,13 +66,8 @@ def test_squad2_null_decision_compares_best_null_with_best_span_over_windows(tmp
     score) - (best span score over windows) > null_threshold, as the knob's doc and run_squad say.
     It took the minimum over windows of each window's own difference, which can say "no answer"
     although a window's null score is far below the best span's score."""
-    tokenizer = _tokenizer(tmp_path)
-    context = "the cat sat on the mat . " * 6
-    example = SpanQAExample("q1", "who sat ?", context, (Answer("the mat", context.index("the mat")),))
     info = TaskInfo("squad2", "span_qa", (), "f1", extra={"unanswerable": True})
-    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
-    objective = SpanQAObjective(encoder, info, tokenizer, 24, None)
-    objective.config.doc_stride = 8
+    objective, example, context = _windowed_qa(tmp_path, info)
     features = objective.featurize([example])[:2]
     assert len(features) == 2
     starts = [f["start_ok"].index(1) for f in features]
@@ -151,18 +157,12 @@ def test_predict_keeps_an_answer_that_ends_in_the_overlap_with_the_next_window(t
     starting in window 0's max-context tokens and ending just past them came out cut short."""
     from xfer.transformer.heads import SpanQAHead
 
-    tokenizer = _tokenizer(tmp_path)
-    context = "the cat sat on the mat . " * 6
-    example = SpanQAExample("q1", "who sat ?", context, (Answer("the mat", context.index("the mat")),))
-    info = TaskInfo("squad", "span_qa", (), "f1")
-    encoder = Encoder(preset("tiny", vocab_size=tokenizer.vocab_size, num_layers=1))
-    objective = SpanQAObjective(encoder, info, tokenizer, 24, None)
-    objective.config.doc_stride = 8
+    objective, example, _ = _windowed_qa(tmp_path, TaskInfo("squad", "span_qa", (), "f1"))
     feature = objective.featurize([example])[0]
     last_start = max(i for i, ok in enumerate(feature["start_ok"]) if ok)
     end = last_start + 2
     assert feature["allowed"][end] and not feature["start_ok"][end], "the setup: an end in the overlap"
-    head = SpanQAHead(encoder.config.hidden_size)
+    head = SpanQAHead(objective.encoder.config.hidden_size)
 
     def fixed(hidden: Tensor, allowed: Tensor | None = None, *rest: object) -> SpanQAOutput:
         start_logits, end_logits = torch.zeros(hidden.shape[:2]), torch.zeros(hidden.shape[:2])
