@@ -200,11 +200,11 @@ def build_model(setup: Setup, group: Group, seed: int) -> MultiTaskModel:
 
 
 def check_init_heads(setup: Setup, groups: list[Group]) -> None:
-    """Every head `init` gives must predict what its task asks (`weights.check_heads`), checked for
-    every group before the first trains: found in `build_model`, a later group's wrong head stopped
-    the stage only after the groups before it had trained."""
+    """Every head `init` gives must predict what its task asks (`InitialWeights.check_tasks`, which
+    reads no weights), checked for every group before the first trains: found in `build_model`, a
+    later group's wrong head stopped the stage only after the groups before it had trained."""
     for group in groups:
-        setup.weights.for_tasks(group.task_names, {d.name: d.info for d in group.tasks})
+        setup.weights.check_tasks(group.task_names, {d.name: d.info for d in group.tasks})
 
 
 # --- training --------------------------------------------------------------------------------

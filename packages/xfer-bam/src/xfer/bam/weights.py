@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,13 +52,27 @@ class InitialWeights:
     def for_tasks(
         self, tasks: list[str], infos: Mapping[str, Any] | None = None
     ) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
-        """(encoder state, head states by task) for a model of `tasks`; with `infos` (task -> TaskInfo),
-        a head that predicts another type, label order or score range is refused (`check_heads`)."""
+        """(encoder state, head states by task) for a model of `tasks`, after `check_tasks`."""
+        self.check_tasks(tasks, infos or {})
         if not self.per_task:
             assert self.encoder_state is not None, "random init is drawn in resolve_init"
-            heads = {t: s for t, s in self.heads.items() if t in tasks}
-            check_heads(heads, self.head_records, infos or {}, self.tokenizer_folder)
-            return self.encoder_state, heads
+            return self.encoder_state, {t: s for t, s in self.heads.items() if t in tasks}
+        state, heads = read_bam_model(self._folder(tasks))
+        return state, {t: s for t, s in heads.items() if t in tasks}
+
+    def check_tasks(self, tasks: list[str], infos: Mapping[str, Any]) -> None:
+        """What `for_tasks` refuses, without reading any weights (so every group is checked before
+        the first trains): a task `init` has no model for, tasks split over models, and a head that
+        predicts another type, label order or score range than its task (`check_heads`)."""
+        if not self.per_task:
+            check_heads(set(self.heads), self.head_records, infos, self.tokenizer_folder)
+            return
+        folder = self._folder(tasks)
+        records = head_records(folder)
+        check_heads(set(records), records, infos, folder)
+
+    def _folder(self, tasks: list[str]) -> Path:
+        """The one model dir of a BAM models output that `tasks` start from."""
         missing = [t for t in tasks if t not in self.per_task]
         if missing:
             raise UserError(f"init has no model for task {missing[0]!r} (it has: {', '.join(self.per_task)})")
@@ -68,11 +82,7 @@ class InitialWeights:
                 f"init gives tasks {', '.join(tasks)} different models ({', '.join(sorted(map(str, folders)))}); "
                 "a multi-task model starts from one"
             )
-        folder = folders.pop()
-        state, heads = read_bam_model(folder)
-        heads = {t: s for t, s in heads.items() if t in tasks}
-        check_heads(heads, head_records(folder), infos or {}, folder)
-        return state, heads
+        return folders.pop()
 
 
 def head_records(folder: Path) -> dict[str, dict[str, Any]]:
@@ -88,7 +98,7 @@ def head_records(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def check_heads(
-    heads: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]], infos: Mapping[str, Any], folder: Any
+    heads: Collection[str], records: Mapping[str, Mapping[str, Any]], infos: Mapping[str, Any], folder: Any
 ) -> None:
     """A head loaded from `init` must predict what the task asks: `load_state_dict` checks shapes only,
     so a head trained on the same labels in another order (or scores in another range) loaded

@@ -62,7 +62,7 @@ def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) 
             # of a NaN (a diverged trial's score) happened to make them
             "median": values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2,
             "mean": statistics.fmean(values),  # NaN with a NaN run (stdev raised on one)
-            "std": (statistics.stdev(values) if len(values) > 1 else 0.0) if values[0] == values[0] else math.nan,
+            "std": math.nan if math.isnan(values[0]) else statistics.stdev(values) if len(values) > 1 else 0.0,
             "min": values[0],
             "max": values[-1],
         }
@@ -72,7 +72,7 @@ def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) 
 def score_order(value: float) -> tuple[bool, float]:
     """Sort key of scores with NaN (a diverged run's) lowest: NaN compares false with everything,
     so sorting floats that hold one gives an order that depends on where it stood."""
-    return (value == value, value if value == value else 0.0)
+    return (False, 0.0) if math.isnan(value) else (True, value)
 
 
 def task_result(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
