@@ -72,7 +72,7 @@ def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) 
 def score_order(value: float) -> tuple[bool, float]:
     """Sort key of scores with NaN (a diverged run's) lowest: NaN compares false with everything,
     so sorting floats that hold one gives an order that depends on where it stood."""
-    return (False, 0.0) if math.isnan(value) else (True, value)
+    return (False, 0.0) if isinstance(value, float) and math.isnan(value) else (True, value)
 
 
 def task_result(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
