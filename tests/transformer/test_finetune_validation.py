@@ -231,7 +231,8 @@ def test_a_task_listed_twice_and_select_best_without_evaluations_are_refused(
     path, rows = _problems(tmp_path, text, capsys)
     assert rows == [
         f"{path}:8:5: stages.finetune.tasks: task 'toy/agreement' is listed twice, with different settings: a stage "
-        "keys its results and models by task name, so two datasets of one task loader need a stage each"
+        "keys its results and models by task name, so give each dataset its own name with `as:`, e.g. "
+        "{name: toy/agreement, as: agreement_2, ...}"
     ], "two datasets of one loader (two glue/tsv files) were told only 'listed twice'"
     same = text.replace("train_size: 20", "train_size: 40")
     path, rows = _problems(tmp_path, same, capsys)

@@ -143,7 +143,7 @@ class TeachersConfig(ModelSource):
 
     def __post_init__(self) -> None:
         self._check_sources()
-        check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
+        check_task_epochs(self.task_epochs, [ref.key for ref in self.tasks])
 
     def check_upstream(self, stages: Mapping[str, Any]) -> None:
         self.check_init_stage(stages)
@@ -215,10 +215,10 @@ class StudentConfig(ModelSource):
         problems = super().preflight()
         index = self._teachers_index(problems)
         for position, ref in enumerate(self.tasks):
-            if index is not None and ref.name not in index:
+            if index is not None and ref.key not in index:
                 problems.append(
                     UserError(
-                        f"tasks.{position}: {ref.name!r} has no teacher: teachers {self.teachers} has predictions for "
+                        f"tasks.{position}: {ref.key!r} has no teacher: teachers {self.teachers} has predictions for "
                         f"{', '.join(index) or 'no task'} (re-run the teachers with this task, or train it without "
                         "teachers in a lambda_schedule: none stage)"
                     )
@@ -232,13 +232,13 @@ class StudentConfig(ModelSource):
         problems = super().check_task_infos(infos)
         index = self._teachers_index([])
         for position, ref in enumerate(self.tasks):
-            entry, info = (index or {}).get(ref.name), infos.get(ref.name)
+            entry, info = (index or {}).get(ref.key), infos.get(ref.key)
             if not isinstance(entry, Mapping) or info is None:
                 continue
             if entry.get("type") != info.type or list(entry.get("labels", [])) != list(info.labels):
                 problems.append(
                     UserError(
-                        f"tasks.{position}: the teachers' predictions in {self.teachers} for {ref.name!r} are for a "
+                        f"tasks.{position}: the teachers' predictions in {self.teachers} for {ref.key!r} are for a "
                         f"{entry.get('type')} task with labels {entry.get('labels')}, this task is {info.type} with "
                         f"labels {list(info.labels)} (label order must match: re-run the teachers on this task config)"
                     )
@@ -264,13 +264,13 @@ class StudentConfig(ModelSource):
         against its stage (`check_init_stage`)."""
         self.check_init_stage(stages)
         source = stages.get(self.teachers.stage) if self.teachers is not None and self.teachers.stage else None
-        covered = [ref.name for ref in getattr(source, "tasks", None) or []]
+        covered = [ref.key for ref in getattr(source, "tasks", None) or []]
         if not covered:
             return
         for index, ref in enumerate(self.tasks):
-            if ref.name not in covered:
+            if ref.key not in covered:
                 raise FieldError(
                     ("tasks", str(index)),
-                    f"{ref.name!r} has no teacher: stage {self.teachers.stage!r} predicts {', '.join(covered)} "
+                    f"{ref.key!r} has no teacher: stage {self.teachers.stage!r} predicts {', '.join(covered)} "
                     "(add the task there, or train it without teachers in a lambda_schedule: none stage)",
                 )

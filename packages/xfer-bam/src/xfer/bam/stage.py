@@ -133,22 +133,22 @@ def load_task(ctx: StageContext, setup: Setup, ref: TaskRef) -> TaskData:
     """Read and featurise one task (train and dev) with its fine-tuning objective."""
     from xfer.transformer.objectives import DEFAULT_OBJECTIVES
 
-    task = ctx.host.load("task", ref.name)(ref.name, ref.config)
+    task = ctx.host.load("task", ref.name)(ref.key, ref.config)
     info = task.info()
-    kind = task_kind(ref.name, info.type)
+    kind = task_kind(ref.key, info.type)
     objective_ref = setup.config.objective or ObjectiveRef(DEFAULT_OBJECTIVES[info.type])
     objective_class = ctx.host.load("objective", objective_ref.name)
     train, dev = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
     unlabelled = next((e.id for e in train if gold_value(e) in (None, [])), None)
     if unlabelled is not None:
-        raise UserError(f"{ref.name}: training example {unlabelled!r} has no label; BAM trains on labelled data")
+        raise UserError(f"{ref.key}: training example {unlabelled!r} has no label; BAM trains on labelled data")
     featurizer = objective_class(
         HiddenStates(setup.weights.encoder_config), info, setup.tokenizer, setup.config.max_length, objective_ref.config
     )
     train_features, dev_features = featurizer.featurize(train), featurizer.featurize(dev)
-    check_segments(ref.name, [*train_features, *dev_features], setup)
+    check_segments(ref.key, [*train_features, *dev_features], setup)
     return TaskData(
-        name=ref.name,
+        name=ref.key,
         task=task,
         info=info,
         kind=kind,
@@ -487,7 +487,7 @@ def run_teachers(ctx: StageContext) -> None:
     config: TeachersConfig = ctx.config
     setup = Setup.prepare(ctx, config)
     write_init(ctx, setup)
-    groups = [Group(ref.name, [load_task(ctx, setup, ref)]) for ref in config.tasks]
+    groups = [Group(ref.key, [load_task(ctx, setup, ref)]) for ref in config.tasks]
     check_init_heads(setup, groups)
     runs = {}
     for group in groups:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,30 +161,57 @@ class ComponentRef:
         return self.name
 
 
+TASK_ALIAS = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+"""What `as:` may be: a word that is its own folder and module name (stages turn a task name's
+`/` into `-`), so it can never be, or be folded into, a registered task's name (those have a `/`)."""
+
+
 @dataclass(frozen=True)
 class TaskRef(ComponentRef):
-    """A task, e.g. `glue/rte` or `{name: glue/rte, data_dir: ../data/RTE}`."""
+    """A task, e.g. `glue/rte` or `{name: glue/rte, data_dir: ../data/RTE}`.
+
+    `alias` (written `as:` in a recipe) names this entry when one loader serves two datasets in
+    a stage, e.g. `{name: glue/tsv, as: reviews, ...}` and `{name: glue/tsv, as: tickets, ...}`:
+    stages key results, trial folders, models, teachers' predictions and `task_epochs` by `key`,
+    and load the task by `name`.
+    """
 
     kind: ClassVar[str] = "task"
+    alias: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The name this entry goes by in a stage's outputs: its alias, else its task name."""
+        return self.alias or self.name
+
+    def __str__(self) -> str:
+        return self.key
 
 
 def check_distinct_tasks(tasks: Sequence[TaskRef], why: str = "") -> None:
     """A stage names each task once: results, trial folders and models are keyed by task name, so
     a second entry would overwrite or silently reuse the first's. Two entries of one generic
     loader with different data (two `glue/tsv` files) are the case users hit: say what to do."""
-    names = [ref.name for ref in tasks]
+    names = [ref.key for ref in tasks]
     repeated = next((name for name in names if names.count(name) > 1), None)
     if repeated is None:
         return
-    first, second = [ref for ref in tasks if ref.name == repeated][:2]
+    first, second = [ref for ref in tasks if ref.key == repeated][:2]
     if first.config != second.config:
         message = (
             f"task {repeated!r} is listed twice, with different settings: a stage keys its results and models "
-            "by task name, so two datasets of one task loader need a stage each"
+            f"by task name, so give each dataset its own name with `as:`, e.g. {{name: {first.name}, as: "
+            f"{_alias_example(first.name)}, ...}}"
         )
     else:
         message = f"task {repeated!r} is listed twice; give each task once"
     raise FieldError("tasks", message + (f" ({why})" if why else ""))
+
+
+def _alias_example(name: str) -> str:
+    """A valid `as:` for the message, from the task's own name (`glue/tsv` -> `tsv_2`)."""
+    word = re.sub(r"[^A-Za-z0-9_]", "_", name.rsplit("/", 1)[-1])
+    return (word if TASK_ALIAS.fullmatch(word) else f"task_{word}") + "_2"
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,9 @@ class Task(abc.ABC):
 
     Subclasses set `type`, implement `examples` and `evaluate`, and may override `labels`
     and `write_predictions`. They are constructed as `TaskClass(name, config)` where `config`
-    is an instance of the config dataclass registered with the task's spec (or None).
+    is an instance of the config dataclass registered with the task's spec (or None), and `name`
+    is what the recipe calls this entry: the registered name, or its `as:` alias (so messages
+    tell two datasets of one loader apart). Do not choose behaviour by `name`.
     """
 
     type: ClassVar[TaskType]

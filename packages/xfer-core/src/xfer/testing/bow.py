@@ -78,7 +78,7 @@ class BowObjective(nn.Module):
 
 def run_fit(ctx: StageContext) -> None:
     config: FitConfig = ctx.config
-    task: Task = ctx.host.load("task", config.task.name)(config.task.name, config.task.config)
+    task: Task = ctx.host.load("task", config.task.name)(config.task.key, config.task.config)
     info = task.info()
     if info.type not in ("classification", "regression"):
         raise UserError(f"testing.fit trains sentence tasks; {task.name} is a {info.type} task")

@@ -101,9 +101,7 @@ def run_finetune(ctx: StageContext) -> None:
         ):
             if message:
                 ctx.warn(message)
-    results = {
-        ref.name: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks
-    }
+    results = {ref.key: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks}
     if ctx.is_main:
         out = ctx.output_dir("results")
         write_json(out / "results.json", results)
@@ -123,7 +121,7 @@ def _finetune_task(
     """All trials of one task; returns {"main_metric", "runs", "summary"}."""
     from xfer.transformer.encoder import Encoder
 
-    task: Task = ctx.host.load("task", ref.name)(ref.name, ref.config)
+    task: Task = ctx.host.load("task", ref.name)(ref.key, ref.config)
     info = task.info()
     objective_ref = config.objective or ObjectiveRef(_default_objective(ref.name, info.type))
     objective_cls = ctx.host.load("objective", objective_ref.name)
@@ -142,15 +140,15 @@ def _finetune_task(
     dev_features = featurizer.featurize(dev_examples)
     del featurizer
     source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
-    wrong_types = token_type_problem(ref.name, [*train_features, *dev_features], encoder_config.type_vocab_size, source)
+    wrong_types = token_type_problem(ref.key, [*train_features, *dev_features], encoder_config.type_vocab_size, source)
     if wrong_types is not None:
         raise wrong_types
     train_config = config.train
-    if ref.name in config.task_epochs:
-        train_config = replace(train_config, epochs=config.task_epochs[ref.name], steps=None)
+    if ref.key in config.task_epochs:
+        train_config = replace(train_config, epochs=config.task_epochs[ref.key], steps=None)
     runs = []
     for trial in range(config.trials):
-        workdir = ctx.dir / "trials" / slug(ref.name) / f"trial-{trial}"
+        workdir = ctx.dir / "trials" / slug(ref.key) / f"trial-{trial}"
         done = workdir / "done.json"
         finished = finished_trial(done)
         if finished is not None:  # finished before an interruption
@@ -175,8 +173,8 @@ def _finetune_task(
             workdir,
             device=ctx.device,
             evaluator=evaluator,
-            events=ctx.events(task=ref.name, trial=trial),
-            description=f"{ref.name} #{trial}",
+            events=ctx.events(task=ref.key, trial=trial),
+            description=f"{ref.key} #{trial}",
         )
         fit = trainer.fit()
         chosen = trainer.load_weights(config.select)
@@ -188,13 +186,13 @@ def _finetune_task(
                 features = dev_features if split == "dev" else objective.featurize(examples)
                 predictions = _evaluator(task, objective, examples, features, ctx, config).predictions(objective)
                 if ctx.is_main:
-                    folder = ctx.output_dir("predictions") / slug(ref.name) / f"trial-{trial}"
+                    folder = ctx.output_dir("predictions") / slug(ref.key) / f"trial-{trial}"
                     task.write_predictions(folder, split, examples, predictions)
         record = {**metrics, **_bookkeeping(trial, seed, fit.step, chosen.name)}
         if ctx.is_main:
             write_json(done, record, indent=None)
         runs.append(record)
-    _save_models(ctx, config, ref.name, runs, build, tokenizer, info, info.main_metric)
+    _save_models(ctx, config, ref.key, runs, build, tokenizer, info, info.main_metric)
     return task_result(info.main_metric, runs)
 
 

@@ -115,7 +115,7 @@ class FinetuneConfig:
         )  # both entries would share one trial folder: the second reused the first's result
         if self.select == "best" and self.train.eval_every is None:
             raise FieldError("select", "'best' picks the best dev evaluation, but train.eval_every is null (none run)")
-        check_task_epochs(self.task_epochs, [ref.name for ref in self.tasks])
+        check_task_epochs(self.task_epochs, [ref.key for ref in self.tasks])
         check_preset_with_init(self.init, self.model, "tiny")
         check_task_model_encoder(self)
 

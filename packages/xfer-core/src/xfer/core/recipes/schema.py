@@ -29,6 +29,7 @@ from xfer.core.config import (
     NOT_AN_INPUT,
     REQUIRED_IN_RECIPES,
     TAKES,
+    TASK_ALIAS,
     UNSIGNED_AT,
     ComponentRef,
     FieldError,
@@ -37,6 +38,7 @@ from xfer.core.config import (
     KeysOf,
     LocalOrName,
     MustExist,
+    TaskRef,
 )
 from xfer.core.errors import Diagnostic, Location
 from xfer.core.recipes.yamlsrc import Node
@@ -705,20 +707,39 @@ class Validator:
             return self.wrong_type(node, ref_type, path)
         if self.component_config is None:
             return self.error(node.loc, f"{path}: components cannot be checked here")
+        own_keys: tuple[str, ...] = ("name", "as") if ref_type is TaskRef else ("name",)
+        extra_ref = {}
+        if ref_type is TaskRef and config_node is not None and config_node.get("as") is not None:
+            alias = self.task_alias(config_node.value["as"], f"{path}.as")
+            if alias is INVALID:
+                return INVALID
+            extra_ref["alias"] = alias
         config_cls = self.component_config(ref_type.kind, name, node, self)
         if config_cls is INVALID:
             return INVALID
         if config_cls is None:
-            if config_node is not None and len(config_node.value) > 1:
-                extra = next(k for k in config_node.value if k != "name")
+            extra = next((k for k in (config_node.value if config_node is not None else ()) if k not in own_keys), None)
+            if extra is not None:
                 return self.error(
                     config_node.value[extra].where(),
                     f"{path}: {ref_type.kind} {name!r} takes no config (got {extra!r})",
                 )
-            return ref_type(name, None)
+            return ref_type(name, None, **extra_ref)
         empty = Node({}, node.loc, origin=node.origin)
-        config = self.dataclass(config_node or empty, config_cls, path, skip=("name",))
-        return INVALID if config is INVALID else ref_type(name, config)
+        config = self.dataclass(config_node or empty, config_cls, path, skip=own_keys)
+        return INVALID if config is INVALID else ref_type(name, config, **extra_ref)
+
+    def task_alias(self, node: Node, path: str) -> Any:
+        """A task's `as:` name: a plain folder-safe word, so it can never be another task's name."""
+        if not isinstance(node.value, str) or not TASK_ALIAS.fullmatch(node.value):
+            shown = repr(node.value) if isinstance(node.value, str) else describe(node.value)
+            return self.error(
+                node.where(),
+                f"{path}: {shown} is not a task alias: use a letter, then letters, digits or '_' "
+                "(no '/' or '-': registered task names have them), e.g. `as: reviews`",
+            )
+        self.provenance[path] = node.origin
+        return node.value
 
 
 # --- checking a config class itself (plugin authors' mistakes) -----------------------------------
@@ -1074,7 +1095,8 @@ def to_plain(value: Any, *, signing: bool = False) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if isinstance(value, ComponentRef):
             config = to_plain(value.config, signing=signing) if value.config is not None else {}
-            return {"name": value.name, **config}
+            alias = {"as": value.alias} if isinstance(value, TaskRef) and value.alias else {}
+            return {"name": value.name, **alias, **config}
         if isinstance(value, Input):
             return str(value)
         if isinstance(value, Files):

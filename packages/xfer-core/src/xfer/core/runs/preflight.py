@@ -78,17 +78,17 @@ def _preflight_diagnostics(recipe: Recipe, host: PluginHost, only: set[str] | No
         for ref, splits in pairs:
             if _reads_stage_outputs(ref.config):
                 continue
-            context = f"stage {stage!r}, task {ref.name!r}"
+            context = f"stage {stage!r}, task {ref.key!r}"
             try:
-                task = host.load("task", ref.name)(ref.name, ref.config)
-                infos[ref.name] = task.info()  # a missing or unknown `type` is a TaskContractError
+                task = host.load("task", ref.name)(ref.key, ref.config)
+                infos[ref.key] = task.info()  # a missing or unknown `type` is a TaskContractError
                 problems = task.check_data(tuple(splits))
             except UserError as exc:  # the task cannot even be built from its config
                 problems = [exc]
             except Exception as exc:  # a plugin bug: report it with the others instead of crashing
                 problems = [UserError(f"the task failed ({describe_failure(exc)}); plugin bug")]
             for problem in problems:
-                found.append(_diagnostic(problem, context, recipe, stage, ref.name))
+                found.append(_diagnostic(problem, context, recipe, stage, ref.key))
         check_infos = getattr(plan.config, "check_task_infos", None)
         if callable(check_infos) and infos:
             for problem in _problems_of(check_infos, "its check_task_infos()", infos):
