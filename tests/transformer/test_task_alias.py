@@ -104,12 +104,12 @@ def test_an_alias_that_could_clash_with_a_task_name_or_folder_is_refused(
 
 
 def test_aliases_must_differ_and_alias_is_a_task_key_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path, rows = _problems(tmp_path, RECIPE.replace("as: other_seed", "as: small"), capsys)
+    _, rows = _problems(tmp_path, RECIPE.replace("as: other_seed", "as: small"), capsys)
     assert len(rows) == 1 and "stages.finetune.tasks: task 'small' is listed twice, with different settings" in rows[0]
-    path, rows = _problems(
+    _, rows = _problems(
         tmp_path, RECIPE.replace("task_epochs: {other_seed: 2}", "task_epochs: {toy/agreement: 2}"), capsys
     )
     assert len(rows) == 1 and "stages.finetune.task_epochs" in rows[0] and "toy/agreement" in rows[0]
     objective = RECIPE + "    objective: {name: transformer.sequence, as: x}\n"
-    path, rows = _problems(tmp_path, objective, capsys)
+    _, rows = _problems(tmp_path, objective, capsys)
     assert len(rows) == 1 and "stages.finetune.objective.as" in rows[0] and "unknown" in rows[0]
