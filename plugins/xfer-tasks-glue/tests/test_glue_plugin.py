@@ -87,3 +87,47 @@ def test_hub_rows_map_to_glue_label_strings(monkeypatch):
         ("dev-0", "P", "H", "contradiction"),
         ("dev-1", "P2", "H2", None),
     ]
+
+
+def test_hub_mnli_test_split_carries_the_diagnostic_set_when_asked(monkeypatch):
+    calls = []
+
+    def load(name, subset, split):
+        calls.append((subset, split))
+        return [{"premise": f"P-{subset}", "hypothesis": "H", "label": -1, "idx": 0}]
+
+    fake_datasets(monkeypatch, load)
+    from xfer.tasks.glue.config import MnliTaskConfig
+    from xfer.tasks.glue.tasks import MNLITask
+
+    examples = MNLITask("glue/mnli", MnliTaskConfig(source="hub", diagnostic=True)).examples("test")
+    assert calls == [("mnli", "test_matched"), ("ax", "test")]
+    assert [(e.id, e.text_a, e.label) for e in examples] == [("test-0", "P-mnli", None), ("ax-0", "P-ax", None)]
+    with pytest.raises(ValueError, match="diagnostic_file: is a local file"):
+        MnliTaskConfig(source="hub", diagnostic=True, diagnostic_file=__file__)
+
+
+def test_only_glue_mnli_takes_the_diagnostic_set(tmp_path, capsys):
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+    from xfer.testing import make_host, write_recipe
+
+    (tmp_path / "MNLI").mkdir()
+    recipe = "name: t\nstages:\n  ft:\n    kind: transformer.finetune\n    model: tiny\n    tokenizer: {tok}\n"
+    recipe += "    predict: [test]\n    tasks: [{{name: {task}, data_dir: MNLI, diagnostic: true}}]\n"
+    set_default_host(make_host(autoload=True))
+    try:
+        (tmp_path / "tok").mkdir()
+        path = write_recipe(tmp_path, recipe.format(tok="tok", task="glue/mnli-mm"))
+        assert cli.main(["validate", str(path)]) == 2
+        assert "stages.ft.tasks.0.diagnostic: unknown" in capsys.readouterr().err
+        path = write_recipe(tmp_path, recipe.format(tok="tok", task="glue/mnli"))
+        head = "index\tsentence1\tsentence2\tgold_label\n0\tA.\tB.\tentailment\n"
+        for name in ("train.tsv", "dev_matched.tsv", "test_matched.tsv"):
+            (tmp_path / "MNLI" / name).write_text(head)
+        assert cli.main(["validate", str(path), "--data"]) == 2
+        err = capsys.readouterr().err
+        # the pre-flight kept the path of a missing file (it dropped every DataError's path)
+        assert f"task 'glue/mnli': {tmp_path / 'diagnostic' / 'diagnostic.tsv'}: glue/mnli: the diagnostic set" in err
+    finally:
+        set_default_host(None)

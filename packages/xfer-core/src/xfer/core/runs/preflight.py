@@ -156,7 +156,9 @@ def _diagnostic(problem: UserError, context: str, recipe: Recipe, stage: str, ta
     if isinstance(problem, TaskContractError) and problem.task == task:
         split = f" ({problem.split})" if problem.split else ""
         return Diagnostic(_stage_location(recipe, stage), f"{context}{split}: {problem.detail}")
-    text = _message(problem) if isinstance(problem, DataError) else str(problem)
+    # A DataError about a file that does not exist keeps its path (which file is missing is the
+    # whole message); one whose "path" is the task's own name drops it (the context names the task).
+    text = str(problem)
     return Diagnostic(_stage_location(recipe, stage), f"{context}: {text.removeprefix(task + ': ') if task else text}")
 
 

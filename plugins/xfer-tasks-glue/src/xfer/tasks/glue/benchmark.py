@@ -102,3 +102,10 @@ def _specs() -> dict[str, GlueSpec]:
 
 
 GLUE_SPECS: dict[str, GlueSpec] = _specs()
+
+AX_SPEC = GlueSpec(
+    "ax", "diagnostic", "classification", MNLI_LABELS, ("accuracy",), "accuracy", "AX.tsv",
+    _test(_MNLI_LAYOUT), _test(_MNLI_LAYOUT), files={"test": "diagnostic.tsv"}, hub_subset="ax",
+    hub_splits={"test": "test"}, hub_text=("premise", "hypothesis"), hub_labels=_MNLI_HUB,
+)  # fmt: skip
+"""GLUE's diagnostic set: test only (no public labels), predicted by an MNLI model (glue/mnli's `diagnostic`)."""

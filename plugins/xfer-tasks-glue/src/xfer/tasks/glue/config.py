@@ -53,6 +53,29 @@ class GlueTaskConfig:
 
 
 @dataclass
+class MnliTaskConfig(GlueTaskConfig):
+    """glue/mnli's config: GLUE's, plus the diagnostic set (AX) its model also predicts."""
+
+    diagnostic: bool = knob(
+        False,
+        "Also predict GLUE's diagnostic set (AX) with the MNLI model: the test split then holds AX's "
+        "examples too (ids ax-<index>), and test predictions write AX.tsv next to MNLI-m.tsv, as a GLUE "
+        "submission needs. Local: `diagnostic_file`, else <data_dir>/../diagnostic/diagnostic.tsv "
+        "(download_glue_data.py's layout); hub: nyu-mll/glue's `ax` test split.",
+    )
+    diagnostic_file: ExistingPath | None = knob(
+        None, "GLUE's AX.tsv (columns index, sentence1, sentence2) when it is not at the default place."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.diagnostic_file is not None and not self.diagnostic:
+            raise FieldError("diagnostic_file", "is only read with `diagnostic: true`")
+        if self.diagnostic_file is not None and self.source == "hub":
+            raise FieldError("diagnostic_file", "is a local file; with source: hub the Hub's `ax` split is read")
+
+
+@dataclass
 class TsvTaskConfig:
     """A sentence(-pair) classification or regression task defined entirely in the recipe."""
 

@@ -14,8 +14,9 @@ from xfer.tasks.glue.benchmark import GlueSpec
 HUB_DATASET = "nyu-mll/glue"
 
 
-def load_hub_split(spec: GlueSpec, split: str, task: str) -> list[SentenceExample]:
-    """Download (or take from the `datasets` cache) one split and convert it to examples."""
+def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -> list[SentenceExample]:
+    """Download (or take from the `datasets` cache) one split and convert it to examples with ids
+    `<id_prefix or split>-<idx>`."""
     try:
         import datasets
     except ImportError:
@@ -45,7 +46,7 @@ def load_hub_split(spec: GlueSpec, split: str, task: str) -> list[SentenceExampl
             label = spec.hub_labels[raw]
         examples.append(
             SentenceExample(
-                id=f"{split}-{row['idx']}",
+                id=f"{id_prefix or split}-{row['idx']}",
                 text_a=row[col_a],
                 text_b=row[col_b] if col_b else None,
                 label=label,

@@ -11,6 +11,7 @@ from xfer.core.specs import ComponentSpec
 
 _MODULE = "xfer.tasks.glue.tasks"
 _CONFIG = "xfer.tasks.glue.config:GlueTaskConfig"
+_MNLI_CONFIG = "xfer.tasks.glue.config:MnliTaskConfig"  # + the diagnostic set (AX), predicted by MNLI's model
 
 # name, class, summary
 _GLUE = (
@@ -19,7 +20,7 @@ _GLUE = (
     ("glue/mrpc", "MRPCTask", "GLUE MRPC paraphrase (accuracy; F1 and acc/F1 mean also reported)"),
     ("glue/stsb", "STSBTask", "GLUE STS-B similarity regression, scores 0-5 (Spearman x100; Pearson too)"),
     ("glue/qqp", "QQPTask", "GLUE QQP duplicate questions (accuracy; F1 and acc/F1 mean also reported)"),
-    ("glue/mnli", "MNLITask", "GLUE MNLI, matched dev/test (accuracy)"),
+    ("glue/mnli", "MNLITask", "GLUE MNLI, matched dev/test (accuracy); optionally the diagnostic set AX"),
     ("glue/mnli-mm", "MNLIMismatchedTask", "GLUE MNLI, mismatched dev/test (accuracy)"),
     ("glue/qnli", "QNLITask", "GLUE QNLI question/sentence entailment (accuracy)"),
     ("glue/rte", "RTETask", "GLUE RTE textual entailment (accuracy)"),
@@ -30,7 +31,14 @@ _GLUE = (
 @hookimpl
 def xfer_tasks() -> list[ComponentSpec]:
     specs = [
-        ComponentSpec(kind="task", name=name, target=f"{_MODULE}:{cls}", version="1", config=_CONFIG, summary=summary)
+        ComponentSpec(
+            kind="task",
+            name=name,
+            target=f"{_MODULE}:{cls}",
+            version="1",
+            config=_MNLI_CONFIG if name == "glue/mnli" else _CONFIG,
+            summary=summary,
+        )
         for name, cls, summary in _GLUE
     ]
     specs.append(

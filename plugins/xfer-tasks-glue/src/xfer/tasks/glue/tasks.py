@@ -16,8 +16,8 @@ from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, SentenceExample, Split, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.glue import scoring
-from xfer.tasks.glue.benchmark import GLUE_SPECS, GlueSpec
-from xfer.tasks.glue.config import GlueTaskConfig, TsvTaskConfig
+from xfer.tasks.glue.benchmark import AX_SPEC, GLUE_SPECS, GlueSpec
+from xfer.tasks.glue.config import GlueTaskConfig, MnliTaskConfig, TsvTaskConfig
 from xfer.tasks.glue.readers import TableLayout, keep_examples, read_sentence_examples
 
 SPLITS = ("train", "dev", "test")
@@ -82,25 +82,29 @@ class GlueTask(Task):
 
     def _load(self, split: Split) -> list[SentenceExample]:
         cfg: GlueTaskConfig = self.config
-        if cfg.source == "hub":
-            from xfer.tasks.glue.hub import load_hub_split
-
-            examples = load_hub_split(self.spec, split, self.name)
-        else:
-            path = self.split_path(split)
-            if not path.is_file():
-                raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
-            layout = self.spec.test_layout if split == "test" else self.spec.layout
-            examples = read_sentence_examples(  # every row, validated; `max_examples` cuts below
-                path,
-                split,
-                layout,
-                labels=self.spec.labels,
-                regression=self.spec.type == "regression",
-                regression_bounds=self.spec.score_range,
-            )
+        examples = self._read(split)  # every row, validated; `max_examples` cuts below
         self._rows[split] = len(examples)
         return keep_examples(examples, cfg.max_examples, cfg.subsample, cfg.subsample_seed)
+
+    def _read(self, split: Split) -> list[SentenceExample]:
+        if self.config.source == "hub":
+            from xfer.tasks.glue.hub import load_hub_split
+
+            return load_hub_split(self.spec, split, self.name)
+        path = self.split_path(split)
+        if not path.is_file():
+            raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
+        return self._read_file(path, split, self.spec)
+
+    def _read_file(self, path: Path, split: str, spec: GlueSpec) -> list[SentenceExample]:
+        return read_sentence_examples(
+            path,
+            split,
+            spec.test_layout if split in ("test", AX_SPEC.key) else spec.layout,
+            labels=spec.labels,
+            regression=spec.type == "regression",
+            regression_bounds=spec.score_range,
+        )
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
         labels = None if self.spec.type == "regression" else self.spec.labels
@@ -129,18 +133,26 @@ class GlueTask(Task):
         # A test split cut by `max_examples` is no submission (the server wants every row): it goes
         # to `test.tsv`, so a quick run never leaves a `CoLA.tsv` that looks like one.
         whole = split == "test" and len(examples) >= self._rows.get("test", 0)
-        path = directory / (self.spec.submission if whole else f"{split}.tsv")
-        labels = None if self.spec.type == "regression" else self.spec.labels
         check_prediction_ids(self.name, examples, predictions)
+        path = directory / (self.spec.submission if whole else f"{split}.tsv")
+        return _write(path, self._submission_text(examples, predictions))
+
+    def _submission_text(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> str:
+        """`index<TAB>prediction` rows for `examples`; a value the scorer refuses is a ValueError."""
+        labels = None if self.spec.type == "regression" else self.spec.labels
         low, high = self.spec.score_range or (float("-inf"), float("inf"))
         lines = ["index\tprediction"]
         for example in examples:
             value = scoring.checked_prediction(self.name, example.id, predictions[example.id], labels)
             text = value if labels is not None else f"{min(max(value, low), high):.3f}"
             lines.append(f"{_index_of(example.id)}\t{text}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "\n".join(lines) + "\n")
-        return path
+        return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path
 
 
 class CoLATask(GlueTask):
@@ -174,9 +186,52 @@ class QQPTask(GlueTask):
 
 
 class MNLITask(GlueTask):
-    """GLUE MNLI, matched dev/test (dev_matched.tsv, test_matched.tsv); accuracy."""
+    """GLUE MNLI, matched dev/test (dev_matched.tsv, test_matched.tsv); accuracy.
+
+    With `diagnostic: true` the test split also holds GLUE's diagnostic set (AX, ids `ax-<index>`),
+    which a GLUE submission predicts with the MNLI model: one fine-tuning, both files.
+    """
 
     spec = GLUE_SPECS["mnli"]
+
+    def __init__(self, name: str, config: MnliTaskConfig | None = None):
+        super().__init__(name, config if config is not None else MnliTaskConfig())
+
+    def diagnostic_path(self) -> Path:
+        cfg: MnliTaskConfig = self.config
+        if cfg.diagnostic_file is not None:
+            return Path(cfg.diagnostic_file)
+        return self.split_path("test").parent.parent / "diagnostic" / AX_SPEC.files["test"]
+
+    def _read(self, split: Split) -> list[SentenceExample]:
+        examples = super()._read(split)
+        if split != "test" or not getattr(self.config, "diagnostic", False):
+            return examples
+        if self.config.source == "hub":
+            from xfer.tasks.glue.hub import load_hub_split
+
+            return examples + load_hub_split(AX_SPEC, "test", self.name, id_prefix=AX_SPEC.key)
+        path = self.diagnostic_path()
+        if not path.is_file():
+            raise DataError(
+                path, 0, f"{self.name}: the diagnostic set (AX) is missing (no such file; set diagnostic_file)"
+            )
+        return examples + self._read_file(path, AX_SPEC.key, AX_SPEC)
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """MNLI's file as every GLUE task's; the diagnostic examples among the test split's go to
+        `AX.tsv` beside it (`ax.tsv` when `max_examples` cut the split: no submission file then)."""
+        diagnostic = [e for e in examples if e.id.startswith(f"{AX_SPEC.key}-")]
+        if split != "test" or not diagnostic:
+            return super().write_predictions(directory, split, examples, predictions)
+        check_prediction_ids(self.name, examples, predictions)
+        whole = len(examples) >= self._rows.get("test", 0)
+        mnli = [e for e in examples if not e.id.startswith(f"{AX_SPEC.key}-")]
+        texts = self._submission_text(diagnostic, predictions), self._submission_text(mnli, predictions)
+        _write(directory / (AX_SPEC.submission if whole else "ax.tsv"), texts[0])  # both checked first
+        return _write(directory / (self.spec.submission if whole else "test.tsv"), texts[1])
 
 
 class MNLIMismatchedTask(GlueTask):
