@@ -15,7 +15,10 @@ without an id gets "<file>:<line>" instead of its line number (<file>: its path 
 files' common folder), and an explicit id found in two files is an error naming both (`merge_nbest`).
 
 Other keys of a hypothesis (e.g. "am_score") are carried to the output unchanged. A hypothesis
-may not carry keys the output writes ("pll", "total", "rank_before"). Errors name file and line.
+may not carry keys the output writes ("pll", "total", "rank_before"). A key given twice in an
+object, and NaN, Infinity or a lone surrogate escape in a text, reference, id or carried key
+(`unwritable`), are refused too: the first would drop a value silently, the others crashed the
+tokenizer or the writer after the scoring. Errors name file and line.
 
 Choosing λ: every value of the grid (default 0, 0.05, ..., 1.0: the thesis's grid plus 0, so that
 re-ranking never makes dev worse than the base system) is tried on the dev file; the best dev
@@ -55,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError, UserError
-from xfer.core.textfile import read_text, split_lines
+from xfer.core.textfile import lone_surrogate, read_text, split_lines
 
 METRICS = ("bleu", "wer")
 DEFAULT_LAMBDAS: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
@@ -86,20 +89,34 @@ def read_nbest(path: str | Path, need_reference: bool = False) -> list[NBestList
     """The n-best lists of a JSONL file, validated (see the module doc for the schema)."""
     path = Path(path)
     lists: list[NBestList] = []
-    seen: dict[Any, int] = {}
+    seen: dict[Any, NBestList] = {}
     rows = split_lines(path, read_text(path))  # a stray CR (CR-only line endings) is an error naming its line
     for number, raw in enumerate(rows, start=1):
         if not raw.strip():
             continue
-        entry = _entry(json_object(raw, path, number), path, number, need_reference)
+        entry = _entry(json_object(raw, path, number, rows), path, number, need_reference)
         key = json.dumps(entry.id, sort_keys=True)
-        if key in seen:
-            raise DataError(path, number, f"duplicate id {entry.id!r} (first on line {seen[key]})", key="id")
-        seen[key] = number
+        first = seen.get(key)
+        if first is not None:
+            raise DataError(path, number, _duplicate_id(entry, first), key="id")
+        seen[key] = entry
         lists.append(entry)
     if not lists:
         raise DataError(path, 0, "no n-best lists")
     return lists
+
+
+def _duplicate_id(entry: NBestList, first: NBestList) -> str:
+    """The message for two lists of one file with one id. A list without an id has its line number
+    as id, which an explicit integer id of another list can equal: "duplicate id 2" on a line that
+    gives no id said nothing of where the 2 came from."""
+    if not (entry.default_id or first.default_id):
+        return f"duplicate id {entry.id!r} (first on line {first.line})"
+    implicit, explicit = (entry, first) if entry.default_id else (first, entry)
+    return (
+        f"duplicate id {entry.id!r}: line {implicit.line} has no id, so its line number is its id, and line "
+        f"{explicit.line} gives that id explicitly (give every list an id, or none)"
+    )
 
 
 def merge_nbest(per_file: Sequence[Sequence[NBestList]]) -> list[NBestList]:
@@ -142,14 +159,73 @@ def merge_nbest(per_file: Sequence[Sequence[NBestList]]) -> list[NBestList]:
     return merged
 
 
-def json_object(raw: str, path: Path, number: int) -> dict[str, Any]:
+class _DuplicateKey(Exception):
+    """Raised by `_unique_keys` (inside `json.loads`) with the repeated key."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict, refusing a key given twice: `json.loads` keeps the last value
+    silently, so `{"text": "a", "text": "b"}` scored "b" and dropped "a" without a word."""
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise _DuplicateKey(key)
+        value[key] = item
+    return value
+
+
+def json_object(raw: str, path: Path, number: int, rows: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON object on line `number` of `path`; not JSON, not an object or a key given twice
+    (in any nested object too) is a DataError naming the line. `json.loads` reports some invalid
+    input as ValueError (an integer of 4300+ digits) or RecursionError (nesting too deep), not as
+    JSONDecodeError: those were bare tracebacks. `rows`, the file's lines, let the message say when
+    the file is one JSON document rather than JSON lines."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
-        raise DataError(path, number, f"not valid JSON: {error.msg} (column {error.colno})") from None
+        raise DataError(path, number, f"not valid JSON: {error.msg} (column {error.colno}){_document(rows)}") from None
+    except _DuplicateKey as error:
+        raise DataError(path, number, f"key {error.args[0]!r} given twice (JSON keeps only the last value)") from None
+    except ValueError as error:  # an integer literal of more than 4300 digits (Python's int_max_str_digits)
+        raise DataError(path, number, f"not valid JSON: {error}") from None
+    except RecursionError:
+        raise DataError(path, number, "not valid JSON: arrays or objects nested too deeply") from None
     if not isinstance(value, dict):
         raise DataError(path, number, f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _document(rows: Sequence[str]) -> str:
+    """A hint when the lines together are one JSON document (a pretty-printed list or object, often
+    named .json): "Expecting value (column 2)" on its "[" said nothing of what was wrong."""
+    if len(rows) < 2:
+        return ""
+    try:
+        json.loads("\n".join(rows))
+    except (ValueError, RecursionError):
+        return ""
+    return ": the file is one JSON document over several lines, not JSON lines (one JSON object per line)"
+
+
+def unwritable(value: Any) -> str | None:
+    """Why a parsed JSON value cannot be written back as JSON (None when it can).
+
+    `json.loads` accepts NaN, Infinity and 1e400 (read as inf), and `\\ud800` escapes (a lone
+    surrogate). A value carried to the output (an id, a hypothesis's extra keys, a reference)
+    that holds one made the writer crash with a bare ValueError or UnicodeEncodeError after the
+    whole scoring, with other outputs already written: it is refused when the file is read."""
+    stack = [value]  # not recursive: JSON nested a few hundred deep would overflow Python's stack
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{item} is not a finite number (JSON has no NaN or Infinity; a literal beyond 1e308 reads as inf)"
+        if isinstance(item, str) and (problem := lone_surrogate(item)) is not None:
+            return problem
+        if isinstance(item, dict):
+            stack += [*item, *item.values()]
+        elif isinstance(item, list):
+            stack += item
+    return None
 
 
 def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool) -> NBestList:
@@ -159,11 +235,15 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
     identifier = value.get("id", number)
     if not isinstance(identifier, (str, int)) or isinstance(identifier, bool):
         raise DataError(path, number, f"must be a string or an integer, got {type(identifier).__name__}", key="id")
+    if (problem := unwritable(identifier)) is not None:
+        raise DataError(path, number, problem, key="id")
     reference = value.get("reference")
     if reference is None and need_reference:
         raise DataError(path, number, "missing: the dev file needs a reference to choose λ", key="reference")
     if reference is not None and not isinstance(reference, str):
         raise DataError(path, number, f"must be a string, got {type(reference).__name__}", key="reference")
+    if (problem := unwritable(reference)) is not None:
+        raise DataError(path, number, problem, key="reference")
     raw = value.get("hypotheses")
     if not isinstance(raw, list) or not raw:
         raise DataError(path, number, "must be a non-empty list of {text, score} objects", key="hypotheses")
@@ -184,6 +264,10 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         if clash:
             raise DataError(path, number, f"{', '.join(clash)}: reserved for the output", key=where)
         extra = {k: v for k, v in item.items() if k not in ("text", "score")}
+        # the text goes to the tokenizer (a bare TypeError on a lone surrogate), the extras to the output
+        for name, item_value in (("text", text), *extra.items()):
+            if (problem := unwritable(item_value) or unwritable(name)) is not None:
+                raise DataError(path, number, problem, key=f"{where}.{name}")
         hypotheses.append(Hypothesis(text, float(score), extra))
     return NBestList(identifier, tuple(hypotheses), reference, str(path), number, "id" not in value)
 

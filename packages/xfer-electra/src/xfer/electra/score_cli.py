@@ -14,8 +14,9 @@ overlapping windows (every piece once, with context; the record says how many wi
 line is an error naming file:line unless `--empty zero`. See `xfer.electra.scoring` for the methods
 and `xfer.electra.rerank` for the n-best schema. Bad input exits with code 2 and a message, and
 so does a PLL that is not a finite number (a diverged checkpoint), naming file and line. No output
-path (`--out`, the files `--rerank-dir` writes) may be an input or another output: that is
-refused before the model loads.
+path (`--out`, the files `--rerank-dir` writes) may be an input or another output, and `--out`
+may not be one of the model's files (`vocab.txt`, weights, ...): that is refused before the
+model loads.
 """
 
 from __future__ import annotations
@@ -232,6 +233,9 @@ def _check_args(args: argparse.Namespace) -> None:
             raise UserError("--out is where FILE's scores go: give a FILE")
         if any(_same_file(args.out, path) for _, path in inputs):
             raise UserError(f"--out {args.out} is an input file: it would be overwritten")
+        model = _model_folder(args.out, args)
+        if model is not None:
+            raise UserError(f"--out {args.out} is a file of the model in {model}: it would be overwritten")
         if args.out.is_dir():
             raise UserError(f"--out {args.out} is a folder: give a file name")
     if args.rerank_dir is not None:
@@ -262,6 +266,36 @@ def _check_text_field(args: argparse.Namespace) -> None:
         )
     if not args.text_field.strip():
         raise UserError("--text-field must name a field")
+
+
+MODEL_FILES = (
+    "xfer_model.json",
+    "config.json",
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "model.safetensors.index.json",
+)
+"""Names of the files a model folder (xfer or HF) is loaded from, besides its weights (`WEIGHT_SUFFIXES`)."""
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def _model_folder(path: Path, args: argparse.Namespace) -> Path | None:
+    """The model folder (checkpoint, generator, or the `generator/` next to the checkpoint) that
+    `path` names one of the model files of (`MODEL_FILES`, weights), or None. They are inputs too:
+    `--out CKPT/vocab.txt` replaced the checkpoint's vocabulary with the scores, after loading it,
+    and the model could not be loaded again. Other files there (scores kept next to the model) may
+    be written."""
+    folders = [args.checkpoint, args.generator, args.checkpoint.parent / "generator"]
+    # resolved (links, `..`) or as written (a Hub snapshot's files are links to its blobs)
+    for target, resolve in ((path.resolve(), Path.resolve), (Path(os.path.abspath(path)), Path.absolute)):
+        if target.name not in MODEL_FILES and target.suffix not in WEIGHT_SUFFIXES:
+            continue
+        for folder in (f for f in folders if f is not None and f.is_dir()):
+            if target.parent == Path(os.path.normpath(resolve(folder))):
+                return folder
+    return None
 
 
 def _same_file(a: Path, b: Path) -> bool:

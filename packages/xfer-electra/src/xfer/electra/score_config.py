@@ -119,11 +119,16 @@ class ScoreConfig:
         Blank texts and hypotheses are found here; texts that only tokenize to nothing, and special
         tokens, while scoring (they need the checkpoint's tokenizer)."""
         from xfer.core.errors import DataError, UserError
+        from xfer.core.textfile import check_distinct
         from xfer.electra.rerank import merge_nbest, read_nbest
         from xfer.electra.scoring import EMPTY_MESSAGE, blank_hypothesis, read_texts
 
         problems: list[UserError] = []
         paths = _paths(self.files)
+        try:  # one file matched by two patterns would be scored twice (`run_score` refuses it too)
+            check_distinct(paths, "files")
+        except UserError as error:
+            problems.append(error)
         if self.files is not None and not self.files.inputs:  # stage outputs are only known when the stage runs
             try:
                 self.check_text_field(paths)

@@ -30,6 +30,7 @@ from typing import Any
 from xfer.core import distributed as dist
 from xfer.core.atomic import write_json
 from xfer.core.stage import StageContext
+from xfer.core.textfile import check_distinct
 from xfer.electra import rerank, scoring
 from xfer.electra.score_config import ScoreConfig
 
@@ -67,6 +68,9 @@ def run_score(ctx: StageContext) -> None:
         from xfer.core.errors import UserError
 
         raise UserError("files: no .txt or .jsonl file found to score")
+    # a file matched by two patterns (`a.txt` and `*.txt`) was scored twice, and its repeated stem
+    # renamed every output (`b.jsonl` became `02-b.jsonl`)
+    check_distinct(files, "files")
     config.check_text_field(files)
     rows = []
     for path, name in zip(files, output_names(files), strict=True):

@@ -64,7 +64,7 @@ from xfer.core.textfile import read_text, split_lines
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
 from xfer.electra.objective import recorded_objective
-from xfer.electra.rerank import NON_FINITE, NBestList, check_plls, json_object
+from xfer.electra.rerank import NON_FINITE, NBestList, check_plls, json_object, unwritable
 from xfer.transformer.encoder import Encoder
 
 METHODS = ("auto", "electric", "mlm", "electra-tt", "two-tower")
@@ -112,7 +112,8 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
     dropped): a carriage return anywhere else is an error naming its line, because with CR-only
     (classic Mac) endings the whole file would otherwise be one text, silently. In JSONL, blank
     lines hold no record and are skipped; every other line must be an object with a string
-    `text_field` (an optional `id` is carried to the output).
+    `text_field` (an optional `id` is carried to the output), no key given twice, and no NaN,
+    Infinity or lone surrogate escape in the text or the id (`rerank.unwritable`).
     """
     path = Path(path)
     sniff = fmt == "auto"
@@ -130,12 +131,17 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
             continue
         if not raw.strip():
             continue
-        record = json_object(raw, path, number)
+        record = json_object(raw, path, number, rows)
         if text_field not in record:
             raise DataError(path, number, f"no {text_field!r} field (keys: {', '.join(sorted(record)) or 'none'})")
         text = record[text_field]
         if not isinstance(text, str):
             raise DataError(path, number, f"must be a string, got {type(text).__name__}", key=text_field)
+        # the text goes to the tokenizer and the id to the output: a lone surrogate or a NaN crashed
+        # them with a bare traceback, after the scoring (`rerank.unwritable`)
+        for key, value in ((text_field, text), ("id", record.get("id"))):
+            if (problem := unwritable(value)) is not None:
+                raise DataError(path, number, problem, key=key)
         lines.append(Line(text, str(path), number, record.get("id")))
     if not lines:
         raise DataError(path, 0, "no records to score")
