@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +128,24 @@ def test_tagging_windows_take_consecutive_word_rows() -> None:
     assert np.array_equal(windows[0]["teacher"], rows[:2]) and np.array_equal(windows[1]["teacher"], rows[2:])
     with pytest.raises(UserError, match="fewer words"):
         attach_teacher_outputs("t", [sentence], [{"id": "s0", "word_starts": [1, 2]}], entry, TASK_KINDS["tagging"])
+
+
+@pytest.mark.parametrize("damage", ["offsets", "digests", "labels", "ids"])
+def test_damage_outside_the_values_is_caught_too(tmp_path: Path, damage: str) -> None:
+    """The checksum covered `values` only: rows moved between examples (offsets) or a label order
+    changed in the metadata loaded silently as the teacher's predictions."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    store = cache.PredictionStore(tmp_path)
+    path = store.save(_entry())
+    with safe_open(str(path), framework="numpy") as handle:
+        metadata = dict(handle.metadata())
+        tensors = {name: handle.get_tensor(name).copy() for name in ("values", "offsets", "digests")}
+    if damage in ("offsets", "digests"):
+        tensors[damage][1] += 1
+    else:
+        metadata[damage] = json.dumps(list(reversed(json.loads(metadata[damage]))))
+    save_file(tensors, str(path), metadata=metadata)
+    with pytest.warns(UserWarning, match="checksum"):
+        assert store.lookup("k" * 64) is None

@@ -12,7 +12,8 @@ One entry = `<key>.safetensors`:
                                  [0, 1] target space (C = 1); tagging: one row of logits per word
     offsets  int64 [N + 1]       example i owns rows offsets[i]:offsets[i+1]
     digests  int64 [N]           digest of each example (id, text, label): the student checks it
-    metadata {"format", "key", "task", "type", "labels", "ids" (JSON list), "extra", "values_sha256"}
+    metadata {"format", "key", "task", "type", "labels", "ids" (JSON list), "extra", "values_sha256",
+              "content_sha256" (of the three tensors and every other metadata field)}
 
 Example ids must be unique (an error otherwise, at write and at read). Writes are atomic (temp
 file + rename), and a file whose content hash does not match its metadata is treated as absent.
@@ -177,6 +178,23 @@ def _sha(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()
 
 
+CHECKSUM = "content_sha256"
+
+
+def _content_sha(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
+    """sha256 of every tensor (name, dtype, shape, bytes) and every other metadata field: a flipped
+    bit in `offsets` (which rows are whose) or in `labels` is as damaging as one in `values`, and
+    safetensors itself checks nothing. (Entries written before it carry `values_sha256` alone.)"""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        array = np.ascontiguousarray(tensors[name])
+        h.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+        h.update(array.tobytes())
+    fields = {k: v for k, v in metadata.items() if k != CHECKSUM}
+    h.update(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()
+
+
 def save_predictions(path: Path, predictions: TeacherPredictions) -> None:
     """Write one entry atomically (temp file + rename)."""
     from safetensors.numpy import save_file
@@ -192,6 +210,7 @@ def save_predictions(path: Path, predictions: TeacherPredictions) -> None:
         "values_sha256": _sha(predictions.values),
     }
     tensors = {"values": predictions.values, "offsets": predictions.offsets, "digests": predictions.digests}
+    metadata[CHECKSUM] = _content_sha(tensors, metadata)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_with(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
@@ -206,7 +225,9 @@ def load_predictions(path: Path) -> TeacherPredictions:
             tensors = {name: handle.get_tensor(name) for name in ("values", "offsets", "digests")}
         if metadata.get("format") != str(FORMAT):
             raise CacheError(f"{path}: unsupported format {metadata.get('format')!r} (this xfer reads {FORMAT})")
-        if metadata.get("values_sha256") != _sha(tensors["values"]):
+        if metadata.get("values_sha256") != _sha(tensors["values"]) or (
+            CHECKSUM in metadata and metadata[CHECKSUM] != _content_sha(tensors, metadata)
+        ):
             raise CacheError(f"{path}: content does not match its checksum (damaged file)")
         return TeacherPredictions(
             key=metadata["key"],
