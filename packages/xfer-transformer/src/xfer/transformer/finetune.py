@@ -138,9 +138,17 @@ def _finetune_task(
     featurizer = build(ctx.seed)  # featurisation does not depend on weights: do it once per task
     train_features = featurizer.featurize(train_examples)
     dev_features = featurizer.featurize(dev_examples)
+    # the other splits to predict, read and featurised before training: a test file that only this
+    # step would find wrong (pairs where train has single texts) failed after every trial had trained
+    splits = {"dev": (dev_examples, dev_features)}
+    for split in config.predict:
+        if split not in splits:
+            examples = task.examples(split)
+            splits[split] = (examples, featurizer.featurize(examples))
     del featurizer
     source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
-    wrong_types = token_type_problem(ref.key, [*train_features, *dev_features], encoder_config.type_vocab_size, source)
+    features_read = [f for _, features in splits.values() for f in features]
+    wrong_types = token_type_problem(ref.key, [*train_features, *features_read], encoder_config.type_vocab_size, source)
     if wrong_types is not None:
         raise wrong_types
     train_config = config.train
@@ -182,8 +190,7 @@ def _finetune_task(
         with torch.no_grad(), trainer.autocast():
             metrics = evaluator(objective)
             for split in config.predict:
-                examples = dev_examples if split == "dev" else task.examples(split)
-                features = dev_features if split == "dev" else objective.featurize(examples)
+                examples, features = splits[split]
                 predictions = _evaluator(task, objective, examples, features, ctx, config).predictions(objective)
                 if ctx.is_main:
                     folder = ctx.output_dir("predictions") / slug(ref.key) / f"trial-{trial}"
