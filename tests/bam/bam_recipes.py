@@ -17,7 +17,7 @@ TASKS = """
          label_column: score, type: regression, metrics: [spearman, pearson]}"""
 
 
-def recipe(students: str = "", *, teachers_extra: str = "", trials: int = 2) -> str:
+def recipe(students: str = "", *, teachers_extra: str = "", trials: int = 2, tasks: str = TASKS) -> str:
     """corpus -> vocab -> teachers (+ the given student stages, which may use {TASKS}/{TRAIN})."""
     return f"""
 name: bam-test
@@ -31,9 +31,9 @@ stages:
     encoder: {ENCODER}
     max_length: 40
     trials: {trials}
-    tasks: {TASKS}
+    tasks: {tasks}
     train: {TRAIN}{teachers_extra}
-{students.format(TASKS=TASKS, TRAIN=TRAIN, TRAIN_EVAL=TRAIN_EVAL)}
+{students.format(TASKS=tasks, TRAIN=TRAIN, TRAIN_EVAL=TRAIN_EVAL)}
 """
 
 

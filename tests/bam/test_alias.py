@@ -11,7 +11,7 @@ import pytest
 from xfer.core import cli
 from xfer.testing import make_host, run_recipe_file
 
-from .bam_recipes import ENCODER, TRAIN, TRAIN_EVAL, prepare
+from .bam_recipes import prepare, recipe
 
 TASKS = """
       - {name: glue/tsv, as: sts_a, train: sts_train.tsv, dev: sts_dev.tsv, text_a_column: a, text_b_column: b,
@@ -19,20 +19,7 @@ TASKS = """
       - {name: glue/tsv, as: sts_b, train: sts_dev.tsv, dev: sts_train.tsv, text_a_column: a, text_b_column: b,
          label_column: score, type: regression, metrics: [pearson]}"""
 
-RECIPE = f"""
-name: bam-alias
-seed: 3
-stages:
-  corpus: {{kind: toy.corpus, sentences: 200}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 300, min_frequency: 1}}
-  teachers:
-    kind: bam.teachers
-    tokenizer: vocab.tokenizer
-    encoder: {ENCODER}
-    max_length: 40
-    trials: 1
-    tasks: {TASKS}
-    train: {TRAIN}
+STUDENT = """
   student:
     kind: bam.student
     init: teachers.init
@@ -42,6 +29,7 @@ stages:
     tasks: {TASKS}
     train: {TRAIN_EVAL}
 """
+RECIPE = recipe(STUDENT, trials=1, tasks=TASKS)
 
 
 def test_a_student_learns_two_datasets_of_one_loader_from_their_own_teachers(tmp_path: Path) -> None:

@@ -83,13 +83,7 @@ def _save(folder: Path, modules: dict, meta: dict, tokenizer: WordPieceTokenizer
     return folder
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> object:
-    """Tiny models gain nothing from threads, and spinning threads on a loaded machine cost seconds."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

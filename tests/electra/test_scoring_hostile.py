@@ -40,12 +40,7 @@ def _tokenizer() -> WordPieceTokenizer:
     return WordPieceTokenizer.from_vocab({t: i for i, t in enumerate(tokens)})
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> object:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
