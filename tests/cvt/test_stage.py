@@ -417,6 +417,7 @@ def load_mem_task(kind, labels, **data):
     """`load_tasks` on one in-memory task of `kind` whose `examples(split)` returns `data[split]`."""
     from types import SimpleNamespace
 
+    from xfer.core.config import TaskRef
     from xfer.core.tasks import Task
     from xfer.cvt.stage import load_tasks
 
@@ -437,7 +438,7 @@ def load_mem_task(kind, labels, **data):
     from xfer.cvt.config import CvtConfig
 
     ctx = SimpleNamespace(host=SimpleNamespace(load=lambda component, name: MemTask))
-    config = SimpleNamespace(tasks=[SimpleNamespace(name="mem/task", config=None)], mode="supervised")
+    config = SimpleNamespace(tasks=[TaskRef("mem/task")], mode="supervised")
     config.check_task_infos = lambda infos: CvtConfig.check_task_infos(config, infos)  # the real checks
     return load_tasks(ctx, config)
 

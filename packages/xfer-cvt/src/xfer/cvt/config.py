@@ -10,6 +10,7 @@ original code does.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -88,6 +89,34 @@ PRESETS: dict[str, dict[str, Any]] = {
         "decoder": 1024,
     },
 }
+
+
+def module_key(task: str) -> str:
+    """A task name as an nn.Module attribute name (the key of its module in the model's weights)."""
+    return re.sub(r"\W", "_", task)
+
+
+def task_slug(task: str) -> str:
+    """A task name as a folder or file name part (predictions/<slug>/, targets-<slug>.json)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", task)
+
+
+def check_task_keys(names: list[str]) -> None:
+    """Distinct task names that one of those spellings would merge (the task `conll/chunking` and
+    an entry `as: conll_chunking`): the second task's module replaced the first's in the model, so
+    both trained and predicted with one module and one label set (or their prediction files
+    overwrote each other)."""
+    for spell, what in ((module_key, "module name in the model"), (task_slug, "prediction folder")):
+        seen: dict[str, str] = {}
+        for name in names:
+            other = seen.setdefault(spell(name), name)
+            if other != name:
+                raise FieldError(
+                    "tasks",
+                    f"tasks {other!r} and {name!r} get the same {what} ({spell(name)!r}): give one of them "
+                    "another name with `as:`",
+                )
+
 
 TaggingView = Literal["fwd", "bwd", "future", "past", "full"]
 ParsingView = Literal["fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd", "full"]
@@ -338,6 +367,7 @@ class CvtConfig:
         if not self.tasks:
             raise FieldError("tasks", "give at least one task")
         check_distinct_tasks(self.tasks, "one encoder, one module per task")
+        check_task_keys([ref.key for ref in self.tasks])
         for name, value in self.sizes.items():
             if name in ("char_widths",):
                 if not value or any(w < 1 for w in value):

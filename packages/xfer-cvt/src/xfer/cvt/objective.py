@@ -36,7 +36,6 @@ log window, and each kind occurs in exactly half of them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ from torch import Tensor, nn
 from xfer.core import distributed as dist
 from xfer.core.data import TaggedBatch
 from xfer.core.trainer import StepOutput, TrainingProgress
+from xfer.cvt.config import module_key
 from xfer.cvt.model import EncoderStates, WordEncoder
 from xfer.cvt.vocab import REMOVED
 
@@ -70,11 +70,6 @@ class Settings:
     max_target_length: int = 100
 
 
-def module_key(task: str) -> str:
-    """A task name as an nn.Module attribute name."""
-    return re.sub(r"\W", "_", task)
-
-
 class CvtObjective(nn.Module):
     def __init__(
         self,
@@ -92,7 +87,10 @@ class CvtObjective(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.tasks = list(modules)
-        self.heads = nn.ModuleDict({module_key(t): m for t, m in modules.items()})
+        keys = [module_key(t) for t in self.tasks]
+        if len(set(keys)) != len(keys):  # the ModuleDict would keep one module for both tasks
+            raise ValueError(f"tasks {self.tasks} share a module name ({keys}); CvtConfig refuses such names")
+        self.heads = nn.ModuleDict(dict(zip(keys, modules.values(), strict=True)))
         self.settings, self.mode, self.teacher_pass, self.cvt_tasks = settings, mode, teacher, cvt_tasks
         self.task_weights = task_weights or {t: 1.0 for t in self.tasks}
         self.seed, self.period = seed, period

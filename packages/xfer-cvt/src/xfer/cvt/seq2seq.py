@@ -180,7 +180,10 @@ class Seq2seqModule(nn.Module):
         </s> stays in its beam with a frozen score (it only extends with padding at no cost), a
         hypothesis at its source's length limit (2 x source words + 10, at most `max_length`)
         can only emit </s>, and the search stops when every hypothesis has ended. Among the
-        final `beam` hypotheses of a source, the best normalised score wins."""
+        final `beam` hypotheses of a source, the best normalised score wins. <pad> and <s> are
+        never emitted: no target holds them, yet an undertrained decoder could rank them first
+        (a <pad> then vanished from the output its hypothesis was scored as, and a CVT teacher
+        target lost a token; a <s> was printed as the text "<s>")."""
         memory, (h, c) = self.memory(states)
         batch, device, vocab = memory.shape[0], memory.device, len(self.vocab)
         keys = self.primary.key(memory)
@@ -200,6 +203,7 @@ class Seq2seqModule(nn.Module):
             out, (h, c) = self.lstm(emb, (h.to(emb.dtype), c.to(emb.dtype)))
             a = self.primary.attention_vectors(out, memory_k, keys_k, mask_k)
             logp = F.log_softmax(self.primary.output(a[:, 0]).float(), dim=-1)  # [B*K, V]
+            logp[:, (T_PAD, BOS)] = float("-inf")  # never targets: a <pad> was dropped from the output
             last = (step + 1 >= limits) & ~ended
             logp[last] = torch.where(torch.arange(vocab, device=device) == EOS, logp[last], float("-inf"))
             logp[ended] = float("-inf")

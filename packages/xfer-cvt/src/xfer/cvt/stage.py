@@ -37,7 +37,7 @@ from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, TaskInfo, check_examples, nonempty_examples
 from xfer.core.trainer import Trainer
-from xfer.cvt.config import CvtConfig, FeaturesConfig
+from xfer.cvt.config import CvtConfig, FeaturesConfig, task_slug
 from xfer.cvt.data import Featurizer, Item, PooledStream, UnlabeledCorpus, UnlabeledStream, pad_rows, subsample
 from xfer.cvt.objective import CvtObjective, Settings
 from xfer.cvt.seq2seq import BOS, EOS, T_PAD, T_UNK, TARGET_SPECIALS
@@ -80,20 +80,39 @@ def source_words(data: TaskData, example: Any) -> tuple[str, ...]:
 def load_tasks(ctx: StageContext, config: CvtConfig) -> list[TaskData]:
     out = []
     for ref in config.tasks:
-        task: Task = ctx.host.load("task", ref.name)(ref.name, ref.config)
+        # keyed by `ref.key` (its `as:` alias, else its name), as the pre-flight does: two entries of
+        # one loader (`{name: conll/chunking, as: chunks}`, `{..., as: entities}`) share `ref.name`,
+        # and every per-task dict (subsets, streams, modules, results) would mix their data
+        name = ref.key
+        task: Task = ctx.host.load("task", ref.name)(name, ref.config)
         info = task.info()
-        problems = config.check_task_infos({ref.name: info})  # pre-flight's checks: a stage can run without it
+        problems = config.check_task_infos({name: info})  # pre-flight's checks: a stage can run without it
         if problems:
             raise problems[0]
         # the Task contract (example classes, unique ids, tags/relations within labels, ...) at
         # stage time too: pre-flight checks it, but a stage can be run without it
         train, dev = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
         for split, examples in (("train", train), ("dev", dev)):  # words: not part of the contract
-            empty = next((e.id for e in examples if not source_words(TaskData(ref.name, task, info, [], []), e)), None)
+            empty = next((e.id for e in examples if not source_words(TaskData(name, task, info, [], []), e)), None)
             if empty is not None:
-                raise UserError(f"{ref.name}: {split} sentence {empty!r} has no words")
-        out.append(TaskData(ref.name, task, info, train, dev))
+                raise UserError(f"{name}: {split} sentence {empty!r} has no words")
+        if info.type == "parsing":
+            check_no_self_heads(name, train)
+        out.append(TaskData(name, task, info, train, dev))
     return out
+
+
+def check_no_self_heads(name: str, train: list[Any]) -> None:
+    """Refuse a training word that is its own head. The Task contract allows any head in 0..n, but
+    the parser's arcs join distinct words (a self-loop scores -inf): such a sentence made the loss
+    infinite whenever its batch came up, and training stopped with "lower the learning rate"."""
+    for example in train:
+        word = next((i for i, head in enumerate(example.heads or (), start=1) if head == i), None)
+        if word is not None:
+            raise UserError(
+                f"{name}: training sentence {example.id!r}: word {word} ({example.words[word - 1]!r}) is its own "
+                "head; cvt.train's parser only scores arcs between two different words (or from ROOT)"
+            )
 
 
 TASK_SENTENCES_FILE = "unlabeled-task-sentences.txt"
@@ -602,9 +621,7 @@ def run_trial(
 
 
 def slug(name: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+    return task_slug(name)
 
 
 def main_metric(config: CvtConfig, tasks: list[TaskData]) -> str:
@@ -681,13 +698,24 @@ def results_layout(tasks: list[TaskData], runs: list[dict[str, Any]]) -> dict[st
         prefix = f"{t.name}/" if multitask else ""
         task_runs = [
             {k: v for k, v in r.items() if k in BOOKKEEPING}
-            | {k[len(prefix) :]: v for k, v in r.items() if k.startswith(prefix) and k not in BOOKKEEPING}
+            | {
+                k[len(prefix) :]: v
+                for k, v in r.items()
+                if k not in BOOKKEEPING and (not multitask or metric_owner(k, tasks) == t.name)
+            }
             for r in runs
         ]
         results[t.name] = task_result(t.info.main_metric, task_runs)
     if multitask:
         results["all tasks"] = task_result("mean", [{k: r[k] for k in (*BOOKKEEPING, "mean") if k in r} for r in runs])
     return results
+
+
+def metric_owner(key: str, tasks: list[TaskData]) -> str | None:
+    """The task whose `<task>/<metric>` key `key` is: the longest task name it starts with, so that
+    an alias `conll` does not take `conll/chunking/f1` of the task `conll/chunking` as a metric of its own."""
+    owners = [t.name for t in tasks if key.startswith(f"{t.name}/")]
+    return max(owners, key=len, default=None)
 
 
 def results_report(mode: str, results: dict[str, Any]) -> str:

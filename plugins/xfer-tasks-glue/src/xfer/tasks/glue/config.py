@@ -62,9 +62,12 @@ class MnliTaskConfig(GlueTaskConfig):
         "examples too (ids ax-<index>), and test predictions write AX.tsv next to MNLI-m.tsv, as a GLUE "
         "submission needs. Local: `diagnostic_file`, else <data_dir>/../diagnostic/diagnostic.tsv "
         "(download_glue_data.py's layout); hub: nyu-mll/glue's `ax` test split.",
+        unsigned_at=False,  # added after runs existed: their fingerprints stay valid
     )
     diagnostic_file: ExistingPath | None = knob(
-        None, "GLUE's AX.tsv (columns index, sentence1, sentence2) when it is not at the default place."
+        None,
+        "GLUE's AX.tsv (columns index, sentence1, sentence2) when it is not at the default place.",
+        unsigned_at=None,
     )
 
     def __post_init__(self) -> None:
