@@ -202,3 +202,25 @@ def test_a_wrong_head_in_init_stops_the_stage_before_any_task_trains(tmp_path: P
     with pytest.raises(UserError, match="toy/chunk: the head in init"):
         run_recipe_file(prepare(again, text), again / "run", make_host(autoload=True))
     assert not (again / "run/again/trials").exists()  # toy/agreement, listed first, did not train
+
+
+def test_a_missing_evaluated_teacher_checkpoint_is_an_error_not_another_exported(tmp_path: Path) -> None:
+    """The teacher export fell back to `latest` when the teaching trial's recorded checkpoint was
+    gone: its predictions and model would be of other weights than the trial's metrics (or a bare
+    error when `latest` was that checkpoint)."""
+    from xfer.core.errors import CheckpointError
+    from xfer.testing import run_recipe_file
+
+    from .bam_recipes import prepare, recipe
+
+    recipe_file, run = prepare(tmp_path / "project", recipe(trials=1)), tmp_path / "run"
+    run_recipe_file(recipe_file, run, make_host(autoload=True))
+    trial = run / "teachers" / "trials" / "toy-agreement" / "trial-0"
+    chosen = trial / "checkpoints" / json.loads((trial / "done.json").read_text())["checkpoint"]
+    status_file = run / "teachers" / "stage.json"  # a crash while exporting: the stage re-runs its finish
+    status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "status": "failed"}))
+    for path in chosen.iterdir():
+        path.unlink()
+    chosen.rmdir()
+    with pytest.raises(CheckpointError, match=rf"{chosen.name}: the checkpoint that trial 0 of toy/agreement"):
+        run_recipe_file(recipe_file, run, make_host(autoload=True))

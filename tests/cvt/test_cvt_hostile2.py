@@ -466,3 +466,26 @@ def test_a_training_word_that_is_its_own_head_is_refused_when_the_stage_starts()
         load_tasks(ctx, config)
     loop = ParsingExample("s2", ("a", "b", "c"), (0, 1, 2), ("root", "dep", "dep"))
     assert [e.id for e in load_tasks(ctx, config)[0].train] == ["s1", "s2"]
+
+
+def test_a_missing_evaluated_checkpoint_is_an_error_not_another_exported(tmp_path: Path) -> None:
+    """The model export fell back to `latest` when the median trial's recorded checkpoint was gone
+    (weights other than those scored; or a bare error when `latest` was that checkpoint)."""
+    import json
+
+    from xfer.core.errors import CheckpointError
+
+    write_tiny_data(tmp_path)
+    chunks = "{name: conll/chunking, train_file: ner-train.txt, dev_file: ner-dev.txt, tag_column: 2}"
+    recipe = write_recipe(tmp_path, tiny_cvt_recipe(chunks, mode="supervised", steps=2).replace(UNLABELED_LINE, ""))
+    run = tmp_path / "run"
+    run_recipe_file(recipe, run, make_host(autoload=True))
+    trial = run / "fit" / "trials" / "trial-0"
+    chosen = trial / "checkpoints" / json.loads((trial / "done.json").read_text())["checkpoint"]
+    status_file = run / "fit" / "stage.json"  # a crash during the export: the stage re-runs its finish
+    status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "status": "failed"}))
+    for path in chosen.iterdir():
+        path.unlink()
+    chosen.rmdir()
+    with pytest.raises(CheckpointError, match=rf"{chosen.name}: the checkpoint that trial 0 \(.*\) was evaluated"):
+        run_recipe_file(recipe, run, make_host(autoload=True))

@@ -120,7 +120,9 @@ def test_a_missing_evaluated_checkpoint_is_an_error_not_another_checkpoint_expor
     for path in (trial / "checkpoints" / chosen).iterdir():
         path.unlink()
     (trial / "checkpoints" / chosen).rmdir()
-    with pytest.raises(CheckpointError, match=rf"{chosen}: the checkpoint that trial 0 of toy/agreement was evaluated"):
+    with pytest.raises(
+        CheckpointError, match=rf"{chosen}: the checkpoint that trial 0 of toy/agreement \(accuracy .*\) was evaluated"
+    ):
         run_recipe_file(recipe, run, make_host(autoload=True))
 
 

@@ -50,6 +50,7 @@ from xfer.bam.weights import (
 from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.atomic import write_json
+from xfer.core.checkpoint import evaluated_checkpoint
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.errors import UserError
 from xfer.core.stage import StageContext, finished_trial
@@ -338,11 +339,7 @@ def export_group(
     model = build_model(setup, group, run["seed"])
     objective = DistillationObjective(model)
     checkpoints = ctx.dir / "trials" / group.slug / f"trial-{run['trial']}" / "checkpoints"
-    path = checkpoints / run["checkpoint"]
-    if not path.exists():
-        from xfer.core.checkpoint import read_pointer
-
-        path = read_pointer(checkpoints / "latest")
+    path = evaluated_checkpoint(checkpoints, run["checkpoint"], f"trial {run['trial']} of {group.name}")
     load_evaluated_weights(path, objective)
     objective.to(ctx.device).eval()
     weights = cache.weights_digest(model.state_dict())

@@ -80,6 +80,20 @@ def read_pointer(path: Path) -> Path | None:
     return target if (target / "state.json").exists() else None
 
 
+def evaluated_checkpoint(checkpoints: Path, name: str, what: str) -> Path:
+    """The checkpoint `name` in `checkpoints` that a finished trial (`what`, e.g. "trial 2 of
+    glue/rte (accuracy 71.5)") was evaluated with, for exporting its model. Missing, it is a
+    CheckpointError: exporting another one (the latest) would pair its weights with the metrics
+    that the trial's record reports."""
+    path = checkpoints / name
+    if not path.is_dir():
+        raise CheckpointError(
+            f"{path}: the checkpoint that {what} was evaluated with is missing, so its model cannot be "
+            f"exported; delete {checkpoints.parent} to train that trial again"
+        )
+    return path
+
+
 def step_dir_name(step: int) -> str:
     return f"step-{step:07d}"
 

@@ -638,6 +638,7 @@ def finish(
     unlabeled_counts: Counter[str] | None,
 ) -> None:
     """Results, report, and the median trial's model."""
+    from xfer.core.checkpoint import evaluated_checkpoint
     from xfer.core.trainer import load_evaluated_weights
     from xfer.transformer.modelio import save_model_dir
 
@@ -654,12 +655,9 @@ def finish(
     trial = median["trial"]
     prepared = prepare(config, tasks, unlabeled_counts, ctx.seed + trial, vectors)
     objective = build_objective(config, tasks, prepared, transformer, vectors, ctx.seed + trial, torch.device("cpu"))
-    checkpoint = ctx.dir / "trials" / f"trial-{trial}" / "checkpoints" / median["checkpoint"]
-    if not checkpoint.exists():
-        from xfer.core.checkpoint import read_pointer
-
-        checkpoint = read_pointer(checkpoint.parent / "latest")
-    load_evaluated_weights(checkpoint, objective)
+    checkpoints = ctx.dir / "trials" / f"trial-{trial}" / "checkpoints"
+    what = f"trial {trial} ({metric} {median[metric]})"
+    load_evaluated_weights(evaluated_checkpoint(checkpoints, median["checkpoint"], what), objective)
     scratch = ctx.dir / "trials" / f"trial-{trial}"
     files = [scratch / "vocab.json"]
     prepared.vocab.save(files[0])

@@ -26,9 +26,10 @@ import torch
 from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.atomic import write_json
+from xfer.core.checkpoint import evaluated_checkpoint
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.data import BatchStream
-from xfer.core.errors import CheckpointError, UserError
+from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import HEADER, markdown_rows, score_order, task_result
 from xfer.core.stage import StageContext, finished_trial
@@ -264,13 +265,9 @@ def _save_models(
     for trial in trials:
         checkpoints = ctx.dir / "trials" / slug(name) / f"trial-{trial}" / "checkpoints"
         record = next(r for r in runs if r["trial"] == trial)
-        path = checkpoints / record["checkpoint"]
-        if not path.is_dir():  # exporting another checkpoint would pair its weights with these metrics
-            raise CheckpointError(
-                f"{path}: the checkpoint that trial {trial} of {name} was evaluated with ({metric} "
-                f"{record.get(metric)}) is missing, so its model cannot be exported; delete {checkpoints.parent} "
-                "to train that trial again"
-            )
+        path = evaluated_checkpoint(
+            checkpoints, record["checkpoint"], f"trial {trial} of {name} ({metric} {record.get(metric)})"
+        )
         objective = build(ctx.seed + trial)
         load_evaluated_weights(path, objective)  # EMA weights when EMA was on: what was evaluated
         target = ctx.output_dir("models") / slug(name)
