@@ -14,19 +14,26 @@ _CONFIG = "xfer.tasks.conll.config"
 
 @hookimpl
 def xfer_tasks() -> list[ComponentSpec]:
-    def spec(name: str, cls: str, config: str, summary: str, module: str = _TASKS) -> ComponentSpec:
+    def spec(name: str, cls: str, config: str, summary: str, module: str = _TASKS, version: str = "1") -> ComponentSpec:
         return ComponentSpec(
-            kind="task", name=name, target=f"{module}:{cls}", version="1", config=f"{_CONFIG}:{config}", summary=summary
+            kind="task",
+            name=name,
+            target=f"{module}:{cls}",
+            version=version,
+            config=f"{_CONFIG}:{config}",
+            summary=summary,
         )
+
+    # span tasks, 2: ill-formed BIOES predictions are written as the spans that were scored
 
     return [
         spec("conll/chunking", "ChunkingTask", "ChunkingConfig",
-             "CoNLL-2000 chunking (WORD POS CHUNK); dev carved from the end of train; span F1"),
+             "CoNLL-2000 chunking (WORD POS CHUNK); dev carved from the end of train; span F1", version="2"),
         spec("conll/ner", "SpanTaggingTask", "SpanTaggingConfig",
-             "CoNLL-2003 NER (IOB1/IOB2/BIOES files, BIOES tags by default); span F1"),
+             "CoNLL-2003 NER (IOB1/IOB2/BIOES files, BIOES tags by default); span F1", version="2"),
         spec("conll/ud-pos", "UdPosTask", "UdPosConfig", "Universal Dependencies POS tagging from CoNLL-U (UPOS/XPOS); accuracy"),
         spec("conll/columns", "ColumnsTask", "ColumnsConfig",
-             "Generic column-file tagging: span F1 (BIO/BIOES) or token accuracy (scheme none)"),
+             "Generic column-file tagging: span F1 (BIO/BIOES) or token accuracy (scheme none)", version="2"),
         spec("conll/ud-parse", "UdParseTask", "UdParseConfig",
              "Dependency parsing from CoNLL-U (HEAD/DEPREL); LAS/UAS without punctuation (CoNLL-2007)",
              module="xfer.tasks.conll.parsing"),

@@ -17,8 +17,13 @@ from xfer.core.errors import DataError
 from xfer.core.textfile import read_text, split_lines
 
 DOCSTART = "-DOCSTART-"
+BOM = "\ufeff"
+"""A byte-order mark. `read_text` drops the one that starts a file; one that starts a later line is
+what `cat` leaves of the BOMs of concatenated files, and glued to the first word it made
+`\ufeff-DOCSTART-` a one-word sentence and `\ufeffPeter` an unknown word, silently."""
 SPACES = " \t"  # the column separators of `separator: whitespace`, and what a blank line may hold
 _SPACE_RUN = re.compile(f"[{SPACES}]+")
+_BOM_INSIDE = "byte-order mark (U+FEFF) at the start of a line inside the file: concatenated files? Remove it"
 
 
 @dataclass
@@ -47,6 +52,8 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     width = 0
     first_line = 0
     for number, line in enumerate(split_lines(path, text), start=1):
+        if line.startswith(BOM):
+            raise DataError(path, number, _BOM_INSIDE, key="encoding")
         if not line.strip(SPACES):
             if current.rows:
                 sentences.append(current)
@@ -169,6 +176,27 @@ def _check_skipped_id(
     ranges.append((number, first, second))
 
 
+def _check_comment(path: Path, number: int, line: str, token_line: int, sent_id_line: int) -> None:
+    """A comment must come before the word lines of its sentence, and `# sent_id` must be given
+    at most once and not be empty, as the UD format (and its validator) require. Unchecked, a
+    comment among the words (a lost blank line) or a second `sent_id` silently renamed the
+    sentence, and an empty one gave it the `<split>-<n>` fallback id."""
+    key, sep, value = line[1:].partition("=")
+    if token_line:
+        raise DataError(
+            path,
+            number,
+            f"comment after the word lines of a sentence (first on line {token_line}): comments precede "
+            "the words, and a blank line ends each sentence",
+        )
+    if not (sep and key.strip() == "sent_id"):
+        return
+    if sent_id_line:
+        raise DataError(path, number, f"second sent_id of one sentence (first on line {sent_id_line})", key="sent_id")
+    if not value.strip():
+        raise DataError(path, number, "empty sent_id", key="sent_id")
+
+
 def read_conllu_rows(path: Path) -> list[ConlluRows]:
     """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html), fields unparsed.
 
@@ -180,7 +208,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
     """
     text = read_text(path)
     sentences: list[ConlluRows] = []
-    start, sent_id = 0, None
+    start, sent_id, sent_id_line, token_line = 0, None, 0, 0
     rows: list[list[str]] = []
     lines: list[int] = []
 
@@ -188,7 +216,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
     empty_nodes: dict[int, int] = {}  # word k -> last m of the empty nodes k.m read so far
 
     def close() -> None:
-        nonlocal start, sent_id, rows, lines, ranges, empty_nodes
+        nonlocal start, sent_id, sent_id_line, token_line, rows, lines, ranges, empty_nodes
         if start:
             if not rows:
                 raise DataError(path, start, "sentence has no words (comments without word lines)")
@@ -198,18 +226,23 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
                         path, line, f"multiword token {low}-{high} ends after the last word ({len(rows)})", key="ID"
                     )
             sentences.append(ConlluRows(start, sent_id, rows, lines))
-        start, sent_id, rows, lines, ranges, empty_nodes = 0, None, [], [], [], {}
+        start, sent_id, sent_id_line, token_line = 0, None, 0, 0
+        rows, lines, ranges, empty_nodes = [], [], [], {}
 
     for number, line in enumerate(split_lines(path, text), start=1):
+        if line.startswith(BOM):  # was "10 columns, found 1" for a `# sent_id` line
+            raise DataError(path, number, _BOM_INSIDE, key="encoding")
         if not line.strip():
             close()
             continue
         start = start or number
         if line.startswith("#"):
+            _check_comment(path, number, line, token_line, sent_id_line)
             key, sep, value = line[1:].partition("=")
             if sep and key.strip() == "sent_id":
-                sent_id = value.strip()
+                sent_id, sent_id_line = value.strip(), number
             continue
+        token_line = token_line or number
         fields = line.split("\t")
         if len(fields) != 10:
             raise DataError(path, number, f"CoNLL-U word lines have 10 tab-separated columns, found {len(fields)}")

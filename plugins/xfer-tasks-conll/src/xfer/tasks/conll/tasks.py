@@ -72,6 +72,18 @@ def span_scores(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], 
     return {"f1": scores.f1, "precision": scores.precision, "recall": scores.recall}
 
 
+def _scored_spans_as_iob2(tags: Sequence[str]) -> list[str]:
+    """IOB2 tags holding exactly the spans that seqeval, the scorer of `span_scores`, reads in
+    `tags` (conlleval's rules extended to E-/S-): each span `B-X I-X ...`, everything else `O`.
+    Equal to `schemes.bioes_to_bio` on well-formed BIOES."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    out = ["O"] * len(tags)
+    for kind, start, end in get_entities(list(tags)):
+        out[start : end + 1] = [f"B-{kind}"] + [f"I-{kind}"] * (end - start)
+    return out
+
+
 def token_accuracy(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]]) -> dict[str, float]:
     flat_gold = [tag for sentence in golds for tag in sentence]
     flat_pred = [tag for sentence in preds for tag in sentence]
@@ -144,8 +156,11 @@ class TaggingTask(Task):
 
         conlleval knows no `S-` and does not end a chunk at `E-` followed by `B-`/`S-` of the same
         type: read in BIOES, perfect CoNLL-2000 dev predictions counted 3,600 phrases for 3,783.
-        For well-formed predictions conlleval then finds exactly the spans xfer scored."""
-        return schemes.bioes_to_bio(tags) if self.span_scheme == "BIOES" else list(tags)
+        The IOB2 tags are those of the spans the scorer (`span_scores`) finds, so that conlleval
+        on the file finds exactly the spans xfer scored, also in the ill-formed sequences an
+        unconstrained tagger predicts: renaming prefixes (E- -> I-, S- -> B-) turned `S-X I-X`
+        (two spans for the scorer) and `E-X E-X` (two) into one span each."""
+        return _scored_spans_as_iob2(tags) if self.span_scheme == "BIOES" else list(tags)
 
     @property
     def span_scheme(self) -> str | None:

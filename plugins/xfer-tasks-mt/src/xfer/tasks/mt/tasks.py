@@ -33,6 +33,15 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     """(line number, source, target) for each line pair; both files must have the same number of
     lines and no empty line (after stripping surrounding whitespace) but at their ends."""
     src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
+    for path, lines in ((source, src), (target, tgt)):
+        # `read_text` drops a file's leading BOM; one starting a later line is what `cat` leaves of
+        # concatenated files' BOMs, and stayed glued to the sentence's first word (BLEU counted
+        # `\ufeffEine` as a word no hypothesis has).
+        bom = next((number for number, line in enumerate(lines, start=1) if line.startswith("\ufeff")), 0)
+        if bom:
+            raise DataError(
+                path, bom, "byte-order mark (U+FEFF) at the start of a line inside the file: concatenated files?"
+            )
     read = {source: len(src), target: len(tgt)}
     for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
         while lines and not lines[-1].strip():
