@@ -256,3 +256,21 @@ def test_unconfigured_split():
 def test_config_checks():
     with pytest.raises(ValueError, match="max_examples must be a positive integer"):
         SquadConfig(max_examples=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"data": [' + "1" * 5000 + "]}", "malformed JSON: Exceeds the limit"),
+        ("[" * 100_000 + "]" * 100_000, "malformed JSON: arrays or objects nested too deeply"),
+    ],
+)
+def test_json_that_python_refuses_outside_json_decode_error_is_a_data_error(tmp_path, text, message):
+    """`json.loads` reports a huge integer as ValueError and deep nesting as RecursionError: bare
+    tracebacks, not errors naming the file."""
+    from xfer.tasks.squad.readers import read_squad
+
+    path = tmp_path / "train.json"
+    path.write_text(text)
+    with pytest.raises(DataError, match=message):
+        read_squad(path, version=1)

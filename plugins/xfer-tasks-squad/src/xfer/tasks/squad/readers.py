@@ -121,6 +121,10 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
             f"key {dup.key!r} twice in one JSON object (a JSON reader would keep only the last value)",
             key=dup.key,
         ) from None
+    except ValueError as err:  # an integer literal of more than 4300 digits (Python's int_max_str_digits)
+        raise DataError(path, 0, f"malformed JSON: {err}") from None
+    except RecursionError:
+        raise DataError(path, 0, "malformed JSON: arrays or objects nested too deeply") from None
     articles = _require(root, "data", list, path, lambda: 1, "top level")
     examples: list[SpanQAExample] = []
     seen: set[str] = set()
