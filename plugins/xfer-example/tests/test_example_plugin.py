@@ -99,6 +99,8 @@ def test_reader_and_metrics(tmp_path: Path) -> None:
         ("\n\n", r"train.jsonl: file has no examples"),
         ('["text"]\n', r"train.jsonl:1: each line must be a JSON object"),
         ('{"text": "ok", "label": "pos"}\n{"text": "a\\ud800b", "label": "pos"}\n', r"train.jsonl:2: text: lone surr"),
+        ('{"text": "ok", "label": "pos", "n": ' + "1" * 5000 + "}\n", r"train.jsonl:1: invalid JSON: ValueError"),
+        ("[" * 100_000 + "]" * 100_000 + "\n", r"train.jsonl:1: invalid JSON: RecursionError"),
     ],
 )
 def test_bad_input_names_file_and_line(tmp_path: Path, content: str, message: str) -> None:

@@ -66,6 +66,8 @@ class JsonlTask(Task):
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:  # a 4300+-digit integer; nesting too deep
+                raise DataError(path, number, f"invalid JSON: {type(exc).__name__}: {exc}") from None
             if not isinstance(record, dict):
                 raise DataError(path, number, "each line must be a JSON object")
             text = self._field(record, config.text_field, path, number)
