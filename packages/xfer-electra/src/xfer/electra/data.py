@@ -46,9 +46,11 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice, pairwise
@@ -87,15 +89,17 @@ try:  # POSIX; elsewhere concurrent builders are still safe (rename), only not s
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-CACHE_FORMAT = "xfer.electra.examples/2"
+CACHE_FORMAT = "xfer.electra.examples/3"
 """Bump when the packing or the stored layout changes: old caches are then never reused.
-(/2: the manifest records each file's sha256 and the packing counts.)"""
+(/2: the manifest records each file's sha256 and the packing counts; /3: text spelling a special
+token such as "[SEP]" is tokenized as text, see `_backend`.)"""
 
 EXAMPLE_FEATURES = datasets.Features(
     {"input_ids": datasets.List(datasets.Value("int32")), "segment_split": datasets.Value("int32")}
 )
 MANIFEST = "manifest.json"
 _CACHE_PREFIX = "electra-examples-"
+_CHECKED_TEXT = ".checked-text.json"  # streamed text files already decoded whole (see _check_streamed_text)
 _PACK_STATS = "pack-stats"  # per-process block counts, inside a build's temporary folder only
 _ROWS_PER_CHUNK = 2000
 _FILE_BUILDERS = {
@@ -167,6 +171,8 @@ def build_examples(
     if source.num_blocks == 0:
         raise DataError(source.name, 0, "the corpus is empty (no lines to read)")
     if corpus.streaming:
+        if isinstance(source, _TextSource):
+            _check_streamed_text(source, cache_dir)
         return _streaming_examples(spec, source.num_blocks, cache_dir)
     parts = {
         "format": CACHE_FORMAT,
@@ -448,6 +454,13 @@ class _IterableRowSource:
         except DataError:
             raise
         except Exception as error:  # datasets raises many types (pyarrow, pandas, fsspec, connection)
+            # a byte that is not UTF-8 in a local file said "at or after row 1" and a position in pyarrow's
+            # chunk: name its line, as `corpus.files` and a map-style dataset do
+            path = Path(self.name)
+            bad_bytes = isinstance(error, UnicodeDecodeError) and path.is_file()
+            located = _locate_malformed(path) if bad_bytes else None
+            if located is not None:
+                raise WorkerDataError(located.path, located.line, located.message, located.key) from None
             raise WorkerDataError(
                 self.name,
                 0,
@@ -506,6 +519,37 @@ def _open_source(
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
+
+
+def _check_streamed_text(source: _TextSource, cache_dir: Path) -> None:
+    """Decode every byte a stream of text files will pack, before training starts.
+
+    A stream is read only while training: a byte that is not UTF-8 or a CR-only line end in a late
+    block stopped the run hours in, and the fix (editing the file) changes the run's fingerprint, so
+    the stage started over. One sequential read (no tokenizing). A file that passed is recorded in
+    `cache_dir` by its identity (size, mtime, inode, ctime: any write changes it) and the bytes read,
+    so a resume or a second run does not read it again; as for the fingerprint's hashes, a file
+    modified within `RACY_SECONDS` of the check is not recorded (a next write could keep its identity)."""
+    from xfer.core.runs.fingerprint import RACY_SECONDS
+
+    record = cache_dir / _CHECKED_TEXT
+    checked = {json.dumps(entry) for entry in (read_json(record) or {}).get("checked", [])}
+    passed = []
+    for index, (path, end) in enumerate(zip(source.paths, source.ends, strict=True)):
+        identity = source.snapshot.identities[index]
+        mark = [str(Path(path).resolve()), identity, end]
+        if end <= 0 or json.dumps(mark) in checked:
+            continue
+        started = time.time()
+        for _ in iter_text_lines(Path(path), 0, end):
+            pass
+        source.snapshot.check(index)  # the bytes decoded are those of the identity recorded
+        if identity is not None and started - identity[1] / 1e9 > RACY_SECONDS:
+            passed.append(json.dumps(mark))
+    if passed:
+        entries = [json.loads(m) for m in sorted(checked.union(passed))]
+        with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
+            write_json(record, {"checked": entries}, indent=None)
 
 
 def _local_dataset_cache(cache_dir: Path, files: Sequence[Path], streaming: bool) -> str:
@@ -610,12 +654,12 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
 
 
 def _locate_malformed(path: Path) -> DataError | None:
-    """The first bad line of a local JSON-lines or CSV/TSV file that `datasets` failed to parse, or None.
+    """The first bad line of a local JSON-lines, CSV/TSV or text file that `datasets` failed to parse, or None.
 
     `datasets` says only "An error occurred while generating the dataset" (pyarrow's row number goes
     to its log, 0-based, and not for every error): the user was left to bisect the file. Parsing it
     again line by line, only on that failure path, names the line: a bad byte, a line that is not a
-    JSON object, a CSV/TSV row with another field count than the header."""
+    JSON object, a CSV/TSV row with another field count than the header (a text file: a bad byte)."""
     import csv
 
     from xfer.core.textfile import read_text, stream_lines
@@ -639,6 +683,9 @@ def _locate_malformed(path: Path) -> DataError | None:
                     )
                 if not isinstance(value, dict):
                     return DataError(path, number, f"a JSON {type(value).__name__}, not an object")
+        elif suffix == ".txt":  # datasets' text builder said only "An error occurred while generating the dataset"
+            for _ in stream_lines(path):  # bad bytes, with their line
+                pass
         elif suffix in (".csv", ".tsv"):
             for _ in stream_lines(path):  # bad bytes, with their line
                 pass
@@ -716,6 +763,7 @@ def _next_empty_row(arrow: datasets.Dataset, column: str, start: int, total: int
 # --- packing one block (runs in datasets.map workers) --------------------------------------------
 
 _BACKENDS: dict[str, Any] = {}
+_WHITESPACE = re.compile(r"\s")
 _BACKENDS_LOCK = threading.Lock()
 
 
@@ -723,12 +771,19 @@ def _backend(tokenizer_json: str, sha256: str) -> Any:
     """The HF `tokenizers` pipeline serialised as `tokenizer_json` (whose digest is `sha256`),
     built once per process and pipeline. Keyed by the content, not by a folder: a tokenizer
     retrained in place (a notebook running a recipe twice) used to be served from the first load,
-    so the examples were packed with the old vocabulary while the stage had fingerprinted the new one."""
+    so the examples were packed with the old vocabulary while the stage had fingerprinted the new one.
+
+    Corpus text that spells a special token ("[SEP]", "[CLS]", "[MASK]", "[PAD]") is tokenized as
+    text, as the original ELECTRA's BERT tokenizer does ("[", "sep", "]"): the added-token matching
+    of `tokenizers` put a [SEP] inside a segment, a [CLS] past position 0, a [MASK] the objective
+    never chose and a [PAD] inside the sequence into the examples."""
     from tokenizers import Tokenizer
 
     with _BACKENDS_LOCK:
         if sha256 not in _BACKENDS:
-            _BACKENDS[sha256] = Tokenizer.from_str(tokenizer_json)
+            backend = Tokenizer.from_str(tokenizer_json)
+            backend.encode_special_tokens = True  # (not part of to_str(): the cache key needs CACHE_FORMAT)
+            _BACKENDS[sha256] = backend
         return _BACKENDS[sha256]
 
 
@@ -759,10 +814,15 @@ class _PackSpec:
         backend = _backend(self.tokenizer_json, self.tokenizer_sha256)
         for lines in self.source.lines(block):
             stripped = [line.strip() for line in lines]
-            texts = [s for s in stripped if s]
+            texts = [s for s in stripped if s and len(s) <= _LONG_LINE_CHARS]
             encoded = iter(backend.encode_batch_fast(texts, add_special_tokens=False) if texts else ())
             for text in stripped:
-                example = packer.add_sentence(next(encoded).ids) if text else packer.end_document()
+                if not text:
+                    example = packer.end_document()
+                elif len(text) > _LONG_LINE_CHARS:
+                    example = packer.add_sentence(*_encode_long_line(backend, text, packer.keep_tokens))
+                else:
+                    example = packer.add_sentence(next(encoded).ids)
                 if example is not None:
                     yield example
         example = packer.end_document()  # the end of a block is the end of a document
@@ -770,6 +830,41 @@ class _PackSpec:
             yield example
         if stats is not None:
             stats.add(packer.stats)
+
+
+_LONG_LINE_CHARS = 1 << 16
+"""A line longer than this (in characters) is tokenized in pieces (`_encode_long_line`)."""
+_LONG_LINE_PIECES = 16  # pieces tokenized in one call
+
+
+def _encode_long_line(backend: Any, text: str, keep: int) -> tuple[list[int], int]:
+    """(the first `keep` token ids, the token count) of a line too long to tokenize in one call.
+
+    Packing keeps at most `keep` tokens of a line, but the whole line was tokenized and its ids
+    listed: a 100 MB single-line corpus (text8, a file without newlines) took 12 GB of memory to
+    make one example, and a 1 GB one could not be packed at all. The line is cut at spaces into
+    pieces of about `_LONG_LINE_CHARS` characters: WordPiece's BERT normaliser works character by
+    character and its pre-tokenizer splits words at whitespace, so the pieces' ids are the line's.
+    """
+    kept: list[int] = []
+    count, start, pieces = 0, 0, []
+    while start < len(text):
+        end = start + _LONG_LINE_CHARS
+        if end < len(text):
+            space = text.rfind(" ", start + 1, end)
+            if space < 0:  # no space in the window: the next whitespace, or the rest of the line
+                found = _WHITESPACE.search(text, end)
+                space = found.start() if found is not None else len(text)
+            end = space
+        pieces.append(text[start:end])
+        start = end
+        if len(pieces) == _LONG_LINE_PIECES or start >= len(text):
+            for encoding in backend.encode_batch_fast(pieces, add_special_tokens=False):
+                if len(kept) < keep:
+                    kept.extend(encoding.ids[: keep - len(kept)])
+                count += len(encoding)
+            pieces = []
+    return kept, count
 
 
 def _pack_blocks(
@@ -905,25 +1000,67 @@ def _build_or_load(
     return loaded
 
 
+_BUILDER_PID: int | None = None
+"""The process whose `datasets.map` is forking build workers right now (None: no build forks)."""
+_PRCTL: Any = None  # libc's prctl (Linux), looked up before the first build forks
+
+
+def _die_with_builder() -> None:
+    """`os.register_at_fork` hook, run in every forked child: one forked by a build (the map's workers,
+    datasets' Manager process) gets SIGKILL when the builder dies. Forked children share the builder's
+    open files, the runner's run-directory flock among them: after a SIGKILL of the stage's process
+    alone (`kill -9 PID`, the OOM killer) they stayed alive and idle forever, and the re-run was refused
+    as "in use by pid N", a dead pid, until someone found and killed them. (Linux; elsewhere a no-op.
+    `subprocess` does not run fork hooks, and the child's own children are left alone.)"""
+    global _BUILDER_PID
+    builder, _BUILDER_PID = _BUILDER_PID, None
+    if builder is None or _PRCTL is None:
+        return
+    _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL (libc resolved in the parent: no dlopen after a fork)
+    if os.getppid() != builder:  # the builder died before the signal was armed
+        os._exit(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_die_with_builder)
+
+
+@contextlib.contextmanager
+def _forking_build() -> Iterator[None]:
+    """Mark the processes forked inside as a build's: they die with this process (`_die_with_builder`)."""
+    global _BUILDER_PID, _PRCTL
+    if _PRCTL is None and sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+    previous, _BUILDER_PID = _BUILDER_PID, os.getpid()
+    try:
+        yield
+    finally:
+        _BUILDER_PID = previous
+
+
 def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_proc: int) -> dict[str, Any]:
     blocks = datasets.Dataset.from_dict({"block": list(range(spec.source.num_blocks))})
     workers = min(num_proc, spec.source.num_blocks)
     stats_dir = folder / _PACK_STATS
     stats_dir.mkdir()
-    examples = blocks.map(
-        _pack_blocks,
-        batched=True,
-        batch_size=1,
-        with_rank=True,
-        num_proc=workers if workers > 1 else None,
-        remove_columns=["block"],
-        features=EXAMPLE_FEATURES,
-        cache_file_name=str(folder / "examples.arrow"),
-        load_from_cache_file=False,
-        new_fingerprint=key[:32],
-        fn_kwargs={"spec": spec, "stats_dir": str(stats_dir)},
-        desc="ELECTRA examples: tokenize + pack corpus blocks",
-    )
+    with _forking_build() if workers > 1 else contextlib.nullcontext():
+        examples = blocks.map(
+            _pack_blocks,
+            batched=True,
+            batch_size=1,
+            with_rank=True,
+            num_proc=workers if workers > 1 else None,
+            remove_columns=["block"],
+            features=EXAMPLE_FEATURES,
+            cache_file_name=str(folder / "examples.arrow"),
+            load_from_cache_file=False,
+            new_fingerprint=key[:32],
+            fn_kwargs={"spec": spec, "stats_dir": str(stats_dir)},
+            desc="ELECTRA examples: tokenize + pack corpus blocks",
+        )
     if len(examples) == 0:
         raise DataError(spec.source.name, 0, "the corpus has no tokens: no example could be built")
     names = [Path(f["filename"]).name for f in examples.cache_files]
@@ -980,17 +1117,31 @@ def _load_cache(folder: Path, key: str, *, verify: bool = True) -> tuple[dataset
     return examples, None
 
 
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
 @contextlib.contextmanager
 def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `lock_path` (released by the OS if the process dies)."""
-    with open(lock_path, "a+b") as handle:
+    """Hold an exclusive lock on `lock_path` against other processes and threads (released by the OS
+    if the process dies).
+
+    A POSIX record lock (`lockf`), not an `flock`: an flock belongs to the open file, which the
+    `datasets.map` workers forked during the build share; a SIGKILL of the stage's process alone left
+    them alive and idle, holding it forever, and every later build of the same examples (another run
+    sharing `data_cache`) waited without a word. A record lock belongs to the process. It does not
+    exclude the threads of one process (and a second open of the file there would drop it): hence the
+    per-file thread lock taken first, so only one handle to the file is ever open in this process."""
+    with _THREAD_LOCKS_GUARD:
+        local = _THREAD_LOCKS.setdefault(os.path.realpath(lock_path), threading.Lock())  # one per file
+    with local, open(lock_path, "a+b") as handle:
         if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            fcntl.lockf(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
             if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                fcntl.lockf(handle.fileno(), fcntl.LOCK_UN)
 
 
 # --- batches --------------------------------------------------------------------------------------

@@ -129,27 +129,41 @@ class ExamplePacker:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
         self.max_length, self.cls_id, self.sep_id, self.rng = max_length, cls_id, sep_id, rng
         self.short_seq_prob, self.single_segment_prob = short_seq_prob, single_segment_prob
-        self._sentences: list[Sequence[int]] = []
+        self._sentences: list[tuple[Sequence[int], int]] = []  # (its first `keep_tokens` ids, its token count)
         self._length = 0
         self._target = max_length
         self.stats = PackStats()
 
-    def add_sentence(self, ids: Sequence[int]) -> PackedExample | None:
+    def add_sentence(self, ids: Sequence[int], length: int | None = None) -> PackedExample | None:
         """Add one sentence's token ids; returns an example once the target length is reached.
 
         A sentence with no tokens is ignored: in the original it joins a segment without changing
         any length or any random draw, so ignoring it gives the same examples.
+
+        `length`: the sentence's token count when `ids` holds only its first tokens (at least
+        `max_length - 2` of them, all an example can keep). The decisions and counts use `length`,
+        so the examples are those of the whole sentence: a line of a billion tokens need not be held
+        as a list of ids to be packed (`keep_tokens`).
         """
-        if not ids:
+        length = len(ids) if length is None else length
+        if length == 0:
             return None
+        if len(ids) < min(length, self.keep_tokens):
+            raise ValueError(f"a sentence of {length} tokens needs its first {self.keep_tokens} ids, got {len(ids)}")
         self.stats.lines += 1
-        self.stats.tokens += len(ids)
-        self.stats.long_lines += len(ids) > self.max_length - 2
-        self._sentences.append(ids)
-        self._length += len(ids)
+        self.stats.tokens += length
+        self.stats.long_lines += length > self.max_length - 2
+        self._sentences.append((ids if len(ids) <= self.keep_tokens else ids[: self.keep_tokens], length))
+        self._length += length
         if self._length >= self._target:
             return self._create_example()
         return None
+
+    @property
+    def keep_tokens(self) -> int:
+        """The most tokens of one sentence an example can keep: the first segment's `max_length - 2`.
+        The first k tokens of a concatenation are those of its sentences' first k tokens each."""
+        return self.max_length - 2
 
     def end_document(self) -> PackedExample | None:
         """A blank line or the end of the block: flush what has accumulated (if anything)."""
@@ -164,18 +178,21 @@ class ExamplePacker:
         first_target = _SINGLE_SEGMENT_TARGET if single else (self._target - 3) // 2
         first: list[int] = []
         second: list[int] = []
+        first_length = second_length = 0  # tokens of the whole sentences (`first` holds their kept prefixes)
         placed: list[tuple[int, bool, int]] = []  # (tokens, in segment b, offset there): for the counts
-        for sentence in self._sentences:
+        for sentence, length in self._sentences:
             if (
-                not first
-                or len(first) + len(sentence) < first_target
-                or (not second and len(first) < first_target and self.rng.random() < 0.5)
+                not first_length
+                or first_length + length < first_target
+                or (not second_length and first_length < first_target and self.rng.random() < 0.5)
             ):
-                placed.append((len(sentence), False, len(first)))
+                placed.append((length, False, first_length))
                 first.extend(sentence)
+                first_length += length
             else:
-                placed.append((len(sentence), True, len(second)))
+                placed.append((length, True, second_length))
                 second.extend(sentence)
+                second_length += length
         first = first[: self.max_length - 2]
         second = second[: max(0, self.max_length - len(first) - 3)]
         self._count_dropped(placed, len(first), len(second))
@@ -324,25 +341,28 @@ def iter_text_lines(path: Path, start: int, end: int) -> Iterator[list[str]]:
     with _open(path) as handle:
         handle.seek(start)
         position = start
-        carry = b""
+        # the start of a line whose end is not read yet: a bytearray, since re-joining it to every new
+        # chunk (bytes) made reading a line of n MiB cost n^2/2 MiB of copying (a 1 GB line: ~500 GB)
+        carry = bytearray()
         while position < end:
             data = handle.read(min(_READ_CHUNK_BYTES, end - position))
             if not data:
                 break
             chunk_start = position - len(carry)
             position += len(data)
-            data = carry + data
             if position < end:
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:  # one very long line: keep reading
-                    carry = data
+                    if b"\r" in data and (lone := _LONE_CR.search(data)) is not None:
+                        raise _lone_cr_error(path, position - len(data) + lone.start())  # now, not at the end
+                    carry += data
                     continue
-                data, carry = data[:cut], data[cut:]
+                text, carry = bytes(carry) + data[:cut], bytearray(data[cut:])
             else:
-                carry = b""
-            yield _decode_lines(path, data, chunk_start)
+                text, carry = bytes(carry) + data, bytearray()
+            yield _decode_lines(path, text, chunk_start)
         if carry:
-            yield _decode_lines(path, carry, position - len(carry))
+            yield _decode_lines(path, bytes(carry), position - len(carry))
 
 
 def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
@@ -353,13 +373,18 @@ def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
     if offset == 0:
         text = text.removeprefix("\ufeff")
     if "\r" in text and (lone := _LONE_CR.search(data)) is not None:
-        # CR-only line endings make the file one line, which the packer cuts to max_length tokens
-        line, column = _line_and_column(path, offset + lone.start())
-        raise WorkerDataError(path, line, CARRIAGE_RETURN.format(column=column))
+        raise _lone_cr_error(path, offset + lone.start())
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the text ended with a newline
     return lines
+
+
+def _lone_cr_error(path: Path, position: int) -> DataError:
+    """The DataError for a CR at `position` that ends no line: CR-only line endings make the file one
+    line, which the packer cuts to max_length tokens."""
+    line, column = _line_and_column(path, position)
+    return WorkerDataError(path, line, CARRIAGE_RETURN.format(column=column))
 
 
 def _utf8_error(path: Path, position: int, byte: int) -> DataError:

@@ -286,10 +286,21 @@ def token_counts(examples: Any, vocab_size: int) -> np.ndarray:
     return table_token_counts(table, vocab_size)
 
 
+_COUNT_ROWS = 4096  # examples counted at once by table_token_counts
+
+
 def table_token_counts(table: Any, vocab_size: int) -> np.ndarray:
-    """Token-id counts of a packed-examples Arrow table (its `input_ids` column)."""
-    ids = table.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    return np.bincount(ids, minlength=vocab_size)[:vocab_size]
+    """Token-id counts of a packed-examples Arrow table (its `input_ids` column).
+
+    Counted `_COUNT_ROWS` examples at a time: the table is memory-mapped from the cache, and copying
+    the whole column into memory (`combine_chunks`, then bincount's int64 copy: ~12 bytes per token)
+    ran a corpus of billions of tokens out of memory before the first step, in every map-style run."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for chunk in table.column("input_ids").chunks:
+        for start in range(0, len(chunk), _COUNT_ROWS):
+            ids = chunk.slice(start, _COUNT_ROWS).flatten().to_numpy(zero_copy_only=False)
+            counts += np.bincount(ids, minlength=vocab_size)[:vocab_size]
+    return counts
 
 
 def _corpus_unigram_entropy(counts: np.ndarray | None, tokenizer: Any) -> float | None:
