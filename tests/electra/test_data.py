@@ -458,7 +458,7 @@ def test_max_lines_equals_a_truncated_corpus(kit: dict, tmp_path: Path) -> None:
 def test_lines_without_tokens_are_skipped_not_fatal(kit: dict, tmp_path: Path) -> None:
     text = kit["files"][0].read_text()
     noisy = tmp_path / "noisy.txt"
-    noisy.write_text(text.replace("\n", "\n\x00\x01\u200b\n", 5))  # non-blank lines that tokenize to nothing
+    noisy.write_text(text.replace("\n", "\n\x01\u200b\n", 5))  # non-blank lines that tokenize to nothing
     clean = build(kit, tmp_path / "a", files=[kit["files"][0]], block_bytes=1 << 20)
     assert rows(build(kit, tmp_path / "b", files=[noisy], block_bytes=1 << 20)) == rows(clean)
 
@@ -472,6 +472,10 @@ def test_bad_inputs_are_data_errors(kit: dict, tmp_path: Path) -> None:
         build(kit, tmp_path / "c2", corpus=corpus_of([kit["files"][0], bad], num_proc=2), files=[kit["files"][0], bad])
     with pytest.raises(DataError, match="file not found"):
         build(kit, tmp_path / "c3", files=[tmp_path / "missing.txt"])
+    nul = tmp_path / "nul.txt"  # a NUL-filled damaged file was read as nothing, "the\x00cat" as "thecat"
+    nul.write_bytes(b"aaa aa\nb\x00b\n")
+    with pytest.raises(DataError, match=r"nul.txt:2: encoding: NUL byte at column 2"):
+        build(kit, tmp_path / "c6", files=[nul])
     blank = tmp_path / "blank.txt"
     blank.write_text("\n\n  \n")
     with pytest.raises(DataError, match="no tokens"):

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import CARRIAGE_RETURN, not_utf8, read_error
+from xfer.core.textfile import CARRIAGE_RETURN, not_utf8, nul_byte, read_error
 
 BLOCK_BYTES = 1 << 20
 """Text per block (files): large enough that per-block overhead vanishes, small enough to spread over
@@ -374,6 +374,9 @@ def _decode_lines(path: Path, data: bytes, offset: int) -> list[str]:
         text = text.removeprefix("\ufeff")
     if "\r" in text and (lone := _LONE_CR.search(data)) is not None:
         raise _lone_cr_error(path, offset + lone.start())
+    if "\x00" in text:  # as core's text readers: a NUL-filled damaged file read as nothing, "the\x00cat" as "thecat"
+        line, column = _line_and_column(path, offset + data.index(b"\x00"))
+        raise WorkerDataError(path, line, nul_byte(column), key="encoding")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the text ended with a newline
