@@ -15,7 +15,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "electra.pretrain",
             f"{_M}.stage:run_pretrain",
-            "1",
+            "2",  # 2: corpus text spelling a special token ("[SEP]") is packed as text, not as that token
             f"{_M}.stage_config:PretrainConfig",
             "Pre-train an encoder with ELECTRA (replaced token detection), Electric or MLM on your text, "
             "optionally to a compute budget; outputs discriminator, generator and tokenizer (xfer + HF layouts).",
