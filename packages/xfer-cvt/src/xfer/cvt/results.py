@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -34,13 +35,16 @@ from typing import Any
 from xfer.core.errors import UserError
 from xfer.core.results import (
     BOOKKEEPING,
+    RESULTS_FILE,
     plus_minus,
     pool_note,
     pool_parts,
     pooled_results,
     read_results,
+    score_order,
     stage_dirs_of,
     stage_groups,
+    unfinished_status,
 )
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
@@ -48,18 +52,44 @@ NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
 
 def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
     main, runs, summary = result["main_metric"], result["runs"], result["summary"]
-    values = [r[main] for r in runs if isinstance(r.get(main), (int, float))]
+    values = [r[main] for r in runs if _number(r.get(main))]  # not a bool: True was read as 1.0
     if not values:
         return f"| {stage} | {task} {main} | (no value) | | | {len(runs)} | | |"
     mean = statistics.fmean(values)
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    # a diverged trial's NaN score: `statistics.stdev` raised a bare AttributeError on it, and
+    # min/max gave whatever its position made them; NaN sorts lowest, as in `xfer results`
+    diverged = any(math.isnan(v) for v in values)
+    std = math.nan if diverged else statistics.stdev(values) if len(values) > 1 else 0.0
+    ordered = sorted(values, key=score_order)
     others = ", ".join(f"{m} {s['mean']:.1f}" for m, s in summary.items() if m != main)
     per_trial = " / ".join(f"{v:.1f}" for v in values)
-    minutes = statistics.fmean(float(r.get("seconds", 0.0)) for r in runs) / 60
+    seconds = [float(r["seconds"]) for r in runs if _number(r.get("seconds"))]  # a missing time is not 0 s
+    minutes = f"{statistics.fmean(seconds) / 60:.1f}" if seconds else ""
     return (
-        f"| {stage} | {task} {main} | **{mean:.1f}**{plus_minus(std, len(values))} | {min(values):.1f}–{max(values):.1f} | "
-        f"{per_trial} | {len(values)} | {others} | {minutes:.1f} |"
+        f"| {stage} | {task} {main} | **{mean:.1f}**{plus_minus(std, len(values))} | {ordered[0]:.1f}–{ordered[-1]:.1f} | "
+        f"{per_trial} | {len(values)} | {others} | {minutes} |"
     )
+
+
+def check_layout(stage: Path) -> None:
+    """Refuse a results file (edited, or written by hand) whose parts are not what the table reads:
+    `read_results` checks only the three keys of each task, and a run that is no mapping, a summary
+    entry without a numeric mean or a `main_metric` that is no string stopped the tool with a bare
+    TypeError or AttributeError (in pools too, inside `pooled_results`)."""
+    results = read_results(stage)
+    for task, result in (results or {}).items():
+        main, summary, runs = result["main_metric"], result["summary"], result["runs"]
+        problem = None
+        if not isinstance(main, str):
+            problem = f"main_metric is {main!r}, not a metric name"
+        elif not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            problem = "runs is not a list of run records (mappings)"
+        elif not isinstance(summary, dict) or not all(
+            isinstance(s, dict) and _number(s.get("mean")) for s in summary.values()
+        ):
+            problem = "summary is not a mapping of metric -> {mean: number, ...}"
+        if problem is not None:
+            raise UserError(f"{stage / RESULTS_FILE}: task {task}: {problem}")
 
 
 def finished_trials(stage: Path) -> list[dict[str, Any]]:
@@ -67,9 +97,12 @@ def finished_trials(stage: Path) -> list[dict[str, Any]]:
     records = []
     for done in sorted((stage / "trials").glob("trial-*/done.json")):
         try:
-            records.append(json.loads(done.read_text(encoding="utf-8")))
+            record = json.loads(done.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise UserError(f"{done}: unreadable trial record ({error})") from None
+        if not isinstance(record, dict):  # was a bare AttributeError in `first_metric`
+            raise UserError(f"{done}: not a trial record (a mapping of metric -> value)")
+        records.append(record)
     return records
 
 
@@ -88,10 +121,26 @@ def unfinished_row(stage: Path) -> str:
 
 
 def stage_rows(group: list[Path]) -> list[str]:
+    for stage in group:
+        check_layout(stage)
     results = pooled_results(group)
     if results is None:
         return [unfinished_row(group[0])]
-    return [task_row(label(group), task, result) for task, result in results.items()]
+    name = label(group)
+    unfinished = stale(group)
+    if unfinished is not None:
+        name = f"{name} [{unfinished}]"
+    return [task_row(name, task, result) for task, result in results.items()]
+
+
+def stale(group: list[Path]) -> str | None:
+    """The status of a lone stage whose results.json is not its final result (a pool refuses such a
+    stage): invalidated, failed, interrupted, or running again with more trials. Its results.json
+    is left from an earlier attempt and was shown as a plain row, as if final (`xfer results`
+    marks it the same way)."""
+    if len(group) != 1 or read_results(group[0]) is None:
+        return None
+    return unfinished_status(group[0])
 
 
 def stage_config(stage: Path) -> dict[str, Any]:
@@ -173,6 +222,10 @@ def dev_rows(stage: Path) -> list[dict[str, Any]]:
             if number == len(lines):  # a line cut by a kill mid-write: the run rewrites it on resume
                 continue
             raise UserError(f"{path}:{number}: not a JSON line") from None
+        if not isinstance(row, dict) or (
+            row.get("split") == "dev" and not (isinstance(row.get("step"), int) and not isinstance(row["step"], bool))
+        ):  # were a bare AttributeError, KeyError or ValueError (an edited or foreign file)
+            raise UserError(f"{path}:{number}: not a metrics record (a mapping whose dev rows have an integer step)")
         if row.get("split") == "dev":
             rows.append(row)
     return rows
@@ -229,6 +282,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--curve", action="store_true", help="dev score by labeled minibatches instead")
     parser.add_argument("--metric", help="with --curve: the dev metric to follow (default: each task's main one)")
     args = parser.parse_args(argv)
+    if args.metric is not None and not args.curve:  # the table was printed with the main metrics instead
+        parser.error("--metric chooses the metric of --curve; the table always shows each task's main metric")
     try:
         groups = [group for argument in args.stages for group in cvt_groups(argument)]
         if args.curve:
@@ -241,6 +296,13 @@ def main(argv: list[str]) -> int:
             for group in groups:
                 lines.extend(stage_rows(group))
         pools = [pool_note(label(group), group) for group in groups if len(group) > 1]
+        if not args.curve:
+            pools += [
+                f"{group[0]} is {status}: its results.json is left from an attempt that did not finish or from "
+                "inputs since replaced, not this stage's result; `xfer status` says why"
+                for group in groups
+                if (status := stale(group)) is not None
+            ]
         lines += ["", *pools] if pools else []
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)

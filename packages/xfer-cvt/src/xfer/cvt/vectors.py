@@ -180,6 +180,12 @@ def train_vectors(
     u, s = truncated_svd(ppmi(cooccurrences(keyed, index, window)), dim, seed)
     vectors = u * np.sqrt(s)[None, :]
     informative = np.linalg.norm(vectors, axis=1) > 0  # a word whose every PMI is <= 0 gets no vector
+    if not informative.any():  # the stage wrote an empty file and succeeded; cvt.train refused it later
+        raise UserError(
+            f"none of the {len(vocabulary)} words has a positive PMI with a context word within window {window} "
+            "(windows never cross lines: one word per line, a word list?), so no word gets a vector: give "
+            "running text, one sentence per line"
+        )
     vocabulary = [w for w, keep in zip(vocabulary, informative, strict=True) if keep]
     vectors = vectors[informative]
     vectors *= std / max(float(vectors.std()), 1e-12)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xfer.core.errors import DataError, UserError
-from xfer.core.textfile import stream_lines
+from xfer.core.textfile import CARRIAGE_RETURN, stream_lines
 
 WORD_SPECIALS = ("<pad>", "<unk>", "<start>", "<end>", "<removed>")
 PAD, UNK, START, END, REMOVED = range(5)
@@ -206,6 +206,9 @@ def read_vectors(
             continue
         if "\t" in line.rstrip():
             raise DataError(path, number, "a tab: fields (the word and its numbers) are separated by single spaces")
+        if "\r" in line:  # CR-only endings made the whole file one line: one "word" of every line but
+            # the last, holding the last line's vector, and every other vector silently lost
+            raise DataError(path, number, CARRIAGE_RETURN.format(column=line.index("\r") + 1))
         if "" in parts:
             raise DataError(path, number, "two spaces in a row: fields are separated by single spaces")
         if len(parts) < dim + 1 or (len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
