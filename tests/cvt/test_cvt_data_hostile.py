@@ -240,3 +240,30 @@ def test_unlabeled_stream_yields_each_sentence_once_per_epoch_and_resumes_anywhe
         resumed = stream()
         resumed.load_state_dict(states[step])
         assert [resumed.next_step() for _ in range(steps - step)] == batches[step:]
+
+
+def test_task_sentences_keep_their_tokens_under_the_punct_tokenizer(tmp_path: Path) -> None:
+    """With `unlabeled.tokenize: punct` and `task_sentences`, the tasks' already tokenized
+    sentences were cut again ("U.S." into "U . S ."): their unlabeled view was not the sentence
+    the task trains on."""
+    from types import SimpleNamespace
+
+    from xfer.core.tasks import TaggingExample, TaskInfo
+    from xfer.cvt.stage import TaskData, read_unlabeled
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text("The U.S. economy grew.\n")
+    task = TaskData(
+        "t",
+        None,
+        TaskInfo(name="t", type="tagging", labels=("O",)),
+        [TaggingExample("s1", ("U.S.", "rose", "."), ("O",) * 3)],
+        [],
+    )
+    unlabeled = SimpleNamespace(
+        files=[raw], task_sentences=True, chunk_lines=8, max_length=20, tokenize="punct", vocab_lines=None
+    )
+    ctx = SimpleNamespace(dir=tmp_path, resolve_files=lambda files: list(files))
+    corpus, _ = read_unlabeled(ctx, SimpleNamespace(mode="cvt", unlabeled=unlabeled), [task])
+    sentences = [s for index in range(len(corpus.chunks)) for s in corpus.read(index)]
+    assert sentences == [["The", "U", ".", "S", ".", "economy", "grew", "."], ["U.S.", "rose", "."]]

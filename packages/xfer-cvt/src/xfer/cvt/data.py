@@ -262,12 +262,23 @@ class UnlabeledCorpus:
     """The unlabeled files as chunks of `chunk_lines` lines, read on demand."""
 
     def __init__(
-        self, files: Sequence[Path], chunk_lines: int, max_length: int, tokenizer: str, key: str = "unlabeled.files"
+        self,
+        files: Sequence[Path],
+        chunk_lines: int,
+        max_length: int,
+        tokenizer: str,
+        key: str = "unlabeled.files",
+        pretokenized: Sequence[Path] = (),
     ):
+        """`pretokenized`: those of `files` whose lines are words joined by spaces already (the tasks'
+        own training sentences): split on whitespace whatever `tokenizer` says, or `punct` cut the
+        tasks' tokens again ("U.S." into "U . S .") and the unlabeled view of a task sentence was
+        not the sentence the task trains on."""
         if not files:
             raise DataError(key, 0, "no unlabeled files")
         check_distinct(files, key)
         self.files, self.chunk_lines, self.max_length, self.tokenizer = list(files), chunk_lines, max_length, tokenizer
+        self.pretokenized = {Path(p) for p in pretokenized}
         self.chunks: list[Chunk] = []
         self.has_words = False  # a line that is not blank
         for path in self.files:
@@ -277,9 +288,9 @@ class UnlabeledCorpus:
         if not self.chunks:
             raise DataError(self.files[0], 0, "the unlabeled files are empty")
 
-    def split(self, text: str) -> list[list[str]]:
+    def split(self, text: str, pretokenized: bool = False) -> list[list[str]]:
         """The sentences of one line: its words cut into pieces of at most max_length."""
-        words = text.split() if self.tokenizer == "whitespace" else tokenize(text)
+        words = text.split() if self.tokenizer == "whitespace" or pretokenized else tokenize(text)
         return [words[i : i + self.max_length] for i in range(0, len(words), self.max_length)]
 
     def read(self, index: int, lines: int | None = None) -> list[list[str]]:
@@ -292,7 +303,7 @@ class UnlabeledCorpus:
             for i in range(count):
                 raw = handle.readline()
                 crc = zlib.crc32(raw, crc)
-                sentences += self.split(decode_line(chunk.file, chunk.line + i, raw))
+                sentences += self.split(decode_line(chunk.file, chunk.line + i, raw), chunk.file in self.pretokenized)
         if count == chunk.lines and crc != chunk.crc:  # the chunk's lines are not those indexed
             raise DataError(
                 chunk.file,

@@ -125,9 +125,8 @@ def read_unlabeled(
         return None, None
     u = config.unlabeled  # CvtConfig has checked that cvt/word_dropout get files or task sentences
     files = ctx.resolve_files(u.files) if u.files is not None else []
-    if u.task_sentences:
-        files.append(write_task_sentences(ctx.dir / TASK_SENTENCES_FILE, tasks))
-    corpus = UnlabeledCorpus(files, u.chunk_lines, u.max_length, u.tokenize)
+    task_files = [write_task_sentences(ctx.dir / TASK_SENTENCES_FILE, tasks)] if u.task_sentences else []
+    corpus = UnlabeledCorpus(files + task_files, u.chunk_lines, u.max_length, u.tokenize, pretokenized=task_files)
     counts = Counter(corpus.words(u.vocab_lines))
     if not corpus.has_words:  # not `counts`: the first vocab_lines lines may all be blank
         named = ", ".join(str(p) for p in corpus.files[:3]) + (
