@@ -15,3 +15,15 @@ def test_text_readers_refuse_a_nul_byte_at_its_line_and_column(tmp_path) -> None
     for read in (read_text, lambda p: list(stream_lines(p))):
         with pytest.raises(DataError, match=r"t\.txt:2: encoding: NUL byte at column 3"):
             read(path)
+
+
+def test_a_utf16_file_is_named_as_such(tmp_path) -> None:
+    """A UTF-16 file (Windows tools' "Unicode" text) said only "byte 0xff at column 1"."""
+    from xfer.core.errors import DataError
+    from xfer.core.textfile import read_text, stream_lines
+
+    path = tmp_path / "t.txt"
+    path.write_bytes("one line\n".encode("utf-16"))
+    for read in (read_text, lambda p: list(stream_lines(p))):
+        with pytest.raises(DataError, match=r"t\.txt:1: encoding: .*: the file is UTF-16 .*; save it as UTF-8"):
+            read(path)

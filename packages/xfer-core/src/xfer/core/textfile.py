@@ -35,7 +35,11 @@ def not_utf8(path: str | Path, byte: int, column: int) -> str:
     except OSError:
         return message
     kind = next((name for magic, name in _COMPRESSED.items() if start.startswith(magic)), None)
-    return f"{message}: the file is {kind}-compressed; decompress it first" if kind else message
+    if kind:
+        return f"{message}: the file is {kind}-compressed; decompress it first"
+    if start.startswith((b"\xff\xfe", b"\xfe\xff")):  # Windows tools' "Unicode" text
+        return f"{message}: the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+    return message
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
