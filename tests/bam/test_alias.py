@@ -55,3 +55,21 @@ def test_a_student_alias_the_teachers_do_not_have_is_refused_before_training(
     assert cli.main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "'sts_c' has no teacher: stage 'teachers' predicts sts_a, sts_b" in err
+
+
+def test_an_alias_named_like_the_compare_average_is_refused_at_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`xfer compare` names its average over tasks `average`; an alias `average` (a valid word, unlike
+    task names, which have a `/`) put the average into that task's column of compare's table, and
+    its tests were told apart from the average's by that name only."""
+    path = prepare(tmp_path, RECIPE.replace("as: sts_b", "as: average"))
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "'average' is the name of `xfer compare`'s column of the task average: choose another alias" in err
+    assert f"{path.resolve()}:" in err and "stages.teachers.tasks.1.as" in err
+    from xfer.bam.compare import AVERAGE
+    from xfer.bam.config import COMPARE_AVERAGE
+
+    assert AVERAGE == COMPARE_AVERAGE, "the reserved name must follow compare's"

@@ -28,6 +28,11 @@ from xfer.transformer.finetune_config import (
     objective_problems,
 )
 
+COMPARE_AVERAGE = "average"
+"""`xfer compare`'s name for the average over tasks (`compare.AVERAGE`, which imports numpy: this module
+stays light). Registered task names are namespaced (`glue/rte`), an alias is a plain word: `as: average` put
+compare's average into that task's column, and its tests of the task and of the average shared one name."""
+
 TEACHER_TRAIN = DEFAULT_TRAIN
 """Single-task fine-tuning, as `transformer.finetune` (ELECTRA-Small: lr 3e-4, layer decay 0.8, 3 epochs)."""
 
@@ -86,6 +91,12 @@ class ModelSource:
         if not self.tasks:
             raise FieldError("tasks", "give at least one task")
         check_distinct_tasks(self.tasks)
+        for position, ref in enumerate(self.tasks):
+            if ref.key == COMPARE_AVERAGE:
+                raise FieldError(
+                    ("tasks", str(position), "as"),
+                    f"{ref.key!r} is the name of `xfer compare`'s column of the task average: choose another alias",
+                )
         if self.trials < 1:
             raise FieldError("trials", "must be >= 1")
         check_preset_with_init(self.init, self.model, "tiny")

@@ -732,7 +732,8 @@ class Validator:
     def task_alias(self, node: Node, path: str) -> Any:
         """A task's `as:` name: a plain folder-safe word, so it can never be another task's name."""
         if not isinstance(node.value, str) or not TASK_ALIAS.fullmatch(node.value):
-            shown = repr(node.value) if isinstance(node.value, str) else describe(node.value)
+            # `as: no` / `as: on` are read as booleans by YAML 1.1: say so, as for any other string key
+            shown = repr(node.value) if isinstance(node.value, str) else f"{describe(node.value)}{yaml_word(node)}"
             return self.error(
                 node.where(),
                 f"{path}: {shown} is not a task alias: use a letter, then letters, digits or '_' "

@@ -151,7 +151,10 @@ def _reads_stage_outputs(value: Any) -> bool:
 
 def _diagnostic(problem: UserError, context: str, recipe: Recipe, stage: str, task: str) -> Diagnostic:
     """A DataError about a file points into that file; anything else at the stage in the recipe."""
-    if isinstance(problem, DataError) and (problem.line or Path(problem.path).exists()):
+    # A DataError whose "path" is the task's own name (`DataError(self.name, 0, ...)`, the Task
+    # contract's way to blame a missing split) is no file, even when a folder of that name exists:
+    # an alias `reviews` beside the folder `reviews/` of its data lost the recipe's file:line.
+    if isinstance(problem, DataError) and problem.path != task and (problem.line or Path(problem.path).exists()):
         return Diagnostic(Location(problem.path, problem.line), f"{_message(problem)} ({context})")
     if isinstance(problem, TaskContractError) and problem.task == task:
         split = f" ({problem.split})" if problem.split else ""

@@ -8,9 +8,13 @@ them at the task's position in the YAML file, before any stage runs.
 # `knob(...)` returns a `dataclasses.field`, which RUF009 cannot know.
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, get_args
 
 from xfer.core.config import ExistingPath, FieldError, knob
+
+AX_DEFAULT_FILE = "diagnostic.tsv"
+"""The diagnostic set's file in download_glue_data.py's `diagnostic/` folder (beside `MNLI/`)."""
 
 
 @dataclass
@@ -66,7 +70,8 @@ class MnliTaskConfig(GlueTaskConfig):
     )
     diagnostic_file: ExistingPath | None = knob(
         None,
-        "GLUE's AX.tsv (columns index, sentence1, sentence2) when it is not at the default place.",
+        "GLUE's AX.tsv (columns index, sentence1, sentence2) when it is not at the default place; left "
+        "unset, the default place's file is filled in when it exists (stage fingerprints sign it).",
         unsigned_at=None,
     )
 
@@ -76,6 +81,21 @@ class MnliTaskConfig(GlueTaskConfig):
             raise FieldError("diagnostic_file", "is only read with `diagnostic: true`")
         if self.diagnostic_file is not None and self.source == "hub":
             raise FieldError("diagnostic_file", "is a local file; with source: hub the Hub's `ax` split is read")
+        if self.diagnostic_file is not None and Path(self.diagnostic_file).is_dir():
+            # a folder passed validation (it exists) and was then reported as "missing (no such
+            # file; set diagnostic_file)" by the pre-flight, although the recipe had set it
+            raise FieldError(
+                "diagnostic_file",
+                f"{self.diagnostic_file} is a folder; name the file, e.g. {Path(self.diagnostic_file) / AX_DEFAULT_FILE}",
+            )
+        if self.diagnostic and self.source == "local" and self.diagnostic_file is None and self.data_dir is not None:
+            # The default place is outside `data_dir`, so the fingerprint, which signs path-typed
+            # fields, never saw the file: an edited or replaced diagnostic.tsv left a stale AX.tsv.
+            # Only an existing file is filled in: the resolved recipe must validate (a run that
+            # predicts dev only never reads it), and a file that appears later changes this field.
+            default = Path(self.data_dir).parent / "diagnostic" / AX_DEFAULT_FILE
+            if default.is_file():
+                self.diagnostic_file = default
 
 
 @dataclass
