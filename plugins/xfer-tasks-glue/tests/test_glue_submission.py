@@ -107,9 +107,12 @@ def test_the_diagnostic_file_is_checked_and_both_files_are_written_or_neither(tm
     assert not (tmp_path / "sub").exists(), "AX.tsv was written before MNLI's bad value was found"
     with pytest.raises(ValueError, match="diagnostic_file: is only read with `diagnostic: true`"):
         MnliTaskConfig(data_dir=data, diagnostic_file=tmp_path / "diagnostic" / "AX.tsv")
-    cut = MNLITask("glue/mnli", dataclasses.replace(config, max_examples=4))
+    cut = MNLITask("glue/mnli", dataclasses.replace(config, max_examples=2))  # AX loses a row
     examples = cut.examples("test")
     cut.write_predictions(tmp_path / "cut", "test", examples, {e.id: "neutral" for e in examples})
     assert sorted(p.name for p in (tmp_path / "cut").iterdir()) == ["ax.tsv", "test.tsv"], (
         "a cut split is no submission"
     )
+    one = MNLITask("glue/mnli", dataclasses.replace(config, max_examples=1))
+    # N of MNLI's and N of AX's: cut together, AX (after MNLI's rows) was in no quick run
+    assert [e.id for e in one.examples("test")] == ["test-0", "ax-0"]

@@ -203,20 +203,31 @@ class MNLITask(GlueTask):
             return Path(cfg.diagnostic_file)
         return self.split_path("test").parent.parent / "diagnostic" / AX_SPEC.files["test"]
 
-    def _read(self, split: Split) -> list[SentenceExample]:
-        examples = super()._read(split)
-        if split != "test" or not getattr(self.config, "diagnostic", False):
-            return examples
+    def _load(self, split: Split) -> list[SentenceExample]:
+        """As every GLUE task's, plus AX in the test split with `diagnostic: true`: `max_examples`
+        keeps N of MNLI's and N of AX's (cut together, AX, after MNLI's rows, was left out of every
+        quick run, so its file was never tried before the full one)."""
+        cfg: MnliTaskConfig = self.config
+        if split != "test" or not getattr(cfg, "diagnostic", False):
+            return super()._load(split)
+        mnli, diagnostic = self._read(split), self._read_diagnostic()
+        self._rows[split] = len(mnli) + len(diagnostic)
+        return [
+            *keep_examples(mnli, cfg.max_examples, cfg.subsample, cfg.subsample_seed),
+            *keep_examples(diagnostic, cfg.max_examples, cfg.subsample, cfg.subsample_seed),
+        ]
+
+    def _read_diagnostic(self) -> list[SentenceExample]:
         if self.config.source == "hub":
             from xfer.tasks.glue.hub import load_hub_split
 
-            return examples + load_hub_split(AX_SPEC, "test", self.name, id_prefix=AX_SPEC.key)
+            return load_hub_split(AX_SPEC, "test", self.name, id_prefix=AX_SPEC.key)
         path = self.diagnostic_path()
         if not path.is_file():
             raise DataError(
                 path, 0, f"{self.name}: the diagnostic set (AX) is missing (no such file; set diagnostic_file)"
             )
-        return examples + self._read_file(path, AX_SPEC.key, AX_SPEC)
+        return self._read_file(path, AX_SPEC.key, AX_SPEC)
 
     def write_predictions(
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
