@@ -4,7 +4,8 @@
 - an objective that is not a pre-training objective (a fine-tuning one, or a plugin class that
   does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
-- an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer;
+- an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer, or with
+  another number of embeddings than the `init` checkpoint;
 - a tokenizer that does not fit the `init` checkpoint: another vocabulary (token ids would mean
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
@@ -50,6 +51,7 @@ def preflight(config: Any) -> list[UserError]:
         ),
         lambda: _generator_shape(config, init),
         lambda: init_generator_vocabulary(config.init_generator.path if config.init_generator else None, tokenizer),
+        lambda: _init_generator_size(config, init),
     ]
     if config.budget is not None and config.budget.steps is None:
         checks.append(lambda: _budget(config, _vocab_size(config, init)))
@@ -93,6 +95,25 @@ def init_generator_vocabulary(generator: Path | None, tokenizer: Path | None) ->
         "give the generator pre-trained with this tokenizer (the `generator` output next to the `init:` one)",
     )
     return [mismatch] if mismatch else []
+
+
+def _init_generator_size(config: Any, init: Path | None) -> list[UserError]:
+    """The `init_generator` checkpoint's embedding count against the `init` one's. Tied, the
+    generator's embeddings are the discriminator's and its own are skipped, so only its output bias
+    showed the other size, once the corpus had been packed, in an error naming no file or tensor."""
+    generator = config.init_generator.path if config.init_generator is not None else None
+    if init is None or generator is None:
+        return []
+    ours, theirs = _checkpoint_vocab_size(init), _checkpoint_vocab_size(generator)
+    if ours is None or theirs is None or ours == theirs:
+        return []
+    source = generator / ("xfer_model.json" if (generator / "xfer_model.json").is_file() else "config.json")
+    return [
+        UserError(
+            f"init_generator: {source}: vocab_size {theirs} differs from the discriminator's {ours} (init: {init}): "
+            "the generator must share the discriminator's vocabulary; give the generator pre-trained with it"
+        )
+    ]
 
 
 def _vocab_size(config: Any, init: Path | None) -> int | None:

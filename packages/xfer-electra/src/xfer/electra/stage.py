@@ -367,7 +367,7 @@ def _objective(
 def _load_init(objective: PretrainingObjective, states: dict, config: PretrainConfig, ctx: StageContext) -> None:
     """Initial weights (not a resume): the discriminator, its head when it matches, the generator."""
     encoder = objective.main_encoder
-    _load_strict(encoder, states["encoder"], "init encoder")
+    _load_strict(encoder, states["encoder"], f"init encoder: {ctx.resolve(config.init)}")
     head = objective.exports()["discriminator"].get("head")
     if head is not None and "head" in states and _same_shapes(head, states["head"]):
         head.load_state_dict(states["head"])
@@ -384,12 +384,27 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
             raise UserError(
                 f"init_generator: objective {config.objective.name!r} has no masked-LM generator to load into"
             )
+        if generator["encoder"] is encoder:  # the MLM baseline: its "generator" output is its main model
+            raise UserError(
+                f"init_generator: objective {config.objective.name!r} has no generator of its own (its generator "
+                "output is its main model, which `init:` loads): the generator's layers would replace the `init:` "
+                "encoder's; remove init_generator"
+            )
         folder = ctx.resolve(config.init_generator)
         check_role(folder, "generator", "init_generator")
         problems = init_generator_vocabulary(folder, _tokenizer_folder(config, ctx))  # pre-flight's, on stage outputs
         if problems:
             raise problems[0]
         gen_config, gen_states = read_checkpoint(folder)
+        if gen_config.vocab_size != encoder.config.vocab_size:
+            # tied, its embeddings are skipped below, so only its output bias showed the other size,
+            # in an error that named neither the folder nor the tensor
+            source = "config.json" if (folder / "config.json").is_file() else "xfer_model.json"
+            raise UserError(
+                f"init_generator: {folder / source}: vocab_size {gen_config.vocab_size} differs from the "
+                f"discriminator's {encoder.config.vocab_size}: the generator must share the discriminator's "
+                "vocabulary; give the generator pre-trained with it"
+            )
         wanted = getattr(config.objective.config, "generator", None)
         if isinstance(wanted, GeneratorConfig):
             mismatch = generator_shape_mismatch(encoder.config, wanted, gen_config)
@@ -417,7 +432,7 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
                 "generator_lm_head): the generator's output layer would start from random weights; give the "
                 "generator's ElectraForMaskedLM folder, or leave init_generator out for a fresh generator"
             )
-        _load_strict(generator["head"], gen_states["head"], "init_generator head")
+        _load_strict(generator["head"], gen_states["head"], f"init_generator head: {folder}")
 
 
 def _same_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> bool:
@@ -429,7 +444,10 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], what: str) -
     try:
         module.load_state_dict(state)
     except RuntimeError as exc:
-        raise UserError(f"{what}: the checkpoint does not match the model ({str(exc).splitlines()[0]})") from None
+        # the first line only says "Error(s) in loading state_dict for X:"; the next ones name the tensor
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = "; ".join(lines[1:3]) or lines[0]
+        raise UserError(f"{what}: the checkpoint does not match the model ({detail})") from None
 
 
 # --- planning -------------------------------------------------------------------------------------

@@ -138,6 +138,7 @@ class PretrainConfig:
                 "is only read together with `init:` (the discriminator it was trained with); "
                 "give `init:` too, or remove init_generator to start from random weights",
             )
+        self._check_init_generator_target()
         if self.tokenizer is None and self.init is None:
             raise FieldError(
                 "tokenizer", "give a tokenizer (e.g. a transformer.vocab stage's output) or an init checkpoint"
@@ -158,6 +159,28 @@ class PretrainConfig:
                 f"train.lr; give at most {self.budget.steps}",
             )
         self._check_budget_alone()
+
+    def _check_init_generator_target(self) -> None:
+        """`init_generator` loads a masked-LM generator, which the MLM baseline (its generator output
+        is its main model: the generator's layers replaced the `init:` encoder's, silently when as
+        wide) and two-tower, unigram or uniform generators do not have; the stage found the latter
+        only once the corpus was packed."""
+        if self.init_generator is None:
+            return
+        from xfer.electra.config import MLMConfig
+
+        name, settings = self.objective.name, self.objective.config
+        kind = getattr(getattr(settings, "generator", None), "kind", None)
+        if isinstance(settings, MLMConfig) or (settings is None and name == "electra.mlm"):
+            why = "its generator output is its main model, which `init:` loads"
+        elif kind not in (None, "mlm") or (settings is None and name == "electric.nce"):
+            why = f"its generator is {kind or 'two_tower'}, not a masked LM"
+        else:
+            return
+        raise FieldError(
+            "init_generator",
+            f"objective {name!r} has no masked-LM generator to load into ({why}); remove init_generator",
+        )
 
     def _check_budget_alone(self) -> None:
         """A budget next to a `train.steps` or `train.epochs` of the recipe's own: the budget decides
