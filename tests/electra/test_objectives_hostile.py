@@ -12,24 +12,11 @@ from torch import nn
 from xfer.core.errors import UserError
 from xfer.testing import make_host, run_recipe_file, write_recipe
 
-TINY = "{num_layers: 1, hidden_size: 64, embedding_size: 32, intermediate_size: 128, num_heads: 2}"
+from .electra_recipes import pretrain_recipe
 
-RECIPE = f"""
-name: pre
-seed: 2
-stages:
-  corpus: {{kind: toy.corpus, sentences: 200}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 200, min_frequency: 1}}
-  fit:
-    kind: electra.pretrain
-    corpus: {{files: corpus.text}}
-    tokenizer: vocab.tokenizer
-    model: tiny
-    encoder: {TINY}
-    max_length: 32
-    objective: {{name: electra.rtd, generator: {{size: 1.0}}}}
-    train: {{steps: 1, batch_size: 8, warmup_steps: 0}}
-"""
+RECIPE = pretrain_recipe(
+    200, "{name: electra.rtd, generator: {size: 1.0}}", "{steps: 1, batch_size: 8, warmup_steps: 0}"
+)
 
 
 @pytest.fixture(scope="module")

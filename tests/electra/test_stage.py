@@ -28,24 +28,11 @@ from xfer.electra.objective import MLMObjective, PretrainingObjective, RTDObject
 from xfer.testing import ComponentConformance, make_host, run_recipe_file, write_recipe
 from xfer.transformer.modelio import load_model_dir
 
-TINY = "{num_layers: 1, hidden_size: 64, embedding_size: 32, intermediate_size: 128, num_heads: 2}"
+from .electra_recipes import TINY, pretrain_recipe
 
-RECIPE = f"""
-name: pre
-seed: 2
-stages:
-  corpus: {{kind: toy.corpus, sentences: 600}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 200, min_frequency: 1}}
-  fit:
-    kind: electra.pretrain
-    corpus: {{files: corpus.text}}
-    tokenizer: vocab.tokenizer
-    model: tiny
-    encoder: {TINY}
-    max_length: 32
-    objective: {{name: electra.rtd}}
-    train: {{steps: 8, batch_size: 8, warmup_steps: 2, log_every: 1, checkpoint_every: 3}}
-"""
+RECIPE = pretrain_recipe(
+    600, "{name: electra.rtd}", "{steps: 8, batch_size: 8, warmup_steps: 2, log_every: 1, checkpoint_every: 3}"
+)
 
 
 def host():

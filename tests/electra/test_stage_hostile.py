@@ -13,7 +13,7 @@ from xfer.core.runs.preflight import check_data
 from xfer.electra.flops_cli import stage_flops
 from xfer.testing import make_host, run_recipe_file, write_recipe
 
-TINY = "{num_layers: 1, hidden_size: 64, embedding_size: 32, intermediate_size: 128, num_heads: 2}"
+from .electra_recipes import TINY
 
 # `fit` takes its tokenizer from `vocab`, `more` its model and `again` its tokenizer from `fit`: none
 # exists before the run.
