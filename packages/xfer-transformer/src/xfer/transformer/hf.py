@@ -135,9 +135,18 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
             tensors: dict[str, Tensor] = {}
             for shard in sorted(set(weight_map.values())):
                 tensors.update(load_file(directory / shard))
-            return tensors
+            absent = sorted(set(weight_map) - set(tensors))
     except Exception as e:  # corrupt header, missing shard, ...
         raise CheckpointError(f"{directory}: cannot read safetensors weights: {e}") from e
+    if index.is_file():
+        # a tensor the index lists but no shard holds (a truncated or mixed-up download) would
+        # otherwise vanish silently when it is not an encoder tensor (a pooler, a head's extra)
+        if absent:
+            raise CheckpointError(
+                f"{index}: tensor {absent[0]!r} is listed in weight_map but missing from its shard "
+                f"{weight_map[absent[0]]!r}" + (f" (+{len(absent) - 1} more)" if len(absent) > 1 else "")
+            )
+        return tensors
     if legacy.is_file():
         return _load_bin(legacy)
     raise CheckpointError(
@@ -152,15 +161,20 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
     except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError) as e:
         raise CheckpointError(
             f"{path}: refused: not loadable as weights only (it contains pickled objects other than tensors, or is "
-            f"corrupt); convert it to safetensors in a trusted environment. Details: {str(e).splitlines()[0]}"
+            f"corrupt); convert it to safetensors in a trusted environment. Details: "
+            f"{(str(e).splitlines() or [type(e).__name__])[0]}"
         ) from e
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in data.items()):
         raise CheckpointError(f"{path}: expected a flat {{name: tensor}} state dict")
     return data
 
 
-def _strip_prefix(tensors: dict[str, Tensor], model_type: str) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """Base-model tensors without the `electra.`/`bert.` prefix, and a map back to original names."""
+def _strip_prefix(
+    tensors: dict[str, Tensor], model_type: str, source: str = "checkpoint"
+) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Base-model tensors without the `electra.`/`bert.` prefix, and a map back to original names.
+
+    A name present both with and without the prefix is an error: which copy to load is ambiguous."""
     prefix = model_type + "."
     out, original = {}, {}
     for name, t in tensors.items():
@@ -169,6 +183,8 @@ def _strip_prefix(tensors: dict[str, Tensor], model_type: str) -> tuple[dict[str
         bare = name[len(prefix) :] if name.startswith(prefix) else name
         # legacy TF-converted BERT names
         bare = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", bare))
+        if bare in out:
+            raise CheckpointError(f"{source}: tensors {original[bare]!r} and {name!r} are both {bare!r}")
         out[bare] = t
         original[bare] = name
     return out, original
@@ -278,6 +294,14 @@ def hf_to_xfer(bare: dict[str, Tensor], config: EncoderConfig, source: str) -> t
     if missing:
         shown = ", ".join(missing[:6]) + (f" (+{len(missing) - 6} more)" if len(missing) > 6 else "")
         raise CheckpointError(f"{source}: missing encoder tensors (xfer names): {shown}")
+    # e.g. an embeddings_project although embedding_size == hidden_size: the weights computed
+    # something this config does not describe
+    unexpected = sorted(set(state) - set(shapes))
+    if unexpected:
+        raise CheckpointError(
+            f"{source}: tensor {unexpected[0]!r} (xfer name) does not belong to the encoder config.json describes "
+            f"(embedding_size={config.embedding_size}, hidden_size={config.hidden_size})"
+        )
     for name, t in state.items():
         _check_shape(name, t, shapes[name], source)
     # encoder layers beyond num_hidden_layers would otherwise be silently ignored
@@ -336,7 +360,7 @@ def load_hf(directory: str | Path, host: PluginHost | None = None) -> tuple[Enco
     archs = hf.get("architectures") or []
     arch = archs[0] if archs else None
     tensors = read_hf_tensors(directory)
-    bare, original = _strip_prefix(tensors, model_type)
+    bare, original = _strip_prefix(tensors, model_type, source)
     state, used = hf_to_xfer(bare, config, source)
     kind, head_config, head_state = _head(arch, model_type, bare, used, hf, config, source, host)
     remaining = {original[n]: t for n, t in bare.items() if n not in used}
@@ -477,17 +501,26 @@ def export_hf(
     hf_config = _hf_config(config, model_type, arch, {**extra_cfg, **(extra_config or {})})
 
     directory = Path(directory)
+    if (directory / "xfer_model.json").is_file():
+        # readers (modelio.detect_format) take a folder with xfer_model.json for an xfer model dir, so
+        # the export would be ignored and the old xfer weights loaded in its place
+        raise CheckpointError(
+            f"{directory}: holds an xfer model directory (xfer_model.json); export the HF checkpoint to another folder"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     from safetensors.torch import save_file
 
+    # config.json marks a complete checkpoint: drop the previous one first and write the new one
+    # last, so an export interrupted over an older one never leaves new weights under an old config
+    (directory / "config.json").unlink(missing_ok=True)
     # clone: safetensors refuses tensors that share storage (the q/k/v chunks do)
     plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    if vocab_file is not None:
+        _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
     _atomic_write(directory / "model.safetensors", lambda p: save_file(plain, p, metadata={"format": "pt"}))
     _atomic_write(
         directory / "config.json", lambda p: Path(p).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
     )
-    if vocab_file is not None:
-        _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
     return directory
 
 

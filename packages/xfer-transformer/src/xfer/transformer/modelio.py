@@ -200,11 +200,18 @@ def load_model_dir(path: str | Path) -> ModelDir:
         document = json.loads(meta_path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{meta_path}: cannot read JSON: {e}") from e
+    if not isinstance(document, dict):
+        raise CheckpointError(f"{meta_path}: expected a JSON object")
     version = document.pop("format_version", None)
     if version != FORMAT_VERSION:
         raise CheckpointError(f"{meta_path}: unsupported format_version {version!r} (this xfer reads {FORMAT_VERSION})")
     modules = document.pop("modules", {})
     aliases = document.pop("aliases", {})
+    # a hand-edited file must fail here, naming it, not later as a bare AttributeError
+    if not isinstance(modules, dict) or not all(isinstance(d, dict) for d in modules.values()):
+        raise CheckpointError(f"{meta_path}: 'modules' must map module names to JSON objects")
+    if not isinstance(aliases, dict) or not all(isinstance(t, str) for t in aliases.values()):
+        raise CheckpointError(f"{meta_path}: 'aliases' must map tensor names to tensor names")
     weights = path / WEIGHTS_FILE
     if not weights.is_file():
         raise CheckpointError(f"{path}: missing {WEIGHTS_FILE}")
@@ -295,8 +302,25 @@ def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], di
             if "encoder" in model_dir.modules
             else next((n for n, d in model_dir.modules.items() if d.get("type") == "encoder"), "encoder")
         )
-        return model_dir.encoder_config(name), model_dir.state_dicts[name], model_dir.state_dicts.get("head")
+        encoder_config = model_dir.encoder_config(name)
+        state = model_dir.state_dicts[name]
+        _check_encoder_state(encoder_config, state, model_dir.path / META_FILE, name)
+        return encoder_config, state, model_dir.state_dicts.get("head")
     from xfer.transformer.hf import load_hf
 
     encoder_config, state, head = load_hf(path)
     return encoder_config, state, (head.state_dict or None)
+
+
+def _check_encoder_state(config: EncoderConfig, state: Mapping[str, Tensor], source: Path, name: str) -> None:
+    """The weights fit the config `source` records (its vocab_size edited, say): callers load them
+    with a bare `load_state_dict`, whose RuntimeError would name neither file nor field. Shapes
+    come from the HF importer's table, so no module is built (a large encoder's init is slow)."""
+    from xfer.transformer.hf import _expected_shapes
+
+    for key, shape in _expected_shapes(config).items():
+        if key in state and tuple(state[key].shape) != shape:
+            raise CheckpointError(
+                f"{source}: weights of module {name!r} do not match its recorded config: {key!r} has shape "
+                f"{tuple(state[key].shape)}, the config gives {shape}"
+            )
