@@ -17,3 +17,19 @@ def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
     (root / name / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(root))
     return name, root / name
+
+
+@pytest.fixture
+def lines_host():
+    """A host with the test plugin and the `lines/cls` task (tests/core/lines_task.py), set as the default."""
+    from xfer.core.plugins import set_default_host
+    from xfer.testing import make_host
+
+    from .lines_task import LinesPlugin, LinesTask
+
+    host = make_host(["xfer.testing.plugin"])
+    host.add_object(LinesPlugin, "lines")
+    set_default_host(host)
+    LinesTask.reads = []
+    yield host
+    set_default_host(None)

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 
 from xfer.core import cli
-from xfer.core.plugins import set_default_host
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.preflight import PreflightError, check_data
-from xfer.testing import make_host, write_recipe
+from xfer.testing import write_recipe
 
-from .lines_task import GOOD_LINES, LinesPlugin, LinesTask
+from .lines_task import GOOD_LINES
 
 RECIPE = """\
 name: alias
@@ -22,16 +21,6 @@ stages:
     task: {name: lines/cls, as: reviews, train_file: reviews/train.tsv}
     train: {steps: 2, batch_size: 8}
 """
-
-
-@pytest.fixture
-def host():
-    host = make_host(["xfer.testing.plugin"])
-    host.add_object(LinesPlugin, "lines")
-    set_default_host(host)
-    LinesTask.reads = []
-    yield host
-    set_default_host(None)
 
 
 def test_a_missing_split_of_an_alias_named_like_its_data_folder_points_at_the_recipe(
@@ -65,3 +54,9 @@ def test_an_alias_yaml_reads_as_a_boolean_says_so(tmp_path: Path, host, capsys: 
     (tmp_path / "quoted" / "reviews").mkdir()
     (tmp_path / "quoted" / "reviews" / "train.tsv").write_text(GOOD_LINES)
     assert load_recipe(quoted, host=host).stages["fit"].config.task.key == "no"
+
+
+@pytest.fixture
+def host(lines_host):
+    """This module's tests take the `lines/cls` host as `host`."""
+    return lines_host

@@ -8,12 +8,11 @@ import pytest
 
 from xfer.core import cli
 from xfer.core.config import TaskRef
-from xfer.core.plugins import set_default_host
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.preflight import PreflightError, check_data, preflight, stage_tasks
-from xfer.testing import make_host, write_recipe
+from xfer.testing import write_recipe
 
-from .lines_task import GOOD_LINES, LinesConfig, LinesPlugin, LinesTask
+from .lines_task import GOOD_LINES, LinesConfig, LinesTask
 
 RECIPE = """\
 name: pre
@@ -28,16 +27,6 @@ stages:
     task: {name: lines/cls, train_file: second-train.tsv, dev_file: second-dev.tsv}
     train: {steps: 2, batch_size: 8}
 """
-
-
-@pytest.fixture
-def host():
-    host = make_host(["xfer.testing.plugin"])
-    host.add_object(LinesPlugin, "lines")
-    set_default_host(host)
-    LinesTask.reads = []
-    yield host
-    set_default_host(None)
 
 
 def _files(directory: Path, **bad: str) -> None:
@@ -161,3 +150,9 @@ def test_a_crashing_check_of_a_stage_config_is_reported_not_raised(
     monkeypatch.setattr(config_cls, "data_splits", boom, raising=False)
     problems = preflight(recipe, host)
     assert f"{path.resolve()}:8:11: stage 'second': its data_splits() failed (KeyError: 'type'); plugin bug" in problems
+
+
+@pytest.fixture
+def host(lines_host):
+    """This module's tests take the `lines/cls` host as `host`."""
+    return lines_host

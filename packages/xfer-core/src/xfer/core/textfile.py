@@ -14,6 +14,11 @@ from pathlib import Path
 
 from xfer.core.errors import DataError
 
+BOM_INSIDE = "byte-order mark (U+FEFF) at the start of a line inside the file: concatenated files? Remove it"
+"""The message for a BOM that starts a later line (`read_text` drops the file's own): what `cat` leaves
+of concatenated files' BOMs. Readers of structured lines (columns, CoNLL-U, parallel text) refuse it:
+glued to the first word it made `\ufeff-DOCSTART-` a sentence and a reference word no hypothesis has."""
+
 CARRIAGE_RETURN = (
     "carriage return (CR) inside the line at column {column}: "
     "CR-only (classic Mac) line endings? Convert the file to LF or CRLF endings"

@@ -589,7 +589,7 @@ def run_trial(
             prefix = "" if len(tasks) == 1 else f"{t.name}/"
             record.update({prefix + k: v for k, v in metrics.items()})
             if ctx.is_main and "dev" in config.predict:
-                folder = ctx.output_dir("predictions") / slug(t.name) / f"trial-{trial}"
+                folder = ctx.output_dir("predictions") / task_slug(t.name) / f"trial-{trial}"
                 t.task.write_predictions(folder, "dev", t.dev, predictions)
             if "test" in config.predict:
                 examples = t.task.examples("test")
@@ -602,7 +602,7 @@ def run_trial(
                 )  # fmt: skip
                 test_predictions = test_eval.predictions(objective)
                 if ctx.is_main:
-                    folder = ctx.output_dir("predictions") / slug(t.name) / f"trial-{trial}"
+                    folder = ctx.output_dir("predictions") / task_slug(t.name) / f"trial-{trial}"
                     t.task.write_predictions(folder, "test", examples, test_predictions)
             signature = getattr(t.task, "last_signature", None)
             if signature:
@@ -617,10 +617,6 @@ def run_trial(
         seconds=round(fit.seconds + time.time() - evaluation_started, 1),  # training across resumes + final eval
     )
     return record
-
-
-def slug(name: str) -> str:
-    return task_slug(name)
 
 
 def main_metric(config: CvtConfig, tasks: list[TaskData]) -> str:
@@ -661,7 +657,7 @@ def finish(
     files = [scratch / "vocab.json"]
     prepared.vocab.save(files[0])
     for name, vocab_t in prepared.targets.items():
-        path = scratch / f"targets-{slug(name)}.json"
+        path = scratch / f"targets-{task_slug(name)}.json"
         path.write_text(json.dumps(vocab_t, ensure_ascii=False) + "\n", encoding="utf-8")
         files.append(path)
     meta = {

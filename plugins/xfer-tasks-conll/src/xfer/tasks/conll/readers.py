@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import read_text, split_lines
+from xfer.core.textfile import BOM_INSIDE, read_text, split_lines
 
 DOCSTART = "-DOCSTART-"
 BOM = "\ufeff"
@@ -23,7 +23,6 @@ what `cat` leaves of the BOMs of concatenated files, and glued to the first word
 `\ufeff-DOCSTART-` a one-word sentence and `\ufeffPeter` an unknown word, silently."""
 SPACES = " \t"  # the column separators of `separator: whitespace`, and what a blank line may hold
 _SPACE_RUN = re.compile(f"[{SPACES}]+")
-_BOM_INSIDE = "byte-order mark (U+FEFF) at the start of a line inside the file: concatenated files? Remove it"
 
 
 @dataclass
@@ -53,7 +52,7 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     first_line = 0
     for number, line in enumerate(split_lines(path, text), start=1):
         if line.startswith(BOM):
-            raise DataError(path, number, _BOM_INSIDE, key="encoding")
+            raise DataError(path, number, BOM_INSIDE, key="encoding")
         if not line.strip(SPACES):
             if current.rows:
                 sentences.append(current)
@@ -231,7 +230,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
 
     for number, line in enumerate(split_lines(path, text), start=1):
         if line.startswith(BOM):  # was "10 columns, found 1" for a `# sent_id` line
-            raise DataError(path, number, _BOM_INSIDE, key="encoding")
+            raise DataError(path, number, BOM_INSIDE, key="encoding")
         if not line.strip():
             close()
             continue

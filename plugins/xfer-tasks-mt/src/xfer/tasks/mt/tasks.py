@@ -21,7 +21,7 @@ from typing import Any
 from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample, check_prediction_ids
-from xfer.core.textfile import lone_surrogate, read_text, split_lines
+from xfer.core.textfile import BOM_INSIDE, lone_surrogate, read_text, split_lines
 from xfer.tasks.mt.config import ParallelConfig
 
 SPLITS = ("train", "dev", "test")
@@ -39,9 +39,7 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
         # `\ufeffEine` as a word no hypothesis has).
         bom = next((number for number, line in enumerate(lines, start=1) if line.startswith("\ufeff")), 0)
         if bom:
-            raise DataError(
-                path, bom, "byte-order mark (U+FEFF) at the start of a line inside the file: concatenated files?"
-            )
+            raise DataError(path, bom, BOM_INSIDE)
     read = {source: len(src), target: len(tgt)}
     for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
         while lines and not lines[-1].strip():
