@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -93,3 +94,41 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_
     with pytest.raises(RunDirError, match=r"\.lock is a symbolic link; the run lock must be a plain file"):
         RunLock(run).acquire()
     assert precious.read_text(encoding="utf-8") == "precious\n"
+
+
+FORKING_HOLDER = """
+import os, sys, time
+from xfer.core.runs.runlock import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+worker = os.fork()
+if worker == 0:  # an idle worker, as a datasets.map or DataLoader worker would be
+    time.sleep(60)
+    os._exit(0)
+print(worker, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_worker_does_not_keep_the_lock_after_its_owner_is_killed(tmp_path: Path) -> None:
+    """A forked child inherited the lock's open file: after a SIGKILL of the owner alone the idle
+    worker held the run directory "in use by pid N" (a dead pid) for as long as it lived."""
+    run = tmp_path / "run"
+    owner = subprocess.Popen([sys.executable, "-c", FORKING_HOLDER, str(run)], stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        assert owner.stdout is not None
+        worker = int(owner.stdout.readline())
+        assert runlock.holder(run)["pid"] == owner.pid, "the owner still holds it while the worker lives"
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        os.kill(worker, 0)  # the worker is still alive ...
+        assert runlock.holder(run) is None, "... and holds no lock"
+        with RunLock(run):
+            pass
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)

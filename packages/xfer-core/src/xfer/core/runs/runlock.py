@@ -7,6 +7,11 @@ The file's content (pid, host, start time) is only for messages: the lock itself
 
 The file is never removed or replaced: a lock lives on an inode, and replacing the file would
 let two processes each hold a lock on a different inode of the "same" file.
+
+A forked child (a `datasets.map` or DataLoader worker) would inherit the open file and with it the
+lock: after a SIGKILL of the run's process alone, the idle worker kept the directory "in use by pid
+N", a dead pid, until someone found it. Children close their copy when forked (`_close_in_child`),
+which leaves the parent's lock alone: an flock lasts while any descriptor of it is open.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import socket
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +52,26 @@ def _flock(fd: int, mode: int, attempts: int, wait: float) -> bool:
             if attempt < attempts - 1:
                 time.sleep(wait)
     return False
+
+
+_HELD: weakref.WeakSet[RunLock] = weakref.WeakSet()
+"""The locks this process holds, for `_close_in_child`."""
+
+
+def _close_in_child() -> None:
+    """`os.register_at_fork` hook: a forked child closes its copies of the held run locks (not
+    `LOCK_UN`, which would drop the parent's lock too), so only the run's own process holds them.
+    `subprocess` children get no copy (`close_fds`)."""
+    for lock in list(_HELD):
+        if lock._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(lock._fd)
+            lock._fd = None
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
 
 
 class RunLock:
@@ -85,9 +111,11 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         self._fd = fd
+        _HELD.add(self)
         return self
 
     def release(self) -> None:
+        _HELD.discard(self)
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
