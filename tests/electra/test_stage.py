@@ -134,6 +134,21 @@ stages:
     assert state["step"] == 2 and state["total_steps"] == 2, "a new schedule, not a resume of the old one"
 
 
+@pytest.mark.parametrize("init", ["generator", "generator/hf"])
+def test_the_mlm_baseline_continues_from_a_generator(pretrained: Path, tmp_path: Path, init: str) -> None:
+    """An ELECTRA generator is a masked LM: `electra.mlm` continues from it, head included (it was
+    refused as "the generator of an electra.rtd pre-training", which the other objectives rightly
+    say). lr 0: weights in = weights out."""
+    text = _continued(pretrained, f"init: {pretrained / init}", "objective: electra.mlm")
+    text = text.replace("warmup_steps: 0}", "warmup_steps: 0, lr: 0.0}")
+    run_recipe_file(write_recipe(tmp_path, text), tmp_path / "run", host())
+    before = load_model_dir(pretrained / "generator").state_dicts
+    after = load_model_dir(tmp_path / "run/more/outputs/discriminator").state_dicts
+    for part in ("encoder", "head"):
+        assert before[part].keys() == after[part].keys()
+        assert all(torch.equal(before[part][k], after[part][k]) for k in before[part]), part
+
+
 @pytest.mark.parametrize(
     ("init", "init_generator", "wanted"),
     [

@@ -141,7 +141,8 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int, 
         return preset(config.model, **overrides), None
     from xfer.transformer.modelio import with_overrides
 
-    check_role(init_dir, "discriminator", "init")
+    if config.objective.name != "electra.mlm":  # the MLM baseline's model is a masked LM, as a generator is
+        check_role(init_dir, "discriminator", "init")
     encoder_config, state = read_checkpoint(init_dir)
     return with_overrides(encoder_config, config.encoder, init_dir), state
 
