@@ -177,3 +177,35 @@ def test_predict_keeps_an_answer_that_ends_in_the_overlap_with_the_next_window(t
     with torch.no_grad():
         (start, stop, _, _), *_ = objective.predict(objective.collate([feature]))
     assert (start, stop) == (last_start, end)
+
+
+def test_joint_end_windows_are_compared_by_the_decoded_spans_own_score(tmp_path: Path) -> None:
+    """With `joint_end` (ELECTRA's joint prediction), `predict` scored the decoded span with end
+    logits conditioned on the argmax start (often [CLS]) rather than on the decoded start, so
+    windows were compared by another span's end. ELECTRA's write_predictions compares
+    log p(start) + log p(end | start) of the beam search: the decoded span's own score."""
+    from xfer.transformer.heads import SpanQAHead
+
+    torch.manual_seed(3)
+    objective, example, _ = _windowed_qa(tmp_path, TaskInfo("squad", "span_qa", (), "f1", extra={"unanswerable": True}))
+    objective.config.joint_end = True
+    objective.head = SpanQAHead(objective.encoder.config.hidden_size, joint_end=True, joint_hidden=16)
+    with torch.no_grad():
+        objective.head.qa_outputs.bias[0] = 5.0  # every window's argmax start is elsewhere than its best span's
+    objective.eval()
+    features = objective.featurize([example])
+    assert len(features) > 1, "the setup: several windows"
+    batch = objective.collate(features)
+    with torch.no_grad():
+        predicted = objective.predict(batch)
+        hidden = objective.hidden(batch)
+        starts, ends, scores = objective.head.decode(
+            hidden, batch["allowed"], objective.config.max_answer_length, starts=batch["start_ok"]
+        )
+        start_logits = objective.head(hidden, batch["allowed"]).start_logits
+    for row, (start, end, score, null) in enumerate(predicted):
+        assert (start, end) == (int(starts[row]), int(ends[row]))
+        assert score == pytest.approx(float(scores[row]), abs=1e-5), (
+            "the beam search's log p(start) + log p(end | start)"
+        )
+        assert null == pytest.approx(float(start_logits[row, 0]), abs=1e-5), "ELECTRA's null: the [CLS] start logit"

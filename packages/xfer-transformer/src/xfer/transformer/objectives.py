@@ -365,24 +365,36 @@ class SpanQAObjective(FinetuneObjective):
         return StepOutput(loss, {})
 
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:
-        """Per window: best (start, end) among context tokens, its raw logit score (comparable
-        across windows, as in Google's run_squad) and, with null answers, the null score:
-        the answerability logit, or the window's null-span ([CLS], [CLS]) logits. The latter is
-        compared with the best span of all windows in `postprocess`, not with this window's own."""
+        """Per window: best (start, end) among context tokens, its score (comparable across
+        windows, as in Google's run_squad: the raw start + end logits; with `joint_end`, as in
+        ELECTRA's code, log p(start) + log p(end | start) from the beam search) and, with null
+        answers, the null score: the answerability logit, or the window's null-span score, its
+        ([CLS], [CLS]) logits (with `joint_end`, the [CLS] start logit alone: ELECTRA's end logits
+        are zero at prediction time). The latter is compared with the best span of all windows in
+        `postprocess`, not with this window's own.
+
+        With `joint_end` the head's own end logits are conditioned on the argmax start, often
+        [CLS]; scoring the decoded span with them compared windows by an end that was not the
+        decoded span's (a wrong window could win)."""
         hidden = self.hidden(batch)
-        start, end, _ = in_fp32(
+        start, end, joint_score = in_fp32(
             self.head.decode, hidden, batch["allowed"], self.config.max_answer_length, starts=batch["start_ok"]
         )
         out = in_fp32(self.head, hidden, batch["allowed"])
         rows = torch.arange(start.shape[0], device=start.device)
-        span = (out.start_logits[rows, start] + out.end_logits[rows, end]).float()
+        if self.config.joint_end:
+            span = joint_score.float()
+        else:
+            span = (out.start_logits[rows, start] + out.end_logits[rows, end]).float()
         valid = batch["start_ok"].any(-1)
         span = span.masked_fill(~valid, float("-inf"))
         null: Tensor | None = None
         if out.na_logit is not None:
             null = out.na_logit.float()
         elif self.with_null:
-            null = (out.start_logits[:, 0] + out.end_logits[:, 0]).float()
+            null = out.start_logits[:, 0].float()
+            if not self.config.joint_end:
+                null = null + out.end_logits[:, 0].float()
         return [
             (int(start[i]), int(end[i]), float(span[i]), None if null is None else float(null[i]))
             for i in range(start.shape[0])
