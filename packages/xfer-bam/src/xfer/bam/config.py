@@ -97,6 +97,15 @@ class ModelSource:
                     ("tasks", str(position), "as"),
                     f"{ref.key!r} is the name of `xfer compare`'s column of the task average: choose another alias",
                 )
+            # glue/mnli's AX predictions are test-split predictions, which BAM stages never write:
+            # the setting was accepted and did nothing (and signed the AX file into the fingerprint)
+            if getattr(ref.config, "diagnostic", False) is True:
+                raise FieldError(
+                    ("tasks", str(position), "diagnostic"),
+                    "BAM stages write no test-set predictions, so the diagnostic set (AX.tsv) would never be "
+                    "predicted: remove `diagnostic: true` here (transformer.finetune with `predict: [dev, test]` "
+                    "writes AX.tsv)",
+                )
         if self.trials < 1:
             raise FieldError("trials", "must be >= 1")
         check_preset_with_init(self.init, self.model, "tiny")
@@ -271,17 +280,29 @@ class StudentConfig(ModelSource):
 
     def check_upstream(self, stages: Mapping[str, Any]) -> None:
         """Every task needs the teachers' predictions: a task the `teachers` stage of this recipe does
-        not train was found only once that stage had trained (hours, on real data). Also `init`
-        against its stage (`check_init_stage`)."""
+        not train was found only once that stage had trained (hours, on real data), and so was a
+        teacher found by alias that the teachers load with another task loader. The task configs are
+        not compared: they may differ in what only dev or test reads, and the stage checks the
+        training examples themselves by digest. Also `init` against its stage (`check_init_stage`)."""
         self.check_init_stage(stages)
         source = stages.get(self.teachers.stage) if self.teachers is not None and self.teachers.stage else None
-        covered = [ref.key for ref in getattr(source, "tasks", None) or []]
+        covered = {ref.key: ref for ref in getattr(source, "tasks", None) or []}
         if not covered:
             return
         for index, ref in enumerate(self.tasks):
-            if ref.key not in covered:
+            teacher = covered.get(ref.key)
+            if teacher is None:
                 raise FieldError(
                     ("tasks", str(index)),
                     f"{ref.key!r} has no teacher: stage {self.teachers.stage!r} predicts {', '.join(covered)} "
                     "(add the task there, or train it without teachers in a lambda_schedule: none stage)",
+                )
+            # matched by alias: `{name: glue/tsv, as: reviews}` here against the teachers'
+            # `{name: glue/rte, as: reviews}` passed, and failed only when this stage started
+            if teacher.name != ref.name:
+                raise FieldError(
+                    ("tasks", str(index)),
+                    f"{ref.key!r} is a {ref.name} task here, but stage {self.teachers.stage!r} trains the teacher of "
+                    f"{ref.key!r} on {teacher.name}: its predictions are for another task (use the teachers' "
+                    "task entry here, or give this one another alias and a teacher of its own)",
                 )

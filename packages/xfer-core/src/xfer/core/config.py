@@ -166,6 +166,17 @@ TASK_ALIAS = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 `/` into `-`), so it can never be, or be folded into, a registered task's name (those have a `/`)."""
 
 
+def task_alias_problem(alias: Any, shown: str | None = None) -> str | None:
+    """Why `alias` cannot be a task's `as:` name (None: it can). `shown` is how the message quotes
+    the value (the recipe validator says how YAML read a non-string)."""
+    if isinstance(alias, str) and TASK_ALIAS.fullmatch(alias):
+        return None
+    return (
+        f"{shown if shown is not None else repr(alias)} is not a task alias: use a letter, then letters, digits "
+        "or '_' (no '/' or '-': registered task names have them), e.g. `as: reviews`"
+    )
+
+
 @dataclass(frozen=True)
 class TaskRef(ComponentRef):
     """A task, e.g. `glue/rte` or `{name: glue/rte, data_dir: ../data/RTE}`.
@@ -178,6 +189,14 @@ class TaskRef(ComponentRef):
 
     kind: ClassVar[str] = "task"
     alias: str | None = None
+
+    def __post_init__(self) -> None:
+        """The recipe validator checks `as:` at its file:line (`Validator.task_alias`); a TaskRef built
+        in Python (a plugin, a test) is checked here with the same rule: a bad alias (`a/b`, `../x`,
+        `glue-rte`, "") went straight into trial, model and prediction folder names."""
+        problem = task_alias_problem(self.alias) if self.alias is not None else None
+        if problem is not None:
+            raise FieldError("as", problem)
 
     @property
     def key(self) -> str:
@@ -195,6 +214,7 @@ def check_distinct_tasks(tasks: Sequence[TaskRef], why: str = "") -> None:
     names = [ref.key for ref in tasks]
     repeated = next((name for name in names if names.count(name) > 1), None)
     if repeated is None:
+        _check_case_distinct(names, why)
         return
     first, second = [ref for ref in tasks if ref.key == repeated][:2]
     if first.config != second.config:
@@ -206,6 +226,23 @@ def check_distinct_tasks(tasks: Sequence[TaskRef], why: str = "") -> None:
     else:
         message = f"task {repeated!r} is listed twice; give each task once"
     raise FieldError("tasks", message + (f" ({why})" if why else ""))
+
+
+def _check_case_distinct(names: Sequence[str], why: str) -> None:
+    """Task keys name folders (trials, models, predictions, results): on a case-insensitive file
+    system (macOS, Windows) `as: Reviews` and `as: reviews` shared their folders, so the second
+    task reused or overwrote the first's trial results and model. Refused everywhere, so a recipe
+    behaves the same on every machine."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            message = (
+                f"tasks {other!r} and {name!r} differ only in case: their trial, model and prediction folders "
+                "would be one folder on a case-insensitive file system (macOS, Windows); give one of them "
+                "another name with `as:`"
+            )
+            raise FieldError("tasks", message + (f" ({why})" if why else ""))
 
 
 def _alias_example(name: str) -> str:

@@ -29,7 +29,6 @@ from xfer.core.config import (
     NOT_AN_INPUT,
     REQUIRED_IN_RECIPES,
     TAKES,
-    TASK_ALIAS,
     UNSIGNED_AT,
     ComponentRef,
     FieldError,
@@ -39,6 +38,7 @@ from xfer.core.config import (
     LocalOrName,
     MustExist,
     TaskRef,
+    task_alias_problem,
 )
 from xfer.core.errors import Diagnostic, Location
 from xfer.core.recipes.yamlsrc import Node
@@ -731,14 +731,11 @@ class Validator:
 
     def task_alias(self, node: Node, path: str) -> Any:
         """A task's `as:` name: a plain folder-safe word, so it can never be another task's name."""
-        if not isinstance(node.value, str) or not TASK_ALIAS.fullmatch(node.value):
-            # `as: no` / `as: on` are read as booleans by YAML 1.1: say so, as for any other string key
-            shown = repr(node.value) if isinstance(node.value, str) else f"{describe(node.value)}{yaml_word(node)}"
-            return self.error(
-                node.where(),
-                f"{path}: {shown} is not a task alias: use a letter, then letters, digits or '_' "
-                "(no '/' or '-': registered task names have them), e.g. `as: reviews`",
-            )
+        # `as: no` / `as: on` are read as booleans by YAML 1.1: say so, as for any other string key
+        shown = repr(node.value) if isinstance(node.value, str) else f"{describe(node.value)}{yaml_word(node)}"
+        problem = task_alias_problem(node.value, shown)  # TaskRef's own check, said here at the key's line
+        if problem is not None:
+            return self.error(node.where(), f"{path}: {problem}")
         self.provenance[path] = node.origin
         return node.value
 
