@@ -470,3 +470,22 @@ def test_a_vocab_txt_with_a_byte_order_mark_reads_as_the_tokenizer_reads_it(tmp_
     read = read_vocabulary(marked)
     assert read is not None and read[1] == tokens
     assert vocabulary_mismatch(read, read_vocabulary(plain)) is None
+
+
+def test_the_mnli_diagnostic_set_without_test_predictions_is_refused_at_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AX.tsv is written with the test-set predictions: `diagnostic: true` under the default
+    `predict: [dev]` was accepted and wrote nothing."""
+    text = HEAD + (
+        "  tune:\n    kind: transformer.finetune\n    tokenizer: vocab.tokenizer\n    model: tiny\n"
+        f"    tasks:\n      - {{name: glue/mnli, data_dir: {tmp_path}, diagnostic: true}}\n"
+    )
+    path, problems = _problems(tmp_path, text, capsys)
+    line = text.splitlines()[9]
+    assert problems == [
+        f"{path}:10:{line.rindex('diagnostic') + 1}: stages.tune.tasks.0.diagnostic: the diagnostic set (AX.tsv) is predicted with the test set, "
+        "which this stage does not predict: add `predict: [dev, test]`, or remove `diagnostic: true`"
+    ]
+    fixed = text.replace("    tasks:\n", "    predict: [dev, test]\n    tasks:\n")
+    assert cli.main(["validate", str(write_recipe(tmp_path, fixed))]) == 0

@@ -118,6 +118,20 @@ class FinetuneConfig:
         check_task_epochs(self.task_epochs, [ref.key for ref in self.tasks])
         check_preset_with_init(self.init, self.model, "tiny")
         check_task_model_encoder(self)
+        self._check_diagnostic_predicted()
+
+    def _check_diagnostic_predicted(self) -> None:
+        """glue/mnli's `diagnostic: true` asks for AX.tsv, which is written with the test-set
+        predictions: without `test` in `predict` it was accepted and wrote nothing."""
+        if "test" in self.predict:
+            return
+        for position, ref in enumerate(self.tasks):
+            if getattr(ref.config, "diagnostic", False) is True:
+                raise FieldError(
+                    ("tasks", str(position), "diagnostic"),
+                    "the diagnostic set (AX.tsv) is predicted with the test set, which this stage does not "
+                    f"predict: add `predict: {[*self.predict, 'test']}`, or remove `diagnostic: true`".replace("'", ""),
+                )
 
     def preflight(self) -> list[UserError]:
         """Checks that read the tokenizer's and the init checkpoint's files, before any stage trains."""
