@@ -30,6 +30,7 @@ original name, in `HeadInfo.remaining` for the caller to map.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import shutil
@@ -104,12 +105,38 @@ class HeadInfo:
 # Reading.
 
 
+def dangling_symlinks(directory: Path) -> list[Path]:
+    """Symlinks in `directory` whose target is gone. A Hugging Face cache snapshot links every file
+    to a blob (`snapshots/<commit>/config.json -> ../../blobs/<sha256>`); a download cut short, a
+    cache cleaned by hand or a snapshot folder copied without its blobs leaves links to nothing,
+    which look like missing files to every `is_file()` check."""
+    try:
+        return sorted(p for p in directory.iterdir() if p.is_symlink() and not p.exists())
+    except OSError:
+        return []
+
+
+def incomplete_download(directory: Path, wanted: tuple[str, ...] = ()) -> str | None:
+    """The error text for a folder whose files (`wanted`, or any) are dangling symlinks, else None."""
+    dangling = [p for p in dangling_symlinks(directory) if not wanted or p.name in wanted]
+    if not dangling:
+        return None
+    shown = ", ".join(f"{p.name} -> {os.readlink(p)}" for p in dangling[:3])
+    more = f" (+{len(dangling) - 3} more)" if len(dangling) > 3 else ""
+    return (
+        f"{directory}: incomplete download: dangling symlink {shown}{more} (the file it points to is missing: an "
+        "interrupted or partly deleted Hugging Face download); fetch the checkpoint again"
+    )
+
+
 def _read_config(directory: Path) -> dict[str, Any]:
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: checkpoint directory does not exist")
     path = directory / "config.json"
     if not path.is_file():
-        raise CheckpointError(f"{path}: missing (not a HF checkpoint directory)")
+        raise CheckpointError(
+            incomplete_download(directory, ("config.json",)) or f"{path}: missing (not a HF checkpoint directory)"
+        )
     try:
         config = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -119,39 +146,74 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
 def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
     """All tensors of a HF checkpoint: model.safetensors, sharded safetensors, or weights-only .bin."""
     from safetensors.torch import load_file
 
     directory = Path(directory)
-    single, index, legacy = (
-        directory / n for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
-    )
+    single, index, legacy = (directory / n for n in _WEIGHT_FILES)
     try:
         if single.is_file():
             return load_file(single)
         if index.is_file():
             weight_map = json.loads(index.read_text())["weight_map"]
-            tensors: dict[str, Tensor] = {}
-            for shard in sorted(set(weight_map.values())):
-                tensors.update(load_file(directory / shard))
-            absent = sorted(set(weight_map) - set(tensors))
-    except Exception as e:  # corrupt header, missing shard, ...
+    except Exception as e:  # corrupt header, unreadable index, ...
         raise CheckpointError(f"{directory}: cannot read safetensors weights: {e}") from e
     if index.is_file():
-        # a tensor the index lists but no shard holds (a truncated or mixed-up download) would
-        # otherwise vanish silently when it is not an encoder tensor (a pooler, a head's extra)
-        if absent:
-            raise CheckpointError(
-                f"{index}: tensor {absent[0]!r} is listed in weight_map but missing from its shard "
-                f"{weight_map[absent[0]]!r}" + (f" (+{len(absent) - 1} more)" if len(absent) > 1 else "")
-            )
-        return tensors
+        return _read_shards(directory, index, weight_map)
     if legacy.is_file():
         return _load_bin(legacy)
+    # a shard a snapshot's index names can be a dangling link as well: any dangling link means the download is incomplete
     raise CheckpointError(
-        f"{directory}: no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"
+        incomplete_download(directory)
+        or f"{directory}: no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"
     )
+
+
+def _read_shards(directory: Path, index: Path, weight_map: Any) -> dict[str, Tensor]:
+    """The tensors of the shards `index` lists. Shard names must be plain file names next to the
+    index: the index is data from the download, and `../x` or `/x` would read a file outside the
+    checkpoint. A tensor held by two shards is refused: the later shard would silently win."""
+    from safetensors.torch import load_file
+
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
+        raise CheckpointError(f"{index}: 'weight_map' must map tensor names to shard file names")
+    for key, shard in weight_map.items():
+        if shard in ("", ".", "..") or "/" in shard or "\\" in shard or Path(shard).is_absolute():
+            raise CheckpointError(
+                f"{index}: tensor {key!r}: shard {shard!r} is not a file name in the checkpoint folder "
+                "(shards must sit next to their index; no paths)"
+            )
+    tensors: dict[str, Tensor] = {}
+    origin: dict[str, str] = {}
+    for shard in sorted(set(weight_map.values())):
+        try:
+            loaded = load_file(directory / shard)
+        except Exception as e:  # corrupt header, missing shard, ...
+            hint = incomplete_download(directory, (shard,))
+            raise CheckpointError(hint or f"{directory}: cannot read safetensors weights: {e}") from e
+        for name, t in loaded.items():
+            if name in origin:
+                raise CheckpointError(
+                    f"{index}: tensor {name!r} is in two shards, {origin[name]!r} and {shard!r}: "
+                    "which copy to load is ambiguous"
+                )
+            origin[name] = shard
+            tensors[name] = t
+    # a tensor the index lists but no shard holds (a truncated or mixed-up download) would
+    # otherwise vanish silently when it is not an encoder tensor (a pooler, a head's extra)
+    absent = sorted(set(weight_map) - set(tensors))
+    if absent:
+        raise CheckpointError(
+            f"{index}: tensor {absent[0]!r} is listed in weight_map but missing from its shard "
+            f"{weight_map[absent[0]]!r}" + (f" (+{len(absent) - 1} more)" if len(absent) > 1 else "")
+        )
+    return tensors
 
 
 def _load_bin(path: Path) -> dict[str, Tensor]:
@@ -429,6 +491,36 @@ def _hf_config(config: EncoderConfig, model_type: str, arch: str, extra: dict[st
 
 _BASE_ARCH = {"electra": "ElectraModel", "bert": "BertModel"}
 
+_ARCHITECTURE_KEYS = (
+    "architectures",
+    "model_type",
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "hidden_act",
+    "position_embedding_type",
+    "layer_norm_eps",
+)
+"""config.json fields that export_hf derives from the encoder and head: they fix the tensors' shapes
+or the function the weights compute (`layer_norm_eps`, `hidden_act`), so an `extra_config` value
+that differs would describe another model than the weights (one that fails to load, or loads and
+silently computes something else)."""
+
+_SHARD = r"(-\d{5}-of-\d{5})?"
+_OWNED_FILES = re.compile(
+    rf"model{_SHARD}\.safetensors|pytorch_model{_SHARD}\.bin|tf_model{_SHARD}\.h5|flax_model{_SHARD}\.msgpack"
+    r"|(model\.safetensors|pytorch_model\.bin|tf_model\.h5|flax_model\.msgpack)\.index\.json"
+)
+"""Weight files of a HF checkpoint, by transformers' names (single file, shards, shard index). An
+export owns them all: one left from an earlier export next to the new model.safetensors holds the
+OLD weights, and a reader that prefers it (transformers with `use_safetensors=False` or without
+safetensors, TF/Flax, xfer's reader when model.safetensors goes) would load those."""
+
 
 def _head_to_hf(
     head: nn.Module, kind: str, model_type: str, host: PluginHost | None
@@ -470,8 +562,12 @@ def export_hf(
     head_kind defaults to the head's own `kind`; its registered HF map (head registry of `host`,
     default the process-wide plugin host) gives the HF class and tensor names. extra_tensors (HF names, e.g. `HeadInfo.remaining`
     from `load_hf`) are written as given; extra_config entries override config.json fields (e.g.
-    real `id2label`). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
+    real `id2label`), except those that describe the weights (`_ARCHITECTURE_KEYS`: a value that
+    differs is a ValueError). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
     `transformers` reports it missing (xfer has no pooler without a head).
+
+    Over an earlier export, every HF weight file (`_OWNED_FILES`: shards, index, `.bin`) is removed
+    first; other files in `directory` stay.
 
     Pre-training exports put `OBJECTIVE_KEY` in extra_config (which head the weights are).
     """
@@ -498,6 +594,13 @@ def export_hf(
             raise ValueError(f"head kind {head_kind!r}: HF names {clash[:3]} collide with encoder tensors")
         tensors |= head_tensors
     tensors |= extra_tensors or {}
+    derived = _hf_config(config, model_type, arch, extra_cfg)
+    for key, value in (extra_config or {}).items():
+        if key in _ARCHITECTURE_KEYS and value != derived.get(key):
+            raise ValueError(
+                f"extra_config[{key!r}] = {value!r} differs from the exported model's {derived.get(key)!r}: "
+                f"config.json's {key} must describe the weights written (the encoder config sets it)"
+            )
     hf_config = _hf_config(config, model_type, arch, {**extra_cfg, **(extra_config or {})})
 
     directory = Path(directory)
@@ -513,6 +616,11 @@ def export_hf(
     # config.json marks a complete checkpoint: drop the previous one first and write the new one
     # last, so an export interrupted over an older one never leaves new weights under an old config
     (directory / "config.json").unlink(missing_ok=True)
+    # then every weight file of an earlier export (shards, index, .bin): left next to the new
+    # model.safetensors, they would still hold the old weights for readers that prefer them
+    for stale in sorted(directory.iterdir()):
+        if _OWNED_FILES.fullmatch(stale.name) and (stale.is_symlink() or stale.is_file()):
+            stale.unlink()
     # clone: safetensors refuses tensors that share storage (the q/k/v chunks do)
     plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
     if vocab_file is not None:

@@ -226,7 +226,15 @@ def load_model_dir(path: str | Path) -> ModelDir:
     state_dicts: dict[str, dict[str, Tensor]] = {name: {} for name in modules}
     for full, t in tensors.items():
         module_name, _, key = full.partition(".")
-        state_dicts.setdefault(module_name, {})[key] = t
+        if module_name not in state_dicts:
+            # save_model_dir never writes such a tensor: the weights file and xfer_model.json come
+            # from different saves (a file copied over, a hand edit), and callers that take a module
+            # by name (`state_dicts.get("head")`) would load weights nothing describes
+            raise CheckpointError(
+                f"{weights}: tensor {full!r} belongs to module {module_name!r}, which {meta_path}'s 'modules' "
+                f"does not list (it lists: {', '.join(sorted(modules)) or 'none'}); the two files do not match"
+            )
+        state_dicts[module_name][key] = t
     return ModelDir(path, document, modules, state_dicts)
 
 
@@ -239,7 +247,12 @@ def detect_format(path: str | Path) -> str:
         return "xfer"
     if (path / "config.json").is_file():
         return "hf"
-    raise CheckpointError(f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)")
+    from xfer.transformer.hf import incomplete_download
+
+    raise CheckpointError(
+        incomplete_download(path, (META_FILE, "config.json"))
+        or f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)"
+    )
 
 
 def recorded_role(folder: Path) -> tuple[str | None, str | None, str]:
