@@ -173,3 +173,27 @@ def test_a_snapshot_with_a_missing_shard_blob_says_incomplete_download(tmp_path:
     (tmp_path / "blob").unlink()
     with pytest.raises(CheckpointError, match=r"incomplete download: dangling symlink model-00001-of-00001"):
         load_hf(tmp_path / "c")
+
+
+def test_the_pre_flight_names_an_incomplete_snapshot_and_a_shard_outside_the_folder(tmp_path: Path) -> None:
+    """`xfer validate --data` and the pre-flight of `xfer run` (`checkpoint_format_problem`,
+    `weights_problem`) passed a Hub snapshot whose blobs were gone (only the stage said so) and
+    opened an index's `../x` shard to read its header."""
+    from xfer.transformer.finetune_config import checkpoint_format_problem, weights_problem
+
+    snapshot, _ = _snapshot_with_blobs(tmp_path / "hub")
+    assert checkpoint_format_problem(snapshot, "init") is None and weights_problem(snapshot) is None
+    os.unlink(os.path.realpath(snapshot / "model.safetensors"))
+    assert "incomplete download: dangling symlink model.safetensors" in str(weights_problem(snapshot))
+    os.unlink(os.path.realpath(snapshot / "config.json"))
+    assert str(checkpoint_format_problem(snapshot, "init")).startswith(
+        f"init: {snapshot}: incomplete download: dangling symlink config.json"
+    )
+    folder = tmp_path / "ckpt"
+    tensors = _sharded(folder)
+    save_file(tensors, tmp_path / "outside.safetensors")
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": dict.fromkeys(tensors, "../outside.safetensors")})
+    )
+    problem = weights_problem(folder)
+    assert isinstance(problem, CheckpointError) and "shard '../outside.safetensors' is not a file name" in str(problem)

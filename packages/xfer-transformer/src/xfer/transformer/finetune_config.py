@@ -328,6 +328,10 @@ def checkpoint_format_problem(folder: Path, key: str) -> UserError | None:
             if not checkpoint_encoder(folder):  # truncated, empty, or not a checkpoint's description
                 return CheckpointError(f"{key}: {folder / name} does not describe an encoder (damaged?)")
             return None
+    from xfer.transformer.hf import incomplete_download
+
+    if (interrupted := incomplete_download(folder, ("xfer_model.json", "config.json"))) is not None:
+        return CheckpointError(f"{key}: {interrupted}")
     return CheckpointError(
         f"{key}: {folder} is neither an xfer model directory (xfer_model.json) nor a Hugging Face checkpoint "
         "(config.json)"
@@ -344,14 +348,22 @@ def weights_problem(folder: Path) -> UserError | None:
         return None  # said by the checks that read its config
     from safetensors import safe_open
 
+    from xfer.transformer.hf import check_weight_map, incomplete_download
+
+    if (interrupted := incomplete_download(folder)) is not None:  # a Hub snapshot whose blobs are gone
+        return CheckpointError(interrupted)
     single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
     if single.is_file():
         files = [single]
     elif index.is_file():
         try:
-            files = [folder / shard for shard in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+            weight_map = json.loads(index.read_text())["weight_map"]
+            check_weight_map(index, weight_map)  # names only: a `../x` shard was opened here
+        except CheckpointError as error:
+            return error
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             return DataError(index, 0, f"not a safetensors index (a weight_map of tensor -> shard file): {error}")
+        files = [folder / shard for shard in sorted(set(weight_map.values()))]
     else:
         return None  # a weights-only .bin, or no weights file: the stage's loader says which
     for file in files:

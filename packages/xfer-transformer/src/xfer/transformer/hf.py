@@ -173,12 +173,10 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
     )
 
 
-def _read_shards(directory: Path, index: Path, weight_map: Any) -> dict[str, Tensor]:
-    """The tensors of the shards `index` lists. Shard names must be plain file names next to the
-    index: the index is data from the download, and `../x` or `/x` would read a file outside the
-    checkpoint. A tensor held by two shards is refused: the later shard would silently win."""
-    from safetensors.torch import load_file
-
+def check_weight_map(index: Path, weight_map: Any) -> None:
+    """A shard index's `weight_map` maps tensor names to plain file names next to the index (a
+    CheckpointError otherwise): the index is data from the download, and a shard named `../x` or
+    `/x` would read a file outside the checkpoint."""
     if not isinstance(weight_map, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
     ):
@@ -189,6 +187,14 @@ def _read_shards(directory: Path, index: Path, weight_map: Any) -> dict[str, Ten
                 f"{index}: tensor {key!r}: shard {shard!r} is not a file name in the checkpoint folder "
                 "(shards must sit next to their index; no paths)"
             )
+
+
+def _read_shards(directory: Path, index: Path, weight_map: Any) -> dict[str, Tensor]:
+    """The tensors of the shards `index` lists (names checked by `check_weight_map`). A tensor held
+    by two shards is refused: the later shard would silently win."""
+    from safetensors.torch import load_file
+
+    check_weight_map(index, weight_map)
     tensors: dict[str, Tensor] = {}
     origin: dict[str, str] = {}
     for shard in sorted(set(weight_map.values())):
