@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import difflib
 import math
+import re
 import traceback
 import warnings
 from collections.abc import Mapping, Sequence
@@ -246,6 +247,12 @@ class Task(abc.ABC):
                     value = " ".join(map(str, value))
                 out.write(f"{example.id}\t{value}\n")
         return path
+
+
+def task_slug(task: str) -> str:
+    """A task's name or alias as a folder or file name part (`glue/rte` -> `glue-rte`): stages'
+    trial, prediction and model folders (trials/<slug>/, predictions/<slug>/, models/<slug>/)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", task)
 
 
 def missing_predictions(examples: Sequence[Example], predictions: Mapping[str, Any]) -> list[str]:

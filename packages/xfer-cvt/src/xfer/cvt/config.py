@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from xfer.core.config import FieldError, Files, Input, KeysOf, TaskRef, check_distinct_tasks, knob
 from xfer.core.errors import UserError
+from xfer.core.tasks import task_slug
 from xfer.core.train_config import TrainConfig
 
 PresetName = Literal["tiny", "cpu", "thesis"]
@@ -94,11 +95,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 def module_key(task: str) -> str:
     """A task name as an nn.Module attribute name (the key of its module in the model's weights)."""
     return re.sub(r"\W", "_", task)
-
-
-def task_slug(task: str) -> str:
-    """A task name as a folder or file name part (predictions/<slug>/, targets-<slug>.json)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", task)
 
 
 def check_task_keys(names: list[str]) -> None:

@@ -35,9 +35,9 @@ from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
 from xfer.core.stage import StageContext, finished_trial
-from xfer.core.tasks import Task, TaskInfo, check_examples, nonempty_examples
+from xfer.core.tasks import Task, TaskInfo, check_examples, nonempty_examples, task_slug
 from xfer.core.trainer import Trainer
-from xfer.cvt.config import CvtConfig, FeaturesConfig, task_slug
+from xfer.cvt.config import CvtConfig, FeaturesConfig
 from xfer.cvt.data import Featurizer, Item, PooledStream, UnlabeledCorpus, UnlabeledStream, pad_rows, subsample
 from xfer.cvt.objective import CvtObjective, Settings
 from xfer.cvt.seq2seq import BOS, EOS, T_PAD, T_UNK, TARGET_SPECIALS

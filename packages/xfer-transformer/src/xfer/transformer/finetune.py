@@ -16,7 +16,6 @@ Outputs:
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,16 +32,12 @@ from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import HEADER, markdown_rows, score_order, task_result
 from xfer.core.stage import StageContext, finished_trial
-from xfer.core.tasks import Task, nonempty_examples
+from xfer.core.tasks import Task, nonempty_examples, task_slug
 from xfer.core.trainer import Trainer
 from xfer.transformer.collapse import warn_if_collapsed
 from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
 from xfer.transformer.initnotes import generator_init_message, token_type_problem, untrained_positions_message
 from xfer.transformer.modelio import fitted_to_tokenizer
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
 
 
 def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[str, torch.Tensor] | None, Path | None]:
@@ -157,7 +152,7 @@ def _finetune_task(
         train_config = replace(train_config, epochs=config.task_epochs[ref.key], steps=None)
     runs = []
     for trial in range(config.trials):
-        workdir = ctx.dir / "trials" / slug(ref.key) / f"trial-{trial}"
+        workdir = ctx.dir / "trials" / task_slug(ref.key) / f"trial-{trial}"
         done = workdir / "done.json"
         finished = finished_trial(done)
         if finished is not None:  # finished before an interruption
@@ -194,7 +189,7 @@ def _finetune_task(
                 examples, features = splits[split]
                 predictions = _evaluator(task, objective, examples, features, ctx, config).predictions(objective)
                 if ctx.is_main:
-                    folder = ctx.output_dir("predictions") / slug(ref.key) / f"trial-{trial}"
+                    folder = ctx.output_dir("predictions") / task_slug(ref.key) / f"trial-{trial}"
                     task.write_predictions(folder, split, examples, predictions)
         record = {**metrics, **_bookkeeping(trial, seed, fit.step, chosen.name)}
         if ctx.is_main:
@@ -263,14 +258,14 @@ def _save_models(
         return
     trials = [r["trial"] for r in runs] if config.save_models == "all" else [_median_trial(runs, metric)]
     for trial in trials:
-        checkpoints = ctx.dir / "trials" / slug(name) / f"trial-{trial}" / "checkpoints"
+        checkpoints = ctx.dir / "trials" / task_slug(name) / f"trial-{trial}" / "checkpoints"
         record = next(r for r in runs if r["trial"] == trial)
         path = evaluated_checkpoint(
             checkpoints, record["checkpoint"], f"trial {trial} of {name} ({metric} {record.get(metric)})"
         )
         objective = build(ctx.seed + trial)
         load_evaluated_weights(path, objective)  # EMA weights when EMA was on: what was evaluated
-        target = ctx.output_dir("models") / slug(name)
+        target = ctx.output_dir("models") / task_slug(name)
         if config.save_models == "all":
             target = target / f"trial-{trial}"
         meta = {
