@@ -284,7 +284,11 @@ class SpanQAConfig:
         False, "Answerability classifier on [CLS] for SQuAD 2.0 (else the null span score decides)."
     )
     answerable_weight: float = knob(0.5, "Weight of the answerability loss.")
-    null_threshold: float = knob(0.0, "Predict no answer when null score - best span score exceeds this (SQuAD 2.0).")
+    null_threshold: float = knob(
+        0.0,
+        "Predict no answer when null score - best span score (with `answerable`: the answerability logit) exceeds "
+        "this (SQuAD 2.0). 0 is run_squad's; ELECTRA's SQuAD 2.0 setup (joint_end, answerable) used -2.75.",
+    )
 
 
 class SpanQAObjective(FinetuneObjective):
