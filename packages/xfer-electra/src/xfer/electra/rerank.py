@@ -52,6 +52,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,16 +148,25 @@ def merge_nbest(per_file: Sequence[Sequence[NBestList]]) -> list[NBestList]:
             key = json.dumps(nbest.id, sort_keys=True)
             first = seen.get(key)
             if first is not None:
-                raise DataError(
-                    nbest.path,
-                    nbest.line,
-                    f"duplicate id {nbest.id!r}: {first.path} line {first.line} has it too (ids must be unique "
-                    "across the n-best files of one set, or their re-ranked lists cannot be told apart)",
-                    key="id",
-                )
+                raise DataError(nbest.path, nbest.line, _merged_duplicate(nbest, first), key="id")
             seen[key] = nbest
             merged.append(nbest)
     return merged
+
+
+def _merged_duplicate(entry: NBestList, first: NBestList) -> str:
+    """The message for two lists of a merged set with one id. A default id "<file>:<line>" can
+    equal an explicit id of another file: "a.jsonl line 2 has it too" was said of a line that
+    gives no id at all."""
+    unique = "ids must be unique across the n-best files of one set, or their re-ranked lists cannot be told apart"
+    if not (entry.default_id or first.default_id):
+        return f"duplicate id {entry.id!r}: {first.path} line {first.line} has it too ({unique})"
+    implicit, explicit = (entry, first) if entry.default_id else (first, entry)
+    return (
+        f"duplicate id {entry.id!r}: {implicit.path} line {implicit.line} gives no id, so its id is the default "
+        f"<file>:<line>, and {explicit.path} line {explicit.line} gives that id explicitly ({unique}: give "
+        "every list an id, or another one)"
+    )
 
 
 class _DuplicateKey(Exception):
@@ -354,27 +364,59 @@ def check_plls(lists: Sequence[NBestList], plls: Sequence[Sequence[float]]) -> N
                 )
 
 
+def _totals(nbest: NBestList, values: Sequence[float], lam: float) -> list[float]:
+    """score + lam * pll of every hypothesis of `nbest`, each a finite number.
+
+    Scores, PLLs and λ are each finite, but a large λ (`--lambdas 1e308`) overflowed the product
+    to -inf: every hypothesis tied at -inf, the first one won (not the base system's best), and the
+    output writer crashed with a bare ValueError after the whole scoring."""
+    totals = [h.score + lam * p for h, p in zip(nbest.hypotheses, values, strict=True)]
+    bad = next((i for i, total in enumerate(totals) if not math.isfinite(total)), None)
+    if bad is not None:
+        raise UserError(
+            f"λ = {lam:g}: score + λ·PLL of hypothesis {bad} of list {nbest.id!r} ({nbest.path}:{nbest.line}) is "
+            f"{totals[bad]} (score {nbest.hypotheses[bad].score:g}, PLL {values[bad]:g}): λ is too large for these "
+            "scores; use a smaller λ"
+        )
+    return totals
+
+
 def best_indices(lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> list[int]:
     """The index of the best hypothesis of every list under score + lam * pll (ties: the earliest)."""
     _check_aligned(lists, plls)
     chosen = []
     for nbest, values in zip(lists, plls, strict=True):
-        totals = [h.score + lam * p for h, p in zip(nbest.hypotheses, values, strict=True)]
+        totals = _totals(nbest, values, lam)
         chosen.append(max(range(len(totals)), key=lambda i: (totals[i], -i)))
     return chosen
 
 
 def evaluate(metric: str, lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: float) -> float:
-    references = _references(lists)
+    references = _references(lists, metric)
     picks = best_indices(lists, plls, lam)
     return corpus_metric(metric, references, [n.hypotheses[i].text for n, i in zip(lists, picks, strict=True)])[0]
 
 
-def _references(lists: Sequence[NBestList]) -> list[str]:
+def _references(lists: Sequence[NBestList], metric: str = "") -> list[str]:
+    """Every list's reference; for WER at least one must have a word. `wer` said only "WER is
+    undefined: the references have no words", not whether the dev or the test file was at fault."""
     missing = next((n for n in lists if n.reference is None), None)
     if missing is not None:
         raise DataError(missing.path, missing.line, "missing: needed to compute the metric", key="reference")
+    if metric == "wer" and lists and not any(n.reference.split() for n in lists):  # type: ignore[union-attr]
+        files = sorted({n.path for n in lists})
+        raise DataError(
+            ", ".join(files), 0, f"WER is undefined: none of the {len(lists)} references has a word", key="reference"
+        )
     return [n.reference for n in lists]  # type: ignore[misc]
+
+
+def check_references(metric: str, lists: Sequence[NBestList]) -> None:
+    """Before any scoring: the references of `lists` can give `metric` (when all are there; a test
+    set without some has its metric skipped, see `summary`). References without a single word left
+    WER undefined, and that was found after the whole n-best scoring."""
+    if all(n.reference is not None for n in lists):
+        _references(lists, metric)
 
 
 def choose_lambda(
@@ -383,10 +425,13 @@ def choose_lambda(
     plls: Sequence[Sequence[float]],
     grid: Sequence[float] = DEFAULT_LAMBDAS,
 ) -> tuple[float, list[tuple[float, float]]]:
-    """(best λ on these lists, [(λ, metric)] for the whole grid); ties go to the smallest λ."""
+    """(best λ on these lists, [(λ, metric)] for the whole grid); ties go to the smallest λ.
+
+    Each λ is tried once, and -0.0 (`--lambdas -0`, YAML `-0.0`: not negative) counts as 0: it was
+    reported as "λ = -0", and next to a 0 in the grid it was a second row of the same λ."""
     if not grid:
         raise UserError("the λ grid is empty")
-    table = [(float(lam), evaluate(metric, lists, plls, lam)) for lam in sorted(grid)]
+    table = [(lam, evaluate(metric, lists, plls, lam)) for lam in sorted({float(lam) + 0.0 for lam in grid})]
     best_lam, best_value = table[0]
     for lam, value in table[1:]:
         if better(metric, value, best_value):
@@ -396,7 +441,7 @@ def choose_lambda(
 
 def oracle(lists: Sequence[NBestList]) -> float:
     """WER of the best hypothesis of each list (fewest word errors; the floor any re-ranker can reach)."""
-    references = _references(lists)
+    references = _references(lists, "wer")
     picks = [
         min((h.text for h in n.hypotheses), key=lambda t, r=r: word_errors(r, t))
         for n, r in zip(lists, references, strict=True)
@@ -411,7 +456,7 @@ def reranked(lists: Sequence[NBestList], plls: Sequence[Sequence[float]], lam: f
     for nbest, values in zip(lists, plls, strict=True):
         base_order = sorted(range(len(nbest.hypotheses)), key=lambda i: (-nbest.hypotheses[i].score, i))
         rank_before = {index: rank for rank, index in enumerate(base_order)}
-        totals = [h.score + lam * p for h, p in zip(nbest.hypotheses, values, strict=True)]
+        totals = _totals(nbest, values, lam)
         order = sorted(range(len(totals)), key=lambda i: (-totals[i], i))
         hypotheses = [
             {
@@ -516,7 +561,7 @@ def rerank_nbest(
         assert test_plls is not None
         check_plls(test, test_plls)
     lam, table = choose_lambda(metric, dev, dev_plls, grid)
-    references = _references(dev)
+    references = _references(dev, metric)
     signature = corpus_metric(metric, references, [n.hypotheses[0].text for n in dev])[1]
     test_summary = test_records = None
     if test is not None:
@@ -534,14 +579,23 @@ def rerank_nbest(
     )
 
 
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+
+
 def parse_grid(text: str) -> list[float]:
-    """`"0,0.1,0.5"` -> [0.0, 0.1, 0.5] (finite numbers, not negative; for --lambdas)."""
+    """`"0,0.1,0.5"` -> [0.0, 0.1, 0.5] (finite numbers, not negative; for --lambdas; -0 is 0).
+
+    Plain decimal numbers only: `float` also reads "0_5" as 5 and "١" (an Arabic digit) as 1, so a
+    typo silently became another λ."""
     values = []
     for part in text.split(","):
+        value: float | None
         try:
-            value = float(part)
+            value = float(part) + 0.0  # -0.0 + 0.0 is 0.0
         except ValueError:
-            raise UserError(f"--lambdas: {part.strip()!r} is not a number") from None
+            value = None
+        if value is None or (math.isfinite(value) and not _DECIMAL.fullmatch(part.strip())):
+            raise UserError(f"--lambdas: {part.strip()!r} is not a number")
         if not math.isfinite(value):
             raise UserError(f"--lambdas: {part.strip()!r} is not finite")
         if value < 0:

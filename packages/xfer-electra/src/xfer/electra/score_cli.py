@@ -112,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     lines = scoring.read_texts(args.file, args.format, text_field) if args.file is not None else None
     dev = rerank.read_nbest(args.nbest_dev, need_reference=True) if args.nbest_dev is not None else None
     test = rerank.read_nbest(args.nbest_test) if args.nbest_test is not None else None
+    for lists in (dev, test):
+        if lists is not None:
+            rerank.check_references(args.metric, lists)
     if args.empty == "error":  # what the stage's preflight checks; found while scoring, it came after --out was written
         blank = next((e for e in (scoring.blank_hypothesis(x) for x in (dev, test) if x is not None) if e), None)
         if blank is not None:

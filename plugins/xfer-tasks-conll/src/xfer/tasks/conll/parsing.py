@@ -18,7 +18,7 @@ from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, ParsingExample, Split, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.conll.config import UdParseConfig
-from xfer.tasks.conll.readers import ConlluTree, read_conllu_trees
+from xfer.tasks.conll.readers import ConlluTree, duplicate_sentence_id, read_conllu_trees
 
 SPLITS = ("train", "dev", "test")
 
@@ -68,10 +68,9 @@ class UdParseTask(Task):
             for number, tree in enumerate(self._read(path)):
                 ident = tree.sent_id or f"{split}-{number}"
                 if ident in seen:
-                    raise DataError(
-                        path, tree.line, f"sentence id {ident!r} already used on line {seen[ident]}", key="sent_id"
-                    )
-                seen[ident] = tree.line
+                    message = duplicate_sentence_id(ident, split, seen[ident], tree.line, not tree.sent_id)
+                    raise DataError(path, tree.line, message, key="sent_id")
+                seen[ident] = (tree.line, not tree.sent_id)
                 examples.append(
                     ParsingExample(ident, tuple(tree.words), tuple(tree.heads), tuple(tree.relations), tuple(tree.upos))
                 )

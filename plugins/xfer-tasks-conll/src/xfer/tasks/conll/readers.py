@@ -122,9 +122,17 @@ def _bad_field(fields: list[str]) -> tuple[str, str] | None:
 
 
 def _is_index(text: str) -> bool:
-    """An ID or HEAD: ASCII digits only. str.isdigit() alone also accepts '²', which int() then
-    rejects with a traceback, and '١' or '１', which int() silently reads as 1."""
-    return text.isascii() and text.isdigit()
+    """An ID or HEAD: ASCII digits only, without a leading zero (`0` alone is ROOT). str.isdigit()
+    alone also accepts '²', which int() then rejects with a traceback, and '١' or '１', which int()
+    silently reads as 1. The UD format writes integers: `01` was read as word 1 and HEAD `00` as
+    ROOT, silently, in a file a tool had padded or a hand had edited."""
+    return text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0"))
+
+
+def _zero_hint(text: str) -> str:
+    """What to add to an error on an ID or HEAD that is digits with a leading zero."""
+    padded = text.isascii() and text.isdigit() and len(text) > 1 and text.startswith("0")
+    return " (written with a leading zero: CoNLL-U IDs and HEADs are plain integers)" if padded else ""
 
 
 def _check_skipped_id(
@@ -141,7 +149,8 @@ def _check_skipped_id(
     empty_node = "." in ident
     low, _, high = ident.partition("." if empty_node else "-")
     if not (_is_index(low) and _is_index(high)):  # also `1-2.1` and `1.2.3`
-        raise DataError(path, number, f"malformed ID {ident!r}", key="ID")
+        hint = _zero_hint(low) or _zero_hint(high)
+        raise DataError(path, number, f"malformed ID {ident!r}{hint}", key="ID")
     first, second = int(low), int(high)
     if empty_node:
         if first != words:
@@ -253,13 +262,35 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
             _check_skipped_id(path, number, ident, len(rows), ranges, empty_nodes)
             continue
         if not _is_index(ident) or int(ident) != len(rows) + 1:
-            raise DataError(path, number, f"word ID {ident!r} out of sequence (expected {len(rows) + 1})", key="ID")
+            raise DataError(
+                path,
+                number,
+                f"word ID {ident!r} out of sequence (expected {len(rows) + 1}){_zero_hint(ident)}",
+                key="ID",
+            )
         rows.append(fields)
         lines.append(number)
     close()
     if not sentences:
         raise DataError(path, 1, "no sentences in file")
     return sentences
+
+
+def duplicate_sentence_id(ident: str, split: str, first: tuple[int, bool], line: int, default: bool) -> str:
+    """The message for a sentence id already used by the sentence starting on line `first[0]`.
+
+    A sentence without `# sent_id` gets the id `<split>-<n>` (n: its 0-based position), which a
+    sent_id of another sentence can equal: "sentence id 'dev-1' already used on line 1" was said of
+    a sentence that has no sent_id, or pointed at one that has none. `first[1]` and `default` say
+    whether each of the two ids is such a default."""
+    if not (default or first[1]):
+        return f"sentence id {ident!r} already used on line {first[0]}"
+    implicit, explicit = (line, first[0]) if default else (first[0], line)
+    return (
+        f"sentence id {ident!r}: the sentence on line {implicit} has no sent_id, so its id is {split}-<n> "
+        f"(its position in the file), and the sentence on line {explicit} has that sent_id "
+        "(give every sentence a sent_id, or another one)"
+    )
 
 
 def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]:
@@ -308,7 +339,9 @@ def read_conllu_trees(path: Path) -> list[ConlluTree]:
         for position, (number, fields) in enumerate(zip(sentence.lines, sentence.rows, strict=True), start=1):
             head, relation = fields[6], fields[7]
             if not _is_index(head) or int(head) > n:
-                raise DataError(path, number, f"HEAD {head!r} is not a word index in 0..{n}", key="HEAD")
+                raise DataError(
+                    path, number, f"HEAD {head!r} is not a word index in 0..{n}{_zero_hint(head)}", key="HEAD"
+                )
             if int(head) == position:
                 raise DataError(path, number, f"word {position} is its own head", key="HEAD")
             if relation in ("", "_"):

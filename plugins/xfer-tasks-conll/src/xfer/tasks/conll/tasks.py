@@ -18,7 +18,7 @@ from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, Split, TaggingExample, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.conll import schemes
 from xfer.tasks.conll.config import ChunkingConfig, ColumnsConfig, FilesConfig, SpanTaggingConfig, UdPosConfig
-from xfer.tasks.conll.readers import ColumnSentence, read_columns, read_conllu
+from xfer.tasks.conll.readers import ColumnSentence, duplicate_sentence_id, read_columns, read_conllu
 
 SPLITS = ("train", "dev", "test")
 
@@ -36,21 +36,21 @@ class RawSentence(NamedTuple):
 
 
 def _gold_and_predicted(
-    task: str, examples: Sequence[Example], predictions: Mapping[str, Any]
+    task: TaggingTask, examples: Sequence[Example], predictions: Mapping[str, Any]
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """Gold and predicted tag lists in example order; shapes and types are checked."""
+    """Gold and predicted tag lists in example order; shapes, types and tags are checked."""
     golds: list[list[str]] = []
     preds: list[list[str]] = []
     for example in examples:
         assert isinstance(example, TaggingExample)
         if example.id not in predictions:
-            raise ValueError(f"{task}: no prediction for sentence {example.id!r}")
+            raise ValueError(f"{task.name}: no prediction for sentence {example.id!r}")
         if example.tags is None:
-            raise ValueError(f"{task}: sentence {example.id!r} has no gold tags (unlabelled split?)")
+            raise ValueError(f"{task.name}: sentence {example.id!r} has no gold tags (unlabelled split?)")
         golds.append(list(example.tags))
-        preds.append(_predicted_tags(task, example, predictions[example.id]))
+        preds.append(task.checked_tags(example, predictions[example.id]))
     if not golds:
-        raise ValueError(f"{task}: cannot evaluate zero sentences")
+        raise ValueError(f"{task.name}: cannot evaluate zero sentences")
     return golds, preds
 
 
@@ -127,14 +127,14 @@ class TaggingTask(Task):
             raw = self._raw_split(split)
             path = self.file_of(split) or self.file_of("train")
             examples: list[TaggingExample] = []
-            seen: dict[str, int] = {}
+            seen: dict[str, tuple[int, bool]] = {}  # id -> (line, whether it is the default id)
             for number, (ident, line, words, tags) in enumerate(raw):
+                default = not ident
                 ident = ident or f"{split}-{number}"
                 if ident in seen:
-                    raise DataError(
-                        path, line, f"sentence id {ident!r} already used on line {seen[ident]}", key="sent_id"
-                    )
-                seen[ident] = line
+                    message = duplicate_sentence_id(ident, split, seen[ident], line, default)
+                    raise DataError(path, line, message, key="sent_id")
+                seen[ident] = (line, default)
                 examples.append(TaggingExample(id=ident, words=tuple(words), tags=tuple(tags)))
             self._splits[split] = examples
         return self._splits[split]
@@ -178,6 +178,36 @@ class TaggingTask(Task):
             self._labels = tuple(sorted({tag for sentence in self.read_cached(path) for tag in sentence.tags}))
         return self._labels
 
+    def checked_tags(self, example: TaggingExample, predicted: Any) -> list[str]:
+        """A sentence's predicted tags, refused (ValueError) unless every tag could be the task's.
+
+        A model predicts `labels` only, but `evaluate` and `write_predictions` are the plugin's
+        API, also fed predictions read back from a file or made by another task's model: seqeval
+        scored an `S-X` in a BIO task as a one-word span, and a tag of a type the task does not
+        have, or of another scheme, silently moved the score. So a span tag must be well formed in
+        the task's scheme and, when `train_file` gives the tag set, every tag must be in `labels`
+        or among the sentence's own gold tags (a dev-only tag; gold given as predictions scores 100).
+        """
+        tags = _predicted_tags(self.name, example, predicted)
+        scheme = self.span_scheme
+        problem = schemes.bad_form(tags, scheme) if scheme is not None else None
+        if problem is not None:
+            position, reason = problem
+            raise ValueError(
+                f"{self.name}: sentence {example.id!r}, word {position + 1} ({example.words[position]!r}): "
+                f"predicted {reason}"
+            )
+        if self.file_of("train") is not None:
+            known = set(self.labels) | set(example.tags or ())
+            position = next((i for i, tag in enumerate(tags) if tag not in known), None)
+            if position is not None:
+                raise ValueError(
+                    f"{self.name}: sentence {example.id!r}, word {position + 1} ({example.words[position]!r}): "
+                    f"predicted tag {tags[position]!r} is not in the task's tag set (the {len(self.labels)} tags "
+                    f"of {self.file_of('train')}): predictions made for another tag set or scheme?"
+                )
+        return tags
+
     def write_predictions(
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
@@ -189,7 +219,7 @@ class TaggingTask(Task):
         lines: list[str] = []
         for example in examples:
             assert isinstance(example, TaggingExample)
-            predicted = _predicted_tags(self.name, example, predictions[example.id])
+            predicted = self.checked_tags(example, predictions[example.id])
             golds = self.conlleval_tags(example.tags) if example.tags else [None] * len(example.words)
             for word, gold, tag in zip(example.words, golds, self.conlleval_tags(predicted), strict=True):
                 lines.append(f"{word}\t{tag}\n" if gold is None else f"{word}\t{gold}\t{tag}\n")
@@ -205,6 +235,22 @@ def _column_index(path: Path, sentence: ColumnSentence, column: int, key: str) -
     if not -width <= column < width:
         raise DataError(path, sentence.line, f"column {column} does not exist: lines have {width} columns", key=key)
     return column % width
+
+
+def _tag_column(path: Path, sentence: ColumnSentence, tag_column: int, word_col: int) -> int:
+    """The index of the tag column, which must not be the word column (`word_col`, resolved).
+    `word_column: -1` next to the default `tag_column: -1`, or a one-column file, made every tag
+    its own input word: a model learned to copy it and dev F1 was ~100, without a word."""
+    tag_col = _column_index(path, sentence, tag_column, "tag_column")
+    if tag_col == word_col:
+        raise DataError(
+            path,
+            sentence.line,
+            f"tag_column {tag_column} and the word column are both column {tag_col} (0-based; lines have "
+            f"{len(sentence.rows[0])} columns): the tag would be the input word",
+            key="tag_column",
+        )
+    return tag_col
 
 
 # --- span tasks ----------------------------------------------------------------------------------
@@ -227,8 +273,8 @@ class SpanTaggingTask(TaggingTask):
     def read_file(self, path: Path) -> list[RawSentence]:
         cfg: SpanTaggingConfig = self.config
         sentences = read_columns(path)
-        tag_col = _column_index(path, sentences[0], cfg.tag_column, "tag_column")
         word_col = 0
+        tag_col = _tag_column(path, sentences[0], cfg.tag_column, word_col)
         input_scheme = cfg.input_scheme
         why = ""
         if input_scheme == "auto":
@@ -279,7 +325,7 @@ class SpanTaggingTask(TaggingTask):
         return info
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
-        golds, preds = _gold_and_predicted(self.name, examples, predictions)
+        golds, preds = _gold_and_predicted(self, examples, predictions)
         return span_scores(golds, preds, self.config.tag_scheme)
 
 
@@ -361,7 +407,7 @@ class UdPosTask(TaggingTask):
         return [RawSentence(s.sent_id, s.line, s.words, s.tags) for s in read_conllu(path, tag_column=cfg.tag_column)]
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
-        golds, preds = _gold_and_predicted(self.name, examples, predictions)
+        golds, preds = _gold_and_predicted(self, examples, predictions)
         return token_accuracy(golds, preds)
 
 
@@ -381,7 +427,7 @@ class ColumnsTask(TaggingTask):
         cfg: ColumnsConfig = self.config
         sentences = read_columns(path, separator=cfg.separator)
         word_col = _column_index(path, sentences[0], cfg.word_column, "word_column")
-        tag_col = _column_index(path, sentences[0], cfg.tag_column, "tag_column")
+        tag_col = _tag_column(path, sentences[0], cfg.tag_column, word_col)
         out = []
         for sentence in sentences:
             tags = [row[tag_col] for row in sentence.rows]
@@ -401,7 +447,7 @@ class ColumnsTask(TaggingTask):
         return info
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
-        golds, preds = _gold_and_predicted(self.name, examples, predictions)
+        golds, preds = _gold_and_predicted(self, examples, predictions)
         if self.config.scheme == "none":
             return token_accuracy(golds, preds)
         return span_scores(golds, preds, self.config.scheme)
