@@ -207,3 +207,21 @@ def test_xfer_score_lambdas(electric: Path, tmp_path: Path, capsys: pytest.Captu
                  "--rerank-dir", str(tmp_path / "new")]) == 2  # fmt: skip
     assert f"{blank}: reference: WER is undefined" in capsys.readouterr().err
     assert not (tmp_path / "new").exists(), "refused before anything is scored or written"
+
+
+def test_the_score_stage_pre_flight_names_references_that_leave_wer_undefined(electric: Path, tmp_path: Path) -> None:
+    """`electra.score` with `metric: wer` found the test set's blank references only after the whole
+    n-best scoring; `xfer score` checks before loading the model, the stage's pre-flight now too."""
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import preflight
+    from xfer.testing import make_host, write_recipe
+
+    dev = _write(tmp_path / "dev.jsonl", [_row("a b")])
+    test = _write(tmp_path / "test.jsonl", [_row(" "), _row("")])
+    stage = f"{{kind: electra.score, checkpoint: {electric}, nbest_dev: {dev}, nbest_test: {test}, metric: wer}}"
+    recipe = write_recipe(tmp_path, f"name: s\nstages:\n  s: {stage}\n")
+    host = make_host(autoload=True)
+    problems = [str(p) for p in preflight(load_recipe(recipe, [], host), host)]
+    assert any(p.startswith(f"{test}: reference: WER is undefined") for p in problems), problems
+    recipe.write_text(recipe.read_text().replace("metric: wer", "metric: bleu"))
+    assert not [p for p in preflight(load_recipe(recipe, [], host), host) if "WER" in str(p)]

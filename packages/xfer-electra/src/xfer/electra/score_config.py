@@ -120,7 +120,7 @@ class ScoreConfig:
         tokens, while scoring (they need the checkpoint's tokenizer)."""
         from xfer.core.errors import DataError, UserError
         from xfer.core.textfile import check_distinct
-        from xfer.electra.rerank import merge_nbest, read_nbest
+        from xfer.electra.rerank import check_references, merge_nbest, read_nbest
         from xfer.electra.scoring import EMPTY_MESSAGE, blank_hypothesis, read_texts
 
         problems: list[UserError] = []
@@ -155,7 +155,9 @@ class ScoreConfig:
                 if blank is not None and self.empty == "error":
                     problems.append(blank)
             try:  # ids must be unique across the set's files (only those read: the others have an error already)
-                merge_nbest(per_file)
+                lists = merge_nbest(per_file)
+                if self.metric is not None:  # blank references leave WER undefined: found after scoring
+                    check_references(self.metric, lists)
             except UserError as error:
                 problems.append(error)
         return problems
