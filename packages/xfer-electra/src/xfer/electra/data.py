@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -73,6 +74,7 @@ from xfer.electra.packing import (
     BLOCK_BYTES,
     BLOCK_ROWS,
     MAX_SCAN_BLOCKS,
+    NOT_A_REGULAR_FILE,
     ExamplePacker,
     PackedExample,
     PackStats,
@@ -82,6 +84,7 @@ from xfer.electra.packing import (
     iter_text_lines,
     plan_text_blocks,
     prefix_ends,
+    text_has_cr,
 )
 
 try:  # POSIX; elsewhere concurrent builders are still safe (rename), only not serialised
@@ -99,7 +102,9 @@ EXAMPLE_FEATURES = datasets.Features(
 )
 MANIFEST = "manifest.json"
 _CACHE_PREFIX = "electra-examples-"
+_LINE_ENDS = ".line-ends.json"  # which corpus files hold a CR (see _files_with_cr)
 _CHECKED_TEXT = ".checked-text.json"  # streamed text files already decoded whole (see _check_streamed_text)
+_CACHE_OWN = {"hf-datasets", ".file-hashes.json", _LINE_ENDS, _CHECKED_TEXT}  # besides the example folders
 _PACK_STATS = "pack-stats"  # per-process block counts, inside a build's temporary folder only
 _ROWS_PER_CHUNK = 2000
 _FILE_BUILDERS = {
@@ -144,6 +149,7 @@ def build_examples(
     """
     from xfer.transformer.tokenization import WordPieceTokenizer
 
+    _check_regular_files(corpus)
     _check_arguments(corpus, files, max_length, short_seq_prob, single_segment_prob, block_bytes, block_rows)
     warn = warn or _print_warning
     # read now, and handed to the workers as its JSON: the examples are packed with exactly the
@@ -266,6 +272,45 @@ def _check_arguments(
         raise DataError("corpus.files", 0, "no files to read (the patterns matched nothing)")
     if corpus.dataset is not None and corpus.files is not None:
         raise ValueError("corpus: give either files or dataset, not both")
+
+
+def _check_regular_files(corpus: CorpusConfig) -> None:
+    """Refuse a FIFO, device or socket that a pattern of `corpus.files` names or matches.
+
+    The stage's file list keeps regular files only, so such a path was dropped without a word:
+    named alone, the build said "no files to read (the patterns matched nothing)", though the
+    path exists; beside other files, the corpus silently lacked it. It cannot be read as a
+    corpus file anyway (`NOT_A_REGULAR_FILE`)."""
+    if corpus.files is None:
+        return
+    for pattern in corpus.files.patterns:
+        for match in glob.glob(pattern, recursive=True):
+            path = Path(match)
+            if path.exists() and not path.is_file() and not path.is_dir():
+                raise DataError(path, 0, f"matched by corpus.files {pattern!r}: {NOT_A_REGULAR_FILE}")
+
+
+def _check_outside_cache(files: Sequence[Path], cache_dir: Path) -> None:
+    """Refuse corpus files that are the example cache's own: a glob such as `data/**` around the cache
+    (or `**` around the run directory, which holds the default cache) matched them on the next run:
+    a manifest was packed as corpus text, or the build stopped on an Arrow file's bytes
+    ("examples.arrow:1: not valid UTF-8"), which did not say why it was read. (Text files of the
+    user's in the cache folder, `data_cache` set to the corpus folder, are fine.)"""
+    cache = cache_dir.resolve()
+    for path in files:
+        resolved = path.resolve()
+        if cache not in resolved.parents:
+            continue
+        top = resolved.relative_to(cache).parts[0]
+        if top.lstrip(".").startswith(_CACHE_PREFIX) or top in _CACHE_OWN:
+            raise DataError(
+                path,
+                0,
+                f"is a file of the pre-training example cache in {cache_dir} (data_cache; by default the stage's "
+                "`data` folder in the run directory), not corpus text: the corpus patterns match the cache's own "
+                "files; make them match the text files only (e.g. *.txt), or keep the cache out of the corpus folder",
+                key="corpus.files",
+            )
 
 
 # --- sources: where a block's lines come from ----------------------------------------------------
@@ -490,10 +535,11 @@ def _open_source(
 ) -> _TextSource | _RowSource | _IterableRowSource:
     if corpus.dataset is None:
         check_distinct(files, "corpus.files")
+        _check_outside_cache(files, cache_dir)
         paths = [str(f) for f in files]
         snapshot = _InputSnapshot.take(paths)  # before anything reads them: planning, hashing, packing
         ends = prefix_ends(files, corpus.max_lines)
-        blocks = plan_text_blocks(files, ends, block_bytes)
+        blocks = plan_text_blocks(files, ends, block_bytes, _files_with_cr(files, ends, snapshot, cache_dir))
         return _TextSource(paths, blocks, ends, snapshot)
     loaded = _load_dataset(corpus, cache_dir)
     name, column = corpus.dataset, corpus.text_column
@@ -519,6 +565,46 @@ def _open_source(
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
+
+
+def _files_with_cr(files: Sequence[Path], ends: Sequence[int], snapshot: _InputSnapshot, cache_dir: Path) -> list[bool]:
+    """Whether each file's first `ends[i]` bytes hold a CR (`plan_text_blocks` cuts such a file where
+    its LF twin is cut), remembered in `cache_dir` by the file's identity.
+
+    Finding out reads the whole file: fast when it is in the OS cache (~5 ms per 50 MB), but minutes
+    at every start or resume of a run over a corpus of hundreds of GB on a slow disk, where planning
+    used to read only around each cut. A file's answer is kept with its identity (size, mtime,
+    inode, ctime: any write changes it) and the bytes planned, as `_check_streamed_text` keeps its
+    checks; a file modified within `RACY_SECONDS` of the scan is not recorded."""
+    from xfer.core.runs.fingerprint import RACY_SECONDS
+
+    record = cache_dir / _LINE_ENDS
+    entries = (read_json(record) or {}).get("files")
+    known = {  # (a damaged record only costs a scan)
+        json.dumps(e[:-1]): e[-1] for e in entries or () if isinstance(e, list) and len(e) == 4 and e[-1] in (0, 1)
+    }
+    found: list[bool] = []
+    new: dict[str, bool] = {}
+    names: set[str] = set()
+    used: set[str] = set()
+    for index, (path, end) in enumerate(zip(files, ends, strict=True)):
+        identity, name = snapshot.identities[index], str(Path(path).resolve())
+        mark = json.dumps([name, identity, end])
+        names.add(name)
+        if end <= 0 or mark in known:
+            found.append(end > 0 and bool(known[mark]))
+            used.add(mark)
+            continue
+        started = time.time()
+        found.append(text_has_cr(Path(path), end))
+        if identity is not None and started - identity[1] / 1e9 > RACY_SECONDS:
+            new[mark] = found[-1]
+    if new:  # (an earlier answer for a file's other contents is dropped)
+        kept = {m: crs for m, crs in known.items() if json.loads(m)[0] not in names or m in used}
+        listing = [[*json.loads(m), crs] for m, crs in sorted({**kept, **new}.items())]
+        with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
+            write_json(record, {"files": listing}, indent=None)
+    return found
 
 
 def _check_streamed_text(source: _TextSource, cache_dir: Path) -> None:
@@ -613,6 +699,8 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
             return loaded
         if not path.exists() and _names_a_path(name):
             raise DataError(name, 0, "no such file or folder")
+        if path.exists() and not path.is_file() and not path.is_dir():  # was "Couldn't find any data file"
+            raise DataError(name, 0, NOT_A_REGULAR_FILE)
         if path.is_file():
             builder = _FILE_BUILDERS.get(path.suffix.lower())
             if builder is None:
