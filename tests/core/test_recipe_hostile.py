@@ -64,13 +64,16 @@ def test_a_key_is_taken_as_written_not_as_a_yaml_1_1_value(tmp_path: Path, name:
 
 def test_a_non_decimal_key_is_not_renumbered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_recipe(tmp_path, FIT.replace("  fit:", "  010:"))
-    assert "recipe.yaml:3:3: stage name '010' must be letters" in _errors(path, capsys)
+    assert "recipe.yaml:3:3: stage name '010' must start with a letter or '_'" in _errors(path, capsys)
 
 
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        ("2020-13-01", "stage name '2020-13-01' must be letters"),  # an impossible date crashed (ValueError)
+        (
+            "2020-13-01",
+            "stage name '2020-13-01' must start with a letter or '_'",
+        ),  # an impossible date crashed (ValueError)
         ("!!python/object:os.system x", "unsupported YAML tag 'tag:yaml.org,2002:python/object:os.system' on a key"),
         ("!!binary aGVsbG8=", "unsupported YAML tag 'tag:yaml.org,2002:binary' on a key"),
     ],

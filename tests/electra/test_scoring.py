@@ -1028,4 +1028,4 @@ def test_score_takes_a_hub_id_from_the_local_cache_only(
     assert (
         "google/electra-small-generator: no such folder; as a Hugging Face Hub id it is not in the local cache" in err
     )
-    assert "huggingface-cli download google/electra-small-generator" in err
+    assert "hf download google/electra-small-generator" in err

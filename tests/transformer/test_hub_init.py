@@ -79,7 +79,7 @@ def test_a_hub_id_not_in_the_cache_says_how_to_fetch_it(
     err = capsys.readouterr().err
     assert "stages.tune.init: path not found" in err
     assert f"not in the local cache ({tmp_path / 'empty-cache'}): xfer never downloads models" in err
-    assert "huggingface-cli download google/electra-small-discriminator" in err
+    assert "hf download google/electra-small-discriminator" in err
     # a relative path that does not exist is not taken for a Hub id
     assert cli.main(["validate", str(_recipe(tmp_path, "./models/disc"))]) == 2
-    assert "huggingface-cli" not in capsys.readouterr().err
+    assert "hf download" not in capsys.readouterr().err

@@ -94,7 +94,9 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     validate = sub.add_parser("validate", help="validate a recipe without running it")
     add_recipe_arguments(validate)
     validate.add_argument(
-        "--data", action="store_true", help="also read every task's data files and report every malformed line"
+        "--data",
+        action="store_true",
+        help="also read every task's data files and report the first problem in each split",
     )
     show = sub.add_parser("show", help="print the resolved recipe and where each value came from")
     add_recipe_arguments(show)

@@ -1,7 +1,7 @@
 """Hugging Face Hub model ids (`init: google/electra-small-discriminator`) read from the local cache.
 
 A released checkpoint is usually already on disk, in the Hugging Face cache that `transformers`,
-`huggingface-cli download` or `snapshot_download` filled (`HF_HUB_CACHE`, by default
+`hf download` (`huggingface-cli download` before huggingface_hub 1.0) or `snapshot_download` filled (`HF_HUB_CACHE`, by default
 ~/.cache/huggingface/hub). A recipe may name it by its Hub id wherever it takes a checkpoint folder:
 the id resolves to the cached snapshot of the `main` revision, a plain folder from then on (its
 files are what the stage's fingerprint signs). xfer never downloads a model: a run must not
@@ -56,5 +56,5 @@ def not_cached_hint(repo_id: str) -> str:
     """What to say when `repo_id` names no local path and is not cached."""
     return (
         f"; as a Hugging Face Hub id it is not in the local cache ({hub_cache()}): xfer never downloads models, "
-        f"fetch it first with `huggingface-cli download {repo_id}` (or give the folder's path)"
+        f"fetch it first with `hf download {repo_id}` (or give the folder's path)"
     )

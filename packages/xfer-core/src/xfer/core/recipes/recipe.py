@@ -369,7 +369,10 @@ def _stage_spec(
         validator.error(where, f"override matches no stage {stage_name!r}{hint}")
         return None
     if not _STAGE_NAME.match(stage_name):
-        validator.error(where, f"stage name {stage_name!r} must be letters, digits, '_' or '-' (no dots)")
+        validator.error(
+            where,
+            f"stage name {stage_name!r} must start with a letter or '_', then letters, digits, '_' or '-' (no dots)",
+        )
         return None
     if not _fits_a_folder_name(stage_name):  # it names the stage's folder
         validator.error(where, f"stage name {stage_name[:20]}...: at most {NAME_MAX} characters, got {len(stage_name)}")
