@@ -5,7 +5,8 @@
   does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
 - an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer, or with
-  another number of embeddings than the `init` checkpoint;
+  another number of embeddings than the `init` checkpoint, or of the other form (a masked-LM
+  generator for a two-tower noise model, or the reverse);
 - a tokenizer that does not fit the `init` checkpoint: another vocabulary (token ids would mean
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
@@ -52,6 +53,7 @@ def preflight(config: Any) -> list[UserError]:
         lambda: _generator_shape(config, init),
         lambda: init_generator_vocabulary(config.init_generator.path if config.init_generator else None, tokenizer),
         lambda: _init_generator_size(config, init),
+        lambda: _init_generator_form(config),
     ]
     if config.budget is not None and config.budget.steps is None:
         checks.append(lambda: _budget(config, _vocab_size(config, init)))
@@ -127,6 +129,41 @@ def _tokenizer_vocab_size(config: Any) -> int | None:
     folder = _tokenizer_dir(config)
     vocabulary = read_vocabulary(folder) if folder is not None else None
     return len(vocabulary[1]) if vocabulary is not None else None
+
+
+def _init_generator_form(config: Any) -> list[UserError]:
+    """A masked-LM generator folder for a two-tower noise model (Electric's, ELECTRA-TT's), or a
+    two-tower one for a masked-LM generator: the stage finds either once the corpus is packed."""
+    folder = config.init_generator.path if config.init_generator is not None else None
+    if folder is None or not folder.is_dir():
+        return []
+    generator = getattr(config.objective.config, "generator", None)
+    kind = getattr(generator, "kind", None) or ("two_tower" if config.objective.name == "electric.nce" else "mlm")
+    problem = generator_form_problem(folder, kind == "two_tower", config.objective.name)
+    return [problem] if problem is not None and kind in ("mlm", "two_tower") else []
+
+
+def generator_form_problem(folder: Path, two_tower: bool, objective: str) -> UserError | None:
+    """Why the `init_generator` folder is not the form of generator `objective` trains (a two-tower
+    noise model when `two_tower`, else a masked LM), or None. A two-tower model is an xfer model
+    dir with modules ltr, rtl and head (Hugging Face has no such class)."""
+    from xfer.core.atomic import read_json
+
+    meta = read_json(folder / "xfer_model.json")
+    modules = meta.get("modules") if isinstance(meta, dict) else None
+    if (isinstance(modules, dict) and {"ltr", "rtl", "head"} <= modules.keys()) == two_tower:
+        return None
+    if two_tower:
+        return UserError(
+            f"init_generator: {folder} is a masked-LM generator, not a two-tower noise model, which objective "
+            f"{objective!r} trains: give the `generator` output of an electric.nce or two-tower pre-training, or "
+            "leave init_generator out for a fresh noise model"
+        )
+    return UserError(
+        f"init_generator: {folder} is a two-tower noise model (modules ltr, rtl, head), not the masked-LM "
+        f"generator objective {objective!r} trains: give an ELECTRA generator, or leave init_generator out "
+        "for a fresh generator"
+    )
 
 
 def _checkpoint_vocab_size(folder: Path) -> int | None:

@@ -33,7 +33,7 @@ from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 from xfer.core.trainer import Trainer, epoch_steps
 from xfer.electra import flops
-from xfer.electra.checks import init_generator_vocabulary
+from xfer.electra.checks import generator_form_problem, init_generator_vocabulary
 from xfer.electra.config import GeneratorConfig
 from xfer.electra.model import generator_shape_mismatch
 from xfer.electra.objective import (
@@ -381,9 +381,12 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
         ctx.report(f"Note: {note}.\n")
     if config.init_generator is not None:
         generator = objective.exports().get("generator", {})
+        if "ltr" in generator:
+            _load_two_tower(generator, encoder, ctx.resolve(config.init_generator), config, ctx)
+            return
         if "encoder" not in generator:
             raise UserError(
-                f"init_generator: objective {config.objective.name!r} has no masked-LM generator to load into"
+                f"init_generator: objective {config.objective.name!r} has no generator with weights to load into"
             )
         if generator["encoder"] is encoder:  # the MLM baseline: its "generator" output is its main model
             raise UserError(
@@ -396,6 +399,8 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
         problems = init_generator_vocabulary(folder, _tokenizer_folder(config, ctx))  # pre-flight's, on stage outputs
         if problems:
             raise problems[0]
+        if (wrong_form := generator_form_problem(folder, False, config.objective.name)) is not None:
+            raise wrong_form
         gen_config, gen_states = read_checkpoint(folder)
         if gen_config.vocab_size != encoder.config.vocab_size:
             # tied, its embeddings are skipped below, so only its output bias showed the other size,
@@ -412,21 +417,7 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
             if mismatch:
                 raise UserError(f"init_generator: {folder}: {mismatch}")
         tied = generator["encoder"].embeddings is encoder.embeddings
-        state = {k: v for k, v in gen_states["encoder"].items() if not (tied and k.startswith("embeddings."))}
-        try:
-            missing, unexpected = generator["encoder"].load_state_dict(state, strict=False)
-        except RuntimeError as exc:  # a tensor of another shape: a generator of another size
-            lines = str(exc).splitlines()
-            detail = next((line.strip() for line in lines if "size mismatch" in line), lines[0])
-            raise UserError(f"init_generator: {folder} does not match the generator ({detail})") from None
-        # tied embeddings are the discriminator's (loaded above), so only they may be absent here;
-        # an untied generator without its own would silently keep random ones
-        missing = [k for k in missing if not (tied and k.startswith("embeddings."))]
-        if missing or unexpected:
-            raise UserError(
-                f"init_generator: {folder} does not match the generator: missing {missing[:3]}, "
-                f"unexpected {unexpected[:3]}"
-            )
+        _load_layers(generator["encoder"], gen_states["encoder"], tied, f"init_generator: {folder}", "the generator")
         if "head" not in gen_states:  # an ElectraModel: trained layers under a random output layer
             raise UserError(
                 f"init_generator: {folder} has no masked-LM head (ElectraForMaskedLM's generator_predictions and "
@@ -434,6 +425,51 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
                 "generator's ElectraForMaskedLM folder, or leave init_generator out for a fresh generator"
             )
         _load_strict(generator["head"], gen_states["head"], f"init_generator head: {folder}")
+
+
+def _load_two_tower(
+    generator: dict[str, nn.Module], encoder: nn.Module, folder: Path, config: PretrainConfig, ctx: StageContext
+) -> None:
+    """A two-tower noise model (Electric's, ELECTRA-TT's) from the `generator` output of an earlier such
+    pre-training: both towers and the cloze head. Continuing Electric restarted its noise model from
+    random weights, which is most of what it had learned to make its noise. Tied, the embeddings are
+    the discriminator's, which `init:` loaded, so the generator's own copy is skipped."""
+    from xfer.transformer.modelio import load_model_dir
+
+    check_role(folder, "generator", "init_generator")
+    problems = init_generator_vocabulary(folder, _tokenizer_folder(config, ctx))
+    if problems:
+        raise problems[0]
+    if (wrong_form := generator_form_problem(folder, True, config.objective.name)) is not None:
+        raise wrong_form
+    saved = load_model_dir(folder)
+    vocab_size = saved.encoder_config("ltr").vocab_size
+    if vocab_size != encoder.config.vocab_size:
+        raise UserError(
+            f"init_generator: {folder / 'xfer_model.json'}: vocab_size {vocab_size} differs from the "
+            f"discriminator's {encoder.config.vocab_size}: the noise model must share the discriminator's vocabulary"
+        )
+    tied = generator["ltr"].embeddings is encoder.embeddings
+    for tower in ("ltr", "rtl"):
+        what = f"the noise model's {tower} tower"
+        _load_layers(generator[tower], saved.state_dicts[tower], tied, f"init_generator: {folder}", what)
+    _load_strict(generator["head"], saved.state_dicts["head"], f"init_generator head: {folder}")
+
+
+def _load_layers(module: nn.Module, state: dict[str, torch.Tensor], tied: bool, where: str, what: str) -> None:
+    """A generator's encoder (or tower) weights. Tied, its embeddings are the discriminator's, which
+    `init:` loaded: the checkpoint's copy is skipped and only they may be absent; untied, a
+    checkpoint without its own would silently have kept random ones."""
+    state = {k: v for k, v in state.items() if not (tied and k.startswith("embeddings."))}
+    try:
+        missing, unexpected = module.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # a tensor of another shape: a generator of another size
+        lines = str(exc).splitlines()
+        detail = next((line.strip() for line in lines if "size mismatch" in line), lines[0])
+        raise UserError(f"{where} does not match {what} ({detail})") from None
+    missing = [k for k in missing if not (tied and k.startswith("embeddings."))]
+    if missing or unexpected:
+        raise UserError(f"{where} does not match {what}: missing {missing[:3]}, unexpected {unexpected[:3]}")
 
 
 def _same_shapes(module: nn.Module, state: dict[str, torch.Tensor]) -> bool:

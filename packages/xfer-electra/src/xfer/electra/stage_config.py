@@ -161,10 +161,11 @@ class PretrainConfig:
         self._check_budget_alone()
 
     def _check_init_generator_target(self) -> None:
-        """`init_generator` loads a masked-LM generator, which the MLM baseline (its generator output
-        is its main model: the generator's layers replaced the `init:` encoder's, silently when as
-        wide) and two-tower, unigram or uniform generators do not have; the stage found the latter
-        only once the corpus was packed."""
+        """`init_generator` loads a generator with weights of its own: a masked LM (ELECTRA's) or a
+        two-tower noise model (Electric's, ELECTRA-TT's). The MLM baseline has none (its generator
+        output is its main model: the generator's layers replaced the `init:` encoder's, silently
+        when as wide), nor have unigram or uniform generators; the stage found the latter only once
+        the corpus was packed."""
         if self.init_generator is None:
             return
         from xfer.electra.config import MLMConfig
@@ -173,13 +174,13 @@ class PretrainConfig:
         kind = getattr(getattr(settings, "generator", None), "kind", None)
         if isinstance(settings, MLMConfig) or (settings is None and name == "electra.mlm"):
             why = "its generator output is its main model, which `init:` loads"
-        elif kind not in (None, "mlm") or (settings is None and name == "electric.nce"):
-            why = f"its generator is {kind or 'two_tower'}, not a masked LM"
+        elif kind in ("unigram", "uniform"):
+            why = f"its generator is a {kind} distribution, without weights"
         else:
             return
         raise FieldError(
             "init_generator",
-            f"objective {name!r} has no masked-LM generator to load into ({why}); remove init_generator",
+            f"objective {name!r} has no generator with weights to load into ({why}); remove init_generator",
         )
 
     def _check_budget_alone(self) -> None:
