@@ -151,6 +151,26 @@ def test_a_knob_added_with_unsigned_at_keeps_existing_runs_fresh_until_it_is_use
     assert run(project)[0] == [("first", "skipped"), ("second", "skipped")]  # the same run as before the knob
 
 
+def test_a_knob_signed_as_one_value_reruns_nothing_and_is_no_recipe_change(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A knob that sets how fast a stage computes, never what (ELECTRA's `corpus.num_proc`): changing
+    it re-ran the stage (hours of pre-training) and was refused as a different recipe without --force."""
+    import yaml
+
+    @dataclass
+    class LinesConfigWithWorkers(lines_task.LinesConfig):
+        workers: int = knob(1, "Processes (the examples are the same for every value).", ge=1, signed_as=1)
+
+    monkeypatch.setattr(lines_task, "LinesConfig", LinesConfigWithWorkers)
+    assert run(project)[0] == [("first", "ran"), ("second", "ran")]
+    assert run(project, "stages.first.task.workers=3")[0] == [("first", "skipped"), ("second", "skipped")]
+    resolved = yaml.safe_load((project / "run" / "recipe.resolved.yaml").read_text())
+    assert resolved["stages"]["first"]["task"]["workers"] == 3, "the recipe that ran last is the one recorded"
+    with pytest.raises(RunDirError, match=r"different recipe:\n  ~ stages.first.train.steps: 2 -> 3\nUse"):
+        run(project, "stages.first.task.workers=2", "stages.first.train.steps=3")
+
+
 def _recipe_with_tasks(*tasks: dict[str, object]) -> dict[str, object]:
     return {"stages": {"s": {"kind": "k", "tasks": list(tasks)}}}
 

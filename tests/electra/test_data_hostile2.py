@@ -213,3 +213,23 @@ def test_which_files_hold_a_cr_is_found_once_per_file_contents(
     assert build() == first and scanned == []
     path.write_bytes(text.replace(b"\n", b"\r\n"))
     assert build() == first and scanned == [path]
+
+
+def test_num_proc_is_signed_as_one_so_changing_it_reruns_nothing(tmp_path: Path) -> None:
+    """The examples do not depend on `corpus.num_proc` (pinned above), yet the fingerprint signed it:
+    `corpus.num_proc=2` on an existing run re-ran the whole pre-training."""
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.testing import make_host, write_recipe
+
+    from .electra_recipes import pretrain_recipe
+
+    recipe = write_recipe(tmp_path, pretrain_recipe(50, "electra.rtd", "{steps: 1, batch_size: 8, warmup_steps: 0}"))
+    host = make_host(autoload=True)
+    signed = [
+        load_recipe(recipe, [f"stages.fit.corpus.num_proc={n}"], host).stages["fit"].resolved(signing=True)
+        for n in (1, 3)
+    ]
+    assert signed[0] == signed[1] and signed[0]["corpus"]["num_proc"] == 1
+    assert (
+        load_recipe(recipe, ["stages.fit.corpus.num_proc=3"], host).stages["fit"].resolved()["corpus"]["num_proc"] == 3
+    )

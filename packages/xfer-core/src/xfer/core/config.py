@@ -24,6 +24,9 @@ construct the config without it (e.g. a task used only to score predictions)."""
 UNSIGNED_AT = "unsigned_at"
 """Metadata key: the value at which stage fingerprints leave the field out (see `knob`)."""
 
+SIGNED_AS = "signed_as"
+"""Metadata key: the one value stage fingerprints sign for the field, whatever it holds (see `knob`)."""
+
 NOT_AN_INPUT = "not_an_input"
 """Metadata key: a path-typed field that names an output or cache location, not something the
 stage reads: fingerprints do not hash the files there (see `knob`)."""
@@ -42,6 +45,7 @@ def knob(
     le: float | None = None,
     lt: float | None = None,
     unsigned_at: Any = dataclasses.MISSING,
+    signed_as: Any = dataclasses.MISSING,
     not_an_input: bool = False,
     takes: tuple[str, ...] | None = None,
     **metadata: Any,
@@ -57,6 +61,10 @@ def knob(
     leave the field out while it holds `V`, the value that reproduces what the component did
     before the knob existed, so adding it does not make every existing run stale. Any other
     value is signed as usual, and so is `V` again if a later default moves away from it.
+    `signed_as=V`: for a knob that sets how fast a stage computes, never what (a worker count whose
+    outputs are identical for every value): fingerprints sign `V` whatever it holds, so changing
+    it re-runs nothing, and it is no recipe change on an existing run directory. `V` is the value
+    earlier fingerprints signed (the knob's first default), so they stay valid.
     `not_an_input=True`: a path-typed field where the stage writes (a cache folder); fingerprints
     sign the path but not the contents of the files found there, and a recipe naming an existing
     file there is an error.
@@ -67,6 +75,8 @@ def knob(
     meta = {"doc": doc, **metadata}
     if unsigned_at is not dataclasses.MISSING:
         meta[UNSIGNED_AT] = unsigned_at
+    if signed_as is not dataclasses.MISSING:
+        meta[SIGNED_AS] = signed_as
     if required:
         meta[REQUIRED_IN_RECIPES] = True
     if not_an_input:

@@ -51,7 +51,11 @@ class CorpusConfig:
         "while training (steps_per_epoch is then unknown, so the stage needs a fixed number of steps).",
     )
     num_proc: int = knob(
-        1, "Processes for tokenizing and packing (datasets.map). The examples do not depend on it.", ge=1
+        1,
+        "Processes for tokenizing and packing (datasets.map). The examples do not depend on it: changing it "
+        "re-runs nothing.",
+        ge=1,
+        signed_as=1,
     )
     max_lines: int | None = knob(
         None,

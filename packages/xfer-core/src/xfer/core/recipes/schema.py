@@ -28,6 +28,7 @@ from typing import Any, Literal, Union
 from xfer.core.config import (
     NOT_AN_INPUT,
     REQUIRED_IN_RECIPES,
+    SIGNED_AS,
     TAKES,
     UNSIGNED_AT,
     ComponentRef,
@@ -1088,7 +1089,7 @@ def to_plain(value: Any, *, signing: bool = False) -> Any:
     """A config value as JSON-able data (for the resolved recipe, fingerprints and `xfer show`).
 
     `signing=True` gives what fingerprints sign: every field except those holding their
-    `knob(unsigned_at=...)` value.
+    `knob(unsigned_at=...)` value, and a `knob(signed_as=V)` field as `V`.
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if isinstance(value, ComponentRef):
@@ -1100,7 +1101,10 @@ def to_plain(value: Any, *, signing: bool = False) -> Any:
         if isinstance(value, Files):
             return [*value.patterns, *(str(i) for i in value.inputs)]
         return {
-            f.name: to_plain(getattr(value, f.name), signing=signing)
+            f.name: to_plain(
+                f.metadata[SIGNED_AS] if signing and SIGNED_AS in f.metadata else getattr(value, f.name),
+                signing=signing,
+            )
             for f in dataclasses.fields(value)
             if not (signing and UNSIGNED_AT in f.metadata and getattr(value, f.name) == f.metadata[UNSIGNED_AT])
         }

@@ -30,6 +30,7 @@ A run directory made by a different recipe is refused with a key-level diff unle
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -47,6 +48,7 @@ import yaml
 from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json, write_json
 from xfer.core.checkpoint import latest_checkpoint
+from xfer.core.config import SIGNED_AS, ComponentRef
 from xfer.core.errors import PluginError, RecipeError, RunDirError, StoppedOnEveryRank, UserError
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.recipe import Recipe, StagePlan
@@ -98,6 +100,30 @@ def diff(old: Any, new: Any, prefix: str = "") -> list[str]:
                 lines += diff(old[key], new[key], path)
         return lines
     return [] if old == new else [f"~ {prefix}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def speed_only_paths(recipe: Recipe) -> set[str]:
+    """Paths in the resolved recipe (`stages.pre.corpus.num_proc`) of knobs that set how fast a stage
+    computes, never what (`knob(signed_as=...)`): changing one on an existing run directory is no
+    recipe change (its fingerprints sign one value), so it needs neither --force nor --fork."""
+    paths: set[str] = set()
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, ComponentRef):  # resolved as {name, **config}
+            walk(value.config, prefix)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                path = f"{prefix}.{f.name}"
+                if SIGNED_AS in f.metadata:
+                    paths.add(path)
+                walk(getattr(value, f.name), path)
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                walk(item, f"{prefix}.{index}")
+
+    for name, plan in recipe.stages.items():
+        walk(plan.config, f"stages.{name}")
+    return paths
 
 
 def without_new_unsigned(full: Any, signed: Any, old: Any) -> Any:
@@ -276,6 +302,7 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
                 raise
             previous = {}  # rewritten below; each stage is still judged by its own stage.json
         changes = diff(previous, without_new_unsigned(resolved, recipe.resolved(signing=True), previous))
+        changes = [c for c in changes if c[2:].partition(": ")[0] not in speed_only_paths(recipe)]
         if changes and fork is None and not force:
             listing = "\n".join(f"  {c}" for c in changes)
             raise RunDirError(
