@@ -27,3 +27,13 @@ stages:
     task: {name: toy/agreement, train_size: 160, dev_size: 32}
     train: {steps: 4, batch_size: 16, log_every: 2, checkpoint_every: 2}
 """
+
+
+ALIAS = """\
+name: alias
+stages:
+  fit:
+    kind: testing.fit
+    task: {name: lines/cls, as: reviews, train_file: reviews/train.tsv}
+    train: {steps: 2, batch_size: 8}
+"""

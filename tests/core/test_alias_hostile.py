@@ -12,15 +12,7 @@ from xfer.core.runs.preflight import PreflightError, check_data
 from xfer.testing import write_recipe
 
 from .lines_task import GOOD_LINES
-
-RECIPE = """\
-name: alias
-stages:
-  fit:
-    kind: testing.fit
-    task: {name: lines/cls, as: reviews, train_file: reviews/train.tsv}
-    train: {steps: 2, batch_size: 8}
-"""
+from .recipes import ALIAS as RECIPE
 
 
 def test_a_missing_split_of_an_alias_named_like_its_data_folder_points_at_the_recipe(

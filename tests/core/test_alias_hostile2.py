@@ -12,15 +12,7 @@ from xfer.core.config import FieldError, TaskRef, check_distinct_tasks
 from xfer.testing import write_recipe
 
 from .lines_task import GOOD_LINES
-
-RECIPE = """\
-name: alias
-stages:
-  fit:
-    kind: testing.fit
-    task: {name: lines/cls, as: reviews, train_file: reviews/train.tsv}
-    train: {steps: 2, batch_size: 8}
-"""
+from .recipes import ALIAS as RECIPE
 
 ALIAS_RULE = (
     "is not a task alias: use a letter, then letters, digits or '_' (no '/' or '-': registered task names "
