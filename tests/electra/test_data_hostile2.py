@@ -233,3 +233,16 @@ def test_num_proc_is_signed_as_one_so_changing_it_reruns_nothing(tmp_path: Path)
     assert (
         load_recipe(recipe, ["stages.fit.corpus.num_proc=3"], host).stages["fit"].resolved()["corpus"]["num_proc"] == 3
     )
+
+
+def test_a_corpus_of_byte_order_marks_and_blank_lines_is_empty_in_the_pre_flight(tmp_path: Path) -> None:
+    """A BOM counted as text: the pre-flight passed such a corpus, found empty only once packed."""
+    from xfer.electra.checks import _empty_corpus
+    from xfer.electra.stage_config import PretrainConfig
+
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf\n\n  \n")
+    config = PretrainConfig(corpus=CorpusConfig(files=Files([str(tmp_path / "*.txt")])))
+    [problem] = _empty_corpus(config)
+    assert f"{tmp_path / 'bom.txt'}" in str(problem) and "the corpus has no text" in str(problem)
+    (tmp_path / "text.txt").write_bytes(b"\xef\xbb\xbfa line\n")
+    assert _empty_corpus(config) == []

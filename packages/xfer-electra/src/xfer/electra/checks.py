@@ -209,10 +209,11 @@ def _empty_corpus(config: Any) -> list[UserError]:
 
 
 def _has_text(path: Path) -> bool:
-    """True if the file has a non-blank byte (files over 1 MiB are assumed to have text)."""
+    """True if the file has a non-blank byte besides a leading UTF-8 byte-order mark (files over
+    1 MiB are assumed to have text). A BOM-only file passed and was found empty once packed."""
     if path.stat().st_size > _PROBE_BYTES:
         return True
-    return bool(path.read_bytes().strip())
+    return bool(path.read_bytes().removeprefix(b"\xef\xbb\xbf").strip())
 
 
 def _tokenizer_dir(config: Any) -> Path | None:
