@@ -321,6 +321,11 @@ EDITS = [
         r"trial-1.json: predictions\[4\]: \d tags for a sentence of \d words",
     ),
     (
+        f"{DEV}/conll-tag/trial-1.json",
+        lambda r: r["predictions"][4].__setitem__(0, "S-A"),
+        r"trial-1.json: predictions\[4\]: tag 'S-A' is not one of the task's tags \['O', 'B-A', 'I-A'\]",
+    ),
+    (
         RESULTS,
         lambda r: r["glue/cls"]["runs"][0].update(accuracy=float("nan")),
         r"results.json: glue/cls.runs\[0\].accuracy is nan",

@@ -216,7 +216,11 @@ def load_system(name: str, folder: Path) -> System:
 
 def _labels(gold: dict[str, Any], kind: str, path: Path, task: str) -> tuple[list[str], str | None]:
     """A classification task's labels and the class of its F1 (`positive_label`; files written
-    before it was recorded: the last label); other tasks need neither."""
+    before it was recorded: the last label); a tagging task's tag set, when recorded (predicted
+    tags are checked against it); other tasks need neither."""
+    if kind == "tagging":
+        tags = gold.get("labels")
+        return (tags if isinstance(tags, list) and all(isinstance(t, str) for t in tags) else []), None
     if kind != "classification":
         return [], None
     labels = _field(gold, "labels", list, path, task)
@@ -263,6 +267,12 @@ def _check_values(
                 raise UserError(f"{where}: expected a list of tag strings, found {value!r}")
             if gold is not None and len(value) != len(gold[i]):
                 raise UserError(f"{where}: {len(value)} tags for a sentence of {len(gold[i])} words")
+            # a model predicts the task's tags; the span F1 would count another one (an `S-X` in a
+            # BIO task, a type the task lacks) as a span, silently (gold may hold dev-only tags)
+            known = set(labels) | set(gold[i] if gold is not None else value)
+            unknown = next((tag for tag in value if tag not in known), None)
+            if labels and unknown is not None:
+                raise UserError(f"{where}: tag {unknown!r} is not one of the task's tags {labels}")
 
 
 def _slug(task: str) -> str:
