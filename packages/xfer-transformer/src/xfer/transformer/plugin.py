@@ -59,7 +59,7 @@ def xfer_objectives() -> list[ComponentSpec]:
             "objective",
             "transformer.span_qa",
             f"{_M}.objectives:SpanQAObjective",
-            "1",
+            "2",  # 2: joint_end windows compared by the decoded span's log-probabilities
             f"{_M}.objectives:SpanQAConfig",
             "Extractive QA (SQuAD 1.1/2.0): start/end spans over doc-stride windows.",
         ),
