@@ -32,10 +32,40 @@ def is_main() -> bool:
     return rank() == 0
 
 
+_RENDEZVOUS = ("RANK", "MASTER_ADDR", "MASTER_PORT")
+"""What `init_process_group`'s env:// rendezvous reads besides WORLD_SIZE (torchrun sets them all)."""
+
+
+def _env_int(name: str, default: str) -> int:
+    text = os.environ.get(name, default)
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"environment variable {name}={text!r} is not a whole number") from None
+
+
 def init_from_env() -> None:
-    """Join the process group that `torchrun` describes in the environment (once)."""
-    if is_distributed() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    """Join the process group that `torchrun` describes in the environment (once).
+
+    A WORLD_SIZE above 1 without the rest of torchrun's environment (a variable left exported
+    from another job, or `WORLD_SIZE=2 xfer run ...`) is refused by name: torch's own error was a
+    traceback from deep in its rendezvous code, and a RANK outside the world waited for peers
+    that can never come."""
+    if is_distributed():
         return
+    size = _env_int("WORLD_SIZE", "1")
+    if size <= 1:
+        return
+    missing = [name for name in _RENDEZVOUS if not os.environ.get(name)]
+    if missing:
+        raise UserError(
+            f"WORLD_SIZE={size} is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: "
+            f"launch the {size} processes with `torchrun --nproc_per_node={size} -m xfer.core.cli ...` "
+            "(it sets them all), or unset WORLD_SIZE to run one process"
+        )
+    rank = _env_int("RANK", "0")
+    if not 0 <= rank < size:
+        raise UserError(f"RANK={rank} is outside WORLD_SIZE={size} (ranks are 0 to {size - 1})")
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -103,3 +133,30 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     value = torch.tensor([1.0 if flag else 0.0], device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item() > 0)
+
+
+def check_same(what: str, settings: dict[str, Any]) -> None:
+    """Raise UserError on every rank, naming the first setting that differs, unless every rank
+    has the same `settings` (plain, comparable values).
+
+    Why: each rank builds its stage from its own recipe and data, and nothing else compares them.
+    Ranks that disagree on the step count or the data waited in mismatched collectives, and ranks
+    with different learning rates trained different weights, of which rank 0's were saved."""
+    if not is_distributed():
+        return
+    everyone = gather_objects(settings)
+    reference = everyone[0]
+    for other_rank, other in enumerate(everyone[1:], start=1):
+        for key in sorted(set(reference) | set(other)):
+            mine, theirs = reference.get(key, "<missing>"), other.get(key, "<missing>")
+            if mine != theirs:
+                raise UserError(
+                    f"{what} differ between ranks: {key} is {_short(mine)} on rank 0 but {_short(theirs)} on "
+                    f"rank {other_rank}; every process of a torchrun launch must run the same recipe on the same "
+                    "data (same file contents, overrides and environment variables on every node)"
+                )
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

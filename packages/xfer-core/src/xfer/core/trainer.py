@@ -16,8 +16,10 @@ checking the sums at each boundary catches it before a checkpoint could store ba
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import numbers
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -51,7 +53,8 @@ class StepOutput(NamedTuple):
 
 
 class Evaluator(Protocol):
-    """Scores the model (every rank calls it; it gathers predictions itself)."""
+    """Scores the model (every rank calls it; it gathers predictions itself, so that every rank returns
+    the same results: the trainer refuses ranks that disagree)."""
 
     main_metric: str
     greater_is_better: bool
@@ -260,6 +263,7 @@ class Trainer:
             config.momentum,
         )
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        dist.check_same("the training settings", self._settings())
         self.model: nn.Module = self.objective
         if dist.world_size() > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -280,6 +284,22 @@ class Trainer:
         self._first_loss: torch.Tensor | None = None  # step 1's loss (fresh fit) until the first finite check
         self._seconds_before = 0.0  # training time up to the checkpoint resumed from
         self._started = time.perf_counter()
+
+    def _settings(self) -> dict[str, Any]:
+        """What every rank must agree on (`dist.check_same`): a rank with other steps, data or model
+        waits in collectives the others never make, one with another learning rate trains apart."""
+        settings: dict[str, Any] = {f"train.{k}": v for k, v in dataclasses.asdict(self.config).items()}
+        settings.update(
+            {
+                "the total step count": self.total_steps,
+                "the warmup step count": self.warmup_steps,
+                "the precision": str(self.amp_dtype),
+                # not the cursors: a source whose ranks read disjoint shards has one per rank (see `_save`)
+                "the data's steps per epoch": self.steps_per_epoch,
+            }
+        )
+        settings.update({f"the shape of parameter {n}": tuple(p.shape) for n, p in self.objective.named_parameters()})
+        return settings
 
     # --- public --------------------------------------------------------------------------------
 
@@ -377,7 +397,13 @@ class Trainer:
                 sync = self.model.no_sync()  # type: ignore[operator]
             with sync:
                 with self.autocast():
-                    out: StepOutput = self.model(batch)
+                    try:
+                        out: StepOutput = self.model(batch)
+                    except RuntimeError as exc:
+                        refusal = self._unused_parameters_error(exc)
+                        if refusal is None:
+                            raise
+                        raise refusal from None
                 self._check_output(out)
                 loss = out.loss / accumulation if accumulation > 1 else out.loss
                 loss.backward()
@@ -394,6 +420,25 @@ class Trainer:
             self.ema.update()
         self.step += 1
         self._sum_steps += 1
+
+    def _unused_parameters_error(self, exc: RuntimeError) -> UserError | None:
+        """DDP's "Expected to have finished reduction in the prior iteration" (raised when some
+        parameters got no gradient in the previous step) as a UserError naming them and the recipe key
+        that allows it: torch's advice, passing `find_unused_parameters=True` to DDP, is not something
+        a recipe can do, and the run that works in one process ended under torchrun in a traceback.
+        None for any other error (re-raised as it is)."""
+        if self.model is self.objective or "find_unused_parameters=True" not in str(exc):
+            return None
+        found = re.search(r"did not receive grad for rank \d+: ([\d ]+)", str(exc))
+        trainable = [n for n, p in self.objective.named_parameters() if p.requires_grad]
+        indices = [int(i) for i in found.group(1).split()] if found else []
+        names = [trainable[i] for i in indices if i < len(trainable)]
+        which = f" ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})" if names else ""
+        return UserError(
+            f"{self._objective_label()}: some parameters{which} got no gradient in step {self.step}, which "
+            "data-parallel training refuses unless told to look for them: set `train.find_unused_parameters: "
+            "true` in the recipe (or make forward(batch) use every trainable parameter in every step)"
+        )
 
     def _check_output(self, out: Any) -> None:
         """Refuse, naming the objective, what `forward(batch)` must not return; PyTorch's own errors
@@ -480,8 +525,15 @@ class Trainer:
 
     def _flush_metrics(self, extra: dict[str, float]) -> dict[str, float]:
         names = sorted(self._sums)
+        if dist.world_size() > 1:
+            # A metric that only some ranks logged (say, one their micro-batches had something to measure
+            # for): every rank must reduce the same names in the same order, else values were summed under
+            # other names, silently, or the all-reduce failed on vectors of different lengths.
+            names = sorted(set().union(*dist.gather_objects(names)))
         if names:
-            stacked = torch.stack([self._sums[n].float().reshape(()) for n in names]) / max(1, self._sum_steps)
+            zero = torch.zeros((), device=self.device)  # a rank that did not log it adds nothing, as a step would
+            stacked = torch.stack([self._sums[n].float().reshape(()) if n in self._sums else zero for n in names])
+            stacked = stacked / max(1, self._sum_steps)
             values = dict(zip(names, dist.all_reduce_mean(stacked).tolist(), strict=True))
         else:
             values = {}
@@ -507,6 +559,7 @@ class Trainer:
         with torch.random.fork_rng(devices=devices), torch.no_grad(), ema, self.autocast():
             results = self.evaluator(self.objective)
         self.objective.train()
+        results = self._agreed(results)
         self.last_eval = results
         if self.events is not None:
             self.events.log(self.step, "dev", results)
@@ -521,21 +574,46 @@ class Trainer:
             self.best_metric = value
         return better
 
+    def _agreed(self, results: dict[str, float]) -> dict[str, float]:
+        """Rank 0's dev results, once every rank is known to have the same ones (up to rounding).
+
+        Why: an evaluator that scores each rank's own share of the dev set (not the gathered
+        predictions) reported a subset's score, and ranks that disagreed on "best" wrote a checkpoint
+        on one rank only: the others went on training and every rank waited for the rest forever."""
+        everyone = dist.gather_objects(results)
+        for other_rank, other in enumerate(everyone[1:], start=1):
+            if not _same_results(everyone[0], other):
+                evaluator = type(self.evaluator)
+                raise PluginError(
+                    f"evaluator {evaluator.__module__}.{evaluator.__qualname__} returned different dev results on "
+                    f"rank 0 ({everyone[0]}) and rank {other_rank} ({other}): an evaluator must score the "
+                    "predictions gathered from every rank (xfer.core.evaluation.TaskEvaluator does), not each "
+                    "rank's own share of the dev set"
+                )
+        return everyone[0]
+
     # --- checkpoints ---------------------------------------------------------------------------
 
     def _save(self, best: bool) -> None:
         json_rng, tensor_rng = rng.capture()
-        all_rng = dist.gather_objects((json_rng, tensor_rng))
+        gathered = dist.gather_objects((json_rng, tensor_rng, self._data_state))
         if not dist.is_main():
             dist.barrier()
             return
+        all_rng = [(j, t) for j, t, _ in gathered]
+        # The consumer's cursor, not the prefetcher's. Ranks that read disjoint shards (ELECTRA's
+        # `PretrainBatches(stream_sharding="shards")`) each have their own: one per rank then, each
+        # restored to its rank (rank 0's alone, restored everywhere, was refused by the other ranks'
+        # sources, or misread).
+        cursors = [d for _, _, d in gathered]
+        data_state = cursors[0] if all(c == cursors[0] for c in cursors) else cursors
         tensors = {"rng": {f"rank{r}.{k}": v for r, (_, t) in enumerate(all_rng) for k, v in t.items()}}
         if self.ema is not None:
             tensors["ema"] = self.ema.shadow
         state = {
             "step": self.step,
             "total_steps": self.total_steps,
-            "data": self._data_state,  # the consumer's cursor, not the prefetcher's
+            "data": data_state,
             "best_metric": self.best_metric,
             "last_eval": self.last_eval,
             "rng": [j for j, _ in all_rng],
@@ -568,7 +646,10 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt.load_torch_state(path, "optimizer", self.device))
         if self.ema is not None:
             self.ema.load(ckpt.load_tensors(path, "ema"))
-        self.data.load_state_dict(state["data"])
+        data_state = state["data"]
+        if isinstance(data_state, list):  # one cursor per rank (see `_save`)
+            data_state = data_state[dist.rank()]
+        self.data.load_state_dict(data_state)
         self.step = state["step"]
         self._last_good_step = self.step
         best = state.get("best_metric")
@@ -590,6 +671,21 @@ class Trainer:
         from tqdm.auto import tqdm
 
         return tqdm(total=self.total_steps, initial=start, desc=self.description, dynamic_ncols=True)
+
+
+def _same_results(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two ranks' dev results agree: the same names, numbers equal up to float rounding
+    (ranks that each score the whole dev set may sum in another order on a GPU), NaN with NaN."""
+    if set(a) != set(b):
+        return False
+    for name, x in a.items():
+        y = b[name]
+        if isinstance(x, numbers.Real) and isinstance(y, numbers.Real):
+            if not (math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y))):
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def _output_problem(out: Any) -> str | None:
