@@ -10,6 +10,7 @@ import pytest
 from xfer.bam.data import MixedTaskSource, batch_mixing_source
 from xfer.bam.sampling import task_probabilities
 from xfer.core.data import Prefetcher, TaggedBatch
+from xfer.core.errors import UserError
 
 SIZES = {"big": 8000, "mid": 2000, "small": 250}
 
@@ -90,7 +91,7 @@ def test_ranks_split_the_same_global_batch() -> None:
             for items in micro.values():
                 union.update(items)
     assert union == Counter(item for items in whole.values() for item in items)
-    with pytest.raises(ValueError, match="multiple of world size"):
+    with pytest.raises(UserError, match=r"multiple of the number of processes \(4\)"):
         _source(batch=30, world_size=4)
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from xfer.core.data import BatchStream, batches, pad, shard_indices, to_device
+from xfer.core.errors import UserError
 
 N = 10  # dataset size; batch 4 does not divide it
 
@@ -101,8 +102,11 @@ def test_accumulation_splits_the_share() -> None:
     [(5, 2, 1), (6, 1, 4), (4, 2, 4), (3, 4, 1), (8, 3, 1)],
 )
 def test_invalid_batch_world_accumulation(batch: int, world: int, accum: int) -> None:
+    """A UserError naming the recipe keys: under torchrun an odd batch size was a ValueError traceback."""
     with pytest.raises(
-        ValueError, match=f"batch size {batch} must be a multiple of world size {world} x accumulation {accum}"
+        UserError,
+        match=rf"train\.batch_size {batch} must be a multiple of the number of processes \({world}\) x "
+        rf"train\.grad_accum \({accum}\)",
     ):
         stream(batch=batch, world_size=world, accumulation=accum)
 

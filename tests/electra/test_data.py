@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from xfer.core.config import FieldError, Files
-from xfer.core.errors import DataError
+from xfer.core.errors import DataError, UserError
 from xfer.electra import data as electra_data
 from xfer.electra.corpus import CorpusConfig
 from xfer.electra.data import PretrainBatches, build_examples, cache_manifest, collate_examples
@@ -769,7 +769,7 @@ def test_map_style_ranks_split_the_global_batch_and_accumulation_splits_a_share(
         rank0, rank1 = mine[0] + mine[1], mine[2] + mine[3]
         assert not set(rank0) & set(rank1)
         assert sorted(rank0 + rank1) == sorted(real_rows(whole[step][0]))
-    with pytest.raises(ValueError, match="multiple"):
+    with pytest.raises(UserError, match="multiple of the number of processes"):
         PretrainBatches(examples, 10, seed=3, pad_id=0, world_size=4)
 
 
@@ -813,7 +813,7 @@ def test_streaming_ranks_read_disjoint_examples(kit: dict, examples, sharding: s
 
 
 def test_examples_sharding_resumes_every_rank_from_rank_zeros_cursor(kit: dict) -> None:
-    """The trainer saves rank 0's data cursor only: with stream_sharding='examples' it fits every rank."""
+    """With stream_sharding='examples' every rank's cursor is rank 0's (the trainer saves it once): it fits every rank."""
     stream = build(kit, kit["root"] / "cache-main", corpus=corpus_of(kit["files"], streaming=True))
     make = lambda r, mode="examples": PretrainBatches(  # noqa: E731
         stream, 4, seed=5, pad_id=0, rank=r, world_size=2, shuffle_buffer=30, stream_sharding=mode

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from xfer.bam.cache import TeacherPredictions, example_digest
 from xfer.bam.objective import TaskKind
-from xfer.core.data import BatchSource, BatchStream, MultiTaskSource
+from xfer.core.data import BatchSource, BatchStream, MultiTaskSource, per_process_share
 from xfer.core.errors import UserError
 from xfer.core.tasks import Example
 
@@ -153,11 +153,7 @@ class MixedTaskSource:
         empty = [n for n in self.names if not len(features[n])]
         if empty:
             raise ValueError(f"task {empty[0]!r} has no training examples")
-        share = global_batch // (world_size * accumulation)
-        if share * world_size * accumulation != global_batch or share == 0:
-            raise ValueError(
-                f"batch size {global_batch} must be a multiple of world size {world_size} x accumulation {accumulation}"
-            )
+        per_process_share(global_batch, world_size, accumulation)
         self.features, self.global_batch, self.collate, self.seed = features, global_batch, collate, seed
         self.rank, self.world_size, self.accumulation = rank, world_size, accumulation
         p = np.array([float(probabilities[n]) for n in self.names])

@@ -21,6 +21,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from xfer.core.errors import UserError
+
 Collate = Callable[[list[Any]], Any]
 
 
@@ -73,6 +75,20 @@ class _Iterable:
         return self.next_step()  # type: ignore[attr-defined]
 
 
+def per_process_share(global_batch: int, world_size: int, accumulation: int) -> int:
+    """Examples each process takes from each micro-batch: `global_batch` split evenly over
+    `world_size` processes and `accumulation` micro-batches, else a UserError naming the recipe
+    keys (a bare ValueError traceback under `torchrun` with an odd batch size). The one check of
+    every stage's batch source."""
+    share = global_batch // (world_size * accumulation) if world_size > 0 and accumulation > 0 else 0
+    if share == 0 or share * world_size * accumulation != global_batch:
+        raise UserError(
+            f"train.batch_size {global_batch} must be a multiple of the number of processes ({world_size}) x "
+            f"train.grad_accum ({accumulation}): every process takes an equal share of every micro-batch"
+        )
+    return share
+
+
 class BatchStream(_Iterable):
     """Global batches over `dataset`, sliced for this rank and split for accumulation."""
 
@@ -89,11 +105,7 @@ class BatchStream(_Iterable):
     ):
         if not len(dataset):
             raise ValueError("cannot train on an empty dataset")
-        share = global_batch // (world_size * accumulation)
-        if share * world_size * accumulation != global_batch or share == 0:
-            raise ValueError(
-                f"batch size {global_batch} must be a multiple of world size {world_size} x accumulation {accumulation}"
-            )
+        per_process_share(global_batch, world_size, accumulation)
         self.dataset, self.global_batch, self.collate = dataset, global_batch, collate
         self.seed, self.shuffle = seed, shuffle
         self.rank, self.world_size, self.accumulation = rank, world_size, accumulation

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from xfer.core.data import _Iterable
-from xfer.core.errors import DataError, UserError
+from xfer.core.data import _Iterable, per_process_share
+from xfer.core.errors import DataError
 from xfer.core.textfile import check_distinct
 from xfer.cvt.text import Chunk, decode_line, index_file, tokenize
 from xfer.cvt.vocab import BOW, CHAR_PAD, END, EOW, MISSING, PAD, START, Vocab
@@ -185,14 +185,6 @@ def _rank_slices(
     return [collate(mine[k * size : (k + 1) * size]) for k in range(accumulation)]
 
 
-def _check_batch(batch_size: int, world_size: int, accumulation: int) -> None:
-    share = batch_size // (world_size * accumulation)
-    if share * world_size * accumulation != batch_size or share == 0:
-        raise UserError(
-            f"batch size {batch_size} must be a multiple of world size {world_size} x accumulation {accumulation}"
-        )
-
-
 class PooledStream(_Iterable):
     """Endless fixed-size batches over `items` (seeded epoch permutations laid end to end),
     length-sorted within pools of `pool_batches` batches. Cursor: (pool, batch in pool)."""
@@ -212,7 +204,7 @@ class PooledStream(_Iterable):
     ):
         if not len(items):
             raise ValueError("cannot train on an empty dataset")
-        _check_batch(batch_size, world_size, accumulation)
+        per_process_share(batch_size, world_size, accumulation)
         self.items, self.lengths, self.batch_size, self.collate = items, list(lengths), batch_size, collate
         self.seed, self.rank, self.world_size, self.accumulation = seed, rank, world_size, accumulation
         self.pool_size = pool_batches * batch_size
@@ -346,7 +338,7 @@ class UnlabeledStream(_Iterable):
         accumulation: int = 1,
         pool_batches: int = 50,
     ):
-        _check_batch(batch_size, world_size, accumulation)
+        per_process_share(batch_size, world_size, accumulation)
         self.corpus, self.batch_size, self.collate, self.seed = corpus, batch_size, collate, seed
         self.rank, self.world_size, self.accumulation = rank, world_size, accumulation
         self.pool_size = pool_batches * batch_size

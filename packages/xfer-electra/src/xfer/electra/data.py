@@ -65,7 +65,7 @@ import pyarrow.compute as pc
 import torch
 
 from xfer.core.atomic import fsync_dir, fsync_file, read_json, write_json
-from xfer.core.data import BatchStream
+from xfer.core.data import BatchStream, per_process_share
 from xfer.core.errors import DataError, UserError
 from xfer.core.runs.fingerprint import file_sha256
 from xfer.core.textfile import check_distinct
@@ -1276,12 +1276,11 @@ class PretrainBatches:
 
     `stream_sharding` chooses how ranks split a stream:
     * `"examples"` (default): every rank reads the whole stream and keeps every `world_size`-th
-      example. Every rank's cursor is then the same, which is what exact resume needs while the
-      trainer checkpoints only rank 0's data cursor. Costs redundant tokenization (each rank
-      tokenizes the global batch's text each step, in the prefetch thread).
+      example. Every rank's cursor is then the same (the trainer saves it once). Costs redundant
+      tokenization (each rank tokenizes the global batch's text each step, in the prefetch thread).
     * `"shards"`: ranks read disjoint shards (shard i goes to rank i % world_size; needs at least
-      `world_size` shards) — no redundant work, but every rank has its own cursor: exact resume
-      under DDP needs every rank's `state_dict()` saved and restored to that rank. `load_state_dict`
+      `world_size` shards) — no redundant work, but every rank has its own cursor: the trainer
+      saves every rank's `state_dict()` and restores each to its rank. `load_state_dict` also
       accepts a list of per-rank states and refuses another rank's cursor.
 
     Never touches the global torch/numpy/python RNGs (the trainer prefetches in a thread).
@@ -1301,11 +1300,7 @@ class PretrainBatches:
         stream_sharding: Literal["examples", "shards"] = "examples",
         source_name: str = "the corpus stream",
     ):
-        share = global_batch // (world_size * accumulation) if world_size > 0 and accumulation > 0 else 0
-        if share == 0 or share * world_size * accumulation != global_batch:
-            raise ValueError(
-                f"batch size {global_batch} must be a multiple of world size {world_size} x accumulation {accumulation}"
-            )
+        per_process_share(global_batch, world_size, accumulation)
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside world size {world_size}")
         if shuffle_buffer < 1:
