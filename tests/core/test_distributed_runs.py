@@ -74,3 +74,19 @@ def test_a_stage_that_diverges_on_every_rank_ends_as_a_failure_with_why(tmp_path
 
 def _here_on_path() -> str:
     return os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+
+
+def test_processes_whose_recipes_differ_are_refused_naming_the_key(tmp_path: Path) -> None:
+    """Each process reads its own recipe (files, environment, node); rank 0's fingerprints reached
+    every rank, so a setting outside `train:` that differed (here dropout, through an include that
+    depends on the rank) trained the ranks apart, silently."""
+    (tmp_path / "part0.yaml").write_text("stages: {fit: {dropout: 0.0}}\n")
+    (tmp_path / "part1.yaml").write_text("stages: {fit: {dropout: 0.1}}\n")
+    text = RECIPE.replace("    dropout: 0.0\n", "").replace("seed: 5\n", "seed: 5\ninclude: part${LOCAL_RANK}.yaml\n")
+    result = torchrun(write_recipe(tmp_path, text), tmp_path / "run")
+    assert result.returncode != 0
+    said = (
+        "the recipes of the processes differ between ranks: stages.fit.dropout is '0.0' on rank 0 but '0.1' on rank 1"
+    )
+    assert result.stderr.count(said) == 2, result.stderr[-3000:]
+    assert not (tmp_path / "run" / "fit").exists()

@@ -102,6 +102,17 @@ def diff(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"~ {prefix}: {json.dumps(old)} -> {json.dumps(new)}"]
 
 
+def _flat(value: Any, prefix: str = "") -> dict[str, str]:
+    """A resolved recipe as {"stages.fit.dropout": "0.1", ...} (JSON values), to name what differs."""
+    if isinstance(value, dict) and value:
+        return {
+            k: v
+            for key, item in value.items()
+            for k, v in _flat(item, f"{prefix}.{key}" if prefix else str(key)).items()
+        }
+    return {prefix: json.dumps(value, sort_keys=True, default=str)}
+
+
 def speed_only_paths(recipe: Recipe) -> set[str]:
     """Paths in the resolved recipe (`stages.pre.corpus.num_proc`) of knobs that set how fast a stage
     computes, never what (`knob(signed_as=...)`): changing one on an existing run directory is no
@@ -440,6 +451,9 @@ def run_recipe(
     """
     dist.init_from_env()
     dist.select_device(device)  # a bad --device is refused before anything is created
+    # each process reads its own recipe (its files, environment, node): rank 0's fingerprints and
+    # decisions reach every rank, so ranks whose recipes differ trained apart, silently
+    dist.check_same("the recipes of the processes", _flat(recipe.resolved(signing=True)))
     if fork is not None:
         _check_fork_target(run_dir or default_run_dir(recipe), fork)
     _on_main_refusing_alike(lambda: _check_not_foreign(run_dir or default_run_dir(recipe)))
