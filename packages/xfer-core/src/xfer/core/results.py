@@ -46,9 +46,12 @@ HEADER = (
 def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
     """median / mean / std (sample; 0 for one run) / min / max of each metric over runs.
 
-    `metrics` defaults to every numeric key of the runs that is not bookkeeping."""
+    `metrics` defaults to every numeric key of the runs that is not bookkeeping, in the order they
+    first appear (the first run's keys alone once dropped a metric that run had not recorded).
+    A non-finite score (a diverged trial's inf perplexity) makes mean and std non-finite rather
+    than raising: `statistics.stdev` failed on inf with an AttributeError after every trial ran."""
     if metrics is None:
-        metrics = [k for k, v in (runs[0] if runs else {}).items() if k not in BOOKKEEPING and _number(v)]
+        metrics = dict.fromkeys(k for r in runs for k, v in r.items() if k not in BOOKKEEPING and _number(v))
     out: dict[str, dict[str, float]] = {}
     for metric in metrics:
         if metric in BOOKKEEPING:
@@ -61,12 +64,30 @@ def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) 
             # on the NaN-lowest order: `statistics.median`, `min` and `max` gave whatever the position
             # of a NaN (a diverged trial's score) happened to make them
             "median": values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2,
-            "mean": statistics.fmean(values),  # NaN with a NaN run (stdev raised on one)
-            "std": math.nan if math.isnan(values[0]) else statistics.stdev(values) if len(values) > 1 else 0.0,
+            "mean": _mean(values),  # NaN with a NaN run (stdev raised on one)
+            "std": _std(values),
             "min": values[0],
             "max": values[-1],
         }
     return out
+
+
+def _mean(values: list[float]) -> float:
+    """The mean; NaN where it is undefined (inf and -inf) or the sum overflows a float."""
+    try:
+        return statistics.fmean(values)
+    except (OverflowError, ValueError):
+        return math.nan
+
+
+def _std(values: list[float]) -> float:
+    """Sample std (0 for one run); NaN when a score is not finite (its spread is undefined)."""
+    if not all(math.isfinite(v) for v in values):
+        return math.nan
+    try:
+        return statistics.stdev(values) if len(values) > 1 else 0.0
+    except OverflowError:
+        return math.inf
 
 
 def score_order(value: float) -> tuple[bool, float]:
@@ -93,6 +114,10 @@ def read_results(stage_dir: Path) -> dict[str, Any] | None:
         raise UserError(
             f"{path}: not a results file of the layout in xfer.core.results (task -> main_metric/summary/runs)"
         )
+    for task, result in results.items():
+        problem = _task_problem(result)
+        if problem is not None:
+            raise UserError(f"{path}: task {task}: {problem}")
     return results
 
 
@@ -105,21 +130,31 @@ def plus_minus(std: float, count: int) -> str:
 
 
 def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
-    """One table row per task: main metric's median (the GLUE protocol), mean ± std, range, runs."""
+    """One table row per task: main metric's median (the GLUE protocol), mean ± std, range, runs.
+
+    Names are made safe for a cell (`_cell`): a stage folder, task or metric name with a "|" shifted
+    every later column of its row."""
     rows = []
-    for task, result in results.items():
-        main = result["main_metric"]
+    stage = _cell(stage)
+    for task_name, result in results.items():
+        task, main = _cell(task_name), _cell(result["main_metric"])
         summary = result["summary"]
-        s = summary.get(main)
+        s = summary.get(result["main_metric"])
         if s is None:
             rows.append(f"| {stage} | {task} | {main} | (no value) | | | {len(result['runs'])} | |")
             continue
-        others = ", ".join(f"{m} {v['median']:.1f}" for m, v in summary.items() if m != main)
+        others = ", ".join(f"{_cell(m)} {_stat(v, 'median')}" for m, v in summary.items() if m != result["main_metric"])
+        spread = plus_minus(s["std"], len(result["runs"])) if "std" in s else ""
         rows.append(
-            f"| {stage} | {task} | {main} | **{s['median']:.1f}** | {s['mean']:.1f}{plus_minus(s['std'], len(result['runs']))} "
-            f"| {s['min']:.1f}–{s['max']:.1f} | {len(result['runs'])} | {others} |"
+            f"| {stage} | {task} | {main} | **{_stat(s, 'median')}** | {_stat(s, 'mean')}{spread} "
+            f"| {_stat(s, 'min')}–{_stat(s, 'max')} | {len(result['runs'])} | {others} |"
         )
     return rows
+
+
+def _stat(stats: dict[str, Any], key: str) -> str:
+    """One statistic of a summary entry with one decimal; "?" where a hand-written summary lacks it."""
+    return f"{stats[key]:.1f}" if key in stats else "?"
 
 
 def stage_dirs_of(paths: Iterable[Path]) -> list[Path]:
@@ -363,14 +398,19 @@ def _no_results(stage: Path) -> str:
 
 
 def _stage_order(run_dir: Path) -> list[str]:
-    """The run's stages in recipe order (from recipe.resolved.yaml), else alphabetically."""
+    """The run's stages in recipe order (from recipe.resolved.yaml), else alphabetically.
+
+    Only a mapping of stages is a recipe order: a damaged file's `stages: fit` was read letter by
+    letter (stages f, i, t), and the run's results shown as "no results yet"."""
     import yaml
 
-    try:
-        stages = yaml.safe_load((run_dir / "recipe.resolved.yaml").read_text(encoding="utf-8"))["stages"]
+    stages = None
+    with contextlib.suppress(OSError, UnicodeDecodeError, yaml.YAMLError):
+        resolved = yaml.safe_load((run_dir / "recipe.resolved.yaml").read_text(encoding="utf-8"))
+        stages = resolved.get("stages") if isinstance(resolved, dict) else None
+    if isinstance(stages, dict):
         return [str(name) for name in stages]
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError):
-        return sorted(p.parent.name for p in run_dir.glob("*/stage.json"))
+    return sorted(p.parent.name for p in run_dir.glob("*/stage.json"))
 
 
 def _signed_config(stage: Path) -> dict[str, Any] | None:
@@ -403,3 +443,28 @@ def _number(value: Any) -> bool:
 
 def _is_task_result(value: Any) -> bool:
     return isinstance(value, dict) and {"main_metric", "summary", "runs"} <= set(value)
+
+
+def _task_problem(result: dict[str, Any]) -> str | None:
+    """What in one task's entry the table and pools cannot use, else None (the wording of
+    `xfer.cvt.results.check_layout`, which checked this for its own table). Only the key names were
+    checked: a summary holding a string, or runs held as a number, ended `xfer results` in a
+    traceback (ValueError, TypeError) instead of naming the file."""
+    main, summary, runs = result["main_metric"], result["summary"], result["runs"]
+    if not isinstance(main, str):
+        return f"main_metric is {main!r}, not a metric name"
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        return "runs is not a list of run records (mappings)"
+    if not isinstance(summary, dict) or not all(
+        isinstance(stats, dict) and _number(stats.get("mean")) and all(_number(stats[k]) for k in _STATS if k in stats)
+        for stats in summary.values()
+    ):
+        return "summary is not a mapping of metric -> {mean: number, ...}"
+    for index, run in enumerate(runs):
+        if "seed" in run and not isinstance(run["seed"], (int, str)):
+            return f"runs[{index}].seed is {run['seed']!r}, not a number or a name"
+    return None
+
+
+_STATS = ("median", "mean", "std", "min", "max")
+"""The statistics `summarize` writes; a hand-written summary may lack some (the table shows "?")."""

@@ -5,6 +5,7 @@ Markdown sections the stage added with `ctx.report(...)`. Plots use matplotlib's
 display needed): one PNG per metric and split, one line per run within the stage (e.g. per
 trial or task), so curves of several seeds can be compared at a glance. `XFER_REPORT_PLOTS=0`
 skips drawing them (about a second of CPU per stage: test suites and quick runs set it).
+Values that cannot be drawn (NaN, infinite: a diverged run) are counted under "Values not drawn".
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import json
 import math
 import os
 import re
+from array import array
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from xfer.core.atomic import atomic_write_text
+from xfer.core.atomic import atomic_write_text, atomic_write_with
 
 _SKIP = {"step", "split", "time", "epoch"}
 
@@ -42,13 +44,33 @@ def metric_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+MAX_POINTS = 2000
+"""Points drawn per curve at most (about): a 540-pixel-wide plot shows no more. A long metrics.jsonl
+was once read whole and every record kept as a dict (285 MB of memory for 200,000 lines), and every
+point drawn."""
+
+
+Curves = dict[tuple[str, str], dict[str, tuple[array, array]]]
+"""(split, metric) -> curve label -> (steps, values), as compact float arrays."""
+
+
+def _number(value: Any) -> float | None:
+    """`value` as a float if it is a number (not a bool); an int too large for a float is inf."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # a 400-digit integer: once an OverflowError that dropped every curve
+        return math.inf
+
+
 def _plottable(record: dict[str, Any]) -> bool:
-    """Whether a record can be placed on a curve: a numeric step and a string split (or none).
+    """Whether a record can be placed on a curve: a finite numeric step and a string split (or none).
     metrics.jsonl is a plain text file in the run directory; a hand-edited or damaged line
     without them (`{"split": "train", "loss": 1}`) once made the report raise KeyError after
     the stage had finished, so the stage never completed and every re-run failed the same way."""
-    step, split = record.get("step"), record.get("split", "train")
-    return isinstance(step, (int, float)) and not isinstance(step, bool) and isinstance(split, str)
+    step, split = _number(record.get("step")), record.get("split", "train")
+    return step is not None and math.isfinite(step) and isinstance(split, str)
 
 
 def _series_key(record: dict[str, Any]) -> str:
@@ -57,63 +79,126 @@ def _series_key(record: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "run"
 
 
-def _plot(records: list[dict[str, Any]], split: str, metric: str, out: Path) -> Path | None:
+def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool]:
+    """(curves, count of values that are not finite per (split, metric), whether any record was
+    plottable), reading metrics.jsonl a line at a time: memory grows with the numbers, not the text.
+    A record without a split is a train record (as `_plottable` reads it)."""
+    curves: Curves = defaultdict(dict)
+    not_finite: dict[tuple[str, str], int] = defaultdict(int)
+    any_record = False
+    if not path.exists():
+        return curves, not_finite, any_record
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or not _plottable(record):
+                continue
+            any_record = True
+            split, step, label = record.get("split", "train"), float(record["step"]), None
+            for k, v in record.items():
+                value = _number(v)
+                if k in _SKIP or k == "trial" or value is None:
+                    continue
+                if not math.isfinite(value):
+                    not_finite[split, k] += 1
+                    curves.setdefault((split, k), {})  # the metric exists even if no value of it is drawn
+                    continue
+                label = label or _series_key(record)
+                steps, values = curves[split, k].setdefault(label, (array("d"), array("d")))
+                steps.append(step)
+                values.append(value)
+    return curves, not_finite, any_record
+
+
+def _thin(steps: array, values: array) -> tuple[list[float], list[float]]:
+    """The points of one curve in step order, at most about MAX_POINTS: of each bucket of
+    consecutive steps its first, lowest, highest and last point, so a spike stays visible and the
+    curve spans every step."""
+    order = sorted(range(len(steps)), key=steps.__getitem__)
+    if len(order) <= MAX_POINTS:
+        return [steps[i] for i in order], [values[i] for i in order]
+    keep: list[int] = []
+    buckets = MAX_POINTS // 4
+    for b in range(buckets):
+        chunk = order[b * len(order) // buckets : (b + 1) * len(order) // buckets]
+        low, high = min(chunk, key=values.__getitem__), max(chunk, key=values.__getitem__)
+        keep += sorted({chunk[0], low, high, chunk[-1]}, key=chunk.index)
+    return [steps[i] for i in keep], [values[i] for i in keep]
+
+
+def _plot(series: dict[str, tuple[array, array]], split: str, metric: str, out: Path) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for r in records:
-        value = r.get(metric)
-        if r.get("split") == split and isinstance(value, (int, float)) and math.isfinite(value):
-            series[_series_key(r)].append((r["step"], float(value)))
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for label, points in sorted(series.items()):
-        steps, values = zip(*sorted(points), strict=True)
-        ax.plot(steps, values, label=label, marker="o" if len(points) < 30 else None, markersize=3)
-    ax.set_xlabel("step")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{split} {metric}")
-    if len(series) > 1:
-        ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+    try:  # closed also when drawing fails: pyplot keeps every open figure (and warns past 20)
+        for label, (steps, values) in sorted(series.items()):
+            xs, ys = _thin(steps, values)
+            ax.plot(xs, ys, label=label, marker="o" if len(xs) < 30 else None, markersize=3)
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        ax.set_title(f"{split} {metric}")
+        if len(series) > 1:
+            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # through a temporary file: a stage killed while drawing must not leave a torn PNG behind
+        atomic_write_with(out, lambda tmp: fig.savefig(tmp, dpi=90, format="png"))
+    finally:
+        plt.close(fig)
     return out
+
+
+def _plot_name(split: str, metric: str, taken: set[str]) -> str:
+    """A file name for the plot of `metric`, unique within the report: `dev f1/x` and `dev f1_x`
+    once both became dev-f1_x.png, the second curve drawn over the first under both links."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{split}-{metric}")
+    name, n = f"{safe}.png", 1
+    while name.lower() in taken:  # lower: a case-insensitive file system would merge them too
+        n += 1
+        name = f"{safe}-{n}.png"
+    taken.add(name.lower())
+    return name
 
 
 def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: list[str]) -> Path:
     """Write `stage_dir/report.md` (and `plots/*.png`); returns the report path."""
-    records = [r for r in read_metrics(stage_dir / "metrics.jsonl") if _plottable(r)]
+    curves, not_finite, any_record = _read_curves(stage_dir / "metrics.jsonl")
     lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in header.items()]
     lines.append("")
     lines += [s.rstrip() + "\n" for s in sections]
-    metrics_by_split: dict[str, set[str]] = defaultdict(set)
-    for r in records:
-        for k, v in r.items():
-            if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool) and k != "trial":
-                metrics_by_split[r.get("split", "train")].add(k)
     plots = []
+    taken: set[str] = set()
     draw = os.environ.get("XFER_REPORT_PLOTS", "1") != "0"
     for split in ("train", "dev") if draw else ():
-        for metric in sorted(metrics_by_split.get(split, ())):
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{split}-{metric}")
-            made = _plot(records, split, metric, stage_dir / "plots" / f"{safe}.png")
+        for metric in sorted(m for s, m in curves if s == split):
+            made = _plot(curves[split, metric], split, metric, stage_dir / "plots" / _plot_name(split, metric, taken))
             if made:
                 plots.append((split, metric, made))
     if plots:
         lines += ["## Training curves", ""]
         lines += [f"![{split} {metric}](plots/{path.name})" for split, metric, path in plots]
         lines.append("")
-    if records and not draw:
+    if not_finite:
+        # a diverged run's NaN/inf losses cannot be drawn; unsaid, its curve just ended early (or,
+        # every value NaN, the report showed nothing at all)
+        lines += ["## Values not drawn", ""]
+        for (split, metric), count in sorted(not_finite.items()):
+            total = count + sum(len(steps) for steps, _ in curves[split, metric].values())
+            lines.append(f"- {split} {metric}: {count} of {total} values not finite (NaN or infinite)")
+        lines.append("")
+    if any_record and not draw:
         lines += ["_Training curves not drawn (XFER_REPORT_PLOTS=0)._", ""]
-    if not records:
+    if not any_record:
         lines.append("_No metrics were logged._")
     path = stage_dir / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
