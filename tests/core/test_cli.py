@@ -283,3 +283,27 @@ def test_a_missing_recipe_names_only_the_recipe_as_required(command: str, capsys
     err = capsys.readouterr().err
     assert caught.value.code == 2
     assert err.rstrip().endswith("error: the following arguments are required: recipe")
+
+
+def test_status_json_is_strict_json_and_show_keeps_unicode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A damaged stage.json (`"started": NaN`) made `xfer status --json` print a bare NaN duration,
+    which strict JSON readers refuse; `xfer show` printed a recipe name "ü" as "\\xFC"."""
+    from xfer.testing import write_recipe
+
+    recipe = write_recipe(
+        tmp_path,
+        "name: rüb\nstages:\n  fit:\n    kind: testing.fit\n    task: {name: toy/agreement, train_size: 32, dev_size: 16}\n"
+        "    train: {steps: 1, batch_size: 8}\n",
+    )
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 0
+    state_path = tmp_path / "run" / "fit" / "stage.json"
+    state = json.loads(state_path.read_text())
+    state["started"] = float("nan")
+    state_path.write_text(json.dumps(state))
+    capsys.readouterr()
+    assert cli.main(["status", str(tmp_path / "run"), "--json"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads(out, parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON"))
+    assert rows and rows[0]["stage"] == "fit"
+    assert cli.main(["show", str(recipe)]) == 0
+    assert "rüb" in capsys.readouterr().out

@@ -22,6 +22,7 @@ import dataclasses
 import errno
 import inspect
 import json
+import math
 import os
 import signal
 import sys
@@ -402,7 +403,13 @@ def _print_annotated(
 def _flow(value: Any) -> str:
     import yaml
 
-    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
+    # allow_unicode: a recipe name "ü" was shown as "\\xFC"
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True)
+        .strip()
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def _source(origin: str) -> str | None:
@@ -430,6 +437,17 @@ def _closest_origin(provenance: dict[str, str], key_path: list[str]) -> str:
     return ""
 
 
+def _finite_or_null(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v) for v in value]
+    return value
+
+
 def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.runs.runner import read_status
 
@@ -444,7 +462,8 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
         raise UserError(f"{run_dir}: a stage folder, not a run directory; try `xfer status {run_dir.parent}`")
     rows = read_status(run_dir, host)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        # strict JSON: a damaged stage.json's NaN start time gave a bare NaN duration, which JSON tools reject
+        print(json.dumps(_finite_or_null(rows), indent=1, allow_nan=False))
         return 0
     # columns as wide as their longest entry (stage names like `cvt-10-trained-unk`, `invalidated`)
     w_stage = max([len("stage")] + [len(r["stage"]) for r in rows])
