@@ -313,7 +313,8 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
                 raise
             previous = {}  # rewritten below; each stage is still judged by its own stage.json
         changes = diff(previous, without_new_unsigned(resolved, recipe.resolved(signing=True), previous))
-        changes = [c for c in changes if c[2:].partition(": ")[0] not in speed_only_paths(recipe)]
+        speed_only = speed_only_paths(recipe)
+        changes = [c for c in changes if c[2:].partition(": ")[0] not in speed_only]
         if changes and fork is None and not force:
             listing = "\n".join(f"  {c}" for c in changes)
             raise RunDirError(
