@@ -131,8 +131,8 @@ def test_las_uas_exclude_punctuation_by_form(tmp_path):
     gold = {e.id: (list(e.heads), list(e.relations)) for e in dev}
     assert t.evaluate(dev, gold) == {"las": 100.0, "uas": 100.0, "label_accuracy": 100.0}
     wrong = dict(gold)
-    wrong["a"] = ([3, 3, 0, 1], ["nsubj", "aux", "root", "nmod"])  # only the punctuation is wrong
-    wrong["b"] = ([2, 0, 2], ["amod", "root", "nmod"])  # "$" is a symbol, not punctuation: scored
+    wrong["a"] = ([3, 3, 0, 1], ["nsubj", "aux", "root", "amod"])  # only the punctuation is wrong
+    wrong["b"] = ([2, 0, 2], ["amod", "root", "amod"])  # "$" is a symbol, not punctuation: scored
     scores = t.evaluate(dev, wrong)
     assert scores["uas"] == 100.0 and scores["las"] == pytest.approx(100 * 5 / 6)
     with_upos = task(write(tmp_path / "u.conllu", TREES), punctuation="upos")
@@ -178,3 +178,18 @@ def test_prediction_errors_and_files(tmp_path):
         with pytest.raises(ValueError, match=message):  # checked before writing: the previous file stays whole
             t.write_predictions(tmp_path / "out", "dev", dev, bad)
         assert path.read_text() == before
+
+
+def test_a_predicted_relation_outside_the_relation_set_is_refused(tmp_path):
+    """`nsubj:pass` under `relations: universal` (or a relation of another treebank) only counted as
+    a wrong label; a model predicts the relation set, so such predictions came from elsewhere."""
+    path = write(tmp_path / "t.conllu", TREES)
+    t = task(path, relations="universal")
+    a, b = t.examples("dev")
+    gold = {e.id: (list(e.heads), list(e.relations)) for e in (a, b)}
+    assert t.evaluate([a, b], gold)["las"] == 100.0
+    wrong = dict(gold, b=([2, 0, 2], ["amod", "root", "nmod:poss"]))  # the subtype `universal` strips
+    with pytest.raises(ValueError, match=r"sentence 'b', word 3 \('\$'\): predicted relation 'nmod:poss' is not"):
+        t.evaluate([a, b], wrong)
+    full = task(path)  # relations: full keeps the subtype: the same prediction is a right label there
+    assert full.evaluate(full.examples("dev"), dict(gold, b=([2, 0, 2], ["amod", "root", "nmod:poss"])))["las"] == 100.0

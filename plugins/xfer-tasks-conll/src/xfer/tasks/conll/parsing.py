@@ -158,6 +158,17 @@ class UdParseTask(Task):
             )
         if not all(isinstance(r, str) for r in relations):
             raise ValueError(f"{self.name}: sentence {example.id!r}: relations must be strings")
+        if self.file_of("train") is not None:
+            # a model predicts the relation set; one outside it (`nsubj:pass` under `relations: universal`,
+            # predictions made for another treebank) only counted as a wrong label, silently
+            known = set(self.labels) | set(example.relations or ())
+            unknown = next((i for i, r in enumerate(relations) if r not in known), None)
+            if unknown is not None:
+                raise ValueError(
+                    f"{self.name}: sentence {example.id!r}, word {unknown + 1} ({example.words[unknown]!r}): predicted "
+                    f"relation {relations[unknown]!r} is not in the task's relation set (the {len(self.labels)} "
+                    f"relations of {self.file_of('train')}, relations: {self.config.relations})"
+                )
         return list(heads), list(relations)
 
     def write_predictions(
