@@ -417,12 +417,11 @@ def write_results(ctx: StageContext, groups: list[Group], runs: dict[str, list[d
     for group in groups:
         for data in group.tasks:
             task_runs = [{**r["metrics"][data.name], **{k: r[k] for k in BOOKKEEPING}} for r in runs[group.name]]
-            names = [k for k in task_runs[0] if k not in BOOKKEEPING]
             results[data.name] = {
                 "main_metric": data.info.main_metric,
                 "model": group.slug,
                 "runs": task_runs,
-                "summary": summarize(task_runs, names),
+                "summary": summarize(task_runs),  # every run's metrics (the first run's alone could miss one)
             }
     if ctx.is_main:
         write_json(ctx.output_dir("results") / "results.json", results)
