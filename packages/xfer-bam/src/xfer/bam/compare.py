@@ -29,6 +29,7 @@ from xfer.bam.naming import module_name
 from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.errors import UserError
 from xfer.core.results import RESULTS_FILE, plus_minus, read_results, unfinished_status
+from xfer.core.tasks import first_unknown_label
 
 AVERAGE = "average"
 MAX_RESAMPLES = 1_000_000  # p resolves to 1e-6; the distribution alone is 8 bytes per resample and test
@@ -269,10 +270,9 @@ def _check_values(
                 raise UserError(f"{where}: {len(value)} tags for a sentence of {len(gold[i])} words")
             # a model predicts the task's tags; the span F1 would count another one (an `S-X` in a
             # BIO task, a type the task lacks) as a span, silently (gold may hold dev-only tags)
-            known = set(labels) | set(gold[i] if gold is not None else value)
-            unknown = next((tag for tag in value if tag not in known), None)
-            if labels and unknown is not None:
-                raise UserError(f"{where}: tag {unknown!r} is not one of the task's tags {labels}")
+            unknown = first_unknown_label(value, labels, gold[i] if gold is not None else value) if labels else None
+            if unknown is not None:
+                raise UserError(f"{where}: tag {value[unknown]!r} is not one of the task's tags {labels}")
 
 
 def _slug(task: str) -> str:

@@ -249,6 +249,15 @@ class Task(abc.ABC):
         return path
 
 
+def first_unknown_label(predicted: Sequence[str], labels: Sequence[str], gold: Sequence[str] = ()) -> int | None:
+    """The position of the first predicted label that is neither one of `labels` (the task's set, as
+    read from its training data) nor in `gold` (the example's own labels: a dev-only tag or relation,
+    so gold given as predictions still scores 100), or None. A model predicts `labels` only; any other
+    label came from elsewhere (another tag set, scheme or treebank) and was scored silently."""
+    known = {*labels, *gold}
+    return next((i for i, label in enumerate(predicted) if label not in known), None)
+
+
 def task_slug(task: str) -> str:
     """A task's name or alias as a folder or file name part (`glue/rte` -> `glue-rte`): stages'
     trial, prediction and model folders (trials/<slug>/, predictions/<slug>/, models/<slug>/)."""

@@ -16,7 +16,15 @@ from typing import Any
 from xfer.core import metrics
 from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, ParsingExample, Split, Task, TaskInfo, check_prediction_ids
+from xfer.core.tasks import (
+    Example,
+    ParsingExample,
+    Split,
+    Task,
+    TaskInfo,
+    check_prediction_ids,
+    first_unknown_label,
+)
 from xfer.tasks.conll.config import UdParseConfig
 from xfer.tasks.conll.readers import ConlluTree, duplicate_sentence_id, read_conllu_trees
 
@@ -161,8 +169,7 @@ class UdParseTask(Task):
         if self.file_of("train") is not None:
             # a model predicts the relation set; one outside it (`nsubj:pass` under `relations: universal`,
             # predictions made for another treebank) only counted as a wrong label, silently
-            known = set(self.labels) | set(example.relations or ())
-            unknown = next((i for i, r in enumerate(relations) if r not in known), None)
+            unknown = first_unknown_label(relations, self.labels, example.relations or ())
             if unknown is not None:
                 raise ValueError(
                     f"{self.name}: sentence {example.id!r}, word {unknown + 1} ({example.words[unknown]!r}): predicted "

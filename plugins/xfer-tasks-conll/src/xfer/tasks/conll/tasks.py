@@ -15,7 +15,15 @@ from typing import Any, NamedTuple
 from xfer.core import metrics
 from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, Split, TaggingExample, Task, TaskInfo, check_prediction_ids
+from xfer.core.tasks import (
+    Example,
+    Split,
+    TaggingExample,
+    Task,
+    TaskInfo,
+    check_prediction_ids,
+    first_unknown_label,
+)
 from xfer.tasks.conll import schemes
 from xfer.tasks.conll.config import ChunkingConfig, ColumnsConfig, FilesConfig, SpanTaggingConfig, UdPosConfig
 from xfer.tasks.conll.readers import ColumnSentence, duplicate_sentence_id, read_columns, read_conllu
@@ -198,8 +206,7 @@ class TaggingTask(Task):
                 f"predicted {reason}"
             )
         if self.file_of("train") is not None:
-            known = set(self.labels) | set(example.tags or ())
-            position = next((i for i, tag in enumerate(tags) if tag not in known), None)
+            position = first_unknown_label(tags, self.labels, example.tags or ())
             if position is not None:
                 raise ValueError(
                     f"{self.name}: sentence {example.id!r}, word {position + 1} ({example.words[position]!r}): "
