@@ -263,7 +263,8 @@ class Trainer:
             config.momentum,
         )
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        dist.check_same("the training settings", self._settings())
+        if dist.is_distributed():
+            dist.check_same("the training settings", self._settings())
         self.model: nn.Module = self.objective
         if dist.world_size() > 1:
             from torch.nn.parallel import DistributedDataParallel

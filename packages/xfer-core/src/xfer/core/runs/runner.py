@@ -454,7 +454,8 @@ def run_recipe(
     dist.select_device(device)  # a bad --device is refused before anything is created
     # each process reads its own recipe (its files, environment, node): rank 0's fingerprints and
     # decisions reach every rank, so ranks whose recipes differ trained apart, silently
-    dist.check_same("the recipes of the processes", _flat(recipe.resolved(signing=True)))
+    if dist.is_distributed():
+        dist.check_same("the recipes of the processes", _flat(recipe.resolved(signing=True)))
     if fork is not None:
         _check_fork_target(run_dir or default_run_dir(recipe), fork)
     _on_main_refusing_alike(lambda: _check_not_foreign(run_dir or default_run_dir(recipe)))
