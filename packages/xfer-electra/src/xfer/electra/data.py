@@ -84,6 +84,7 @@ from xfer.electra.packing import (
     iter_text_lines,
     plan_text_blocks,
     prefix_ends,
+    starts_with_bom,
     text_has_cr,
 )
 
@@ -179,7 +180,10 @@ def build_examples(
     if corpus.streaming:
         if isinstance(source, _TextSource):
             _check_streamed_text(source, cache_dir)
-        return _streaming_examples(spec, source.num_blocks, cache_dir)
+        stream = _streaming_examples(spec, source.num_blocks, cache_dir)
+        if isinstance(source, _TextSource):
+            _mark_layout(stream, source)
+        return stream
     parts = {
         "format": CACHE_FORMAT,
         "source": source.key_parts(_FileHashes(cache_dir)),
@@ -388,6 +392,8 @@ class _TextSource:
     blocks: list[TextBlock]
     ends: list[int]
     snapshot: _InputSnapshot = field(default_factory=_InputSnapshot)
+    # a file with CRs or a BOM over one block: xfer before its LF-text cut rule cut it elsewhere
+    cuts_moved: bool = False
 
     @property
     def name(self) -> str:
@@ -539,8 +545,12 @@ def _open_source(
         paths = [str(f) for f in files]
         snapshot = _InputSnapshot.take(paths)  # before anything reads them: planning, hashing, packing
         ends = prefix_ends(files, corpus.max_lines)
-        blocks = plan_text_blocks(files, ends, block_bytes, _files_with_cr(files, ends, snapshot, cache_dir))
-        return _TextSource(paths, blocks, ends, snapshot)
+        crs = _files_with_cr(files, ends, snapshot, cache_dir)
+        blocks = plan_text_blocks(files, ends, block_bytes, crs)
+        cuts_moved = any(
+            end > block_bytes and (cr or starts_with_bom(path)) for path, end, cr in zip(files, ends, crs, strict=True)
+        )
+        return _TextSource(paths, blocks, ends, snapshot, cuts_moved)
     loaded = _load_dataset(corpus, cache_dir)
     name, column = corpus.dataset, corpus.text_column
     if isinstance(loaded, datasets.IterableDataset):
@@ -661,6 +671,27 @@ def _folder_files(folder: Path) -> list[Path]:
         for p in folder.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
+
+
+_LAYOUT = "xfer.electra text blocks: "  # how a stream of text files carries its blocks (see _mark_layout)
+
+
+def _mark_layout(stream: datasets.IterableDataset, source: _TextSource) -> None:
+    """Record in `stream.info` which byte ranges its shards are, for `PretrainBatches`' cursor.
+
+    A stream's cursor names shards by number: blocks cut elsewhere (another cut rule after an
+    upgrade: CRLF or BOM text has been cut as its LF twin since `cuts: lf-text`) kept the number
+    and resumed onto other text without a word. The digest of the blocks goes into the cursor and
+    a resume compares it; `moved` tells a cursor saved before the digest existed whether the old
+    rule cut this corpus elsewhere."""
+    blocks = [[b.file, b.start, b.end] for b in source.blocks]
+    digest = hashlib.sha256(json.dumps(blocks).encode()).hexdigest()
+    stream.info.description = _LAYOUT + json.dumps({"digest": digest, "moved": source.cuts_moved})
+
+
+def _stream_layout(stream: datasets.IterableDataset) -> dict[str, Any] | None:
+    description = stream.info.description or ""
+    return json.loads(description[len(_LAYOUT) :]) if description.startswith(_LAYOUT) else None
 
 
 def _streaming_examples(spec: _PackSpec, num_blocks: int, cache_dir: Path) -> datasets.IterableDataset:
@@ -1311,13 +1342,19 @@ class PretrainBatches:
         self.rank, self.world_size, self.accumulation = rank, world_size, accumulation
         self._batches: BatchStream | None = None
         self._stream: _ShuffledStream | None = None
+        self._source_name = source_name
+        self._layout: dict[str, Any] | None = None
+        self._inputs_key: str | None = None
         if isinstance(examples, datasets.IterableDataset):
+            self._layout = _stream_layout(examples)
             reader = _StreamReader(examples, seed, rank, world_size, stream_sharding, source_name)
             self._stream = _ShuffledStream(reader, shuffle_buffer, seed, rank)
         else:
             # which examples the cursor indexes (the cache key: corpus bytes, tokenizer, packing), so a
             # resume onto other examples is refused (see load_state_dict)
-            self._examples_key = (cache_manifest(examples) or {}).get("key") if examples.cache_files else None
+            manifest = (cache_manifest(examples) or {}) if examples.cache_files else {}
+            self._examples_key = manifest.get("key")
+            self._inputs_key = _inputs_key(manifest.get("inputs"))
             self._examples = _check_columns(examples)
             self._batches = BatchStream(
                 range(len(examples)),
@@ -1355,9 +1392,13 @@ class PretrainBatches:
     def state_dict(self) -> dict[str, Any]:
         if self._batches is not None:
             key = {"examples": self._examples_key} if self._examples_key else {}
+            if self._inputs_key:
+                key["inputs"] = self._inputs_key
             return {"kind": "map", **self._batches.state_dict(), **key}
         assert self._stream is not None
-        return {"kind": "stream", "seed": self.seed, "world_size": self.world_size, **self._stream.state_dict()}
+        layout = {"blocks": self._layout["digest"]} if self._layout else {}
+        state = {"kind": "stream", "seed": self.seed, "world_size": self.world_size, **self._stream.state_dict()}
+        return {**state, **layout}
 
     def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         if isinstance(state, list):  # one state per rank (a trainer that saves every rank's cursor)
@@ -1376,7 +1417,28 @@ class PretrainBatches:
                 f"data cursor was saved with seed {state.get('seed')} and world size {state.get('world_size')}, "
                 f"this run has {self.seed} and {self.world_size}; cannot resume exactly"
             )
-        self._stream.load_state_dict(state)
+        self._check_layout(state)
+        self._stream.load_state_dict({k: v for k, v in state.items() if k != "blocks"})
+
+    def _check_layout(self, state: dict[str, Any]) -> None:
+        """Refuse a stream cursor whose shard numbers name other byte ranges of the corpus.
+
+        The run's fingerprint signs the corpus files, so what can move the blocks under a cursor is
+        xfer's cut rule: CRLF or BOM text over one block is cut where its LF twin is (before, at raw
+        byte offsets). A cursor saved then kept its shard numbers and resumed on shifted text."""
+        if not self._layout:
+            return
+        saved = state.get("blocks")
+        if saved is None and not self._layout["moved"]:
+            return  # saved before cursors named their blocks; the old rule cut this corpus the same way
+        if saved == self._layout["digest"]:
+            return
+        raise UserError(
+            f"{self._source_name}: the checkpoint's data cursor was saved over other corpus blocks than this run "
+            "cuts (the files are unchanged: an upgrade of xfer cuts text with CRLF line ends or a byte-order mark "
+            "where its LF twin is cut), so resuming would continue on shifted text. Delete the stage's "
+            "checkpoints/ folder to pre-train from the start, or finish this run with the xfer that started it"
+        )
 
     def _load_map_cursor(self, state: dict[str, Any]) -> None:
         """Resume the map-style cursor, refusing one saved over other examples.
@@ -1392,13 +1454,21 @@ class PretrainBatches:
         elif state.get("size", len(self._examples)) != len(self._examples):  # a checkpoint from before the key
             detail = f"{state['size']} packed examples then, {len(self._examples)} now"
         else:
-            self._batches.load_state_dict({k: v for k, v in state.items() if k not in ("kind", "examples")})
+            self._batches.load_state_dict({k: v for k, v in state.items() if k not in ("kind", "examples", "inputs")})
             return
+        if self._inputs_key is not None and state.get("inputs") == self._inputs_key:
+            raise UserError(
+                f"the pre-training examples changed since the checkpoint was saved ({detail}) while the corpus, "
+                "its tokenizer and the packing settings did not: an upgrade of xfer packs them differently, and "
+                "resuming would mix two packings in one model. Delete the stage's checkpoints/ folder to "
+                "pre-train on the new examples from the start, or finish this run with the xfer that started it"
+            ) from None
         raise UserError(
             f"the pre-training examples changed since the checkpoint was saved ({detail}): the corpus text, its "
-            "tokenizer or its packing is not what this stage trained on so far, and resuming would mix the two "
-            "in one model. Restore what it read to resume, or delete the stage's checkpoints/ folder to train "
-            "on the new text from the start"
+            "tokenizer or its packing is not what this stage trained on so far (or, with the same files, an "
+            "upgrade of xfer packs them differently: text with CRLF line ends or a byte-order mark over 1 MiB is "
+            "now cut where its LF twin is), and resuming would mix the two in one model. Restore what it read "
+            "to resume, or delete the stage's checkpoints/ folder to train on the new examples from the start"
         ) from None
 
     def _collate_rows(self, indices: list[int]) -> dict[str, torch.Tensor]:
@@ -1412,6 +1482,17 @@ class PretrainBatches:
             types = table.column("token_type_ids").to_pylist()
             splits = np.array([t.index(1) if 1 in t else len(t) for t in types], dtype=np.int64)
         return _pad(flat, lengths, splits, self.pad_id)
+
+
+def _inputs_key(inputs: Any) -> str | None:
+    """What the examples were packed from, without how (the cache key's parts but its format and
+    the corpus's cut into blocks): equal in a cursor whose examples key differs, xfer's packing
+    changed (an upgrade), not the corpus, its tokenizer or a setting."""
+    if not isinstance(inputs, dict) or not isinstance(inputs.get("source"), dict):
+        return None
+    what = {k: v for k, v in inputs.items() if k != "format"}
+    what["source"] = {k: v for k, v in inputs["source"].items() if k != "blocks"}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
 def _check_columns(examples: datasets.Dataset) -> datasets.Dataset:

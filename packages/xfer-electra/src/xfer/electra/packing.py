@@ -341,6 +341,12 @@ def plan_text_blocks(
 _BOM = b"\xef\xbb\xbf"
 
 
+def starts_with_bom(path: Path) -> bool:
+    """Whether `path` starts with a UTF-8 byte-order mark (its text starts after it)."""
+    with _open(path) as handle:
+        return handle.read(len(_BOM)) == _BOM
+
+
 def text_has_cr(path: Path, end: int) -> bool:
     """Whether the first `end` bytes of `path` hold a CR (what `plan_text_blocks` needs to know)."""
     with _open(path) as handle:
