@@ -28,7 +28,8 @@ class ParallelConfig:
         None, "Keep only the FIRST N sentence pairs of each split (file order), for quick runs. None keeps all."
     )
     bleu_tokenize: Literal["13a", "intl", "char", "zh", "none"] = knob(
-        "13a", "sacrebleu's tokenizer for BLEU (13a = mteval-v13a, WMT's default)."
+        "13a",
+        "sacrebleu's tokenizer for BLEU (13a = mteval-v13a, WMT's default; a Chinese target needs zh or char, Japanese char).",
     )
     lowercase: bool = knob(False, "Case-insensitive BLEU (sacrebleu -lc).")
 
@@ -41,11 +42,37 @@ class ParallelConfig:
                 raise ValueError(f"{name} must be a language suffix such as 'en', not {getattr(self, name)!r}")
         if self.source_lang == self.target_lang:
             raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
+        problem = _tokenize_problem(self.target_lang, self.bleu_tokenize)
+        if problem:
+            raise ValueError(problem)
         if "{split}" not in self.file_pattern or "{lang}" not in self.file_pattern:
             raise ValueError(f"file_pattern must contain {{split}} and {{lang}}, not {self.file_pattern!r}")
         problem = _pattern_problem(self.file_pattern)
         if problem:
             raise ValueError(f"file_pattern {self.file_pattern!r}: {problem}")
+
+
+_UNSPACED = {
+    "zh": ("Chinese", "'zh' (sacrebleu's tokenizer for Chinese) or 'char'"),
+    "ja": ("Japanese", "'char' (sacrebleu's 'ja-mecab' is not offered)"),
+}
+"""Languages written without spaces between words (by the primary subtag of `target_lang`), and
+the tokenizers to use for them."""
+
+
+def _tokenize_problem(target_lang: str, tokenize: str) -> str | None:
+    """Why `tokenize` cannot score BLEU in `target_lang`, or None. 13a, intl and none cut words at
+    spaces (and punctuation) only: in Chinese or Japanese a clause is then one "word", so a
+    translation one character off a reference scored 0.0 BLEU (sacrebleu itself picks `zh` or
+    `ja-mecab` for these targets; the default 13a here was taken silently)."""
+    unspaced = _UNSPACED.get(re.split(r"[-_]", target_lang)[0].lower())
+    if unspaced is None or tokenize not in ("13a", "intl", "none"):
+        return None
+    language, use = unspaced
+    return (
+        f"bleu_tokenize {tokenize!r} splits words at spaces, which {language} (target_lang {target_lang!r}) does "
+        f"not write: BLEU would count whole clauses as single words; set bleu_tokenize to {use}"
+    )
 
 
 def _pattern_problem(pattern: str) -> str | None:

@@ -8,7 +8,8 @@ belongs next to every reported score.
 
 Bad input is an error naming file and line, never a skip: files of different lengths, an empty
 line on either side (a sentence without a translation), invalid UTF-8, a CR that does not end a
-line (CR-only line endings would make a whole file one sentence).
+line (CR-only line endings would make a whole file one sentence), a byte-order mark past the
+file's first character (concatenated files), one file read as both languages.
 """
 
 from __future__ import annotations
@@ -27,19 +28,45 @@ from xfer.tasks.mt.config import ParallelConfig
 SPLITS = ("train", "dev", "test")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 """What ends a line for a reader of an output file (Python's universal newlines; xfer refuses a bare CR)."""
+BOM_IN_LINE = (
+    "byte-order mark (U+FEFF) inside the line at column {column}: concatenated files, the first without a final "
+    "newline? Two sentences would be read as one; split the line and remove the mark"
+)
+"""The message for a BOM within a line (`.format(column=...)`); `BOM_INSIDE` is the one for a line that starts with it."""
+
+
+def output_line(hypothesis: str) -> str:
+    """`hypothesis` as one line of a predictions file: a line break inside it (LF, CR or CRLF)
+    becomes a space. `evaluate` scores this text too, so that its BLEU is the BLEU of the file
+    (`sacrebleu ref.de -i dev.de`): sacrebleu's 13a tokenizer deletes a hyphen before a LF
+    ("Hund-\\nKatze" was scored as "HundKatze", and written as "Hund- Katze")."""
+    return _LINE_BREAK.sub(" ", hypothesis)
 
 
 def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     """(line number, source, target) for each line pair; both files must have the same number of
-    lines and no empty line (after stripping surrounding whitespace) but at their ends."""
+    lines and no empty line (after stripping surrounding whitespace) but at their ends, and be two
+    files: one file read as both sides (a symlink, or language suffixes differing only in case on a
+    case-insensitive file system) made every sentence its own translation, and BLEU near 100."""
+    try:
+        same = source.samefile(target)
+    except OSError:  # a missing or unreadable file is reported when it is read
+        same = False
+    if same:
+        raise DataError(target, 0, f"is the same file as {source}: every sentence would be its own translation")
     src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
     for path, lines in ((source, src), (target, tgt)):
         # `read_text` drops a file's leading BOM; one starting a later line is what `cat` leaves of
         # concatenated files' BOMs, and stayed glued to the sentence's first word (BLEU counted
-        # `\ufeffEine` as a word no hypothesis has).
-        bom = next((number for number, line in enumerate(lines, start=1) if line.startswith("\ufeff")), 0)
-        if bom:
-            raise DataError(path, bom, BOM_INSIDE)
+        # `\ufeffEine` as a word no hypothesis has). One inside a line is what `cat` leaves when the
+        # file before lacked its final newline: two sentences glued into one (in both files alike,
+        # nothing else noticed), around a character no hypothesis has.
+        bom = next(
+            ((number, line.find("\ufeff")) for number, line in enumerate(lines, start=1) if "\ufeff" in line), None
+        )
+        if bom is not None:
+            number, column = bom
+            raise DataError(path, number, BOM_INSIDE if column == 0 else BOM_IN_LINE.format(column=column + 1))
     read = {source: len(src), target: len(tgt)}
     for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
         while lines and not lines[-1].strip():
@@ -138,7 +165,7 @@ class ParallelTextTask(Task):
             if not isinstance(hypothesis, str):
                 raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {hypothesis!r}")
             references.append(example.target)
-            hypotheses.append(hypothesis)
+            hypotheses.append(output_line(hypothesis))  # what write_predictions writes
         if not references:
             raise ValueError(f"{self.name}: cannot evaluate zero sentences")
         bleu = self._bleu()
@@ -168,7 +195,7 @@ class ParallelTextTask(Task):
                 raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {hypothesis!r}")
             if problem := lone_surrogate(hypothesis):
                 raise ValueError(f"{self.name}: prediction for {example.id!r}: {problem}")
-            lines.append(_LINE_BREAK.sub(" ", hypothesis) + "\n")
+            lines.append(output_line(hypothesis) + "\n")
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.{self.config.target_lang}"
         atomic_write_text(path, "".join(lines))
