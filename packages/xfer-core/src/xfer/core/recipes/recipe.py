@@ -15,6 +15,7 @@ to stages or outputs that do not exist, cycles, missing files and overrides that
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from xfer.core.errors import Diagnostic, Location, PluginError, RecipeError, Use
 from xfer.core.plugins import PluginHost, default_host
 from xfer.core.recipes.schema import (
     INVALID,
+    NAME_MAX,  # the run and stage names name folders
     Validator,
     describe,
     did_you_mean,
@@ -40,8 +42,6 @@ TOP_LEVEL_KEYS = ("name", "seed", "description", "include", "stages")
 MAX_SEED = 2**31
 """Recipe seeds are below this: stages derive seeds by adding trial and rank numbers, and every
 generator they reach (Python, numpy, torch, datasets) must take the sum."""
-NAME_MAX = 255
-"""The longest file name (in bytes) of common file systems: the run and stage names name folders."""
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -115,10 +115,14 @@ class Recipe:
         return found
 
 
-def _load_with_includes(path: Path, deferred: list[Diagnostic], seen: tuple[Path, ...] = ()) -> Node:
+def _load_with_includes(
+    path: Path, deferred: list[Diagnostic], seen: tuple[Path, ...] = (), layers: list[str] | None = None
+) -> Node:
     """The recipe with its includes merged below it; problems that leave the tree well defined
-    (a duplicate key, a bad `<<` merge) are added to `deferred`, the others raised."""
-    path = path.resolve() if path.exists() else path
+    (a duplicate key, a bad `<<` merge) are added to `deferred`, the others raised.
+
+    `layers` receives the files read, from the lowest (whose keys lose) to the highest (this file)."""
+    path = path.resolve() if os.path.exists(path) else path  # os.path: Path.exists() raised on a name too long
     root = parse_file(path, deferred)
     if not root.is_map:
         raise RecipeError(
@@ -126,6 +130,8 @@ def _load_with_includes(path: Path, deferred: list[Diagnostic], seen: tuple[Path
         )
     include = root.value.pop("include", None)
     if include is None:
+        if layers is not None:
+            layers.append(str(path))
         return root
     items = include.value if include.is_seq else [include]
     base: Node | None = None
@@ -139,25 +145,27 @@ def _load_with_includes(path: Path, deferred: list[Diagnostic], seen: tuple[Path
         except ValueError as exc:  # an unset `${VAR}`
             problems.append(Diagnostic(item.loc, f"include: {exc}"))
             continue
-        if target.exists():
+        if os.path.exists(target):
             target = target.resolve()  # a symlink to a file on the include chain is that file: a cycle
         if target in seen or target == path:
             problems.append(Diagnostic(item.loc, f"include cycle: {target} includes itself"))
             continue
-        if not target.exists():
+        if not os.path.exists(target):
             problems.append(Diagnostic(item.loc, f"include: file not found: {target}{unexpanded_hint(item.value)}"))
             continue
-        if target.is_dir():
+        if os.path.isdir(target):
             problems.append(Diagnostic(item.loc, f"include: {target} is a folder; give a YAML file"))
             continue
         try:
-            part = _load_with_includes(target, deferred, (*seen, path))
+            part = _load_with_includes(target, deferred, (*seen, path), layers)
         except RecipeError as exc:
             problems += exc.diagnostics
             continue
         base = part if base is None else deep_merge(base, part)
     if problems:
         raise RecipeError(problems)
+    if layers is not None:
+        layers.append(str(path))
     return deep_merge(base, root) if base is not None else root
 
 
@@ -208,8 +216,9 @@ def load_recipe(
 
 def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: PluginHost) -> Recipe:
     diagnostics: list[Diagnostic] = []  # the file's own problems, found while parsing
+    layers: list[str] = []
     try:
-        root = _load_with_includes(path, diagnostics)
+        root = _load_with_includes(path, diagnostics, layers=layers)
     except RecipeError as exc:
         raise RecipeError(exc.diagnostics + diagnostics) from None
     given: dict[tuple[str, ...], tuple[int, str]] = {}  # key path -> (index, text) of its override
@@ -244,6 +253,7 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
         diagnostics += apply_override(root, key_path, value, text, index)
 
     validator = Validator(component_config=lambda kind, name, node, v: _component_config(host, kind, name, node, v))
+    validator.layers = {file: rank for rank, file in enumerate(layers)}  # a file included twice: its higher place
     for key, node in root.value.items():
         if key not in TOP_LEVEL_KEYS:
             validator.error(node.where(), f"unknown top-level key {key!r}{did_you_mean(key, TOP_LEVEL_KEYS)}")

@@ -167,6 +167,9 @@ def base_dir(node: Node) -> Path:
     return Path.cwd() if file.startswith("<") else Path(file).resolve().parent
 
 
+NAME_MAX = 255
+"""The longest file or folder name (in bytes) of common file systems."""
+
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -203,43 +206,86 @@ def resolve_path(node: Node, text: str) -> Path:
     """`text` as an absolute path; a ValueError says why it is none (an unset `${VAR}`, a NUL or lone
     surrogate character: the operating system refuses those, and `glob` or `mkdir` raised far from the recipe)."""
     expanded = os.path.expanduser(expand_env(text))
+    if not expanded.strip():  # `${DATA:-}` alone named the folder of the YAML file: `init:` took it silently
+        raise ValueError(f"{text!r} expands to an empty path (a variable set to nothing, or an empty default)")
+    if left := re.search(r"\$\{[^}]*\}?", expanded):  # `${A:-${B}}`, `${MY-VAR}`: a folder named `${B}`
+        raise ValueError(
+            f"{text!r}: {left[0]!r} is not expanded (a variable name is letters, digits and '_', and a default "
+            "cannot hold another ${VAR})"
+        )
     if "\0" in expanded:
         raise ValueError(f"{text!r}: a path cannot contain a NUL character")
     try:
         os.fsencode(expanded)
     except UnicodeEncodeError:  # `"\ud800"` in YAML: a lone surrogate no file system can name
         raise ValueError(f"{text!r}: a path cannot contain a lone surrogate character") from None
+    # A longer name is no file on any common file system, and Path.exists() raised OSError
+    # (ENAMETOOLONG) on it: a bare traceback from `xfer validate` for `init:` or `include:`.
+    longest = max(expanded.split(os.sep), key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > NAME_MAX:
+        raise ValueError(
+            f"{longest[:20]}...: a file or folder name of {len(os.fsencode(longest))} bytes (at most {NAME_MAX})"
+        )
     path = Path(expanded)
     return Path(os.path.normpath(path if path.is_absolute() else base_dir(node) / path))
 
 
 def _overrides_in(node: Node, found: dict[str, None]) -> None:
-    """The command-line overrides (their text) that set `node` or values inside it, in tree order."""
+    """The command-line overrides (their text) that set `node` or values inside it, in tree order.
+
+    It descends below a value an override set too: a mapping an override created (or gave whole, as
+    `train={epochs: 2}`) holds the keys later overrides put in it."""
     if node.origin.startswith("override "):
-        found[node.origin.removeprefix("override ")] = None
-        return
+        quoted = node.origin.removeprefix("override ")
+        try:
+            found[str(ast.literal_eval(quoted))] = None  # the origin holds the text's repr
+        except (ValueError, SyntaxError):
+            found[quoted] = None
     for child in node.value.values() if node.is_map else node.value if node.is_seq else ():
         _overrides_in(child, found)
 
 
-def override_note(where: Location, nodes: Sequence[Node]) -> str:
-    """' (with command-line override stages.x.y=3)' when a check between keys is reported at `where`
-    in a file while overrides set values among `nodes`: the override may be what broke the rule, and
-    the file line alone would not say so. Empty when `where` is an override already, or none applies."""
-    if where.file.startswith("<override"):
-        return ""
+def overrides_in(nodes: Sequence[Node]) -> list[str]:
+    """The texts of the command-line overrides that set values among `nodes`, in tree order."""
     found: dict[str, None] = {}
     for node in nodes:
         _overrides_in(node, found)
-    if not found:
+    return list(found)
+
+
+def override_note(where: Location, nodes: Sequence[Node]) -> str:
+    """' (with command-line override stages.x.y=3)' when a check between keys is reported at `where`
+    while overrides set values among `nodes`: the override may be what broke the rule, and the file
+    line alone would not say so. The override `where` points into is not named again (its text is in
+    the position); empty when none other applies."""
+    own = where.file[where.file.index(": ") + 2 : -1] if where.file.startswith("<override ") else None
+    texts = [text for text in overrides_in(nodes) if text != own]
+    if not texts:
         return ""
-    texts = []
-    for quoted in found:
-        try:
-            texts.append(str(ast.literal_eval(quoted)))  # the origin holds the text's repr
-        except (ValueError, SyntaxError):
-            texts.append(quoted)
     return f" (with command-line override{'s' if len(texts) > 1 else ''} {', '.join(texts)})"
+
+
+def files_note(where: Location, node: Node) -> str:
+    """' (with batch_size, grad_accum from common.yaml)' when a check between the keys of the mapping
+    `node` is reported at `where` while an included file (or the including one) set some of them: the
+    line reported may show none of the keys that broke the rule."""
+    others: dict[str, list[str]] = {}
+    for key, child in node.value.items() if node.is_map else ():
+        source = _source_of(child.origin)
+        if source != where.file and source != _COMMAND_LINE and child.origin.count(":") >= 2:
+            others.setdefault(source, []).append(key)
+    return "".join(f" (with {', '.join(keys)} from {source})" for source, keys in others.items())
+
+
+def section_location(node: Node) -> Location:
+    """Where to report a problem of the mapping `node` as a whole (a check between its keys).
+
+    A mapping created by several overrides is reported at the nearest value the file wrote (the
+    stage, say), and `override_note` names the overrides: its own position is the first override
+    that created it, which blamed `train.log_every=1` for `train.grad_accum=3`."""
+    if node.written_parent is not None and len(overrides_in([node])) > 1:
+        return node.written_parent
+    return node.loc
 
 
 class Validator:
@@ -265,6 +311,9 @@ class Validator:
         self.stage_kinds: dict[str, dict[str, str]] = {}
         # (component description, path of its config) for the config classes being validated
         self.owners: list[tuple[str, str]] = []
+        # file -> precedence of its keys (an including file above the files it includes; overrides above
+        # all); empty: unknown, and any two different sources count as a split (`_no_split_overrides`)
+        self.layers: dict[str, int] = {}
 
     def error(self, where: Location, message: str) -> Any:
         self.diagnostics.append(Diagnostic(where, message))
@@ -287,7 +336,7 @@ class Validator:
             if any(isinstance(a, LocalOrName) for a in args[1:]):
                 return self._local_or_name(node, path)
             result = self.value(node, args[0], path)
-            if result is not INVALID and any(isinstance(a, MustExist) for a in args[1:]) and not Path(result).exists():
+            if result is not INVALID and any(isinstance(a, MustExist) for a in args[1:]) and not os.path.exists(result):
                 return self.error(node.loc, f"{path}: path not found: {result}{unexpanded_hint(node.value)}")
             return result
         if origin is Literal:
@@ -347,6 +396,7 @@ class Validator:
             trial = type(self)(self.stage_outputs, self.component_config)
             trial.stage_kinds = self.stage_kinds
             trial.owners = list(self.owners)
+            trial.layers = self.layers
             result = trial.value(node, candidate, path)
             if result is not INVALID:
                 self.refs |= trial.refs
@@ -359,6 +409,14 @@ class Validator:
         return self.error(node.loc, f"{path}: expected {expected}, got {describe(node.value)}{hint}")
 
     def _sequence(self, node: Node, tp: Any, origin: type, args: tuple, path: str) -> Any:
+        if node.is_map and node.written_parent is not None and node.value and all(k.isdecimal() for k in node.value):
+            # `train.no_decay.0=x` where no file writes the list: the override made a mapping {'0': 'x'},
+            # and "expected a list, got a mapping" did not say that the default list cannot be indexed
+            return self.error(
+                node.loc,
+                f"{path}: the recipe writes no list here, so an override cannot set an item of it (the "
+                f"default list cannot be indexed); give the whole list: {path}=[...]",
+            )
         if not node.is_seq:
             return self.wrong_type(node, tp, path)
         if origin is tuple and args and args[-1] is not Ellipsis:
@@ -459,13 +517,15 @@ class Validator:
         except FieldError as exc:  # __post_init__ blames one key: report it there
             return self.field_error(node, path, exc)
         except (ValueError, TypeError) as exc:  # __post_init__ cross-field checks
-            return self.error(node.loc, f"{path}: {exc}{override_note(node.loc, [node])}")
+            where = section_location(node)
+            return self.error(where, f"{path}: {exc}{override_note(where, [node])}{files_note(where, node)}")
 
     def _no_split_overrides(self, node: Node, cls: type, values: dict[str, Any], path: str) -> bool:
         """A key and the sibling that overrides it (RECIPE_UNSETS: `steps` overrides `epochs`) set in
         different places — `epochs` by an override, an including file or next to a `<<:` merge,
         `steps` by the file below or the merged mapping — is refused: the lower layer's `steps`
-        would silently win over what the upper layer meant."""
+        would silently win over what the upper layer meant. `steps` set above `epochs` (`train.steps=10`
+        on the command line, over a file's `epochs: 3`) wins as its layer meant, and passes."""
         ok = True
         for key, siblings in getattr(cls, "RECIPE_UNSETS", {}).items():
             for sibling in siblings:
@@ -473,7 +533,7 @@ class Validator:
                     continue
                 here, there = node.value[key].origin, node.value[sibling].origin
                 merged = sibling in node.merged_keys and key not in node.merged_keys  # `{<<: *train, epochs: 3}`
-                if merged or _source_of(here) != _source_of(there):
+                if merged or self._below(there, here):
                     where = f"{path}." if path else ""
                     self.error(
                         node.value[key].where(),
@@ -484,13 +544,27 @@ class Validator:
                     ok = False
         return ok
 
+    def _below(self, origin: str, other: str) -> bool:
+        """Whether the value from `origin` lies in a layer below the one from `other` (a file the other's
+        file includes; a file, under an override). Without `layers`, any other source counts."""
+        source, other_source = _source_of(origin), _source_of(other)
+        if source == other_source:
+            return False
+        top = len(self.layers)  # every override: the command line, above all files
+        rank = top if source == _COMMAND_LINE else self.layers.get(source)
+        other_rank = top if other_source == _COMMAND_LINE else self.layers.get(other_source)
+        if rank is None or other_rank is None:
+            return True
+        return rank < other_rank
+
     def field_error(self, node: Node, path: str, exc: FieldError, involved: Sequence[Node] = ()) -> Any:
         """Report `exc` at the line of the key it blames inside the mapping `node` (at `path`).
 
         A check between keys may fail because of a command-line override of another key than the
         one it blames: the overrides inside `node` (and the `involved` nodes the check also read)
         are named in the message."""
-        target, where = node, node.loc
+        target = node
+        where, section = node.loc, node
         for part in exc.key:
             if target.is_seq:
                 target = target.value[int(part)] if part.isdigit() and int(part) < len(target.value) else None
@@ -498,15 +572,26 @@ class Validator:
                 target = target.get(part)
             if target is None:
                 break
-            where = target.where()
-        note = override_note(where, [node, *involved])
+            where, section = target.where(), target
+        else:
+            section = None  # the blamed key is there: its own position
+        note = ""
+        if section is not None:  # a key the mapping lacks (a default): the mapping's position
+            where = section_location(section) if section.written_parent is not None else where
+            note = files_note(where, section)
+        note = override_note(where, [node, *involved]) + note
         return self.error(where, f"{'.'.join([path, *exc.key]) if path else '.'.join(exc.key)}: {exc.message}{note}")
 
     def _check_field(self, node: Node, f: dataclasses.Field, value: Any, path: str) -> Any:
         """The field's recipe-level constraints (knob `required`, bounds) on a converted value."""
         if value is None and f.metadata.get(REQUIRED_IN_RECIPES):
             return self.error(node.loc, f"{path}: required, got null: {_doc_of(f)}")
-        if f.metadata.get(NOT_AN_INPUT) and isinstance(value, Path) and value.exists() and not value.is_dir():
+        if (
+            f.metadata.get(NOT_AN_INPUT)
+            and isinstance(value, Path)
+            and os.path.exists(value)
+            and not os.path.isdir(value)
+        ):
             # the stage creates its cache folder there: a file in the way failed only when it first wrote
             return self.error(node.loc, f"{path}: {value} is a file; give a folder (created if missing)")
         if f.metadata.get(TAKES) and isinstance(value, Input) and value.is_reference:
@@ -589,7 +674,7 @@ class Validator:
             local = resolve_path(node, text)
         except ValueError:  # an unset ${VAR}, a NUL: not a path, so a name (the consumer says if it is none)
             return text
-        return local if local.exists() else text
+        return local if os.path.exists(local) else text
 
     def _is_reference(self, node: Node, text: str) -> bool:
         """Whether `text` names a stage output (`corpus.text`) rather than a path. `corpus.txt`, next to
@@ -602,7 +687,7 @@ class Validator:
         if declared is None or match.group(2) in declared:
             return True
         try:
-            return not resolve_path(node, text).exists()
+            return not os.path.exists(resolve_path(node, text))
         except ValueError:
             return True
 
@@ -626,7 +711,7 @@ class Validator:
             resolved = resolve_path(node, text)
         except ValueError as exc:
             return self.error(node.loc, f"{path}: {exc}")
-        if resolved.exists():
+        if os.path.exists(resolved):  # never raises (Path.exists() did, on a directory it may not read)
             return Input(path=resolved)
         from xfer.core import hub
 
@@ -940,8 +1025,15 @@ def _unresolvable_field(cls: type) -> str | None:
     return None
 
 
+_COMMAND_LINE = "<command line>"
+
+
 def _source_of(origin: str) -> str:
-    """The file (or `<override N: ...>`) of a `file:line:col` origin."""
+    """The file of a `file:line:col` origin; every override is the one command line. (Two overrides,
+    `train.epochs=3 train.steps=5`, were refused as set "in different places", with the advice to set
+    steps to null, though one `train={epochs: 3, steps: 5}`, or one file, may give both.)"""
+    if origin.startswith("override "):
+        return _COMMAND_LINE
     return origin.rsplit(":", 2)[0] if origin.count(":") >= 2 else origin
 
 

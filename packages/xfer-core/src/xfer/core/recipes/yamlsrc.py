@@ -62,6 +62,10 @@ class Node:
     # A plain scalar as written, when YAML 1.1 reads it as a boolean or null (`no`, `on`, `~`): an
     # error can then say why `target_lang: no` is "false".
     text: str = ""
+    # A mapping that overrides created (no file wrote it): where the nearest enclosing value a file
+    # wrote is. A problem of the whole mapping (a check between its keys) is reported there when several
+    # overrides filled it, rather than at the first of them, which may have nothing to do with it.
+    written_parent: Location | None = None
 
     @property
     def is_map(self) -> bool:
@@ -379,6 +383,7 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
     """Set `path` in the node tree; missing mapping keys are created (the schema then checks them)."""
     file = f"<override {index}: {text}>"
     node = root
+    written_parent = root.loc  # the nearest value on the path that a file wrote
     for depth, part in enumerate(path):
         last = depth == len(path) - 1
         where = Location(file, 1, 1 + sum(len(p) + 1 for p in path[:depth]))
@@ -396,6 +401,8 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
                 node.value[int(part)] = value
                 return []
             node = node.value[int(part)]
+            if not node.origin.startswith("override "):
+                written_parent = node.where()
             continue
         if not node.is_map:
             return [Diagnostic(where, f"{'.'.join(path[:depth])!r} is a single value, it has no key {part!r}")]
@@ -403,9 +410,22 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
             value.key_loc = where
             value.created_by_override = part not in node.value
             node.value[part] = value
+            # no longer the `<<:` merge's: `{<<: *t, epochs: 3}` with `train.steps=9` was refused as the merged steps
+            node.merged_keys = node.merged_keys - {part}
             return []
         if part not in node.value or node.value[part].value is None:  # `objective: null` holds no keys yet
             written = part in node.value
-            node.value[part] = Node({}, where, where, origin=f"override {text!r}", created_by_override=not written)
+            if written and not node.value[part].origin.startswith("override "):  # the file's `objective: null`
+                written_parent = node.value[part].where()
+            node.value[part] = Node(
+                {},
+                where,
+                where,
+                origin=f"override {text!r}",
+                created_by_override=not written,
+                written_parent=written_parent,
+            )
         node = node.value[part]
+        if not node.origin.startswith("override "):
+            written_parent = node.where()
     return []
