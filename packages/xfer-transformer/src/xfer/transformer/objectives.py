@@ -21,6 +21,7 @@ loss) or `FinetuneObjective` itself, and register it with `xfer_objectives`.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -276,19 +277,61 @@ class TaggingObjective(FinetuneObjective):
 
 @dataclass
 class SpanQAConfig:
-    doc_stride: int = knob(128, "Step between the starts of context windows (tokens).")
-    max_query_length: int = knob(64, "Questions are cut to this many tokens.")
-    max_answer_length: int = knob(30, "Longest answer span in tokens.")
+    # Bounds checked by `xfer validate`: a doc_stride < 1 failed with a bare ValueError only at
+    # featurisation, after the stages before had run; a max_answer_length < 1 allowed no span,
+    # so every prediction was "" and scored 0 without a word.
+    doc_stride: int = knob(128, "Step between the starts of context windows (tokens).", ge=1)
+    max_query_length: int = knob(64, "Questions are cut to this many tokens.", ge=0)
+    max_answer_length: int = knob(30, "Longest answer span in tokens.", ge=1)
     joint_end: bool = knob(False, "Predict the end conditioned on the start (original ELECTRA SQuAD head).")
     answerable: bool = knob(
         False, "Answerability classifier on [CLS] for SQuAD 2.0 (else the null span score decides)."
     )
-    answerable_weight: float = knob(0.5, "Weight of the answerability loss.")
+    answerable_weight: float = knob(0.5, "Weight of the answerability loss.", ge=0)
     null_threshold: float = knob(
         0.0,
         "Predict no answer when null score - best span score (with `answerable`: the answerability logit) exceeds "
         "this (SQuAD 2.0). 0 is run_squad's; ELECTRA's SQuAD 2.0 setup (joint_end, answerable) used -2.75.",
     )
+
+
+def _past_marks(context: str, end: int) -> int:
+    """`end` moved past the combining marks (Unicode Mn, Me) that follow it in `context`.
+
+    An uncased tokenizer strips accents, and a stripped mark belongs to no token's offsets: a span
+    ending on "भगवान्" (final virama), NFD "maté" or a Thai word with a final tone mark was cut to
+    "भगवान", "mate", ..., a different word for the official EM/F1 (BERT's run_squad answers with
+    the whole original word there). A mark never starts a word, so it always belongs to the span."""
+    while end < len(context) and unicodedata.category(context[end]) in ("Mn", "Me"):
+        end += 1
+    return end
+
+
+class SpanQAPredictions(dict[str, str]):
+    """Span-QA predictions `{question id: answer text}` ("" = no answer), as `Task.evaluate` and
+    `write_predictions` take them, plus what the official SQuAD 2.0 script needs to search the
+    no-answer threshold itself (`--na-prob-file`), as ELECTRA's qa_metrics.py writes them:
+
+    - `best_non_null`: every question's best span text, never replaced by "" (it is "" only when
+      no window has a context token, e.g. an empty context);
+    - `null_odds`: the score compared with `null_threshold` (null score - best span score, or the
+      answerability logit), so `answer == ""` exactly when `null_odds > null_threshold` or there
+      is no span at all (odds +inf).
+
+    Both are None when the task has no unanswerable questions. A dict subclass, so consumers that
+    know nothing of the extras (metrics, other tasks) see the plain mapping; the SQuAD task reads
+    them by name. Why: the prediction file alone holds our threshold's "" answers, on which the
+    official best-threshold search gives wrong numbers."""
+
+    def __init__(
+        self,
+        answers: Mapping[str, str],
+        best_non_null: Mapping[str, str] | None = None,
+        null_odds: Mapping[str, float] | None = None,
+    ):
+        super().__init__(answers)
+        self.best_non_null = None if best_non_null is None else dict(best_non_null)
+        self.null_odds = None if null_odds is None else dict(null_odds)
 
 
 class SpanQAObjective(FinetuneObjective):
@@ -308,9 +351,13 @@ class SpanQAObjective(FinetuneObjective):
         self.head = SpanQAHead(
             encoder.config.hidden_size, joint_end=self.config.joint_end, answerable=self.config.answerable
         )
-        self.with_null = bool(info.extra.get("unanswerable", False)) or self.config.answerable
+        # "" answers only for tasks with unanswerable questions (SQuAD 2.0), as ELECTRA's qa_metrics:
+        # with `answerable` on SQuAD 1.1 (ELECTRA trains its classifier there too) the classifier's
+        # logit also said "no answer", and every such "" scored 0 on a question that has an answer.
+        self.with_null = bool(info.extra.get("unanswerable", False))
 
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
+        self._check_question_lengths(examples)
         features = []
         for position, example in enumerate(examples):
             assert isinstance(example, SpanQAExample)
@@ -352,6 +399,25 @@ class SpanQAObjective(FinetuneObjective):
                 )
         return features
 
+    def _check_question_lengths(self, examples: Sequence[Example]) -> None:
+        """A UserError naming the question and the knobs when a question (cut to
+        `max_query_length` tokens) leaves no room for a context token in `max_length`: the
+        tokenizer's bare ValueError ended the stage with a traceback. Questions are tokenised
+        here only when `max_query_length` allows such a question at all (not with the defaults)."""
+        longest = self.max_length - 4  # [CLS] question [SEP] context (>= 1 token) [SEP]
+        if self.config.max_query_length <= longest:
+            return
+        for example in examples:
+            assert isinstance(example, SpanQAExample)
+            tokens = min(len(self.tokenizer.tokenize(example.question)), self.config.max_query_length)
+            if tokens > longest:
+                raise UserError(
+                    f"{self.info.name}: question {example.id!r} has {tokens} tokens (after the cut to "
+                    f"max_query_length={self.config.max_query_length}), which leaves no room for its context "
+                    f"in max_length={self.max_length}: set the objective's max_query_length to at most {longest} "
+                    "or raise max_length"
+                )
+
     def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
         batch = _padded_inputs(features, self.tokenizer.pad_id)
         batch["allowed"] = pad([f["allowed"] for f in features], 0).bool()
@@ -390,8 +456,12 @@ class SpanQAObjective(FinetuneObjective):
             span = joint_score.float()
         else:
             span = (out.start_logits[rows, start] + out.end_logits[rows, end]).float()
-        valid = batch["start_ok"].any(-1)
+        # A window without a context token (empty context) has no span: its positions are [CLS]'s.
+        # The joint beam's argmax over nothing but -inf scores named a padding position of the
+        # batch, past the window's offsets, and `postprocess` crashed (IndexError) after training.
+        valid = batch["start_ok"].any(-1) & span.isfinite()
         span = span.masked_fill(~valid, float("-inf"))
+        start, end = start.masked_fill(~valid, 0), end.masked_fill(~valid, 0)
         null: Tensor | None = None
         if out.na_logit is not None:
             null = out.na_logit.float()
@@ -412,29 +482,41 @@ class SpanQAObjective(FinetuneObjective):
         Without an answerability head the null score is run_squad's: the lowest null-span score of
         the example's windows minus the best span score of all its windows. The minimum of each
         window's own difference said "no answer" when a window whose spans all scored low had a
-        null score far below another window's answer."""
+        null score far below another window's answer.
+
+        Returns a `SpanQAPredictions`: with null answers it also holds every question's best
+        non-null answer and its null odds (the SQuAD task writes them for the official script)."""
         best: dict[str, tuple[float, str]] = {}
         null: dict[str, float] = {}
         for feature, (start, end, score, null_score) in zip(features, outputs, strict=True):
             example = examples[feature["example"]]
             assert isinstance(example, SpanQAExample)
             offsets = feature["offsets"]
-            if offsets[start] is not None and offsets[end] is not None and score > float("-inf"):
-                text = example.context[offsets[start][0] : offsets[end][1]]
+            if score > float("-inf") and offsets[start] is not None and offsets[end] is not None:
+                text = example.context[offsets[start][0] : _past_marks(example.context, offsets[end][1])]
                 if feature["id"] not in best or score > best[feature["id"]][0]:
                     best[feature["id"]] = (score, text)
-            if null_score is not None:
+            if null_score is not None and self.with_null:
                 null[feature["id"]] = min(null.get(feature["id"], float("inf")), null_score)
-        predictions = {}
+        predictions: dict[str, str] = {}
+        non_null: dict[str, str] = {}
+        odds: dict[str, float] = {}
         for example in examples:
             score, text = best.get(example.id, (float("-inf"), ""))
+            non_null[example.id] = text
             null_score = null.get(example.id)
-            if null_score is not None and not self.config.answerable:
-                null_score -= score  # +inf without any valid span: "" either way
+            if null_score is not None:
+                if not self.config.answerable:
+                    null_score -= score  # +inf without any valid span: "" either way
+                elif score == float("-inf"):
+                    null_score = float("inf")  # no span to answer with, whatever the classifier says
+                odds[example.id] = null_score
             if null_score is not None and null_score > self.config.null_threshold:
                 text = ""
             predictions[example.id] = text
-        return predictions
+        if not odds:
+            return SpanQAPredictions(predictions)
+        return SpanQAPredictions(predictions, non_null, odds)
 
 
 DEFAULT_OBJECTIVES: Mapping[str, str] = {

@@ -59,7 +59,9 @@ def xfer_objectives() -> list[ComponentSpec]:
             "objective",
             "transformer.span_qa",
             f"{_M}.objectives:SpanQAObjective",
-            "2",  # 2: joint_end windows compared by the decoded span's log-probabilities
+            # 2: joint_end windows compared by the decoded span's log-probabilities; 3: no "" on SQuAD 1.1
+            # with `answerable`, spans keep trailing combining marks, null odds for the official script
+            "3",
             f"{_M}.objectives:SpanQAConfig",
             "Extractive QA (SQuAD 1.1/2.0): start/end spans over doc-stride windows.",
         ),

@@ -23,7 +23,7 @@ def xfer_tasks() -> list[ComponentSpec]:
             kind="task",
             name="squad/v2",
             target="xfer.tasks.squad.tasks:SquadV2Task",
-            version="1",
+            version="2",  # 2: null odds and best non-null answers beside the prediction file
             config=_CONFIG,
             summary="SQuAD 2.0 extractive QA with unanswerable questions; official EM/F1 + HasAns/NoAns (main: f1)",
         ),

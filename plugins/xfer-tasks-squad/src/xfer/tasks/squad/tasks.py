@@ -2,11 +2,14 @@
 
 Predictions are answer strings keyed by question id ("" = no answer, meaningful for v2); the
 metrics are the official scripts' (see `official.py`), x100 like every task metric in xfer.
+SQuAD 2.0 prediction files come with the best non-null answers and null odds that the official
+script's no-answer threshold search needs (see `SquadTask.write_predictions`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +22,10 @@ from xfer.tasks.squad.config import SquadConfig
 from xfer.tasks.squad.readers import read_squad
 
 SPLITS = ("train", "dev", "test")
+_EXTRAS = ("non-null-predictions", "null-odds")
+"""`<split>-<name>.json` files written beside SQuAD 2.0 predictions for the official threshold search."""
+_INFINITE_ODDS = 1e30
+"""Null odds written for +-inf (a question without any candidate span): JSON has no Infinity."""
 
 
 class SquadTask(Task):
@@ -79,20 +86,59 @@ class SquadTask(Task):
         the official scores, `None` would become the answer "None"), and a prediction for an
         unknown question id means predictions of another split: each is a ValueError and
         nothing is written. The file is replaced atomically (never half written).
+
+        SQuAD 2.0, when `predictions` carries them (the `best_non_null` and `null_odds`
+        attributes of `transformer.span_qa`'s `SpanQAPredictions`), also writes beside it what
+        the official script's `--na-prob-file` threshold search needs, as ELECTRA does:
+        `<split>-non-null-predictions.json` (every question's best non-empty answer) and
+        `<split>-null-odds.json` (`{question id: odds}`, "no answer" when above the threshold;
+        no candidate span at all: 1e30, strict JSON having no Infinity). Evaluate the two
+        together (`evaluate-v2.0.py dev-v2.0.json dev-non-null-predictions.json --na-prob-file
+        dev-null-odds.json --na-prob-thresh T`): the search on `<split>-predictions.json`, whose
+        "" answers our own `null_threshold` chose, scores those as unanswerable at every threshold.
         """
         check_prediction_ids(self.name, examples, predictions, "question")
-        answers: dict[str, str] = {}
-        for example in examples:
-            answer = predictions[example.id]
-            if not isinstance(answer, str):
-                raise ValueError(
-                    f'{self.name}: prediction for {example.id!r} must be a string ("" = no answer), not {answer!r}'
-                )
-            answers[example.id] = answer
+        answers = self._answer_strings(examples, predictions, "prediction")
+        extras: dict[str, str] = {}
+        non_null = getattr(predictions, "best_non_null", None)
+        odds = getattr(predictions, "null_odds", None)
+        if self.version == 2 and non_null is not None and odds is not None:
+            check_prediction_ids(self.name, examples, non_null, "question")
+            check_prediction_ids(self.name, examples, odds, "question")
+            extras["non-null-predictions"] = json.dumps(
+                self._answer_strings(examples, non_null, "best non-null answer"), ensure_ascii=True
+            )
+            extras["null-odds"] = json.dumps(
+                {example.id: self._odds(example.id, odds[example.id]) for example in examples}, allow_nan=False
+            )
         directory.mkdir(parents=True, exist_ok=True)
+        for name in _EXTRAS:
+            extra = directory / f"{split}-{name}.json"
+            if name in extras:
+                atomic_write_text(extra, extras[name] + "\n")
+            else:  # an earlier call's would pair with these predictions
+                extra.unlink(missing_ok=True)
         path = directory / f"{split}-predictions.json"
         atomic_write_text(path, json.dumps(answers, ensure_ascii=True) + "\n")
         return path
+
+    def _answer_strings(self, examples: Sequence[Example], answers: Mapping[str, Any], what: str) -> dict[str, str]:
+        """`{question id: answer}` in example order, each answer checked to be a string."""
+        checked: dict[str, str] = {}
+        for example in examples:
+            answer = answers[example.id]
+            if not isinstance(answer, str):
+                raise ValueError(
+                    f'{self.name}: {what} for {example.id!r} must be a string ("" = no answer), not {answer!r}'
+                )
+            checked[example.id] = answer
+        return checked
+
+    def _odds(self, qid: str, value: Any) -> float:
+        """A finite JSON number: +-inf (no span at all) as +-1e30; NaN (a diverged model) is an error."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise ValueError(f"{self.name}: null odds for {qid!r} must be a number, not {value!r}")
+        return math.copysign(_INFINITE_ODDS, value) if math.isinf(value) else float(value)
 
 
 class SquadV1Task(SquadTask):
