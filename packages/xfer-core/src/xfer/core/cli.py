@@ -449,6 +449,7 @@ def _finite_or_null(value: Any) -> Any:
 
 
 def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
+    from xfer.core.results import stage_problem
     from xfer.core.runs.runner import read_status
 
     # What cannot be a run directory is refused with the reason: a typo'd path is missing (not "a run
@@ -484,6 +485,12 @@ def cmd_status(args: argparse.Namespace, host: PluginHost) -> int:
             print(f"{indent} checkpoint: {trial['run']}: {trial['checkpoint'] or '-'}")
         if r["error"]:
             print(f"{indent} error: {r['error']}")
+        if r["status"] == "damaged" and not r["reruns_because"]:
+            # the reason is otherwise only among the reasons to run again, which a recipe that no
+            # longer validates leaves unknown: "damaged" alone named neither the file nor the fault
+            problem = stage_problem(run_dir / r["stage"])
+            if problem is not None:
+                print(f"{indent} damaged: {problem[1]}")
         for reason in r["reruns_because"]:
             print(f"{indent} runs again because {reason}")
         for note in r.get("notes", []):

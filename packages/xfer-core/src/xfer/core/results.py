@@ -7,7 +7,10 @@ A stage that reports dev scores writes `outputs/results/results.json`:
                 "runs": [{"trial": 0, "seed": 1, "<metric>": 87.5, ...}, ...]}, ...}
 
 Every score is in percent (see `xfer.core.metrics`); `summary` covers metrics only, never the
-bookkeeping a run record also carries. `xfer results` and the end of `xfer run` print these
+bookkeeping a run record also carries. The file is strict JSON: a score that is not finite (a
+diverged trial's NaN, an infinite perplexity) is written as the string "NaN", "Infinity" or
+"-Infinity" (`strict_json`), which `read_results` reads back as the float; a bare NaN token, as
+files written before 2026-11-28 hold, is read too. `xfer results` and the end of `xfer run` print these
 files as one Markdown table, so users and docs/results.md read numbers from runs, never copy
 them by hand. Torch-free: the CLI reads results without loading a model stack.
 
@@ -23,6 +26,7 @@ has nothing to pool. When the table shows stages of more than one run, each row 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import statistics
@@ -97,8 +101,71 @@ def score_order(value: float) -> tuple[bool, float]:
 
 
 def task_result(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One task's entry of results.json."""
+    """One task's entry of results.json, in strict JSON (`strict_json`): a stage writes it as it is.
+
+    Python's json wrote a diverged trial's NaN as a bare `NaN` token, which `jq`, JavaScript and
+    Go's decoders refuse: the whole results file became unreadable to them."""
+    return strict_json(_task_entry(main_metric, runs))
+
+
+def _task_entry(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One task's entry with its scores as floats (what the table and pools compute with)."""
     return {"main_metric": main_metric, "summary": summarize(runs), "runs": runs}
+
+
+NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+"""How strict JSON spells the scores that are not finite (the spelling of Python's own tokens)."""
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by its name in `NOT_FINITE`, so that
+    `json.dumps(..., allow_nan=False)` accepts it; a diverged score stays a diverged score (null
+    would read as "not recorded")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def json_number(value: Any) -> Any:
+    """A value read from strict JSON: "NaN", "Infinity" or "-Infinity" as the float, else `value`."""
+    return NOT_FINITE[value] if isinstance(value, str) and value in NOT_FINITE else value
+
+
+def _decoded(result: Any) -> Any:
+    """One task's entry with the scores `strict_json` spelled out as floats again: every statistic of
+    the summary and every run value but the seed and checkpoint, which may be names."""
+    if not _is_task_result(result):
+        return result
+    summary, runs = result["summary"], result["runs"]
+    if isinstance(summary, dict):
+        summary = {
+            m: {k: _score(v) for k, v in stats.items()} if isinstance(stats, dict) else stats
+            for m, stats in summary.items()
+        }
+    if isinstance(runs, list):
+        runs = [
+            {k: v if k in ("seed", "checkpoint") else _score(v) for k, v in run.items()}
+            if isinstance(run, dict)
+            else run
+            for run in runs
+        ]
+    return {**result, "summary": summary, "runs": runs}
+
+
+def _score(value: Any) -> Any:
+    """A score as read from results.json (`json_number`); an integer too large for a float (an edited
+    file's 400 digits) as an infinite float: formatting it, or a median of two, raised OverflowError."""
+    value = json_number(value)
+    if _number(value) and isinstance(value, int):
+        try:
+            float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    return value
 
 
 def read_results(stage_dir: Path) -> dict[str, Any] | None:
@@ -110,6 +177,8 @@ def read_results(stage_dir: Path) -> dict[str, Any] | None:
         results = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path}: unreadable results file ({error})") from None
+    if isinstance(results, dict):
+        results = {task: _decoded(result) for task, result in results.items()}
     if not isinstance(results, dict) or not all(_is_task_result(v) for v in results.values()):
         raise UserError(
             f"{path}: not a results file of the layout in xfer.core.results (task -> main_metric/summary/runs)"
@@ -136,7 +205,8 @@ def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
     every later column of its row."""
     rows = []
     stage = _cell(stage)
-    for task_name, result in results.items():
+    for task_name, entry in results.items():
+        result = _decoded(entry)  # a stage's own table is made from `task_result`'s strict JSON
         task, main = _cell(task_name), _cell(result["main_metric"])
         summary = result["summary"]
         s = summary.get(result["main_metric"])
@@ -243,11 +313,11 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
         results = read_results(stage)
         if results is None:
             raise UserError(_no_results(stage))
-        unfinished = unfinished_status(stage)
-        if unfinished is not None:
+        problem = stage_problem(stage)
+        if problem is not None:
             raise UserError(
-                f"{stage}: its results are not final ({unfinished}: left from an attempt that did not finish "
-                "or from inputs since replaced); only finished stages can be pooled"
+                f"{stage}: its results are not final ({problem[0]}: {problem[1]}); only finished, intact stages "
+                "can be pooled"
             )
         if pooled and set(results) != set(pooled):
             raise UserError(f"{stage}: tasks {sorted(results)} differ from {stages[0]}'s {sorted(pooled)}; not pooled")
@@ -265,7 +335,7 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
                     )
                 holder[task, run["seed"]] = stage
                 runs.append(run)
-    return {task: task_result(main, runs) for task, (main, runs) in pooled.items()}
+    return {task: _task_entry(main, runs) for task, (main, runs) in pooled.items()}
 
 
 def config_differences(stages: list[Path]) -> list[str] | None:
@@ -311,13 +381,10 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
         results = pooled_results(group)
         if results:
             label = group[0].name if len(group) == 1 else f"{group[0].name} (pooled)"
-            unfinished = unfinished_status(group[0]) if len(group) == 1 else None
-            if unfinished is not None:
-                label = f"{label} [{unfinished}]"
-                notes.append(
-                    f"{group[0]} is {unfinished}: its results.json is left from an attempt that did not finish "
-                    "or from inputs since replaced, not this stage's result; `xfer status` says why"
-                )
+            problem = stage_problem(group[0]) if len(group) == 1 else None
+            if problem is not None:
+                label = f"{label} [{problem[0]}]"
+                notes.append(f"{group[0]} is {problem[0]}: {problem[1]}; `xfer status` says why")
             labelled.append((run_label(group), markdown_rows(label, results)))
             if len(group) > 1:
                 notes.append(pool_note(label, group))
@@ -356,26 +423,124 @@ def _refuse_repeats(text: str, parts: list[Path]) -> None:
 
 
 def unfinished_status(stage: Path) -> str | None:
-    """The recorded status of a stage folder whose stage.json does not say `completed` (running,
-    interrupted, failed, invalidated, unreadable), else None (completed, or results.json alone).
+    """The status of a stage folder whose results.json is not its final result, as `xfer status`
+    shows it: running, interrupted, failed, invalidated; `damaged` for a stage.json `xfer status`
+    calls damaged (unreadable, or a field of the wrong type), `stale` for a completed stage whose
+    results.json was modified after it completed. None: completed and intact, or
+    results.json alone. `stage_problem` says why, naming the file.
 
     A results.json outlives the attempt that wrote it: a stage resumed with more trials, or marked
     `invalidated` because a stage it read ran again, still holds the old file until it finishes.
     Shown as a plain row it read as the stage's result."""
+    problem = stage_problem(stage)
+    return None if problem is None else problem[0]
+
+
+def stage_problem(stage: Path) -> tuple[str, str] | None:
+    """(status, why) of a stage folder whose results.json is not its final result (see
+    `unfinished_status`), else None."""
     path = stage / "stage.json"
     if not path.exists():
         return None
     record: Any = None
     with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError):
         record = json.loads(path.read_text(encoding="utf-8"))
-    status = record.get("status") if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        return "damaged", f"{path} is unreadable (truncated or not a JSON object)"
+    damage = _record_problem(record)
+    if damage is not None:
+        # `xfer status` calls it damaged and `xfer run` runs it afresh; the table showed it as final
+        return "damaged", f"{path} is malformed ({damage})"
+    status = record.get("status")
+    if status is None:
+        return "pending", f"{path} records no status (`xfer status` shows the stage as pending)"
     if status == "completed":
-        return None
+        return _modified_results(stage, record)
     if status == "running":  # as `xfer status` says it: nobody holds the run's lock, so it was cut short
         from xfer.core.runs import runlock
 
-        return "running" if runlock.holder(stage.parent) is not None else "interrupted"
-    return status if isinstance(status, str) else "unreadable stage.json"
+        status = "running" if runlock.holder(stage.parent) is not None else "interrupted"
+    return status, (
+        "its results.json is left from an attempt that did not finish or from inputs since replaced, "
+        "not this stage's result"
+    )
+
+
+def _modified_results(stage: Path, record: dict[str, Any]) -> tuple[str, str] | None:
+    """("stale", why) when results.json differs from the sha256 stage.json recorded for it when the
+    stage completed (an edit, a truncation, a copy from another run): `xfer status` then says the
+    stage runs again because of it, while the table showed the edited numbers as the stage's."""
+    recorded = record.get("output_files")
+    name = RESULTS_FILE.relative_to("outputs").as_posix()
+    digest = recorded.get(name) if isinstance(recorded, dict) else None
+    path = stage / RESULTS_FILE
+    if not isinstance(digest, str) or not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as handle:
+            actual = hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as error:
+        return "stale", f"{path} cannot be read to check it ({error.strerror})"
+    if actual == digest:
+        return None
+    return "stale", f"{path} was modified after the stage completed (its sha256 differs from stage.json's)"
+
+
+_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "fingerprint": (str,),
+    "signature": (dict,),
+    "started": (int, float),
+    "finished": (int, float),
+    "earlier_attempts": (list,),
+    "output_files": (dict,),
+    "reason": (str,),
+}
+_ATTEMPT_FIELDS: dict[str, tuple[type, ...]] = {"started": (int, float), "finished": (int, float), "status": (str,)}
+
+
+def _record_problem(record: dict[str, Any]) -> str | None:
+    """What makes a stage.json one `xfer status` shows as damaged, else None: the checks of
+    `xfer.core.runs.runner._state_problem`, repeated here because that module loads torch and
+    `xfer results` must not (keep the two alike)."""
+    problem = _field_problem(record, _RECORD_FIELDS, "")
+    if problem is not None:
+        return problem
+    for index, attempt in enumerate(record.get("earlier_attempts") or []):
+        where = f"earlier_attempts[{index}]"
+        if not isinstance(attempt, dict):
+            return f"{where} is not an object"
+        problem = _field_problem(attempt, _ATTEMPT_FIELDS, f"{where}.", required=True)
+        if problem is not None:
+            return problem
+    for name, digest in (record.get("output_files") or {}).items():
+        if not isinstance(digest, str):
+            return f"output_files[{name!r}] is not a sha256 string"
+    signature = record.get("signature") or {}
+    for part in ("config", "components", "inputs", "upstream"):
+        entries = signature.get(part, {})
+        if not isinstance(entries, dict):
+            return f"signature.{part} is not an object"
+        if part in ("components", "inputs"):
+            bad = next((key for key, entry in entries.items() if entry and not isinstance(entry, dict)), None)
+            if bad is not None:
+                return f"signature.{part}[{bad!r}] is not an object"
+    return None
+
+
+def _field_problem(
+    record: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str, required: bool = False
+) -> str | None:
+    for key, types in fields.items():
+        if key not in record:
+            if required:
+                return f"{where}{key} is missing"
+            continue
+        value = record[key]
+        if not isinstance(value, types) or isinstance(value, bool):
+            expected = " or ".join(t.__name__ for t in types)
+            return f"{where}{key} is {type(value).__name__} {json.dumps(value)[:40]}, expected {expected}"
+    return None
 
 
 def _has_results(stage: Path) -> bool:

@@ -5,11 +5,14 @@ Markdown sections the stage added with `ctx.report(...)`. Plots use matplotlib's
 display needed): one PNG per metric and split, one line per run within the stage (e.g. per
 trial or task), so curves of several seeds can be compared at a glance. `XFER_REPORT_PLOTS=0`
 skips drawing them (about a second of CPU per stage: test suites and quick runs set it).
-Values that cannot be drawn (NaN, infinite: a diverged run) are counted under "Values not drawn".
+Values that cannot be drawn (NaN, infinite: a diverged run) are counted under "Values not drawn",
+whether a line holds them as Python's bare NaN/Infinity tokens or as strict JSON's strings
+"NaN"/"Infinity"/"-Infinity" (`metric_json`, `xfer.core.results.strict_json`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -20,15 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.atomic import atomic_write_text, atomic_write_with
+from xfer.core.results import json_number, strict_json
 
 _SKIP = {"step", "split", "time", "epoch"}
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a metrics.jsonl; a line torn by a kill in mid-append is skipped."""
+    """The records of a metrics.jsonl; a line torn by a kill in mid-append is skipped. A value
+    written as strict JSON's "NaN"/"Infinity"/"-Infinity" is read as the float, as a bare token is."""
     if not path.exists():
         return []
-    return [record for _, record in metric_lines(path.read_text(encoding="utf-8", errors="replace"))]
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return [{k: json_number(v) for k, v in record.items()} for _, record in metric_lines(text)]
+
+
+def metric_json(record: dict[str, Any]) -> str:
+    """One metrics.jsonl line in strict JSON: a NaN/inf value (a diverged loss) as its name
+    ("NaN", "Infinity"), which the readers here take back as the float; Python's bare NaN token
+    made the file unreadable to `jq`, JavaScript and Go."""
+    return json.dumps(strict_json(record), allow_nan=False)
 
 
 def metric_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -55,7 +68,9 @@ Curves = dict[tuple[str, str], dict[str, tuple[array, array]]]
 
 
 def _number(value: Any) -> float | None:
-    """`value` as a float if it is a number (not a bool); an int too large for a float is inf."""
+    """`value` as a float if it is a number (not a bool), or the name strict JSON gives a number that
+    is not finite ("NaN", "Infinity"); an int too large for a float is inf."""
+    value = json_number(value)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     try:
@@ -74,8 +89,13 @@ def _plottable(record: dict[str, Any]) -> bool:
 
 
 def _series_key(record: dict[str, Any]) -> str:
-    """Records with the same non-numeric tags (task, ...) and trial number form one curve."""
-    tags = {k: v for k, v in record.items() if k not in _SKIP and (k == "trial" or not isinstance(v, (int, float)))}
+    """Records with the same non-numeric tags (task, ...) and trial number form one curve ("NaN" is
+    a number: `metric_json`'s spelling of one)."""
+    tags = {
+        k: v
+        for k, v in record.items()
+        if k not in _SKIP and (k == "trial" or not isinstance(json_number(v), (int, float)))
+    }
     return ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "run"
 
 
@@ -159,8 +179,12 @@ def _plot(series: dict[str, tuple[array, array]], split: str, metric: str, out: 
 
 def _plot_name(split: str, metric: str, taken: set[str]) -> str:
     """A file name for the plot of `metric`, unique within the report: `dev f1/x` and `dev f1_x`
-    once both became dev-f1_x.png, the second curve drawn over the first under both links."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{split}-{metric}")
+    once both became dev-f1_x.png, the second curve drawn over the first under both links.
+
+    At most 120 characters before ".png" (a longer name gets its number there too): a 300-character
+    metric name made a file name the file system refused (ENAMETOOLONG), and that OSError failed
+    the stage after it had trained, at every re-run."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{split}-{metric}")[:120]
     name, n = f"{safe}.png", 1
     while name.lower() in taken:  # lower: a case-insensitive file system would merge them too
         n += 1
@@ -179,27 +203,67 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
     plots = []
     taken: set[str] = set()
     draw = os.environ.get("XFER_REPORT_PLOTS", "1") != "0"
+    failed: list[str] = []
     for split in ("train", "dev") if draw else ():
         for metric in sorted(m for s, m in curves if s == split):
-            made = _plot(curves[split, metric], split, metric, stage_dir / "plots" / _plot_name(split, metric, taken))
+            out = stage_dir / "plots" / _plot_name(split, metric, taken)
+            try:
+                made = _plot(curves[split, metric], split, metric, out)
+            except (ValueError, ArithmeticError) as error:
+                # matplotlib cannot scale an axis over finite values whose range overflows a float
+                # (1e308 and -1e308): the report was then written without any curve at all
+                failed.append(f"- {split} {metric}: curve not drawn ({type(error).__name__}: {error})")
+                continue
             if made:
                 plots.append((split, metric, made))
     if plots:
         lines += ["## Training curves", ""]
         lines += [f"![{split} {metric}](plots/{path.name})" for split, metric, path in plots]
         lines.append("")
-    if not_finite:
+    if not_finite or failed:
         # a diverged run's NaN/inf losses cannot be drawn; unsaid, its curve just ended early (or,
         # every value NaN, the report showed nothing at all)
         lines += ["## Values not drawn", ""]
         for (split, metric), count in sorted(not_finite.items()):
             total = count + sum(len(steps) for steps, _ in curves[split, metric].values())
             lines.append(f"- {split} {metric}: {count} of {total} values not finite (NaN or infinite)")
-        lines.append("")
+        lines += [*failed, ""]
     if any_record and not draw:
         lines += ["_Training curves not drawn (XFER_REPORT_PLOTS=0)._", ""]
     if not any_record:
         lines.append("_No metrics were logged._")
     path = stage_dir / "report.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    earlier = _linked_plots(path)
+    text = "\n".join(lines) + "\n"
+    atomic_write_text(path, text)
+    _remove_unlinked(stage_dir / "plots", earlier - _linked_plots_in(text))
     return path
+
+
+_PLOT_LINK = re.compile(r"\]\(plots/([A-Za-z0-9_.-]+\.png)\)")
+"""A link of report.md to one of its plots (`_plot_name` makes only these characters)."""
+
+
+def _linked_plots(report: Path) -> set[str]:
+    """The plot files an earlier report.md linked: the ones the report made and owns."""
+    try:
+        return _linked_plots_in(report.read_text(encoding="utf-8", errors="replace"))
+    except OSError:  # no earlier report (or unreadable: nothing known to be the report's)
+        return set()
+
+
+def _linked_plots_in(text: str) -> set[str]:
+    return set(_PLOT_LINK.findall(text))
+
+
+def _remove_unlinked(folder: Path, names: set[str]) -> None:
+    """Delete the plots an earlier report linked that this one does not: a re-run (a resume, another
+    config, plots switched off) left the curves of the earlier attempt in plots/, next to the new
+    ones and unlinked, where they read as this run's. Only those exact names: files others put in
+    plots/ are not the report's to delete. Done after report.md is replaced, so a kill in between
+    leaves at worst an unlinked file, never a report linking a missing one."""
+    for name in sorted(names):
+        plot = folder / name
+        if plot.is_file() or plot.is_symlink():  # a folder of that name is nothing the report drew
+            with contextlib.suppress(FileNotFoundError):
+                plot.unlink()
