@@ -411,7 +411,7 @@ def teacher_key(setup: Setup, data: TaskData, weights: str) -> str:
 
 def write_results(ctx: StageContext, groups: list[Group], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """`results/results.json` in `transformer.finetune`'s layout (`xfer results` reads it)."""
-    from xfer.core.results import summarize
+    from xfer.core.results import strict_json, summarize
 
     results = {}
     for group in groups:
@@ -424,7 +424,8 @@ def write_results(ctx: StageContext, groups: list[Group], runs: dict[str, list[d
                 "summary": summarize(task_runs),  # every run's metrics (the first run's alone could miss one)
             }
     if ctx.is_main:
-        write_json(ctx.output_dir("results") / "results.json", results)
+        # strict JSON as every results.json (a diverged run's NaN as "NaN"); `report` formats the floats
+        write_json(ctx.output_dir("results") / "results.json", strict_json(results))
     return results
 
 

@@ -11,7 +11,6 @@ its report with `ctx.report(...)`. Every rank runs the stage; only rank 0 writes
 from __future__ import annotations
 
 import glob
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json
 from xfer.core.config import Files, Input
 from xfer.core.plugins import PluginHost
-from xfer.core.runs.report import metric_lines
+from xfer.core.runs.report import metric_json, metric_lines
 
 
 @dataclass
@@ -127,7 +126,7 @@ class RunLog:
             self._drop_records_from(step)
         record = {"step": step, "split": split, **self.tags, **metrics, "time": round(time.time(), 3)}
         with open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record) + "\n")
+            out.write(metric_json(record) + "\n")  # strict JSON: a diverged loss as "NaN"
         self.ctx.host.notify(
             "xfer_metrics_logged",
             run_dir=self.ctx.run_dir,

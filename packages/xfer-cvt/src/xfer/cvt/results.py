@@ -36,6 +36,7 @@ from xfer.core.errors import UserError
 from xfer.core.results import (
     BOOKKEEPING,
     RESULTS_FILE,
+    json_number,
     plus_minus,
     pool_note,
     pool_parts,
@@ -227,7 +228,7 @@ def dev_rows(stage: Path) -> list[dict[str, Any]]:
         ):  # were a bare AttributeError, KeyError or ValueError (an edited or foreign file)
             raise UserError(f"{path}:{number}: not a metrics record (a mapping whose dev rows have an integer step)")
         if row.get("split") == "dev":
-            rows.append(row)
+            rows.append({k: json_number(v) for k, v in row.items()})  # a diverged score is written "NaN"
     return rows
 
 
