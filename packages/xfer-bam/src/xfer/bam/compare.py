@@ -28,7 +28,7 @@ from xfer.bam import stats
 from xfer.bam.naming import module_name
 from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.errors import UserError
-from xfer.core.results import RESULTS_FILE, plus_minus, read_results, unfinished_status
+from xfer.core.results import RESULTS_FILE, plus_minus, read_results, stage_problem
 from xfer.core.tasks import first_unknown_label
 
 AVERAGE = "average"
@@ -138,11 +138,11 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 def load_system(name: str, folder: Path) -> System:
     results_path = folder / RESULTS_FILE
-    unfinished = unfinished_status(folder)
-    if unfinished is not None:
+    problem = stage_problem(folder)
+    if problem is not None:  # the reason `xfer results` and `xfer status` give, naming the file
         raise UserError(
-            f"{folder}: its results are not final ({unfinished}: results.json and the dev predictions may be "
-            "from an attempt that did not finish or from inputs since replaced); compare it once it has finished"
+            f"{folder}: its results are not final ({problem[0]}: {problem[1]}); compare it once it has "
+            "finished, intact"
         )
     results = read_results(folder)  # the shared reader checks the file's layout
     if results is None:

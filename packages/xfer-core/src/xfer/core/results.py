@@ -422,23 +422,16 @@ def _refuse_repeats(text: str, parts: list[Path]) -> None:
         seen[key] = part
 
 
-def unfinished_status(stage: Path) -> str | None:
-    """The status of a stage folder whose results.json is not its final result, as `xfer status`
-    shows it: running, interrupted, failed, invalidated; `damaged` for a stage.json `xfer status`
-    calls damaged (unreadable, or a field of the wrong type), `stale` for a completed stage whose
-    results.json was modified after it completed. None: completed and intact, or
-    results.json alone. `stage_problem` says why, naming the file.
+def stage_problem(stage: Path) -> tuple[str, str] | None:
+    """(status, why naming the file) of a stage folder whose results.json is not its final result,
+    as `xfer status` shows it: running, interrupted, failed, invalidated; `damaged` for a stage.json
+    `xfer status` calls damaged (unreadable, or a field of the wrong type), `stale` for a completed
+    stage whose results.json was modified after it completed. None: completed and intact, or
+    results.json alone.
 
     A results.json outlives the attempt that wrote it: a stage resumed with more trials, or marked
     `invalidated` because a stage it read ran again, still holds the old file until it finishes.
     Shown as a plain row it read as the stage's result."""
-    problem = stage_problem(stage)
-    return None if problem is None else problem[0]
-
-
-def stage_problem(stage: Path) -> tuple[str, str] | None:
-    """(status, why) of a stage folder whose results.json is not its final result (see
-    `unfinished_status`), else None."""
     path = stage / "stage.json"
     if not path.exists():
         return None

@@ -45,7 +45,7 @@ from xfer.core.results import (
     score_order,
     stage_dirs_of,
     stage_groups,
-    unfinished_status,
+    stage_problem,
 )
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
@@ -128,20 +128,19 @@ def stage_rows(group: list[Path]) -> list[str]:
     if results is None:
         return [unfinished_row(group[0])]
     name = label(group)
-    unfinished = stale(group)
-    if unfinished is not None:
-        name = f"{name} [{unfinished}]"
+    problem = stale(group)
+    if problem is not None:
+        name = f"{name} [{problem[0]}]"
     return [task_row(name, task, result) for task, result in results.items()]
 
 
-def stale(group: list[Path]) -> str | None:
-    """The status of a lone stage whose results.json is not its final result (a pool refuses such a
-    stage): invalidated, failed, interrupted, or running again with more trials. Its results.json
-    is left from an earlier attempt and was shown as a plain row, as if final (`xfer results`
-    marks it the same way)."""
+def stale(group: list[Path]) -> tuple[str, str] | None:
+    """(status, why) of a lone stage whose results.json is not its final result (a pool refuses such
+    a stage): invalidated, failed, interrupted, running again with more trials, damaged, or edited
+    after it completed. It was shown as a plain row, as if final (`xfer results` marks it the same way)."""
     if len(group) != 1 or read_results(group[0]) is None:
         return None
-    return unfinished_status(group[0])
+    return stage_problem(group[0])
 
 
 def stage_config(stage: Path) -> dict[str, Any]:
@@ -299,10 +298,9 @@ def main(argv: list[str]) -> int:
         pools = [pool_note(label(group), group) for group in groups if len(group) > 1]
         if not args.curve:
             pools += [
-                f"{group[0]} is {status}: its results.json is left from an attempt that did not finish or from "
-                "inputs since replaced, not this stage's result; `xfer status` says why"
+                f"{group[0]} is {problem[0]}: {problem[1]}; `xfer status` says why"
                 for group in groups
-                if (status := stale(group)) is not None
+                if (problem := stale(group)) is not None
             ]
         lines += ["", *pools] if pools else []
     except UserError as error:
