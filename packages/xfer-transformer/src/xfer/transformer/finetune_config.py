@@ -390,6 +390,11 @@ def checkpoint_problems(
     problems: list[UserError] = []
     if init is not None and (unreadable := weights_problem(init)) is not None:
         problems.append(unreadable)
+    elif init is not None:  # missing or extra encoder tensors: a bare RuntimeError of load_state_dict, after training
+        from xfer.transformer.modelio import encoder_weights_problem
+
+        if (tensors := encoder_weights_problem(init)) is not None:
+            problems.append(tensors)
     vocabulary = read_vocabulary(tokenizer) if tokenizer is not None else None
     sizes = checkpoint_encoder(init) if init is not None else None
     if vocabulary is not None and init is not None and tokenizer is not None and tokenizer.resolve() != init.resolve():

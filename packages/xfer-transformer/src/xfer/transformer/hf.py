@@ -138,8 +138,9 @@ def _read_config(directory: Path) -> dict[str, Any]:
             incomplete_download(directory, ("config.json",)) or f"{path}: missing (not a HF checkpoint directory)"
         )
     try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        # JSON is UTF-8 whatever the locale; bytes that are not (a damaged file) are a ValueError too
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"{path}: cannot read JSON: {e}") from e
     if not isinstance(config, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
@@ -271,23 +272,41 @@ def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") 
     pos = config.get("position_embedding_type", "absolute")
     if pos != "absolute":
         raise CheckpointError(f"{source}: unsupported position_embedding_type {pos!r} (only 'absolute')")
+    archs = config.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        # a bare string's first letter was taken for the class: the head was dropped without a word
+        raise CheckpointError(f"{source}: 'architectures' must be a list of class names, got {archs!r}")
+
+    def integer(key: str, default: int | None = None) -> int:
+        value = config[key] if default is None else config.get(key, default)
+        # int() took "12", true and 4.9 (as 4: a head count transformers refuses, loaded here as another model)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise CheckpointError(f"{source}: {key} must be an integer, got {value!r}")
+        return value
+
+    def number(key: str, default: float) -> float:
+        value = config.get(key, default)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise CheckpointError(f"{source}: {key} must be a number, got {value!r}")
+        return float(value)
+
     try:
-        hidden = int(config["hidden_size"])
+        hidden = integer("hidden_size")
         return EncoderConfig(
-            vocab_size=int(config["vocab_size"]),
+            vocab_size=integer("vocab_size"),
             # transformers' ElectraConfig default when config.json leaves it out (128, not hidden_size)
-            embedding_size=int(config.get("embedding_size", 128)) if model_type == "electra" else hidden,
+            embedding_size=integer("embedding_size", 128) if model_type == "electra" else hidden,
             hidden_size=hidden,
-            num_layers=int(config["num_hidden_layers"]),
-            num_heads=int(config["num_attention_heads"]),
-            intermediate_size=int(config["intermediate_size"]),
-            max_position_embeddings=int(config.get("max_position_embeddings", 512)),
-            type_vocab_size=int(config.get("type_vocab_size", 2)),
-            hidden_dropout=float(config.get("hidden_dropout_prob", 0.1)),
-            attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
-            layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
-            initializer_range=float(config.get("initializer_range", 0.02)),
-            pad_token_id=int(config.get("pad_token_id") or 0),
+            num_layers=integer("num_hidden_layers"),
+            num_heads=integer("num_attention_heads"),
+            intermediate_size=integer("intermediate_size"),
+            max_position_embeddings=integer("max_position_embeddings", 512),
+            type_vocab_size=integer("type_vocab_size", 2),
+            hidden_dropout=number("hidden_dropout_prob", 0.1),
+            attention_dropout=number("attention_probs_dropout_prob", 0.1),
+            layer_norm_eps=number("layer_norm_eps", 1e-12),
+            initializer_range=number("initializer_range", 0.02),
+            pad_token_id=0 if config.get("pad_token_id") is None else integer("pad_token_id"),
         )
     except KeyError as e:
         raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from e
@@ -419,8 +438,43 @@ def load_hf(directory: str | Path, host: PluginHost | None = None) -> tuple[Enco
     ForTokenClassification/ForQuestionAnswering and the same Bert* classes (plus BertForMaskedLM /
     BertForPreTraining); tensors with or without the `electra.`/`bert.` prefix. The head is the
     registered head (of `host`, default the process-wide plugin host) claiming the architecture.
+
+    config.json and the weights are read as one version: `export_hf` over the folder meanwhile
+    (it writes config.json last, as a new file) made this pair the old config.json with the new
+    weights, which load when the sizes agree (another `layer_norm_eps`, other labels). config.json's
+    identity is compared before and after, and the folder is read again when it changed.
     """
     directory = Path(directory)
+    for _ in range(_READ_ATTEMPTS):
+        before = _file_identity(directory / "config.json")
+        try:
+            loaded = _load_hf_once(directory, host)
+        except CheckpointError:
+            if _file_identity(directory / "config.json") == before:
+                raise
+            continue  # rewritten while read: read the new version
+        if _file_identity(directory / "config.json") == before:
+            return loaded
+    raise CheckpointError(
+        f"{directory}: rewritten by another process {_READ_ATTEMPTS} times while being read; read it once that "
+        "process has written it"
+    )
+
+
+_READ_ATTEMPTS = 5
+
+
+def _file_identity(path: Path) -> tuple[int, int, int, int] | None:
+    """(device, inode, change time, size) of the file at `path`, or None: a file replaced by an
+    atomic write is another inode, or one reused with another change time."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size
+
+
+def _load_hf_once(directory: Path, host: PluginHost | None) -> tuple[EncoderConfig, dict[str, Tensor], HeadInfo]:
     hf = _read_config(directory)
     source = str(directory)
     config = encoder_config_from_hf(hf, str(directory / "config.json"))
@@ -527,6 +581,17 @@ export owns them all: one left from an earlier export next to the new model.safe
 OLD weights, and a reader that prefers it (transformers with `use_safetensors=False` or without
 safetensors, TF/Flax, xfer's reader when model.safetensors goes) would load those."""
 
+_TOKENIZER_FILES = (
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
+"""Tokenizer files `transformers.AutoTokenizer` reads from a checkpoint folder (tokenizer.json first,
+when present). An export owns them too: left from an earlier export beside new weights, they load
+the OLD tokenizer with the new model, without a word (see `export_hf`)."""
+
 
 def _head_to_hf(
     head: nn.Module, kind: str, model_type: str, host: PluginHost | None
@@ -567,13 +632,23 @@ def export_hf(
 
     head_kind defaults to the head's own `kind`; its registered HF map (head registry of `host`,
     default the process-wide plugin host) gives the HF class and tensor names. extra_tensors (HF names, e.g. `HeadInfo.remaining`
-    from `load_hf`) are written as given; extra_config entries override config.json fields (e.g.
+    from `load_hf`) are written as given, unless one names a tensor of the model (a ValueError);
+    extra_config entries override config.json fields (e.g.
     real `id2label`), except those that describe the weights (`_ARCHITECTURE_KEYS`: a value that
     differs is a ValueError). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
     `transformers` reports it missing (xfer has no pooler without a head).
 
     Over an earlier export, every HF weight file (`_OWNED_FILES`: shards, index, `.bin`) is removed
-    first; other files in `directory` stay.
+    first. So are its tokenizer files (`_TOKENIZER_FILES`), which the new weights need not fit
+    (a stale tokenizer.json would also win over a new vocab.txt): with vocab_file=None the folder
+    is left without a tokenizer (AutoTokenizer then fails instead of loading an old one). A
+    vocab_file whose folder holds its tokenizer.json (an xfer tokenizer folder) is written with that
+    tokenizer's `save_hf` (vocab.txt, tokenizer.json, tokenizer_config.json: transformers reads a
+    bare vocab.txt as lower-casing); any other is copied as vocab.txt alone. A tokenizer written
+    into `directory` for this export (`Tokenizer.save_hf(directory)`) is kept by passing its own
+    `directory / "vocab.txt"` as vocab_file. A vocabulary with more tokens than the encoder has
+    embeddings is a ValueError (its last ids would index past the embedding matrix). Other files
+    in `directory` stay.
 
     Pre-training exports put `OBJECTIVE_KEY` in extra_config (which head the weights are).
     """
@@ -599,6 +674,17 @@ def export_hf(
         if clash:
             raise ValueError(f"head kind {head_kind!r}: HF names {clash[:3]} collide with encoder tensors")
         tensors |= head_tensors
+    # an extra tensor under an encoder or head tensor's name silently replaced it, and one under the
+    # other spelling (with / without the `electra.` / `bert.` prefix) made a file load_hf refuses
+    prefix = model_type + "."
+    written = {n.removeprefix(prefix): n for n in tensors}
+    clash = sorted(n for n in extra_tensors or {} if n.removeprefix(prefix) in written)
+    if clash:
+        raise ValueError(
+            f"extra_tensors {clash[:3]} would replace or duplicate the exported model's "
+            f"{[written[n.removeprefix(prefix)] for n in clash[:3]]}: extra tensors are for what the model "
+            "does not hold (HeadInfo.remaining)"
+        )
     tensors |= extra_tensors or {}
     derived = _hf_config(config, model_type, arch, extra_cfg)
     for key, value in (extra_config or {}).items():
@@ -610,6 +696,10 @@ def export_hf(
     hf_config = _hf_config(config, model_type, arch, {**extra_cfg, **(extra_config or {})})
 
     directory = Path(directory)
+    own_tokenizer = vocab_file is not None and Path(vocab_file).resolve() == (directory / "vocab.txt").resolve()
+    if vocab_file is not None:
+        _check_vocab_fits(Path(vocab_file), config.vocab_size)
+    tokenizer = None if vocab_file is None or own_tokenizer else _tokenizer_beside(Path(vocab_file), config.vocab_size)
     if (directory / "xfer_model.json").is_file():
         # readers (modelio.detect_format) take a folder with xfer_model.json for an xfer model dir, so
         # the export would be ignored and the old xfer weights loaded in its place
@@ -627,15 +717,57 @@ def export_hf(
     for stale in sorted(directory.iterdir()):
         if _OWNED_FILES.fullmatch(stale.name) and (stale.is_symlink() or stale.is_file()):
             stale.unlink()
+    # and its tokenizer, unless the caller wrote this export's tokenizer here (vocab_file is its vocab.txt)
+    if not own_tokenizer:
+        for name in _TOKENIZER_FILES:
+            stale = directory / name
+            if stale.is_symlink() or stale.is_file():
+                stale.unlink()
     # clone: safetensors refuses tensors that share storage (the q/k/v chunks do)
     plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
-    if vocab_file is not None:
+    if tokenizer is not None:
+        tokenizer.save_hf(directory, config.max_position_embeddings)
+    elif vocab_file is not None and not own_tokenizer:
         _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
     _atomic_write(directory / "model.safetensors", lambda p: save_file(plain, p, metadata={"format": "pt"}))
     _atomic_write(
         directory / "config.json", lambda p: Path(p).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
     )
     return directory
+
+
+def _tokenizer_beside(vocab_file: Path, vocab_size: int) -> Any:
+    """The tokenizer of the folder `vocab_file` (a `vocab.txt`) sits in, when that folder holds its
+    `tokenizer.json` (an xfer tokenizer folder, `Tokenizer.save`), else None. Copied alone, vocab.txt
+    is read by transformers with its defaults, `do_lower_case=True`: a cased vocabulary's "Hello"
+    became "hello" and [UNK] there, where xfer keeps "Hello". Its `save_hf` files say the casing."""
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    if vocab_file.name != "vocab.txt" or not (vocab_file.parent / "tokenizer.json").is_file():
+        return None
+    tokenizer = WordPieceTokenizer.from_dir(vocab_file.parent)  # a DataError names a file that does not read
+    if tokenizer.vocab_size > vocab_size:
+        raise ValueError(
+            f"the tokenizer in {vocab_file.parent} has {tokenizer.vocab_size} token ids but the encoder only "
+            f"{vocab_size} embeddings: export with the tokenizer the model was trained with"
+        )
+    return tokenizer
+
+
+def _check_vocab_fits(vocab_file: Path, vocab_size: int) -> None:
+    """ValueError when `vocab_file` (a token a line) holds more tokens than the encoder has
+    embeddings: transformers would load both and fail (or index garbage) on the last ids."""
+    try:
+        text = vocab_file.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")
+    except OSError as e:
+        raise ValueError(f"vocab_file {vocab_file}: cannot read: {e}") from e
+    lines = re.split(r"\r\n|\r|\n", text)  # as the tokenizer and the pre-flight count them
+    tokens = len(lines) - (lines[-1] == "")
+    if tokens > vocab_size:
+        raise ValueError(
+            f"vocab_file {vocab_file} has {tokens} tokens but the encoder only {vocab_size} embeddings: "
+            f"ids from {vocab_size} on would have none; export with the tokenizer the model was trained with"
+        )
 
 
 def _atomic_write(path: Path, write: Any) -> None:

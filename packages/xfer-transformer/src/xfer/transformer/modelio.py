@@ -22,12 +22,14 @@ a half-written model directory under the final name. Loading never unpickles any
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +142,29 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+_JSON_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "bool": ((bool,), "true or false"),
+}
+
+
+def _check_config_types(config: Any) -> None:
+    """TypeError naming the first field of a recorded encoder config whose JSON value has the wrong
+    type. EncoderConfig takes what it is given, so a hand-edited `"num_layers": "2"` or `2.0` was a
+    bare TypeError in the weights check or the model, `"layer_norm_eps": "1e-12"` one at the first
+    forward pass, and `"unpad": "no"` was silently true."""
+    if not isinstance(config, dict):
+        raise TypeError(f"'config' must be a JSON object, got {type(config).__name__}")
+    for f in fields(EncoderConfig):
+        if f.name not in config or str(f.type) not in _JSON_TYPES:
+            continue
+        wanted, what = _JSON_TYPES[str(f.type)]
+        value = config[f.name]
+        if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
+            raise TypeError(f"{f.name} must be {what}, got {value!r}")
+
+
 @dataclass
 class ModelDir:
     """A loaded model directory: `meta` (caller's keys), `modules` (descriptions) and per-module state dicts."""
@@ -154,6 +179,7 @@ class ModelDir:
         if desc.get("type") != "encoder":
             raise CheckpointError(f"{self.path}: module {name!r} is not an encoder")
         try:
+            _check_config_types(desc["config"])
             return EncoderConfig.from_dict(desc["config"])
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointError(f"{self.path / META_FILE}: invalid encoder config for {name!r}: {e}") from e
@@ -188,17 +214,85 @@ class ModelDir:
         return self.modules[name]
 
 
+_READ_ATTEMPTS = 5
+_SWAP_WAIT_S = 2.0
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """The directory at `path` (device, inode, change time: a new directory may reuse a deleted
+    one's inode), or None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _swapping(path: Path) -> bool:
+    """`save_model_dir` is between its two renames: the old version moved into a `.<name>.old-*`
+    sibling, the new one not yet at `path`, so nothing is there."""
+    return not path.exists() and any(path.parent.glob(f".{glob.escape(path.name)}.old-*"))
+
+
+def _wait_for_swap(path: Path) -> bool:
+    """Wait (at most `_SWAP_WAIT_S`) for a swap into `path` to finish rather than call the model
+    directory missing; False when it did not finish: a writer that died between its renames left
+    the previous version in the sibling (`_interrupted_swap`)."""
+    deadline = time.monotonic() + _SWAP_WAIT_S
+    while _swapping(path):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _interrupted_swap(path: Path) -> str:
+    """What to say about a missing `path` beside a swap that never finished, else ""."""
+    if not _swapping(path):
+        return ""
+    left = sorted(path.parent.glob(f".{glob.escape(path.name)}.old-*/d"))
+    return (
+        f" (a save into it was interrupted between its two renames: its previous version is {left[0]})" if left else ""
+    )
+
+
 def load_model_dir(path: str | Path) -> ModelDir:
-    """Read a directory written by `save_model_dir`."""
+    """Read a directory written by `save_model_dir`.
+
+    xfer_model.json and model.safetensors are read from the same version: another process
+    replacing the directory meanwhile (`save_model_dir` swaps a whole new one in) made this pair
+    the old description with the new weights, or report a file of it missing. The directory's
+    identity is compared before and after, and a replaced one is read again."""
+    path = Path(path)
+    for _ in range(_READ_ATTEMPTS):
+        settled = _wait_for_swap(path)
+        before = _identity(path)
+        try:
+            loaded = _read_model_dir(path)
+        except CheckpointError as error:
+            if not settled:
+                raise CheckpointError(f"{error}{_interrupted_swap(path)}") from error
+            if _identity(path) == before and not _swapping(path):
+                raise
+            continue  # replaced (or being replaced) while read: read the new version
+        if _identity(path) == before:
+            return loaded
+    raise CheckpointError(
+        f"{path}: replaced by another process {_READ_ATTEMPTS} times while being read; read it once that "
+        "process has written it"
+    )
+
+
+def _read_model_dir(path: Path) -> ModelDir:
     from safetensors.torch import load_file
 
-    path = Path(path)
     meta_path = path / META_FILE
     if not meta_path.is_file():
         raise CheckpointError(f"{path}: not an xfer model directory (no {META_FILE})")
     try:
-        document = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        # JSON is UTF-8 whatever the locale; bytes that are not (a damaged file) are a ValueError too
+        document = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"{meta_path}: cannot read JSON: {e}") from e
     if not isinstance(document, dict):
         raise CheckpointError(f"{meta_path}: expected a JSON object")
@@ -241,8 +335,9 @@ def load_model_dir(path: str | Path) -> ModelDir:
 def detect_format(path: str | Path) -> str:
     """ "xfer" (xfer_model.json) or "hf" (config.json); CheckpointError otherwise."""
     path = Path(path)
+    _wait_for_swap(path)
     if not path.is_dir():
-        raise CheckpointError(f"{path}: model directory does not exist")
+        raise CheckpointError(f"{path}: model directory does not exist{_interrupted_swap(path)}")
     if (path / META_FILE).is_file():
         return "xfer"
     if (path / "config.json").is_file():
@@ -317,7 +412,10 @@ def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], di
         )
         encoder_config = model_dir.encoder_config(name)
         state = model_dir.state_dicts[name]
-        _check_encoder_state(encoder_config, state, model_dir.path / META_FILE, name)
+        shapes = {key: tuple(t.shape) for key, t in state.items()}
+        # tensors the module lacks are left to the caller (ELECTRA's init_generator names them itself,
+        # and skips the tied embeddings); `encoder_weights_problem` refuses them
+        _check_encoder_state(encoder_config, shapes, model_dir.path / META_FILE, name, model_dir.path / WEIGHTS_FILE)
         return encoder_config, state, model_dir.state_dicts.get("head")
     from xfer.transformer.hf import load_hf
 
@@ -325,15 +423,70 @@ def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], di
     return encoder_config, state, (head.state_dict or None)
 
 
-def _check_encoder_state(config: EncoderConfig, state: Mapping[str, Tensor], source: Path, name: str) -> None:
-    """The weights fit the config `source` records (its vocab_size edited, say): callers load them
-    with a bare `load_state_dict`, whose RuntimeError would name neither file nor field. Shapes
-    come from the HF importer's table, so no module is built (a large encoder's init is slow)."""
+def encoder_weights_problem(folder: Path) -> CheckpointError | None:
+    """What `read_encoder` would find wrong with an xfer model dir's encoder tensors (missing,
+    unexpected, misshapen for the config xfer_model.json records), from the safetensors header
+    alone: for a pre-flight, before earlier stages train. None when they fit, for a folder that is
+    no xfer model dir, and when a file does not read (the checks that read the files say so)."""
+    from safetensors import safe_open
+
+    if not (folder / META_FILE).is_file():
+        return None
+    try:
+        document = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        modules, aliases = document["modules"], document.get("aliases") or {}
+        name = (
+            "encoder"
+            if "encoder" in modules
+            else next((n for n, d in modules.items() if d.get("type") == "encoder"), "encoder")
+        )
+        config = ModelDir(folder, {}, modules, {}).encoder_config(name)
+        with safe_open(str(folder / WEIGHTS_FILE), framework="pt") as weights:
+            names = weights.keys()  # a safe_open handle: header only, no tensor is read
+            stored = {key: tuple(weights.get_slice(key).get_shape()) for key in names}
+    except CheckpointError as error:
+        return error
+    except Exception:  # unreadable JSON or weights (SafetensorError, OSError, ...): reported where they are read
+        return None
+    stored |= {alias: stored[target] for alias, target in aliases.items() if target in stored}
+    prefix = name + "."
+    shapes = {key[len(prefix) :]: shape for key, shape in stored.items() if key.startswith(prefix)}
+    try:
+        _check_encoder_state(config, shapes, folder / META_FILE, name, folder / WEIGHTS_FILE, complete=True)
+    except CheckpointError as error:
+        return error
+    return None
+
+
+def _check_encoder_state(
+    config: EncoderConfig,
+    shapes: Mapping[str, tuple[int, ...]],
+    source: Path,
+    name: str,
+    weights: Path,
+    complete: bool = False,
+) -> None:
+    """The weights (`weights`, their `shapes` by tensor name) fit the config `source` records (its
+    vocab_size edited; with `complete`, also a truncated or hand-edited model.safetensors that lacks
+    tensors or has others): callers load them with a bare `load_state_dict`, whose RuntimeError
+    would name neither file nor tensor, and only once training is set up. Shapes come from the HF
+    importer's table, so no module is built (a large encoder's init is slow)."""
     from xfer.transformer.hf import _expected_shapes
 
-    for key, shape in _expected_shapes(config).items():
-        if key in state and tuple(state[key].shape) != shape:
+    expected = _expected_shapes(config)
+    for problem, keys in (
+        ("missing", [k for k in expected if k not in shapes]),
+        ("unexpected", sorted(set(shapes) - set(expected))),
+    ):
+        if keys and complete:
+            shown = ", ".join(f"{name}.{k}" for k in keys[:3]) + (f" (+{len(keys) - 3} more)" if len(keys) > 3 else "")
+            raise CheckpointError(
+                f"{weights}: {problem} tensors of module {name!r} for the encoder {source} records: {shown} "
+                "(a truncated, partly copied or hand-edited weights file?)"
+            )
+    for key, shape in expected.items():
+        if key in shapes and tuple(shapes[key]) != shape:
             raise CheckpointError(
                 f"{source}: weights of module {name!r} do not match its recorded config: {key!r} has shape "
-                f"{tuple(state[key].shape)}, the config gives {shape}"
+                f"{tuple(shapes[key])}, the config gives {shape}"
             )
