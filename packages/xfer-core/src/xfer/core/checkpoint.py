@@ -7,6 +7,7 @@ Layout of `checkpoints/`:
       ema.safetensors     EMA weights, when EMA is on
       optimizer.pt        optimizer state, read back with torch.load(weights_only=True)
       rng.safetensors     torch CPU/CUDA generator states
+      metric_sums.safetensors  training metrics summed since the last log (resume logs the same averages)
       state.json          step, data cursor, Python/NumPy RNG, best metric, ...
       manifest.json       size and sha256 of every file above, written last
     corrupt-step-000400-20261124T120000/   a damaged checkpoint moved aside on resume
@@ -178,7 +179,8 @@ def _remove_partial_writes(directory: Path, keep_own: bool) -> None:
 def prune(directory: Path, keep: int) -> None:
     """Delete all but the newest `keep` checkpoints, never the one `best` or `latest` names."""
     protected = {p.name for p in (read_pointer(directory / "best"), read_pointer(directory / "latest")) if p}
-    steps = sorted((p for p in directory.iterdir() if _STEP_DIR.match(p.name)), key=lambda p: p.name)
+    # by step number, not name: past 9,999,999 steps `step-10000000` sorts before `step-9999999`
+    steps = sorted((p for p in directory.iterdir() if _STEP_DIR.match(p.name)), key=_step_of)
     for old in steps[: max(0, len(steps) - keep)]:
         if old.name not in protected:
             shutil.rmtree(old, ignore_errors=True)
@@ -192,7 +194,9 @@ def latest_checkpoint(directory: Path) -> Path | None:
         return pointed
     if not directory.exists():
         return None
-    complete = sorted(p for p in directory.iterdir() if _STEP_DIR.match(p.name) and (p / "state.json").exists())
+    complete = sorted(
+        (p for p in directory.iterdir() if _STEP_DIR.match(p.name) and (p / "state.json").exists()), key=_step_of
+    )
     return complete[-1] if complete else None
 
 

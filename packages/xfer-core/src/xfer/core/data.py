@@ -200,6 +200,11 @@ class MultiTaskSource(_Iterable):
 
     def _probabilities(self) -> np.ndarray:
         weights = self.weights(self.step) if callable(self.weights) else self.weights
+        unknown = sorted(set(weights or {}) - set(self.names))
+        if unknown:  # a misspelt name: its source got weight 0 and was never drawn, silently
+            raise ValueError(
+                f"MultiTaskSource: sampling weights for {unknown}, which are not sources (sources: {self.names})"
+            )
         raw = np.array([float((weights or {}).get(n, 1.0 if weights is None else 0.0)) for n in self.names])
         if (raw < 0).any() or not np.isfinite(raw).all() or raw.sum() <= 0:
             raise ValueError(

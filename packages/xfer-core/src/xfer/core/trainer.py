@@ -231,6 +231,13 @@ class Trainer:
         self.events = events if dist.is_main() else None
         self.amp_dtype = resolve_precision(config.precision, device)
         self.steps_per_epoch: int | None = data.steps_per_epoch
+        spe = self.steps_per_epoch
+        if spe is not None and not (isinstance(spe, numbers.Integral) and not isinstance(spe, bool) and spe > 0):
+            # 0 (a source over no examples) trained one step and never evaluated "every epoch", or divided by zero
+            raise PluginError(
+                f"batch source {type(data).__module__}.{type(data).__qualname__} has {self.steps_per_epoch!r} steps "
+                "per epoch: expected a positive int, or None for a source without epochs (see xfer.core.data.BatchSource)"
+            )
         epoch_knobs = [k for k in ("eval_every", "checkpoint_every") if getattr(config, k) == "epoch"]
         if self.steps_per_epoch is None and (config.steps is None or epoch_knobs):
             what = "train.steps must be set" if config.steps is None else f"train.{epoch_knobs[0]} cannot be 'epoch'"
@@ -238,6 +245,14 @@ class Trainer:
         self.total_steps = (
             config.steps if config.steps is not None else epoch_steps(config.epochs, self.steps_per_epoch)
         )
+        if self.total_steps < 1:
+            # A stage that sets `steps` from its own budget after the recipe checks: with 0, fit() returned at
+            # once and loading the weights failed with "no checkpoint to load"; a negative count was taken for
+            # a warmup problem.
+            raise UserError(
+                f"train.steps is {self.total_steps} for this stage (as its steps, epochs or budget come out): "
+                "it must train at least 1 step"
+            )
         warmup = (
             config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
         )
@@ -389,8 +404,13 @@ class Trainer:
         if callable(set_progress):
             set_progress(TrainingProgress(self.step, self.total_steps))
         assert self._batches is not None, "_train_step runs inside fit()"
-        micro_batches, self._data_state = self._batches.next()
+        try:
+            micro_batches, self._data_state = self._batches.next()
+        except StopIteration:  # a bare `StopIteration` traceback did not say whose next_step() ended
+            raise PluginError(self._source_ended("ended (its next_step() raised StopIteration)")) from None
         accumulation = len(micro_batches)
+        if not accumulation:  # else the step "trained" on nothing: no gradient, yet counted, logged, checkpointed
+            raise PluginError(self._source_ended("returned no micro-batches"))
         for index, batch in enumerate(micro_batches):
             batch = to_device(batch, self.device)
             sync = contextlib.nullcontext()
@@ -421,6 +441,14 @@ class Trainer:
             self.ema.update()
         self.step += 1
         self._sum_steps += 1
+
+    def _source_ended(self, what: str) -> str:
+        source = type(self.data)
+        return (
+            f"batch source {source.__module__}.{source.__qualname__} {what} at step {self.step + 1} of "
+            f"{self.total_steps}: a BatchSource is endless and gives at least one micro-batch per step "
+            "(see xfer.core.data.BatchSource)"
+        )
 
     def _unused_parameters_error(self, exc: RuntimeError) -> UserError | None:
         """DDP's "Expected to have finished reduction in the prior iteration" (raised when some
@@ -561,10 +589,13 @@ class Trainer:
             results = self.evaluator(self.objective)
         self.objective.train()
         results = self._agreed(results)
+        self._check_main_metric(results)
+        # numpy scalars as Python numbers: json (state.json, metrics.jsonl) refuses a numpy float32
+        results = {k: _plain_number(v) for k, v in results.items()}
         self.last_eval = results
         if self.events is not None:
             self.events.log(self.step, "dev", results)
-        value = results[self.evaluator.main_metric]
+        value = float(results[self.evaluator.main_metric])
         # A NaN score is never the best: every comparison with NaN is False, so a NaN taken as the
         # first "best" would stay best for the whole run and `select: best` would keep that checkpoint.
         better = not math.isnan(value) and (
@@ -574,6 +605,29 @@ class Trainer:
         if better:
             self.best_metric = value
         return better
+
+    def _check_main_metric(self, results: Any) -> None:
+        """A PluginError naming the evaluator (and its task) when its results lack a number for its
+        `main_metric`: a bare KeyError or TypeError traceback came after a whole epoch of training, and
+        said neither which component broke its contract nor what it returned instead."""
+        evaluator = self.evaluator
+        main = evaluator.main_metric
+        value = results.get(main) if isinstance(results, Mapping) else None
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return
+        cls = type(evaluator)
+        task = getattr(getattr(evaluator, "task", None), "name", None)
+        whose = f" (task {task!r})" if isinstance(task, str) else ""
+        if not isinstance(results, Mapping):
+            got = f"a {type(results).__name__}"
+        elif main not in results:
+            got = f"metrics {sorted(map(str, results))}"
+        else:
+            got = f"{type(value).__name__} {value!r} as {main!r}"
+        raise PluginError(
+            f"evaluator {cls.__module__}.{cls.__qualname__}{whose} returned {got} at step {self.step}: its results "
+            f"must hold a number for its main metric {main!r}"
+        )
 
     def _agreed(self, results: dict[str, float]) -> dict[str, float]:
         """Rank 0's dev results, once every rank is known to have the same ones (up to rounding).
@@ -597,18 +651,22 @@ class Trainer:
 
     def _save(self, best: bool) -> None:
         json_rng, tensor_rng = rng.capture()
-        gathered = dist.gather_objects((json_rng, tensor_rng, self._data_state))
+        sums = {name: value.detach().cpu() for name, value in self._sums.items()}
+        gathered = dist.gather_objects((json_rng, tensor_rng, self._data_state, sums))
         if not dist.is_main():
             dist.barrier()
             return
-        all_rng = [(j, t) for j, t, _ in gathered]
+        all_rng = [(j, t) for j, t, _, _ in gathered]
         # The consumer's cursor, not the prefetcher's. Ranks that read disjoint shards (ELECTRA's
         # `PretrainBatches(stream_sharding="shards")`) each have their own: one per rank then, each
         # restored to its rank (rank 0's alone, restored everywhere, was refused by the other ranks'
         # sources, or misread).
-        cursors = [d for _, _, d in gathered]
+        cursors = [d for _, _, d, _ in gathered]
         data_state = cursors[0] if all(c == cursors[0] for c in cursors) else cursors
         tensors = {"rng": {f"rank{r}.{k}": v for r, (_, t) in enumerate(all_rng) for k, v in t.items()}}
+        # The metric sums since the last log: without them the first log after a resume averaged only the
+        # steps trained since the checkpoint, and its loss differed from the uninterrupted run's.
+        tensors["metric_sums"] = {f"rank{r}.{k}": v for r, (*_, m) in enumerate(gathered) for k, v in m.items()}
         if self.ema is not None:
             tensors["ema"] = self.ema.shadow
         state = {
@@ -616,8 +674,11 @@ class Trainer:
             "total_steps": self.total_steps,
             "data": data_state,
             "best_metric": self.best_metric,
+            # which checkpoint holds `best_metric`'s weights: resume repairs the `best` pointer from it
+            "best_checkpoint": ckpt.step_dir_name(self.step) if best else self._best_name(),
             "last_eval": self.last_eval,
             "rng": [j for j, _ in all_rng],
+            "metric_steps": self._sum_steps,
             "world_size": dist.world_size(),
             "seconds": round(self._seconds(), 3),
         }
@@ -654,7 +715,8 @@ class Trainer:
         self.step = state["step"]
         self._last_good_step = self.step
         best = state.get("best_metric")
-        self.best_metric = None if best is None or math.isnan(best) else best  # NaN: written before NaN was refused
+        best = None if best is None or math.isnan(best) else best  # NaN: written before NaN was refused
+        self.best_metric = self._reconcile_best(path, state, best)
         self.last_eval = state.get("last_eval") or {}
         self._seconds_before = float(state.get("seconds", 0.0))  # 0 from checkpoints older than the field
         tensors = ckpt.load_tensors(path, "rng")
@@ -662,9 +724,46 @@ class Trainer:
         rng.restore(
             state["rng"][dist.rank()], {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
         )
+        if "metric_steps" in state:  # not in checkpoints older than the field: the first log then averages less
+            sums = ckpt.load_tensors(path, "metric_sums")
+            self._sums = {k[len(prefix) :]: v.to(self.device) for k, v in sums.items() if k.startswith(prefix)}
+            self._sum_steps = int(state["metric_steps"])
         if self.events is not None:
             self.events.resumed(self.step)
         return True
+
+    def _best_name(self) -> str | None:
+        pointed = ckpt.read_pointer(self.checkpoints / "best")
+        return pointed.name if pointed is not None else None
+
+    def _reconcile_best(self, path: Path, state: dict[str, Any], best: float | None) -> float | None:
+        """The best metric to go on from, with the `best` pointer made to name the checkpoint that holds it.
+
+        Why: `save_checkpoint` moves `latest` before `best`, so a kill between the two left `best` on an
+        older checkpoint while the one resumed from recorded the newer, higher score as the best: no later
+        evaluation beat it, and `select: best` exported the older weights with the newer score. The
+        checkpoint resumed from names its best one (`best_checkpoint`); when that one is gone (moved
+        aside as damaged), no checkpoint holds the score any more, and the search starts over."""
+        if "best_checkpoint" not in state:  # written before the field existed: nothing to check against
+            return best
+        if dist.is_main():
+            name = state["best_checkpoint"]
+            pointer = self.checkpoints / "best"
+            known = isinstance(name, str) and re.fullmatch(r"step-\d+", name) is not None
+            if name is not None and not (known and (self.checkpoints / name / "state.json").exists()):
+                print(
+                    f"warning: {path}: its best checkpoint {name} (score {best}) is gone; the best checkpoint "
+                    "is chosen again among the evaluations from here on",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                name, best = None, None
+            if name is None:  # no checkpoint holds a best score: neither may the pointer nor the metric
+                pointer.unlink(missing_ok=True)
+                best = None
+            elif self._best_name() != name:
+                ckpt.write_pointer(pointer, name)
+        return dist.broadcast_object(best)
 
     def _progress_bar(self, start: int) -> Any:
         if not self.progress or not dist.is_main():
@@ -687,6 +786,17 @@ def _same_results(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         elif x != y:
             return False
     return True
+
+
+def _plain_number(value: Any) -> Any:
+    """`value` as a Python int/float when it is a numpy scalar (`np.float32(0.5)` -> 0.5), else itself."""
+    if (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, (int, float))
+        and callable(getattr(value, "item", None))
+    ):
+        return value.item()
+    return value
 
 
 def _output_problem(out: Any) -> str | None:
