@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         print(f"stage {row['stage']}: {row['objective']}, batch {row['batch_size']} x {row['max_length']} tokens")
+        print(f"  vocabulary {row['vocab_size']} ({row['vocab_from']})")
         if row["flops_per_step"] is None:
             print("  no FLOP formula for this objective (xfer.electra.flops.training_flops): not counted")
             continue
@@ -55,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
                 f"  (every sequence counted {row['max_length']} tokens long; the stage plans from its corpus's "
                 "real lengths, so shorter sequences buy it more steps: its report.md gives the figure)"
             )
+        if row["vocab_from"].startswith("the target size"):
+            print(
+                "  (the vocabulary the vocab stage trains can be smaller or larger than its target size, and this "
+                "stage plans with the real one: the FLOPs per step, and the steps a FLOP budget buys, move with it)"
+            )
     return 0
 
 
@@ -69,7 +75,7 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
     from xfer.electra.stage import component_flops
 
     config = recipe.stages[name].config
-    encoder = _planned_encoder(recipe, name)
+    encoder, vocab_from = _planned_encoder(recipe, name)
     batch = config.train.batch_size
     per_sequence = component_flops(config, None, encoder, np.full(1, config.max_length))
     by_component = {k: v * batch for k, v in (per_sequence or {}).items()}
@@ -90,6 +96,7 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
         "batch_size": batch,
         "max_length": config.max_length,
         "vocab_size": encoder.vocab_size,
+        "vocab_from": vocab_from,
         "per_step": by_component,
         "flops_per_step": per_step,
         "steps": steps,
@@ -100,8 +107,9 @@ def stage_flops(recipe: Any, name: str) -> dict[str, Any]:
     }
 
 
-def _planned_encoder(recipe: Any, name: str) -> Any:
-    """The discriminator architecture stage `name` will train, before anything runs.
+def _planned_encoder(recipe: Any, name: str) -> tuple[Any, str]:
+    """The discriminator architecture stage `name` will train, before anything runs, and where its
+    vocabulary size comes from (`VOCAB_TARGET` names a `transformer.vocab` stage's `size`).
 
     An `init:` or `tokenizer:` that is an earlier stage's output has that stage's architecture or
     vocabulary (an `electra.pretrain` stage's followed up the chain, a `transformer.vocab` stage's
@@ -109,25 +117,40 @@ def _planned_encoder(recipe: Any, name: str) -> Any:
     as electra-small (the default `model:`, which `init:` makes unused), and a `tokenizer:
     pretrain.tokenizer` as its 30,522 tokens, ~20-200x the FLOPs per step, and a budget's steps with
     them. One from a stage of another kind is known only once it has run: an error that says so.
+
+    A vocab stage's `size` is only the target of its training: the vocabulary it makes can be
+    smaller (a small corpus: 116 tokens for `size: 1000` on 10 toy sentences) or larger (a big
+    alphabet), and the stage plans with the real one. That was reported as the vocabulary without
+    a word, so the FLOPs per step and the steps a budget buys differed from the stage's; the
+    source is now part of the row and the table says it is a target.
     """
-    from xfer.electra.checks import _checkpoint_vocab_size, _tokenizer_vocab_size
+    from xfer.electra.checks import _tokenizer_vocab_size
     from xfer.electra.stage import planned_encoder
 
     config = recipe.stages[name].config
     init = config.init
     if init is not None and init.is_reference:
         return _planned_encoder(recipe, _upstream(recipe, name, "init", init, ("electra.pretrain",)))
+    if init is not None and init.path is not None:  # the checkpoint's architecture, its vocabulary included
+        return planned_encoder(config, None), "init"
     vocab = _tokenizer_vocab_size(config)
+    source = "tokenizer" if vocab is not None else "preset"
     tokenizer = config.tokenizer
     if vocab is None and tokenizer is not None and tokenizer.is_reference:
         upstream = _upstream(recipe, name, "tokenizer", tokenizer, ("transformer.vocab", "electra.pretrain"))
         if recipe.stages[upstream].kind == "transformer.vocab":
-            vocab = recipe.stages[upstream].config.size
+            vocab, source = recipe.stages[upstream].config.size, VOCAB_TARGET.format(stage=upstream)
         else:
-            vocab = _planned_encoder(recipe, upstream).vocab_size
-    if vocab is None and init is not None and init.path is not None:
-        vocab = _checkpoint_vocab_size(init.path)
-    return planned_encoder(config, vocab)
+            upstream_encoder, source = _planned_encoder(recipe, upstream)
+            vocab = upstream_encoder.vocab_size
+    encoder = planned_encoder(config, vocab)
+    if "vocab_size" in config.encoder:  # `encoder: {vocab_size: N}` wins over the tokenizer's
+        source = "encoder.vocab_size"
+    return encoder, source
+
+
+VOCAB_TARGET = "the target size of stage {stage!r}"
+"""`vocab_from` when the vocabulary size is a `transformer.vocab` stage's `size`."""
 
 
 def _upstream(recipe: Any, name: str, key: str, reference: Any, kinds: tuple[str, ...]) -> str:

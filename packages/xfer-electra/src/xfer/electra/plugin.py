@@ -27,7 +27,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "electra.score",
             f"{_M}.score_stage:run_score",
-            "1",
+            "2",  # 2: ELECTRA-TT inverts the generator's sampling temperature
             f"{_M}.score_config:ScoreConfig",
             "Pseudo-log-likelihood of every line of a text file (Electric one pass, MLM n passes, ELECTRA-TT), "
             "and n-best re-ranking with a weight chosen on a dev file.",

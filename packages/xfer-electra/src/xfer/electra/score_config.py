@@ -110,6 +110,9 @@ class ScoreConfig:
             raise FieldError("metric", "re-ranking needs a metric: bleu or wer")
         if self.nbest_dev is None and self.metric is not None:
             raise FieldError("metric", "metric is only used with nbest_dev")
+        if self.method == "electric" and self.generator is not None:
+            # load_scorer refuses it too, but only when the stage starts: after the pre-training it scores
+            raise FieldError("generator", "method electric scores with the checkpoint alone: remove generator")
         if self.format == "text" and self.text_field != "text":
             raise FieldError("text_field", f"format: text reads one text per line, with no fields: {TEXT_FIELD_HINT}")
 

@@ -19,7 +19,10 @@ added around it and never scored). Methods, by what the checkpoint can do:
   from packed pre-training examples (~max_length tokens, where k / n is mask_prob up to
   rounding), never from a short sentence on its own, so the training ratio is the one its
   logits are calibrated to. (ELECTRA also labels a sample equal to the original as real, which
-  this inversion, like the thesis's, ignores.)
+  this inversion, like the thesis's, ignores.) q is the noise the discriminator was trained
+  against: softmax(logits / T) with the generator's sampling `temperature` T (recorded in the
+  checkpoint's objective config; 1 by default). With T != 1 the cloze model's own q is not what
+  D's prior was calibrated to, and inverting with it shifted every token score by log q_T - log q.
 - `two-tower` (not chosen by `auto`): the cloze model alone, sum_t log q(x_t | context): the
   thesis's "TwoTower" baseline of Table 5.9. One pass.
 
@@ -334,20 +337,34 @@ class TwoTowerScorer(PLLScorer):
 
 
 class ElectraTTScorer(TwoTowerScorer):
-    """ELECTRA-TT: log q(x_t | context) + log(k / (n - k)) - (detection logit)_t (see the module doc)."""
+    """ELECTRA-TT: log q_T(x_t | context) + log(k / (n - k)) - (detection logit)_t (see the module doc).
+
+    q_T = softmax(cloze logits / temperature) is the noise distribution the discriminator saw
+    in training (`RTDObjective` samples replacements from it), so its prior is calibrated to q_T.
+    """
 
     method = "electra-tt"
 
-    def __init__(self, encoder: Encoder, head: DiscriminatorHead, cloze: TwoTower, mask_prob: float):
+    def __init__(
+        self, encoder: Encoder, head: DiscriminatorHead, cloze: TwoTower, mask_prob: float, temperature: float = 1.0
+    ):
         super().__init__(cloze)
         if not 0.0 < mask_prob < 1.0:
             raise CheckpointError(f"ELECTRA-TT needs the objective's mask_prob in (0, 1), got {mask_prob!r}")
+        if not (math.isfinite(temperature) and temperature > 0.0):
+            raise CheckpointError(f"ELECTRA-TT needs the generator's temperature > 0, got {temperature!r}")
         self.encoder, self.head = encoder, head
-        self.mask_prob = mask_prob
+        self.mask_prob, self.temperature = mask_prob, temperature
         self.log_ratio = math.log(mask_prob / (1.0 - mask_prob))
 
     def encoder_passes(self, segments: Sequence[Segment]) -> int:
         return 2 * len(segments)
+
+    def _log_q(self, ids: Tensor, attention: Tensor, flat: Tensor) -> Tensor:
+        logits = self.cloze.logits_at(ids, attention, torch.zeros_like(ids), flat)
+        if self.temperature != 1.0:  # in fp32, as the objective samples (`sampling.sample_softmax`)
+            logits = logits.float() / self.temperature
+        return _log_prob_of(logits, ids.reshape(-1).index_select(0, flat))
 
     def _score_batch(self, segments: Sequence[Segment]) -> Tensor:
         ids, attention = _padded(segments, self.device)
@@ -659,6 +676,14 @@ def load_scorer(
             raise UserError(
                 f"{gen.path} was trained with {gen.objective} but {main.path} with {main.objective}: not a pair"
             )
+        if method == "electra-tt" and main.generator_kind not in (None, "two_tower"):
+            # the inversion needs the noise the discriminator was trained against: a two-tower model from
+            # another run (the sibling of this one is no two-tower model) gave numbers calibrated to nothing
+            own = "with method mlm, from its masked-LM generator" if main.generator_kind == "mlm" else "none"
+            raise UserError(
+                f"method electra-tt: {main.path} was trained against a {main.generator_kind} generator, not a "
+                f"two-tower one, so {gen.path} is not the noise its logits are calibrated to (its PLLs: {own})"
+            )
     elif generator is not None and requested != "auto":  # asked for both: one of them is a mistake
         raise UserError(f"method {method} scores with the checkpoint alone: it uses no generator ({generator})")
     elif generator is not None:
@@ -738,7 +763,21 @@ def _build(method: str, main: Checkpoint, gen: Checkpoint | None, mask_id: int) 
     if method == "electra-tt":
         assert gen is not None
         mask_prob = float(main.objective_config.get("mask_prob", 0.15))
-        return ElectraTTScorer(main.build("encoder"), main.build("head"), two_tower(gen), mask_prob)  # type: ignore[arg-type]
+        generator = main.objective_config.get("generator")
+        temperature = generator.get("temperature", 1.0) if isinstance(generator, dict) else 1.0
+        number = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+        if not (number and math.isfinite(temperature) and temperature > 0):
+            raise CheckpointError(
+                f"{main.path}: objective_config.generator.temperature {temperature!r}: ELECTRA-TT needs the "
+                "generator's sampling temperature, a number > 0"
+            )
+        return ElectraTTScorer(
+            main.build("encoder"),  # type: ignore[arg-type]
+            main.build("head"),  # type: ignore[arg-type]
+            two_tower(gen),
+            mask_prob,
+            float(temperature),
+        )
     return MLMScorer(masked_lm(gen or main), mask_id)
 
 
