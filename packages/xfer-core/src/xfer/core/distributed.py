@@ -7,13 +7,51 @@ trainer call these unconditionally. Rule: only rank 0 writes files; every rank c
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
+import re
+import sys
+import threading
+import time
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from xfer.core.errors import UserError
+
+
+class RankFailed(UserError):
+    """Another rank stopped with an error, which ended this rank too (its collectives lost their peer,
+    or torchrun stopped it): the error rank 0 reports and records, naming that rank and its error,
+    instead of gloo's "Connection closed by peer" traceback. The exit code is that rank's."""
+
+    def __init__(self, failed_rank: int, error: str, exit_code: int = 1) -> None:
+        super().__init__(f"rank {failed_rank} failed: {error}")
+        self.failed_rank, self.error, self.exit_code = failed_rank, error, exit_code
+
+
+class PeerLost(UserError):
+    """Another rank vanished without recording an error (SIGKILL, the out-of-memory killer, a lost
+    node), which ended this rank's collectives: said without the backend's traceback."""
+
+    exit_code = 1
+
+    def __init__(self, error: str) -> None:
+        super().__init__(
+            "another process of this torchrun launch stopped without an error of its own (killed, e.g. by "
+            "the out-of-memory killer, or its node was lost; torchrun's summary names its rank), and this "
+            f"one lost it: {error}; re-run the same command to resume from the last checkpoint"
+        )
+
+
+_PEER_LOST = re.compile(r"Connection (closed|reset) by peer|remote process exited|NCCL communicator was aborted")
+"""How gloo and nccl word a collective whose peer process is gone (their errors are RuntimeErrors)."""
+
+
+def lost_a_peer(exc: BaseException) -> bool:
+    """Whether `exc` is a collective failing because another rank's process is gone."""
+    return is_distributed() and isinstance(exc, RuntimeError) and _PEER_LOST.search(str(exc)) is not None
 
 
 def is_distributed() -> bool:
@@ -44,13 +82,44 @@ def _env_int(name: str, default: str) -> int:
         raise UserError(f"environment variable {name}={text!r} is not a whole number") from None
 
 
-def init_from_env() -> None:
+INIT_TIMEOUT_VARIABLE = "XFER_DIST_INIT_TIMEOUT"
+DEFAULT_INIT_TIMEOUT = 600.0
+"""Seconds `init_from_env` waits for every process of the launch to join (torchrun's own rendezvous
+waits 600 s by default too): long enough for ranks whose recipes' data checks take minutes apart."""
+
+
+def init_timeout() -> float:
+    """How long joining the process group may take, in seconds: $XFER_DIST_INIT_TIMEOUT, else 600."""
+    text = os.environ.get(INIT_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_INIT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise UserError(f"environment variable {INIT_TIMEOUT_VARIABLE}={text!r} is not a positive number of seconds")
+    return seconds
+
+
+def init_from_env(device: str = "auto") -> None:
     """Join the process group that `torchrun` describes in the environment (once).
 
     A WORLD_SIZE above 1 without the rest of torchrun's environment (a variable left exported
     from another job, or `WORLD_SIZE=2 xfer run ...`) is refused by name: torch's own error was a
     traceback from deep in its rendezvous code, and a RANK outside the world waited for peers
-    that can never come."""
+    that can never come.
+
+    The backend follows `device`, the run's `--device` (see `select_device`): nccl for a CUDA
+    device, gloo otherwise. nccl was chosen whenever CUDA existed, so a `--device cpu` run on a
+    GPU machine failed in its first collective (nccl cannot reduce CPU tensors).
+
+    Joining waits at most $XFER_DIST_INIT_TIMEOUT seconds (default 600, `init_timeout`; up to 5 more
+    for torch's own timeout to report first) for the other processes at MASTER_ADDR:MASTER_PORT, then
+    raises a UserError saying what it waited for; the collectives after it keep torch's default
+    timeout. Ctrl-C and SIGTERM stop the wait: it runs in a helper thread, because torch's, in C++,
+    ran no Python signal handler for its 30 minutes (a torchrun environment left exported, with no
+    peer, hung `xfer run` unkillably)."""
     if is_distributed():
         return
     size = _env_int("WORLD_SIZE", "1")
@@ -66,13 +135,78 @@ def init_from_env() -> None:
     rank = _env_int("RANK", "0")
     if not 0 <= rank < size:
         raise UserError(f"RANK={rank} is outside WORLD_SIZE={size} (ranks are 0 to {size - 1})")
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    chosen = select_device(device)
+    backend = "nccl" if chosen.type == "cuda" else "gloo"
+    local_size = _env_int("LOCAL_WORLD_SIZE", "1")
+    if backend == "nccl" and ":" in device and local_size > 1:
+        # nccl refuses two ranks on one GPU ("Duplicate GPU detected"), in the first collective, as a traceback
+        raise UserError(
+            f"--device {device!r} would put all {local_size} processes of this node on one GPU: use --device cuda "
+            "(or auto), which gives each process the GPU of its LOCAL_RANK"
+        )
     if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend=backend)
+        torch.cuda.set_device(chosen)
+    _join(backend, rank, size, init_timeout())
     # Tear the group down before interpreter exit: left to process teardown, gloo's threads were
     # destroyed while joinable and a rank aborted ("terminate called without an active exception").
     atexit.register(_destroy_process_group)
+
+
+def _join(backend: str, rank: int, size: int, timeout: float) -> None:
+    """Rendezvous through env:// and make the default process group within `timeout` seconds.
+
+    torch does it in a daemon thread, which the main thread waits for in short, interruptible joins,
+    up to a deadline of its own: under torchrun the store is its agent's, always there, and gloo
+    then waited for a missing peer with the collectives' timeout (30 minutes), not the store's. A
+    thread left waiting at the deadline is abandoned to the process's exit."""
+    outcome: list[BaseException | None] = []
+
+    def join() -> None:
+        try:
+            store, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(seconds=timeout)))
+            # as init_process_group(init_method="env://") does, but with torch's default timeout for collectives
+            dist.init_process_group(backend, store=dist.PrefixStore("default_pg", store), rank=rank, world_size=size)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the main thread
+            outcome.append(exc)
+
+    where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    started = time.monotonic()
+    # torch's own timeout first (it overshoots by a second or two): its error says more
+    deadline = started + timeout + min(5.0, max(2.0, timeout))
+    thread = threading.Thread(target=join, name="xfer-rendezvous", daemon=True)
+    thread.start()
+    noted = False
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(0.1)
+        if not noted and thread.is_alive() and time.monotonic() - started > 10:
+            noted = True
+            print(
+                f"rank {rank}: waiting for the other {size - 1} process(es) of WORLD_SIZE={size} at {where} "
+                f"(up to {timeout:g} s, ${INIT_TIMEOUT_VARIABLE}; Ctrl-C stops)",
+                file=sys.stderr,
+                flush=True,
+            )
+    if outcome and outcome[0] is None:
+        return
+    error = outcome[0] if outcome else None
+    problem = "they did not all join" if error is None else f"{type(error).__name__}: {_first_line(error)}"
+    if os.environ.get("TORCHELASTIC_RUN_ID"):  # set by torchrun
+        remedy = "Another process of this torchrun launch did not join in time (still checking its data?)"
+    else:
+        remedy = (
+            "Are the other processes running (launch them all with torchrun)? Variables left exported from "
+            "another job wait like this: unset WORLD_SIZE to run one process"
+        )
+    raise UserError(
+        f"rank {rank} could not join the {size} processes of WORLD_SIZE={size} at MASTER_ADDR:MASTER_PORT "
+        f"{where} after {time.monotonic() - started:.0f} s (limit {timeout:g} s, ${INIT_TIMEOUT_VARIABLE}): "
+        f"{problem}. {remedy}; set {INIT_TIMEOUT_VARIABLE}=SECONDS to wait longer"
+    ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0].rstrip(".")
 
 
 def _destroy_process_group() -> None:
@@ -81,18 +215,44 @@ def _destroy_process_group() -> None:
 
 
 def select_device(name: str = "auto") -> torch.device:
-    """`auto` -> this rank's GPU when CUDA is available, else CPU."""
+    """`auto` -> this rank's GPU when CUDA is available, else CPU; `cuda` -> this rank's GPU
+    (LOCAL_RANK under torchrun), as `auto` picks it: the process group's nccl device is this one.
+
+    A device this machine cannot use is refused here, by name, before anything is written: `mps`
+    on Linux or `cuda:5` with two GPUs started the run and failed its first stage with torch's
+    RuntimeError traceback ("PyTorch is not linked with support for mps devices")."""
     if name == "auto":
         if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            return _cuda_device(name, None)
         return torch.device("cpu")
     try:
         device = torch.device(name)
     except RuntimeError as exc:
         raise UserError(f"--device {name!r}: {exc}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {name!r}: CUDA is not available on this machine (use auto or cpu)")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {name!r}: CUDA is not available on this machine (use auto or cpu)")
+        return _cuda_device(name, device.index)
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"--device {name!r}: MPS is not available on this machine (use auto or cpu)")
+    if device.type not in ("cpu", "mps"):
+        raise UserError(f"--device {name!r}: xfer runs on auto, cpu, cuda or cuda:N (or mps where available)")
     return device
+
+
+def _cuda_device(name: str, index: int | None) -> torch.device:
+    """`cuda:index`, or this rank's GPU (LOCAL_RANK) for index None, if this machine has it."""
+    count = torch.cuda.device_count()
+    if index is None:
+        index = _env_int("LOCAL_RANK", "0")
+        if index >= count:
+            raise UserError(
+                f"--device {name!r}: this process is LOCAL_RANK={index}, but this machine has {count} CUDA "
+                f"device(s): start at most {count} processes per node (torchrun --nproc_per_node={count})"
+            )
+    elif index >= count:
+        raise UserError(f"--device {name!r}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
+    return torch.device("cuda", index)
 
 
 def barrier() -> None:

@@ -6,6 +6,7 @@
       .lock              flock-ed by the `xfer run` using the directory (see xfer.core.runs.runlock)
       <stage>/
         stage.json       status (running | completed | failed), fingerprint, times, outputs, error
+        rank<N>.error.json  under torchrun: why rank N stopped in the stage (see RANK_ERROR)
         metrics.jsonl    one JSON object per log line
         checkpoints/     see xfer.core.checkpoint
         outputs/<name>/  the stage's declared outputs
@@ -30,15 +31,19 @@ A run directory made by a different recipe is refused with a key-level diff unle
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
 import os
 import platform
 import shutil
+import signal
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -450,7 +455,7 @@ def run_recipe(
     The run directory (the fork target with `fork`) is locked for the duration: a second
     `xfer run` on it is refused, and `xfer status` can tell a dead owner from a live one.
     """
-    dist.init_from_env()
+    dist.init_from_env(device)  # its backend follows the device: gloo for `--device cpu` on a GPU machine
     dist.select_device(device)  # a bad --device is refused before anything is created
     # each process reads its own recipe (its files, environment, node): rank 0's fingerprints and
     # decisions reach every rank, so ranks whose recipes differ trained apart, silently
@@ -537,6 +542,7 @@ def _run_stages(
             _on_main_refusing_alike(lambda folder=stage_dir: _clear_stage_dir(folder))
         if dist.is_main():
             stage_dir.mkdir(parents=True, exist_ok=True)
+            _clear_rank_errors(stage_dir)  # an earlier attempt's, before any rank of this one can fail
         dist.barrier()
         if resumed and not _left_progress(stage_dir):
             say(f"[{name}] running {plan.kind} again (its last attempt left no checkpoint to resume from)")
@@ -615,16 +621,36 @@ def _run_stage(
                 f"ctx.output_dir(name) for every output its spec declares); report it to the plugin's authors"
             )
     except BaseException as exc:
+        message = _error_message(exc)
+        if not (dist.is_main() or isinstance(exc, (KeyboardInterrupt, StoppedOnEveryRank)) or dist.lost_a_peer(exc)):
+            _record_rank_error(stage_dir, exc, message)  # before this rank exits: rank 0 reads it
         if dist.is_main():
             # Ctrl-C (or SIGTERM, which `xfer run` turns into the same exception) stops a healthy stage:
             # "interrupted", as after a kill, not "failed" with a KeyboardInterrupt for its error.
             ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            message = str(exc) if isinstance(exc, (UserError, KeyboardInterrupt)) else None
-            message = message or "".join(traceback.format_exception_only(exc)).strip()
-            status.update(status=ended, finished=time.time(), error=message or type(exc).__name__)
-            _write_json(stage_dir / "stage.json", status)
-            host.notify("xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status=ended, outputs={})
-            _safe_report(plan, stage_dir, status, ctx)
+            with _sigterm_held() as keep_holding:  # torchrun's SIGTERM, sent once a rank exits, must not cut this short
+                peers = _rank_errors(stage_dir) if dist.is_distributed() else {}
+                cause = None
+                if peers and not isinstance(exc, UserError):
+                    # rank 0's own error is then the consequence ("Connection closed by peer", or the
+                    # SIGTERM torchrun sends once a rank exits): the stage failed because of another rank
+                    first = _first_failure(peers)
+                    cause = dist.RankFailed(first, peers[first]["error"], peers[first].get("exit_code", 1))
+                elif dist.lost_a_peer(exc):  # a rank killed outright (out of memory): no record, no error
+                    cause = dist.PeerLost(message)
+                if cause is not None:
+                    ended, message = "failed", str(cause)
+                    keep_holding()  # this process ends with `cause`, not "terminated; re-run to resume"
+                status.update(status=ended, finished=time.time(), error=message)
+                if peers:
+                    status["rank_errors"] = {"0": _error_message(exc), **{str(r): p["error"] for r, p in peers.items()}}
+                _write_json(stage_dir / "stage.json", status)
+                host.notify(
+                    "xfer_stage_finish", run_dir=run_dir, stage=plan.name, kind=plan.kind, status=ended, outputs={}
+                )
+                _safe_report(plan, stage_dir, status, ctx)
+            if cause is not None:
+                raise cause from exc
         if isinstance(exc, StoppedOnEveryRank):
             dist.barrier()  # no rank exits (and has torchrun kill the rest) before rank 0 has recorded why
         raise
@@ -642,6 +668,90 @@ def _run_stage(
         )
     dist.barrier()
     return report
+
+
+def _error_message(exc: BaseException) -> str:
+    """What a stage's record says of the exception that ended it: a UserError's or an interruption's
+    message, else the exception's type and message (a bug keeps its traceback on the console)."""
+    message = str(exc) if isinstance(exc, (UserError, KeyboardInterrupt)) else None
+    return message or "".join(traceback.format_exception_only(exc)).strip() or type(exc).__name__
+
+
+RANK_ERROR = "rank{rank}.error.json"
+"""In a stage folder under torchrun: why rank N (N > 0) stopped in this stage, written by that rank.
+
+Why: one rank's error (its own data file, a bug on one rank) ended that process alone; rank 0 then
+failed in its next collective with gloo's "Connection closed by peer" (or was stopped by torchrun's
+SIGTERM) and recorded that, or "interrupted", as the stage's error, and the cause was only in the
+other rank's console output. Rank 0 names the first failed rank's error in stage.json and on its
+console. A rank whose only error is a lost peer writes none (the peer's is the cause, and a peer
+killed outright writes none either: rank 0 then says so, `distributed.PeerLost`). A run directory
+that is not shared between nodes keeps each node's file in its own copy."""
+
+
+def _record_rank_error(stage_dir: Path, exc: BaseException, message: str) -> None:
+    """Write this rank's error into its stage folder (atomically, so rank 0 never reads half of it);
+    best effort: a rank that cannot write it still stops with its own error."""
+    record = {"rank": dist.rank(), "error": message, "exit_code": getattr(exc, "exit_code", 1), "time": time.time()}
+    try:
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        _write_json(stage_dir / RANK_ERROR.format(rank=dist.rank()), record)
+    except OSError as problem:
+        print(f"warning: rank {dist.rank()} could not record its error in {stage_dir}: {problem}", file=sys.stderr)
+
+
+def _rank_errors(stage_dir: Path) -> dict[int, dict[str, Any]]:
+    """The errors other ranks recorded in this attempt of the stage, by rank."""
+    found: dict[int, dict[str, Any]] = {}
+    for rank in range(1, dist.world_size()):
+        record = read_json(stage_dir / RANK_ERROR.format(rank=rank))
+        if record is not None and isinstance(record.get("error"), str):
+            found[rank] = record
+    return found
+
+
+def _first_failure(errors: dict[int, dict[str, Any]]) -> int:
+    """The rank whose error came first: with three ranks or more, a rank's error may end another's
+    collectives in an error that is not a lost peer's (a timeout), recorded after it (ties, and
+    records without a time: lowest rank)."""
+
+    def when(rank: int) -> tuple[float, int]:
+        moment = errors[rank].get("time")
+        return (moment if isinstance(moment, (int, float)) else float("inf"), rank)
+
+    return min(errors, key=when)
+
+
+def _clear_rank_errors(stage_dir: Path) -> None:
+    for path in stage_dir.glob(RANK_ERROR.format(rank="*")):
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _sigterm_held() -> Iterator[Callable[[], None]]:
+    """Ignore SIGTERM while rank 0 records how a stage ended (`xfer run` turns it into an exception
+    that would stop the recording half-way). Under torchrun a rank that fails exits at once, and
+    torchrun then sends SIGTERM to the others within 0.1 s: rank 0 was stopped while it wrote the
+    failure down. The run is ending either way; torchrun waits 30 s before it sends SIGKILL.
+
+    Calling the yielded function keeps SIGTERM ignored afterwards, for a process that is ending
+    because another rank failed: torchrun's SIGTERM must not replace that error on its way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    keep = False
+
+    def keep_holding() -> None:
+        nonlocal keep
+        keep = True
+
+    # a handler that does nothing, not SIG_IGN: processes started meanwhile (a hook's) would inherit SIG_IGN
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        yield keep_holding
+    finally:
+        if not keep:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _left_progress(stage_dir: Path) -> bool:
