@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import UserError
+from xfer.core.runs.stage_record import state_problem
 
 BOOKKEEPING = frozenset({"trial", "seed", "steps", "checkpoint", "seconds"})
 """Keys of a run record that describe the run rather than score it."""
@@ -440,7 +441,7 @@ def stage_problem(stage: Path) -> tuple[str, str] | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(record, dict):
         return "damaged", f"{path} is unreadable (truncated or not a JSON object)"
-    damage = _record_problem(record)
+    damage = state_problem(record)
     if damage is not None:
         # `xfer status` calls it damaged and `xfer run` runs it afresh; the table showed it as final
         return "damaged", f"{path} is malformed ({damage})"
@@ -477,63 +478,6 @@ def _modified_results(stage: Path, record: dict[str, Any]) -> tuple[str, str] | 
     if actual == digest:
         return None
     return "stale", f"{path} was modified after the stage completed (its sha256 differs from stage.json's)"
-
-
-_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
-    "status": (str,),
-    "fingerprint": (str,),
-    "signature": (dict,),
-    "started": (int, float),
-    "finished": (int, float),
-    "earlier_attempts": (list,),
-    "output_files": (dict,),
-    "reason": (str,),
-}
-_ATTEMPT_FIELDS: dict[str, tuple[type, ...]] = {"started": (int, float), "finished": (int, float), "status": (str,)}
-
-
-def _record_problem(record: dict[str, Any]) -> str | None:
-    """What makes a stage.json one `xfer status` shows as damaged, else None: the checks of
-    `xfer.core.runs.runner._state_problem`, repeated here because that module loads torch and
-    `xfer results` must not (keep the two alike)."""
-    problem = _field_problem(record, _RECORD_FIELDS, "")
-    if problem is not None:
-        return problem
-    for index, attempt in enumerate(record.get("earlier_attempts") or []):
-        where = f"earlier_attempts[{index}]"
-        if not isinstance(attempt, dict):
-            return f"{where} is not an object"
-        problem = _field_problem(attempt, _ATTEMPT_FIELDS, f"{where}.", required=True)
-        if problem is not None:
-            return problem
-    for name, digest in (record.get("output_files") or {}).items():
-        if not isinstance(digest, str):
-            return f"output_files[{name!r}] is not a sha256 string"
-    signature = record.get("signature") or {}
-    for part in ("config", "components", "inputs", "upstream"):
-        entries = signature.get(part, {})
-        if not isinstance(entries, dict):
-            return f"signature.{part} is not an object"
-        if part in ("components", "inputs"):
-            bad = next((key for key, entry in entries.items() if entry and not isinstance(entry, dict)), None)
-            if bad is not None:
-                return f"signature.{part}[{bad!r}] is not an object"
-    return None
-
-
-def _field_problem(
-    record: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str, required: bool = False
-) -> str | None:
-    for key, types in fields.items():
-        if key not in record:
-            if required:
-                return f"{where}{key} is missing"
-            continue
-        value = record[key]
-        if not isinstance(value, types) or isinstance(value, bool):
-            expected = " or ".join(t.__name__ for t in types)
-            return f"{where}{key} is {type(value).__name__} {json.dumps(value)[:40]}, expected {expected}"
-    return None
 
 
 def _has_results(stage: Path) -> bool:

@@ -70,6 +70,7 @@ from xfer.core.runs.fingerprint import (
     stage_signature,
 )
 from xfer.core.runs.report import write_report
+from xfer.core.runs.stage_record import state_problem
 from xfer.core.stage import StageContext
 
 
@@ -197,19 +198,6 @@ MALFORMED = "malformed"
 """Key of the state `read_state` returns for a stage.json with a field of the wrong type: the
 only key, holding what is wrong, so that the stage counts as having no record of what ran."""
 
-_NUMBER = (int, float)
-_STATE_FIELDS: dict[str, tuple[type, ...]] = {
-    "status": (str,),
-    "fingerprint": (str,),
-    "signature": (dict,),
-    "started": _NUMBER,
-    "finished": _NUMBER,
-    "earlier_attempts": (list,),
-    "output_files": (dict,),
-    "reason": (str,),
-}
-_ATTEMPT_FIELDS: dict[str, tuple[type, ...]] = {"started": _NUMBER, "finished": _NUMBER, "status": (str,)}
-
 
 def read_state(stage_json: Path) -> dict[str, Any]:
     """A stage's record as the runner and `xfer status` use it: {} when stage.json is missing or
@@ -221,50 +209,8 @@ def read_state(stage_json: Path) -> dict[str, Any]:
         return (
             {MALFORMED: "its stage.json is unreadable (truncated or not a JSON object)"} if stage_json.exists() else {}
         )
-    problem = _state_problem(state)
+    problem = state_problem(state)
     return state if problem is None else {MALFORMED: f"its stage.json is malformed ({problem})"}
-
-
-def _state_problem(state: dict[str, Any]) -> str | None:
-    problem = _field_problem(state, _STATE_FIELDS, "")
-    if problem is not None:
-        return problem
-    for index, attempt in enumerate(state.get("earlier_attempts") or []):
-        where = f"earlier_attempts[{index}]"
-        if not isinstance(attempt, dict):
-            return f"{where} is not an object"
-        problem = _field_problem(attempt, _ATTEMPT_FIELDS, f"{where}.", required=True)
-        if problem is not None:
-            return problem
-    for name, digest in (state.get("output_files") or {}).items():
-        if not isinstance(digest, str):
-            return f"output_files[{name!r}] is not a sha256 string"
-    signature = state.get("signature") or {}  # the parts `explain_change` compares, entry by entry
-    for part in ("config", "components", "inputs", "upstream"):
-        entries = signature.get(part, {})
-        if not isinstance(entries, dict):
-            return f"signature.{part} is not an object"
-        if part in ("components", "inputs"):
-            bad = next((key for key, entry in entries.items() if entry and not isinstance(entry, dict)), None)
-            if bad is not None:
-                return f"signature.{part}[{bad!r}] is not an object"
-    return None
-
-
-def _field_problem(
-    record: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str, required: bool = False
-) -> str | None:
-    """What is wrong with the typed `fields` of `record` (None: nothing); bools are not numbers."""
-    for key, types in fields.items():
-        if key not in record:
-            if required:
-                return f"{where}{key} is missing"
-            continue
-        value = record[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            expected = " or ".join(t.__name__ for t in types)
-            return f"{where}{key} is {type(value).__name__} {json.dumps(value)[:40]}, expected {expected}"
-    return None
 
 
 def prepare_run_dir(recipe: Recipe, run_dir: Path, force: bool, fork: Path | None) -> Path:
