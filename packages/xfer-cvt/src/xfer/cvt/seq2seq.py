@@ -167,6 +167,11 @@ class Seq2seqModule(nn.Module):
 
     @torch.no_grad()
     def predict(self, states: EncoderStates, batch: dict[str, Tensor], settings: Any) -> list[str]:
+        """Detokenised beam search outputs. An emitted `<unk>` (a target word seen fewer than
+        `target_min_count` times) is kept as the text "<unk>", spaced off its neighbours, so the
+        prediction file shows where the model had no word. BLEU counts it as unmatched text, but
+        sacrebleu's 13a (and intl) tokenizer cuts it into three tokens `<` `unk` `>` where BLEU on
+        tokenized text (multi-bleu) counts one: each `<unk>` adds two unmatched tokens."""
         outputs = self.beam_search(states, settings.beam_size, settings.max_target_length, settings.length_penalty)
         return [detokenize([self.vocab[i] for i in tokens]) for tokens in outputs]
 

@@ -5,8 +5,9 @@ written apart, the vowel signs of Devanagari, Hebrew points: `\\w` does not matc
 "हिन्दी" became six one-letter tokens); every other non-space character is a token of its own,
 with any marks on it. `tokenize_joined` marks a token that was written without a space before it
 with a leading joiner `￭` (OpenNMT's convention), so `detokenize(tokenize_joined(s))` gives back
-`s` with its whitespace normalised to single spaces: a translation model trained on joined target
-tokens produces detokenised text for sacrebleu without a language-specific detokenizer.
+`s` with its whitespace normalised to single spaces (a `￭` written in the text included): a
+translation model trained on joined target tokens produces detokenised text for sacrebleu without
+a language-specific detokenizer.
 
 Also the line-level reading of unlabeled text files (`decode_line`, `index_file`),
 torch-free so that the pre-flight (`xfer.cvt.checks`) reads them as the stage does.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import CARRIAGE_RETURN, not_utf8, nul_byte
+from xfer.core.textfile import BOM_INSIDE, CARRIAGE_RETURN, not_utf8, nul_byte
 
 JOINER = "￭"
 
@@ -58,11 +59,24 @@ def tokenize_joined(text: str) -> list[str]:
     return tokens
 
 
+def _literal_joiner(token: str) -> bool:
+    """Whether `token` is the character JOINER itself written after a space (or first), not a token
+    carrying the joiner mark: nothing but combining marks follows its JOINER. A marked token never
+    looks so, as the text after the mark is a token, and a token written without a space before it
+    never starts with a combining mark (the token before it took its marks). Without this check
+    `detokenize` dropped the character: "Hund ￭" came back "Hund", a reference word no output could
+    produce, and an accent on a spaced-off `￭` moved onto the word before it."""
+    rest = token[len(JOINER) :]
+    return token.startswith(JOINER) and (not rest or unicodedata.category(rest[0]).startswith("M"))
+
+
 def detokenize(tokens: list[str]) -> str:
     """Inverse of `tokenize_joined` (up to whitespace normalisation)."""
     out: list[str] = []
     for token in tokens:
-        if token.startswith(JOINER) and out:
+        if _literal_joiner(token):
+            out.append(" " + token if out else token)
+        elif token.startswith(JOINER) and out:
             out.append(token[len(JOINER) :])
         else:
             if out:
@@ -87,14 +101,19 @@ def decode_line(path: Path, number: int, raw: bytes) -> str:
     """Line `number` (1-based) of an unlabeled file as text, or a DataError naming file and line:
     bytes that are not UTF-8; a NUL byte (a binary or damaged file: it became part of a word, and
     `cvt.vectors` wrote that word into a vectors file `cvt.train` then refused); a CR inside the
-    line (CR-only endings: the whole file one line, cut across sentence ends). A byte-order mark
-    at the start of the file is not part of the first word."""
+    line (CR-only endings: the whole file one line, cut across sentence ends); a byte-order mark
+    starting a later line, as the task readers refuse it (files concatenated with `cat`: it was
+    glued to the line's first word, U+FEFF + "the", a word of its own in the vocabulary and in the
+    file `cvt.vectors` writes). A byte-order mark at the start of the file is not part of the
+    first word."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise DataError(path, number, not_utf8(path, raw[err.start], err.start + 1)) from None
     if number == 1:
         text = text.removeprefix("\ufeff")
+    elif text.startswith("\ufeff"):
+        raise DataError(path, number, BOM_INSIDE)
     column = text.rstrip("\r\n").find("\r") + 1
     if column:
         raise DataError(path, number, CARRIAGE_RETURN.format(column=column))

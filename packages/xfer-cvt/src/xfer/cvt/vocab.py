@@ -233,9 +233,11 @@ def read_vectors(
 
 
 def _word2vec_header(line: str) -> int | None:
-    """The dimension a word2vec header line (`count dim`) gives, or None for any other line."""
+    """The dimension a word2vec header line (`count dim`) gives, or None for any other line.
+    `isdecimal`, not `isdigit`: superscripts such as "²" are digits that `int` refuses (a bare
+    ValueError from a first line "¹ ²")."""
     parts = line.rstrip().split(" ")
-    return int(parts[1]) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+    return int(parts[1]) if len(parts) == 2 and all(p.isdecimal() for p in parts) else None
 
 
 def _vector_lines(path: Path) -> Iterator[tuple[int, str]]:
