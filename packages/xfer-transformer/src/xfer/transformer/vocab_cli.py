@@ -82,7 +82,11 @@ def _expand_one(pattern: str) -> list[Path]:
         return [Path(expanded)]
     if not _GLOB_CHARS.intersection(expanded):
         raise UserError(f"{pattern}: no such file")
-    matches = sorted(Path(m) for m in glob.glob(expanded, recursive=True) if Path(m).is_file())
+    found = sorted(Path(m) for m in glob.glob(expanded, recursive=True))
+    broken = next((m for m in found if m.is_symlink() and not m.exists()), None)
+    if broken is not None:  # left out as "not a file", its text was missing from the vocabulary
+        raise UserError(f"{pattern}: matches {broken}, a broken symbolic link: its text would be left out")
+    matches = [m for m in found if m.is_file()]
     if not matches:
         raise UserError(f"{pattern}: pattern matches no file")
     return matches

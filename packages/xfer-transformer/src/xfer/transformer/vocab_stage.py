@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
+from pathlib import Path
 
 from xfer.core.config import Files, knob
-from xfer.core.errors import UserError
+from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
+from xfer.core.textfile import check_distinct
 from xfer.transformer.tokenization.training import MAX_VOCAB_SIZE
 
 
@@ -23,6 +26,29 @@ class VocabConfig:
     min_frequency: int = knob(2, "Minimum count of a merge to enter the vocabulary.", ge=1)
     limit_alphabet: int = knob(1000, "Keep at most this many distinct characters (the most frequent).", ge=1)
 
+    def preflight(self) -> list[UserError]:
+        """`xfer validate --data` and `xfer run` refuse, before anything runs, what `run_vocab` refuses
+        in the files the patterns match (earlier stages' outputs are only known when the stage runs)."""
+        try:
+            check_pattern_files(self.files)
+        except UserError as problem:
+            return [problem]
+        return []
+
+
+def check_pattern_files(files: Files) -> None:
+    """Raise DataError for a file the patterns match twice (`[data/*.txt, data/a.txt]`: a.txt was
+    counted twice in the statistics the vocabulary is learned from, as the pre-training and scoring
+    stages refuse) or for a broken symbolic link among their matches (`resolve_files` keeps only
+    files, so its text was left out of the vocabulary without a word)."""
+    paths = [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]
+    broken = next((p for p in paths if p.is_symlink() and not p.exists()), None)
+    if broken is not None:
+        raise DataError(
+            broken, 0, "broken symbolic link matched by files: its text would be left out of the vocabulary"
+        )
+    check_distinct([p for p in paths if p.is_file()], "files")
+
 
 def run_vocab(ctx: StageContext) -> None:
     """Write `outputs/tokenizer/{vocab.txt, tokenizer.json}`; special ids [PAD]=0 .. [MASK]=4."""
@@ -32,6 +58,8 @@ def run_vocab(ctx: StageContext) -> None:
     files = ctx.resolve_files(config.files)
     if not files:
         raise UserError(f"stage {ctx.name}: no text files found in {config.files}")
+    check_pattern_files(config.files)
+    check_distinct(files, "files")  # also a file of the patterns inside an earlier stage's output
     out = ctx.output_dir("tokenizer")
     if ctx.is_main:
         tokenizer = WordPieceTokenizer.train(

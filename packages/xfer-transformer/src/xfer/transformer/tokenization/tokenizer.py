@@ -97,6 +97,12 @@ class WordPieceTokenizer:
             # Unknown words would get no id at all: `tokenizers` raises a bare Exception on the
             # first one (or, with that token present, uses an id the task code does not know).
             raise DataError(self._source, 0, f"WordPiece unknown token is {model.unk_token!r}, expected '{UNK}'")
+        if model.token_to_id(UNK) is None:
+            # only an added token (`added_tokens`, not `model.vocab`): WordPiece looks it up in its own
+            # vocabulary, so the first unknown word raised a bare Exception ("Missing [UNK] token")
+            raise DataError(
+                self._source, 0, f"'{UNK}' is not in the WordPiece model's vocabulary (only an added token)"
+            )
         if model.continuing_subword_prefix != CONTINUATION_PREFIX:
             raise DataError(
                 self._source,
@@ -185,12 +191,24 @@ class WordPieceTokenizer:
         """Write `vocab.txt` (for BERT tooling) and `tokenizer.json` (exact pipeline) atomically.
 
         Returns the directory. Both files load back to identical encodings with `from_dir`.
+        A `tokenizer_config.json` already there (an earlier `save_hf`, e.g. `xfer vocab train --out`
+        into a model folder) gets this tokenizer's normalisation options: `from_dir` applies them
+        over tokenizer.json, so a stale `do_lower_case: true` lower-cased (and stripped the accents
+        of) the input of a cased vocabulary saved over it, turning its cased words into `[UNK]`.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tokens = self._tokens_by_id()
         _write_atomic(directory / VOCAB_FILE, "".join(f"{t}\n" for t in tokens))
         _write_atomic(directory / TOKENIZER_FILE, self._tokenizer.to_str(pretty=True))
+        config_path = directory / TOKENIZER_CONFIG_FILE
+        if config_path.is_file():
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                config = None  # unreadable: replaced by one that says how this tokenizer normalises
+            config = config if isinstance(config, dict) else {}
+            _write_atomic(config_path, json.dumps(config | self._normalization_config(), indent=2) + "\n")
         return directory
 
     def save_hf(self, directory: Path | str, model_max_length: int) -> Path:
@@ -199,13 +217,7 @@ class WordPieceTokenizer:
         cased vocabulary, so its pieces differed from xfer's) and no length limit (`truncation=True`
         kept inputs longer than the position embeddings, which then failed in the model)."""
         directory = self.save(directory)
-        config: dict[str, Any] = {"do_lower_case": self.lowercase}
-        state = _normalizer_state(self._tokenizer)
-        if state.get("type") == "BertNormalizer":
-            # transformers resets both to its defaults (accents follow casing; CJK split) when
-            # the config does not name them: a lower-casing, accent-keeping tokenizer lost its accents
-            config["strip_accents"] = state.get("strip_accents")
-            config["tokenize_chinese_chars"] = state.get("handle_chinese_chars", True)
+        config = self._normalization_config()
         config |= {
             "model_max_length": model_max_length,
             "unk_token": UNK,
@@ -216,6 +228,18 @@ class WordPieceTokenizer:
         }
         _write_atomic(directory / TOKENIZER_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
         return directory
+
+    def _normalization_config(self) -> dict[str, Any]:
+        """The `tokenizer_config.json` keys that say how input is normalised (what `from_dir` and
+        HF `transformers` read)."""
+        config: dict[str, Any] = {"do_lower_case": self.lowercase}
+        state = _normalizer_state(self._tokenizer)
+        if state.get("type") == "BertNormalizer":
+            # transformers resets both to its defaults (accents follow casing; CJK split) when
+            # the config does not name them: a lower-casing, accent-keeping tokenizer lost its accents
+            config["strip_accents"] = state.get("strip_accents")
+            config["tokenize_chinese_chars"] = state.get("handle_chinese_chars", True)
+        return config
 
     def _tokens_by_id(self) -> list[str]:
         """Tokens in id order; vocab.txt cannot represent gaps or tokens spanning lines."""

@@ -35,13 +35,8 @@ def read_vocab_txt(path: Path | str) -> dict[str, int]:
     means a "token<TAB>count" file rather than a vocab.txt.
     """
     path = Path(path)
-    lines = re.split(r"\r\n|\r|\n", read_text(path, allow_empty=True))
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
-        raise DataError(path, 0, "vocabulary is empty")
     vocab: dict[str, int] = {}
-    for number, token in enumerate(lines):
+    for number, token in enumerate(_vocab_lines(path)):
         if token in vocab:
             raise DataError(path, number + 1, f"duplicate token {token!r} (first on line {vocab[token] + 1})")
         if any(char.isspace() for char in token):
@@ -55,6 +50,16 @@ def read_vocab_txt(path: Path | str) -> dict[str, int]:
     return vocab
 
 
+def _vocab_lines(path: Path) -> list[str]:
+    """The tokens of a `vocab.txt`, one a line (CRLF, CR or LF endings), without further checks."""
+    lines = re.split(r"\r\n|\r|\n", read_text(path, allow_empty=True))
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise DataError(path, 0, "vocabulary is empty")
+    return lines
+
+
 def check_vocab_txt_matches(path: Path, vocab: dict[str, int], source: Path) -> None:
     """Raise DataError at the first line of the vocab.txt `path` whose token is not the one
     `source` (the folder's tokenizer.json, whose `vocab` is used) has at that id.
@@ -64,7 +69,10 @@ def check_vocab_txt_matches(path: Path, vocab: dict[str, int], source: Path) -> 
     the model against it. Tokens tokenizer.json adds after vocab.txt's (HF's added tokens) fit.
     """
     by_id = {i: t for t, i in vocab.items()}
-    for token, index in read_vocab_txt(path).items():
+    # Line by line, without `read_vocab_txt`'s whitespace check: that is for a vocab.txt used on
+    # its own. A tokenizer.json's added token may hold a space ("new york", matched before
+    # pre-tokenization), which `save` writes as is, and its folder then failed to load back.
+    for index, token in enumerate(_vocab_lines(path)):
         if by_id.get(index) != token:
             raise DataError(
                 path,
