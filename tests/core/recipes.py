@@ -1,4 +1,20 @@
-"""Recipe texts shared by the core tests (all train `testing.fit` on the toy language)."""
+"""Recipe texts shared by the core tests (all train `testing.fit` on the toy language), and
+`validate_errors`, the recipe-error tests' way to run `xfer validate`."""
+
+from pathlib import Path
+
+import pytest
+
+
+def validate_errors(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> str:
+    """`xfer validate PATH OVERRIDES...`'s error output, which must be an exit 2 without a traceback."""
+    from xfer.core import cli
+
+    assert cli.main(["validate", str(path), *overrides]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
 
 FIT = """\
 name: fit

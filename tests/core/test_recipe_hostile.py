@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core import cli
 from xfer.core.config import Files
 from xfer.core.errors import RecipeError
 from xfer.core.plugins import set_default_host
@@ -18,6 +17,8 @@ from xfer.core.recipes.recipe import load_recipe
 from xfer.core.recipes.schema import INVALID, Validator
 from xfer.core.recipes.yamlsrc import apply_override, parse_text
 from xfer.testing import make_host, write_recipe
+
+from .recipes import validate_errors as _errors
 
 FIT = """\
 name: t
@@ -44,13 +45,6 @@ def host():
     set_default_host(make_host(["xfer.testing.plugin"]))
     yield
     set_default_host(None)
-
-
-def _errors(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> str:
-    assert cli.main(["validate", str(path), *overrides]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
 
 
 @pytest.mark.parametrize("name", ["on", "no", "null", "yes", "off"])

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core import cli
 from xfer.core.plugins import set_default_host
 from xfer.testing import make_host, write_recipe
+
+from .recipes import validate_errors as _errors
 
 BARE = """\
 name: t
@@ -26,13 +27,6 @@ def host():
     set_default_host(make_host(["xfer.testing.plugin"]))
     yield
     set_default_host(None)
-
-
-def _errors(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> str:
-    assert cli.main(["validate", str(path), *overrides]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
 
 
 def test_a_check_in_a_mapping_several_overrides_wrote_is_not_blamed_on_the_first(
