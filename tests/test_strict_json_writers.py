@@ -45,6 +45,7 @@ def test_a_diverged_loss_is_logged_as_strict_json_and_read_back_as_nan(tmp_path:
     assert [strict(line)["split"] for line in lines] == ["train", "dev"]
     train, dev = read_metrics(ctx.metrics_file)
     assert math.isnan(train["loss"]) and train["grad_norm"] == math.inf
+    assert math.isnan(dev["f1"])
     (row,) = dev_rows(ctx.dir)
     assert math.isnan(row["f1"]), "CVT's curve reader takes the spelled-out NaN back as the float"
 
