@@ -89,7 +89,9 @@ def test_a_map_cursor_over_the_same_inputs_packed_otherwise_names_an_upgrade_not
     assert isinstance(cursor.get("inputs"), str)
     batches(tmp_path, path, streaming=False).load_state_dict(cursor)  # the same examples: resumes
     repacked = {**cursor, "examples": "0" * 64}  # as a cursor of the old cut rule: same inputs, other key
-    with pytest.raises(UserError, match=r"while the corpus, its tokenizer and the packing settings did not: an upgrade"):
+    with pytest.raises(
+        UserError, match=r"while the corpus, its tokenizer and the packing settings did not: an upgrade"
+    ):
         batches(tmp_path, path, streaming=False).load_state_dict(repacked)
     older = {k: v for k, v in repacked.items() if k != "inputs"}  # from before cursors named their inputs
     with pytest.raises(UserError, match=r"or, with the same files, an upgrade of xfer packs them differently"):

@@ -141,8 +141,7 @@ def load_system(name: str, folder: Path) -> System:
     problem = stage_problem(folder)
     if problem is not None:  # the reason `xfer results` and `xfer status` give, naming the file
         raise UserError(
-            f"{folder}: its results are not final ({problem[0]}: {problem[1]}); compare it once it has "
-            "finished, intact"
+            f"{folder}: its results are not final ({problem[0]}: {problem[1]}); compare it once it has finished, intact"
         )
     results = read_results(folder)  # the shared reader checks the file's layout
     if results is None:
