@@ -240,9 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     except RecipeError as exc:
         count = len(exc.diagnostics)
         print(f"{exc}\n{count} problem{'s' if count != 1 else ''} found", file=sys.stderr)
+        _note_run_failure(args, f"{exc.diagnostics[0] if exc.diagnostics else exc}")
         return exc.exit_code
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _note_run_failure(args, str(exc))
         return exc.exit_code
     except BrokenPipeError:  # `xfer ... | head`
         if args.command == "run":
@@ -251,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as exc:
         if exc.errno not in _MACHINE_ERRNOS:
+            _note_run_failure(args, f"{type(exc).__name__}: {exc}")
             raise
         where = f"{exc.filename}: " if exc.filename else ""
         print(
@@ -260,8 +263,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     except Exception as exc:
+        if args.command == "run" and _lost_a_peer(exc):
+            return _peer_failed(exc)
         number = _reported_errno(exc)  # safetensors' SafetensorError, raised by a stage's export
         if number not in _MACHINE_ERRNOS:
+            _note_run_failure(args, f"{type(exc).__name__}: {exc}")
             raise
         print(
             f"error: {os.strerror(number)} ({exc}); fix that and re-run the same command "
@@ -270,11 +276,58 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     except Terminated:
-        print("terminated (SIGTERM); re-run the same command to resume", file=sys.stderr)
-        return 143
+        return _terminated(args)
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
+
+
+def _note_run_failure(args: argparse.Namespace, error: str) -> None:
+    """Under torchrun, leave this rank's error of `xfer run` for the other ranks (`_terminated`)."""
+    if args.command == "run":
+        from xfer.core import distributed as dist
+
+        dist.note_failure(error)
+
+
+def _lost_a_peer(exc: BaseException) -> bool:
+    from xfer.core import distributed as dist
+
+    return dist.lost_a_peer(exc)
+
+
+def _peer_failed(exc: BaseException) -> int:
+    """Outside a stage, a collective of `xfer run` lost its peer (gloo's "Connection closed by peer"):
+    another rank ended. Its error, when it left one (`distributed.note_failure`), or that it vanished,
+    instead of gloo's traceback, which named neither."""
+    from xfer.core import distributed as dist
+
+    peer = dist.failed_peer()
+    if peer is not None:
+        print(f"error: rank {peer[0]} failed: {peer[1]}; fix that and re-run the same command", file=sys.stderr)
+    else:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"error: {dist.PeerLost(first)}", file=sys.stderr)
+    return 1
+
+
+def _terminated(args: argparse.Namespace) -> int:
+    """SIGTERM stopped `xfer run`. Under torchrun it is most often torchrun stopping this rank because
+    another one failed outside a stage (its data check, say, before it joined): "re-run to resume" was
+    then wrong, nothing would resume until that rank's error is fixed. That rank left its error
+    (`distributed.note_failure`) before it exited, so before this SIGTERM: it is named, exit 1."""
+    from xfer.core import distributed as dist
+
+    peer = dist.failed_peer() if args.command == "run" else None
+    if peer is not None:
+        print(
+            f"error: rank {peer[0]} failed: {peer[1]} (torchrun then stopped this rank); fix that and re-run "
+            "the same command",
+            file=sys.stderr,
+        )
+        return 1
+    print("terminated (SIGTERM); re-run the same command to resume", file=sys.stderr)
+    return 143
 
 
 def _run_lost_its_output() -> int:

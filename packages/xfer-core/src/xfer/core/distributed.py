@@ -7,6 +7,7 @@ trainer call these unconditionally. Rule: only rank 0 writes files; every rank c
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import os
 import re
@@ -320,3 +321,53 @@ def check_same(what: str, settings: dict[str, Any]) -> None:
 def _short(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_FAILED_KEY = "xfer/failed/"
+"""Prefix of the launch store's keys where a rank that fails outside a stage leaves its error."""
+
+
+def _launch_store() -> Any | None:
+    """A client of torchrun's store (MASTER_ADDR:MASTER_PORT, its agent's, there for the whole launch),
+    or None outside torchrun or when it cannot be reached within 2 s."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID") or not all(os.environ.get(name) for name in _RENDEZVOUS):
+        return None
+    try:
+        return dist.TCPStore(
+            os.environ["MASTER_ADDR"],
+            int(os.environ["MASTER_PORT"]),
+            is_master=False,
+            timeout=datetime.timedelta(seconds=2),
+        )
+    except Exception:  # a note for the other ranks, never a new failure
+        return None
+
+
+def note_failure(error: str) -> None:
+    """Leave this rank's error (a failure outside a stage, e.g. its data check) where the other ranks
+    of a torchrun launch can read it: it exits before, or without, joining them, torchrun then stops
+    them with SIGTERM, and rank 0 said "terminated; re-run to resume", which nothing would. Before
+    this process exits, so before that SIGTERM: `failed_peer` finds it. A no-op outside torchrun."""
+    store = _launch_store()
+    if store is None:
+        return
+    with contextlib.suppress(Exception):  # a note for the other ranks, never a new failure
+        store.set(f"{_FAILED_KEY}{os.environ['RANK']}", error)
+
+
+def failed_peer() -> tuple[int, str] | None:
+    """The lowest other rank of this torchrun launch that left an error with `note_failure`, and that
+    error; None if none did (or outside torchrun)."""
+    store = _launch_store()
+    if store is None:
+        return None
+    mine = os.environ.get("RANK")
+    try:
+        size = int(os.environ.get("WORLD_SIZE", "1"))
+        for other in range(size):
+            key = f"{_FAILED_KEY}{other}"
+            if str(other) != mine and store.check([key]):
+                return other, store.get(key).decode("utf-8", "replace")
+    except Exception:  # the store went away: nothing known
+        return None
+    return None

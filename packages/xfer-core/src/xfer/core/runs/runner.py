@@ -225,16 +225,29 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path, force: bool, fork: Path | Non
 
 
 def _on_main_refusing_alike(action: Any) -> Any:
-    """`action()` on rank 0 (its result there, None elsewhere); a RunDirError is raised on every rank."""
-    result, error = None, None
+    """`action()` on rank 0 (its result there, None elsewhere); a RunDirError is raised on every rank.
+
+    Any other error of rank 0's (an OSError, another UserError, a bug) is raised there as it is, and
+    as `distributed.RankFailed` naming it on the other ranks: only RunDirError was shared, so rank 0
+    exited with a clear message while the others, waiting for its verdict, died in gloo's "Connection
+    closed by peer" traceback."""
+    result, error, failure = None, None, None
     if dist.is_main():
         try:
             result = action()
         except RunDirError as exc:
-            error = str(exc)
+            error = ("refused", str(exc), exc.exit_code)
+        except Exception as exc:  # raised below, after the other ranks have heard of it
+            failure = exc
+            error = ("failed", _error_message(exc), getattr(exc, "exit_code", 1))
     error = dist.broadcast_object(error)
+    if failure is not None:
+        raise failure
     if error is not None:
-        raise RunDirError(error)
+        kind, message, exit_code = error
+        if kind == "refused":
+            raise RunDirError(message)
+        raise dist.RankFailed(0, message, exit_code)
     return result
 
 
@@ -450,8 +463,7 @@ def _run_stages(
 ) -> RunResult:
     torch_device = dist.select_device(device)
     run_dir = prepare_run_dir(recipe, (run_dir or default_run_dir(recipe)), force, fork)
-    if dist.is_main():
-        _write_json(run_dir / "environment.json", _environment(str(torch_device)))
+    _on_main_refusing_alike(lambda: _write_json(run_dir / "environment.json", _environment(str(torch_device))))
     say = log if dist.is_main() else (lambda *a, **k: None)
     stage_dirs = {name: run_dir / name for name in recipe.stages}
     fingerprints: dict[str, str] = {}
@@ -462,12 +474,17 @@ def _run_stages(
         if name not in selected:
             say(f"[{name}] not selected (--only), left as it is")
             continue
-        signature = verdict = None
-        if hasher is not None:  # rank 0 reads the inputs and outputs once; the others get its verdict
+
+        def decide(name: str = name, plan: StagePlan = plan) -> tuple[Signature, Verdict]:
+            assert hasher is not None  # rank 0's
             signature = stage_signature(plan, recipe.seed, fingerprints, host, hasher)
             verdict = judge(read_state(stage_dirs[name] / "stage.json"), signature, plan, stage_dirs[name], hasher)
             hasher.save()  # the inputs' and outputs' hashes just read, for the next run
-        signature, verdict = dist.broadcast_object((signature, verdict))
+            return signature, verdict
+
+        # rank 0 reads the inputs and outputs once; the others get its verdict (or its error: an
+        # unreadable input file, say, which left them in a gloo traceback)
+        signature, verdict = dist.broadcast_object(_on_main_refusing_alike(decide))
         fingerprints[name] = signature.fingerprint
         stage_dir = stage_dirs[name]
         if verdict.action == SKIP:
@@ -675,7 +692,7 @@ def _clear_rank_errors(stage_dir: Path) -> None:
 
 @contextlib.contextmanager
 def _sigterm_held() -> Iterator[Callable[[], None]]:
-    """Ignore SIGTERM while rank 0 records how a stage ended (`xfer run` turns it into an exception
+    """Ignore SIGTERM (and SIGINT) while rank 0 records how a stage ended (`xfer run` turns it into an exception
     that would stop the recording half-way). Under torchrun a rank that fails exits at once, and
     torchrun then sends SIGTERM to the others within 0.1 s: rank 0 was stopped while it wrote the
     failure down. The run is ending either way; torchrun waits 30 s before it sends SIGKILL.
@@ -693,9 +710,13 @@ def _sigterm_held() -> Iterator[Callable[[], None]]:
 
     # a handler that does nothing, not SIG_IGN: processes started meanwhile (a hook's) would inherit SIG_IGN
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # Ctrl-C reaches every rank of the process group at once, the one recording too: held alike, so
+    # KeyboardInterrupt cannot cut the record short (restored after it, even for a process ending)
+    previous_int = signal.signal(signal.SIGINT, lambda signum, frame: None)
     try:
         yield keep_holding
     finally:
+        signal.signal(signal.SIGINT, previous_int)
         if not keep:
             signal.signal(signal.SIGTERM, previous)
 
