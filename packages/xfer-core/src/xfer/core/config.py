@@ -281,7 +281,8 @@ class FieldError(ValueError):
     """
 
     def __init__(self, key: str | tuple[str, ...], message: str):
-        self.key = (key,) if isinstance(key, str) else tuple(key)
+        # parts as strings: `FieldError(("layers", 0), ...)` crashed here joining an int
+        self.key = (key,) if isinstance(key, str) else tuple(str(part) for part in key)
         self.message = message
         super().__init__(f"{'.'.join(self.key)}: {message}")
 

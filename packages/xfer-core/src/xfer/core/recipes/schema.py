@@ -1090,12 +1090,26 @@ def _quoted_number(v: Validator, node: Node, tp: type, path: str) -> Any:
     )
 
 
-def _looks_numeric(text: str) -> bool:
+# A decimal number in ASCII as YAML writes it (or `inf`/`nan`, which the float checks then judge).
+# Python's float() also takes `1e-3_0` (1e-30) and `١٠` (10): a typo would silently become another number.
+_DECIMAL = re.compile(
+    r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)",
+    re.IGNORECASE,
+)
+
+
+def _decimal(text: str) -> float | None:
+    """`text` as a float when it is an ASCII decimal number (underscores between digits allowed), else None."""
+    if not _DECIMAL.fullmatch(text):
+        return None
     try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+        return float(text)
+    except ValueError:  # an underscore float() refuses: `1__0`, `1_.5`
+        return None
+
+
+def _looks_numeric(text: str) -> bool:
+    return _decimal(text) is not None
 
 
 _INT64 = 2**63  # torch, numpy and the checkpoints hold counts and seeds as 64-bit integers
@@ -1117,9 +1131,8 @@ def _int_value(v: Validator, node: Node, path: str) -> Any:
     if isinstance(value, str) and node.quoted:
         return _quoted_number(v, node, int, path) if _looks_numeric(value) else v.wrong_type(node, int, path)
     if isinstance(value, str):  # YAML 1.1 reads a plain `1e4` as a string; accept integral numbers
-        try:
-            number = float(value)
-        except ValueError:
+        number = _decimal(value)
+        if number is None:
             return v.wrong_type(node, int, path)
         if number.is_integer():
             return int(number)
@@ -1143,10 +1156,9 @@ def _float_value(v: Validator, node: Node, path: str) -> Any:
     if isinstance(value, str) and node.quoted:
         return _quoted_number(v, node, float, path) if _looks_numeric(value) else v.wrong_type(node, float, path)
     if isinstance(value, str):  # YAML 1.1 reads a plain `3e-4` as a string; every user writes it
-        try:
-            return float(value)
-        except ValueError:
-            pass
+        number = _decimal(value)
+        if number is not None:
+            return number
     return v.wrong_type(node, float, path)
 
 

@@ -405,7 +405,14 @@ def apply_override(root: Node, path: list[str], value: Node, text: str, index: i
                 written_parent = node.where()
             continue
         if not node.is_map:
-            return [Diagnostic(where, f"{'.'.join(path[:depth])!r} is a single value, it has no key {part!r}")]
+            prefix = ".".join(path[:depth])
+            # `task.train_size=3` where the file has `task: toy/agreement`: say how to write both
+            hint = (
+                f"; to give it keys, replace the whole value: `{prefix}={{name: {node.value}, {part}: ...}}`"
+                if isinstance(node.value, str) and last
+                else ""
+            )
+            return [Diagnostic(where, f"{prefix!r} is a single value, it has no key {part!r}{hint}")]
         if last:
             value.key_loc = where
             value.created_by_override = part not in node.value
