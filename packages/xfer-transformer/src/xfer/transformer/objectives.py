@@ -22,6 +22,7 @@ loss) or `FinetuneObjective` itself, and register it with `xfer_objectives`.
 from __future__ import annotations
 
 import unicodedata
+import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -359,13 +360,14 @@ class SpanQAObjective(FinetuneObjective):
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
         self._check_question_lengths(examples)
         features = []
+        unmapped: list[str] = []
         for position, example in enumerate(examples):
             assert isinstance(example, SpanQAExample)
             answer = None
             if example.answers and not example.is_impossible:
                 first = example.answers[0]
                 answer = (first.start, first.start + len(first.text))
-            for f in self.tokenizer.encode_qa(
+            windows = self.tokenizer.encode_qa(
                 example.question,
                 example.context,
                 answer=answer,
@@ -373,7 +375,17 @@ class SpanQAObjective(FinetuneObjective):
                 max_length=self.max_length,
                 doc_stride=self.config.doc_stride,
                 max_query_length=self.config.max_query_length,
-            ):
+            )
+            # An answer made only of characters the tokenizer drops ("\u200b") covers no token:
+            # it was trained as "no answer" without a word. run_squad skips such a question
+            # ("Could not find answer"); here its windows stay (dev/test predict it) but are left
+            # out of the training loss (`labelled` 0), with a warning that counts them.
+            labelled = answer is None or any(
+                o is not None and o[0] < answer[1] and o[1] > answer[0] for w in windows for o in w.offsets
+            )
+            if not labelled:
+                unmapped.append(example.id)
+            for f in windows:
                 # Context tokens, plus [CLS] always: windows without the answer (SQuAD 1.1 too, as in
                 # ELECTRA's code) and unanswerable questions point start and end at [CLS] (index 0),
                 # so it must never be masked, or their loss is ~1e4. Decoding uses `start_ok`, which
@@ -394,9 +406,21 @@ class SpanQAObjective(FinetuneObjective):
                         "start_ok": start_ok,
                         "start": f.start_position if f.start_position is not None else 0,
                         "end": f.end_position if f.end_position is not None else 0,
-                        "impossible": int(example.is_impossible or f.start_position in (None, 0)),
+                        # the question's own label in every window, as ELECTRA's qa_tasks.py
+                        # (`_is_impossible` = example.is_impossible): a window that merely misses
+                        # the answer was trained to say "unanswerable" (on SQuAD 1.1 too), so the
+                        # classifier learnt window coverage, not answerability
+                        "impossible": int(example.is_impossible),
+                        "labelled": int(labelled),
                     }
                 )
+        if unmapped:
+            warnings.warn(
+                f"{self.info.name}: {len(unmapped)} question(s) have an answer that covers no token (only "
+                f"characters the tokenizer drops), first {unmapped[0]!r}; they are left out of the training loss "
+                "(run_squad skips them) and still predicted and scored on dev/test",
+                stacklevel=2,
+            )
         return features
 
     def _check_question_lengths(self, examples: Sequence[Example]) -> None:
@@ -424,9 +448,15 @@ class SpanQAObjective(FinetuneObjective):
         batch["start_ok"] = pad([f["start_ok"] for f in features], 0).bool()
         for key in ("start", "end", "impossible"):
             batch[key] = torch.tensor([f[key] for f in features])
+        batch["labelled"] = torch.tensor([f.get("labelled", 1) for f in features]).bool()
         return batch
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
+        keep = batch.get("labelled")
+        if keep is not None and not bool(keep.all()):  # questions whose answer covers no token
+            if not bool(keep.any()):
+                return StepOutput(sum(p.sum() for p in self.head.parameters()) * 0.0, {})
+            batch = {key: value[keep] for key, value in batch.items()}
         out = in_fp32(self.head, self.hidden(batch), batch["allowed"], batch["start"])
         impossible = batch["impossible"] if self.config.answerable else None
         loss = span_qa_loss(
