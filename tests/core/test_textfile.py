@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -27,3 +29,22 @@ def test_a_utf16_file_is_named_as_such(tmp_path) -> None:
     for read in (read_text, lambda p: list(stream_lines(p))):
         with pytest.raises(DataError, match=r"t\.txt:1: encoding: .*: the file is UTF-16 .*; save it as UTF-8"):
             read(path)
+
+
+def test_a_broken_symbolic_link_among_a_stages_files_is_named_not_dropped(tmp_path: Path) -> None:
+    """`StageContext.resolve_files` kept regular files only: a glob matching a dangling link trained
+    every stage on the other files without a word."""
+    import torch
+
+    from xfer.core.config import Files
+    from xfer.core.errors import DataError
+    from xfer.core.plugins import default_host
+    from xfer.core.stage import StageContext
+
+    (tmp_path / "a.txt").write_text("the cat .\n")
+    (tmp_path / "b.txt").symlink_to(tmp_path / "missing.txt")
+    ctx = StageContext(tmp_path, "s", "k", None, 1, tmp_path, torch.device("cpu"), default_host(), {})
+    with pytest.raises(DataError, match=r"b\.txt.*broken symbolic link"):
+        ctx.resolve_files(Files((str(tmp_path / "*.txt"),)))
+    (tmp_path / "b.txt").unlink()
+    assert ctx.resolve_files(Files((str(tmp_path / "*.txt"),))) == [tmp_path / "a.txt"]

@@ -22,6 +22,7 @@ import torch
 from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json
 from xfer.core.config import Files, Input
+from xfer.core.errors import DataError
 from xfer.core.plugins import PluginHost
 from xfer.core.runs.report import metric_json, metric_lines
 
@@ -56,8 +57,17 @@ class StageContext:
         return source.path
 
     def resolve_files(self, files: Files, suffixes: tuple[str, ...] = (".txt",)) -> list[Path]:
-        """Every file the patterns match plus every file with `suffixes` inside referenced outputs."""
+        """Every file the patterns match plus every file with `suffixes` inside referenced outputs.
+
+        A broken symbolic link among the matches is a DataError naming it: the list keeps regular
+        files only, so its text was left out of every stage's data without a word (the vocabulary
+        and CVT pre-flights check it before any stage runs; this is the check at the stage)."""
         found = [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]
+        broken = next((p for p in found if p.is_symlink() and not p.exists()), None)
+        if broken is not None:
+            raise DataError(
+                broken, 0, "a broken symbolic link matched by the stage's files: its text would be left out"
+            )
         for source in files.inputs:
             root = self.resolve(source)
             found += sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in suffixes)

@@ -55,10 +55,10 @@ def run_vocab(ctx: StageContext) -> None:
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     config: VocabConfig = ctx.config
+    check_pattern_files(config.files)  # its messages name the key and what the vocabulary would lose
     files = ctx.resolve_files(config.files)
     if not files:
         raise UserError(f"stage {ctx.name}: no text files found in {config.files}")
-    check_pattern_files(config.files)
     check_distinct(files, "files")  # also a file of the patterns inside an earlier stage's output
     out = ctx.output_dir("tokenizer")
     if ctx.is_main:
