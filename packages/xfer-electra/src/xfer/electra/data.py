@@ -178,10 +178,9 @@ def build_examples(
     if source.num_blocks == 0:
         raise DataError(source.name, 0, "the corpus is empty (no lines to read)")
     if corpus.streaming:
+        stream = _streaming_examples(spec, source.num_blocks, cache_dir)  # reads nothing until iterated
         if isinstance(source, _TextSource):
             _check_streamed_text(source, cache_dir)
-        stream = _streaming_examples(spec, source.num_blocks, cache_dir)
-        if isinstance(source, _TextSource):
             _mark_layout(stream, source)
         return stream
     parts = {
@@ -680,8 +679,8 @@ def _mark_layout(stream: datasets.IterableDataset, source: _TextSource) -> None:
     """Record in `stream.info` which byte ranges its shards are, for `PretrainBatches`' cursor.
 
     A stream's cursor names shards by number: blocks cut elsewhere (another cut rule after an
-    upgrade: CRLF or BOM text has been cut as its LF twin since `cuts: lf-text`) kept the number
-    and resumed onto other text without a word. The digest of the blocks goes into the cursor and
+    upgrade: CRLF or BOM text has been cut as its LF twin since stop 36) kept the number and
+    resumed onto other text without a word. The digest of the blocks goes into the cursor and
     a resume compares it; `moved` tells a cursor saved before the digest existed whether the old
     rule cut this corpus elsewhere."""
     blocks = [[b.file, b.start, b.end] for b in source.blocks]
