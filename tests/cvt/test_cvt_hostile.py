@@ -90,7 +90,7 @@ def test_a_vectors_file_of_another_dimension_is_found_in_the_pre_flight(tmp_path
     (tmp_path / "glove.txt").write_text("the " + " ".join(["0.1"] * 32) + "\n", encoding="utf-8")
     (problem,) = preflight_of(recipe_with(tmp_path, extra="    vocab: {vectors: glove.txt}"))
     assert f"{tmp_path / 'glove.txt'}:1: expected a word and 16 numbers (word_dim), found 32 fields" in problem
-    (tmp_path / "glove.txt").write_text("2 16\nthe " + " ".join(["0.1"] * 16) + "\n", encoding="utf-8")
+    (tmp_path / "glove.txt").write_text("1 16\nthe " + " ".join(["0.1"] * 16) + "\n", encoding="utf-8")
     assert preflight_of(recipe_with(tmp_path, extra="    vocab: {vectors: glove.txt}")) == []
 
 

@@ -101,3 +101,21 @@ def test_a_byte_order_mark_starting_a_later_line_of_unlabeled_text_is_refused(tm
         index_file(path, chunk_lines=10)
     path.write_bytes("\ufeffthe dog runs\nthe cat sits\n".encode())  # the file's own: dropped, as before
     assert index_file(path, chunk_lines=10)[1]
+
+
+def test_a_truncated_word2vec_file_is_refused(tmp_path) -> None:
+    """A word2vec file cut short (a partial download or copy) was read as the whole file: its header's
+    count was never compared with what the file holds. Blank lines are not vectors; a file read to the
+    end under a `limit` with `keep` is checked too, one stopped at the limit is not."""
+    from xfer.core.errors import DataError
+    from xfer.cvt.vocab import read_vectors
+
+    path = tmp_path / "w2v.txt"
+    path.write_text("3 2\ncat 1 2\n\nbat 3 4\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"w2v\.txt:1: the word2vec header announces 3 vectors, the file holds 2"):
+        read_vectors(path, 2, None)
+    with pytest.raises(DataError, match="announces 3 vectors"):
+        read_vectors(path, 2, 1, keep=lambda word: word == "bat")
+    assert read_vectors(path, 2, 1) == {"cat": [1.0, 2.0]}
+    path.write_text("2 2\ncat 1 2\n\nbat 3 4\n", encoding="utf-8")
+    assert read_vectors(path, 2, None) == {"cat": [1.0, 2.0], "bat": [3.0, 4.0]}

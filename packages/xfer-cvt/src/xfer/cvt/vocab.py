@@ -185,13 +185,18 @@ def read_vectors(
     occurrence of a word wins. `limit` keeps the first N words (files are ordered by frequency,
     so these are the frequent ones); after them, only the words `keep` accepts are kept (the
     words a vocabulary has anyway, which must not lose their vectors to the limit), and reading
-    stops at the limit when there is no `keep`."""
+    stops at the limit when there is no `keep`. A word2vec header's count is checked when the file
+    is read to its end: fewer lines than it says is a truncated download or copy, which used to be
+    read as the whole file."""
     vectors: dict[str, list[float]] = {}
     seen_vector = False
+    header_count: int | None = None
+    vector_lines = 0
     for number, line in _vector_lines(path):
         full = limit is not None and len(vectors) >= limit
         if full and keep is None:
             return vectors  # `limit: 0` keeps nothing (it used to keep the first word)
+        vector_lines += number > 1 and bool(line.strip())  # compared with a word2vec header's count
         if full and not keep(line.split(" ", 1)[0]):  # type: ignore[misc]
             seen_vector = seen_vector or bool(line.strip())  # not "no vectors in file": none was wanted
             continue  # past the limit, not wanted: skipped unparsed (GloVe has 400k-2M lines); a wanted
@@ -201,6 +206,7 @@ def read_vectors(
         if header is not None and header != dim:  # its lines were then refused one by one, from line 2
             raise DataError(path, 1, f"the word2vec header gives {header}-dimensional vectors, word_dim is {dim}")
         if header is not None:
+            header_count = int(line.split(" ", 1)[0])
             continue
         if not line.strip():
             continue
@@ -229,6 +235,13 @@ def read_vectors(
             vectors.setdefault(word, values)
     if not seen_vector:
         raise DataError(path, 1, "no vectors in file")
+    if header_count is not None and header_count != vector_lines:
+        raise DataError(
+            path,
+            1,
+            f"the word2vec header announces {header_count} vectors, the file holds {vector_lines} lines of vectors: "
+            "a truncated download or copy? (a file whose header is wrong reads as GloVe without its first line)",
+        )
     return vectors
 
 
