@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from xfer.core import metrics
+from xfer.core.errors import PluginError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.tasks import Example, SentenceExample, Task
 
@@ -249,5 +250,7 @@ def test_evaluator_refuses_a_wrong_number_of_outputs() -> None:
     shifted predictions onto the wrong features; too many overall was an IndexError."""
     calls = iter([["1", "1", "0"], ["0"], ["1"]])
     evaluator = _evaluator([1, 1, 0, 0], ["a", "b", "c", "d"], lambda model, batch: next(calls))
-    with pytest.raises(RuntimeError, match="predict returned 3 outputs for a batch of 2 features"):
+    with pytest.raises(
+        PluginError, match="task 't': its predict function returned 3 outputs for a batch of 2 features"
+    ):
         evaluator.outputs(torch.nn.Identity())

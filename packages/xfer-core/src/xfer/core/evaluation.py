@@ -16,6 +16,7 @@ from torch import nn
 
 from xfer.core import distributed as dist
 from xfer.core.data import Collate, batches, shard_indices, to_device
+from xfer.core.errors import PluginError
 from xfer.core.tasks import Example, Task
 
 PredictFn = Callable[[nn.Module, Any], Sequence[Any]]
@@ -62,7 +63,10 @@ class TaskEvaluator:
             indices = mine[number * self.batch_size : (number + 1) * self.batch_size]
             outs = list(self.predict(model, to_device(batch, self.device)))
             if len(outs) != len(indices):  # they would pair with the wrong features (or run past the shard)
-                raise RuntimeError(f"predict returned {len(outs)} outputs for a batch of {len(indices)} features")
+                raise PluginError(
+                    f"task {self.task.name!r}: its predict function returned {len(outs)} outputs for a batch of "
+                    f"{len(indices)} features (one output per feature, in batch order)"
+                )
             local += zip(indices, outs, strict=True)
         merged = sorted((pair for part in dist.gather_objects(local) for pair in part), key=lambda p: p[0])
         if len(merged) != len(self.features):
