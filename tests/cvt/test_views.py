@@ -271,18 +271,16 @@ def test_beam_search_of_width_one_is_greedy_decoding(kit, sentences):
             *(getattr(states, f)[b : b + 1] for f in ("fw1", "bw1", "fw2", "bw2", "lengths", "mask", "word_mask"))
         )
         greedy = [BOS]
-        while len(greedy) <= 7:
+        while len(greedy) <= 7:  # max_length 7: at most 7 output tokens, then the limit forces </s>
             hidden, memory = module.decode_states(one, torch.tensor([greedy]), 0.0)
             logits = module.head_logits(module.primary, hidden, memory, one.mask, torch.tensor([len(greedy) - 1]))
-            if len(greedy) == 7:  # the length limit forces </s>
-                break
             token = int(F.log_softmax(logits, -1).argmax())
             if token == EOS:
                 break
             greedy.append(token)
         assert tokens == greedy[1:]
     wide = module.beam_search(states, beam=3, max_length=7, length_penalty=1.0)
-    assert all(len(t) <= 6 for t in wide)
+    assert all(len(t) <= 7 for t in wide)
 
 
 def test_a_frozen_unk_gives_unknown_words_only_their_characters(kit):

@@ -20,8 +20,9 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.stage:run_train",
             # 2: embeddings start at std 0.5; 3: vocabulary words past vectors_limit keep their vectors;
             # 4: task_sentences shared by two tasks (UD POS + parsing on one treebank) are written once;
-            # 5: beam search never emits <pad> or <s> (translation outputs and CVT targets change)
-            "5",
+            # 5: beam search never emits <pad> or <s> (translation outputs and CVT targets change);
+            # 6: max_target_length (and 2 x source words + 10) counts output tokens, not the </s>
+            "6",
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",

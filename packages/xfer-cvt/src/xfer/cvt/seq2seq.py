@@ -183,8 +183,10 @@ class Seq2seqModule(nn.Module):
 
         Batched over sources x beams, with no Python loop over sentences: a hypothesis that emitted
         </s> stays in its beam with a frozen score (it only extends with padding at no cost), a
-        hypothesis at its source's length limit (2 x source words + 10, at most `max_length`)
-        can only emit </s>, and the search stops when every hypothesis has ended. Among the
+        hypothesis that holds its source's length limit of output tokens (2 x source words + 10, at
+        most `max_length`; the </s> after them not counted) can only emit </s>, and the search stops
+        when every hypothesis has ended. The limit counted the </s>: `max_target_length: N` gave at
+        most N - 1 tokens, and 1 gave every source an empty output. Among the
         final `beam` hypotheses of a source, the best normalised score wins. <pad> and <s> are
         never emitted: no target holds them, yet an undertrained decoder could rank them first
         (a <pad> then vanished from the output its hypothesis was scored as, and a CVT teacher
@@ -203,13 +205,13 @@ class Seq2seqModule(nn.Module):
         lengths = torch.zeros(rows, device=device)
         limits = torch.clamp(2 * (states.lengths - 2) + 10, max=max_length).repeat_interleave(beam).to(device)
         offsets = (torch.arange(batch, device=device) * beam)[:, None]
-        for step in range(int(limits.max())):
+        for step in range(int(limits.max()) + 1):  # + 1: the </s> after `limits` tokens
             emb = self.embedding(tokens[:, -1:])
             out, (h, c) = self.lstm(emb, (h.to(emb.dtype), c.to(emb.dtype)))
             a = self.primary.attention_vectors(out, memory_k, keys_k, mask_k)
             logp = F.log_softmax(self.primary.output(a[:, 0]).float(), dim=-1)  # [B*K, V]
             logp[:, (T_PAD, BOS)] = float("-inf")  # never targets: a <pad> was dropped from the output
-            last = (step + 1 >= limits) & ~ended
+            last = (step >= limits) & ~ended  # `step` tokens emitted so far: only </s> may follow
             logp[last] = torch.where(torch.arange(vocab, device=device) == EOS, logp[last], float("-inf"))
             logp[ended] = float("-inf")
             logp[ended, T_PAD] = 0.0
