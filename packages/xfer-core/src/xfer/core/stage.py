@@ -11,6 +11,7 @@ its report with `ctx.report(...)`. Every rank runs the stage; only rank 0 writes
 from __future__ import annotations
 
 import glob
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -59,19 +60,98 @@ class StageContext:
     def resolve_files(self, files: Files, suffixes: tuple[str, ...] = (".txt",)) -> list[Path]:
         """Every file the patterns match plus every file with `suffixes` inside referenced outputs.
 
-        A broken symbolic link among the matches is a DataError naming it: the list keeps regular
-        files only, so its text was left out of every stage's data without a word (the vocabulary
-        and CVT pre-flights check it before any stage runs; this is the check at the stage)."""
-        found = [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]
-        broken = next((p for p in found if p.is_symlink() and not p.exists()), None)
-        if broken is not None:
-            raise DataError(
-                broken, 0, "a broken symbolic link matched by the stage's files: its text would be left out"
-            )
+        The list keeps regular files only (a `**` glob matches folders too), so what it would leave
+        out without a word is a DataError naming the path and the recipe key instead:
+        - a broken symbolic link among the matches (the vocabulary and CVT pre-flights check it
+          before any stage runs; this is the check at the stage);
+        - a FIFO, device or socket among the matches: it was dropped, and its text with it;
+        - a match inside a stage folder of this run (`*/*/outputs/*/*.txt` around the run
+          directory): the run's own outputs, written after the runner's check before anything
+          runs, were trained on in a first run and refused by the next;
+        - an output file of a referenced stage deleted since that stage completed (its
+          `stage.json` records them): taken as pruned on purpose, "a stage that reads them will
+          fail" — the stage instead read the output's other files, or nothing."""
+        key = self._key_of(files)
+        found: list[Path] = []
+        for pattern in files.patterns:
+            matches = [Path(p) for p in sorted(glob.glob(pattern, recursive=True))]
+            for path in matches:
+                if path.is_symlink() and not path.exists():
+                    raise DataError(
+                        path, 0, "a broken symbolic link matched by the stage's files: its text would be left out", key
+                    )
+                if path.exists() and not path.is_file() and not path.is_dir():
+                    raise DataError(
+                        path,
+                        0,
+                        f"matched by {pattern!r} but not a regular file (a FIFO, device or socket): its text would "
+                        "be left out; save the text to a file",
+                        key,
+                    )
+            self._check_outside_stage_folders(matches, pattern, key)
+            found += matches
         for source in files.inputs:
             root = self.resolve(source)
+            if source.stage is not None:
+                self._check_not_pruned(source, root, suffixes, key)
             found += sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in suffixes)
         return [p for p in found if p.is_file()]
+
+    def _key_of(self, files: Files) -> str:
+        """The recipe key that holds `files` (`stages.vocab.files`), for messages; `files` if unknown."""
+        from xfer.core.runs.fingerprint import file_lists
+
+        return next(
+            (label for label, value in file_lists(self.config, f"stages.{self.name}") if value is files), "files"
+        )
+
+    def _check_outside_stage_folders(self, matches: list[Path], pattern: str, key: str) -> None:
+        """Refuse a match inside a stage folder of this run (by its path with `..` collapsed, or by
+        its folder's real path). The runner refuses such a glob before anything runs only when it
+        holds `**` or already matches there, which a first run's `*/*/outputs/*/*.txt` does not."""
+        folders = {os.path.abspath(d) for d in self.stage_dirs.values()}
+        prefixes = tuple({f + os.sep for f in folders} | {os.path.realpath(f) + os.sep for f in folders})
+        if not prefixes:
+            return
+        real_parents: dict[str, str] = {}  # one realpath per folder, not per file
+        for path in matches:
+            parent, name = os.path.split(os.path.abspath(path))
+            if parent not in real_parents:
+                real_parents[parent] = os.path.realpath(parent)
+            if any(
+                (os.path.join(folder, name) + os.sep).startswith(prefixes) for folder in (parent, real_parents[parent])
+            ):
+                raise DataError(
+                    path,
+                    0,
+                    f"matched by {pattern!r} inside the run directory {self.run_dir}: the stage would read files "
+                    "the run writes and never be up to date; narrow the pattern, or refer to an earlier stage's "
+                    "output by name (stage.output)",
+                    key,
+                )
+
+    def _check_not_pruned(self, source: Input, root: Path, suffixes: tuple[str, ...], key: str) -> None:
+        """Refuse reading stage output `source` when files it held when its stage completed are gone."""
+        record = read_json(self.stage_dirs[str(source.stage)] / "stage.json") or {}
+        recorded = record.get("output_files")
+        prefix = f"{source.output}/"
+        if isinstance(recorded, dict):
+            gone = [
+                name
+                for name in sorted(recorded)
+                if name.startswith(prefix) and Path(name).suffix in suffixes and not (root.parent / name).is_file()
+            ]
+            if gone:
+                raise DataError(
+                    root.parent / gone[0],
+                    0,
+                    f"{source}: {len(gone)} of its file(s) deleted since stage {source.stage!r} completed: the stage "
+                    f"would read the output without them; delete the folder {self.stage_dirs[str(source.stage)]} to "
+                    "make them again",
+                    key,
+                )
+        if not root.is_dir():
+            raise DataError(root, 0, f"{source}: the stage output folder is missing", key)
 
     def output_dir(self, name: str) -> Path:
         """Folder for a declared output (created on rank 0)."""

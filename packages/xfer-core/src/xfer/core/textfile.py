@@ -153,18 +153,21 @@ def split_lines(path: str | Path, text: str) -> list[str]:
 def check_distinct(files: Sequence[Path], key: str) -> None:
     """Refuse a file list that holds one file twice (overlapping globs such as `a.txt` and `*.txt`,
     or a symlink beside its target): its text was read, counted and trained on twice, with nothing
-    said. `key` names the list in the message (`corpus.files`)."""
+    said. `key` names the list in the message (`corpus.files`). A file seen before is one already
+    recorded, not one recorded as another object: one `Path` object listed twice (`[path] * 2`)
+    passed as a single file."""
     seen: dict[tuple[int, int], Path] = {}
     for path in files:
         try:
             stat = path.stat()
         except OSError:
             continue  # reported, with its path, when the file is read
-        first = seen.setdefault((stat.st_dev, stat.st_ino), path)
-        if first is not path:
+        first = seen.get((stat.st_dev, stat.st_ino))
+        if first is not None:
             raise DataError(
                 path,
                 0,
                 f"listed twice in {key} (also as {first}): its text would be read twice; make the paths and "
                 f"globs of {key} match each file once",
             )
+        seen[(stat.st_dev, stat.st_ino)] = path

@@ -39,15 +39,41 @@ class VocabConfig:
 def check_pattern_files(files: Files) -> None:
     """Raise DataError for a file the patterns match twice (`[data/*.txt, data/a.txt]`: a.txt was
     counted twice in the statistics the vocabulary is learned from, as the pre-training and scoring
-    stages refuse) or for a broken symbolic link among their matches (`resolve_files` keeps only
-    files, so its text was left out of the vocabulary without a word)."""
+    stages refuse), for a broken symbolic link or a FIFO, device or socket among their matches
+    (`resolve_files` keeps only files, so its text was left out of the vocabulary without a word;
+    it now refuses them at the stage, and this says so before anything runs) or for a file name
+    that is not UTF-8 (`check_file_names`)."""
     paths = [Path(p) for pattern in files.patterns for p in sorted(glob.glob(pattern, recursive=True))]
     broken = next((p for p in paths if p.is_symlink() and not p.exists()), None)
     if broken is not None:
         raise DataError(
             broken, 0, "broken symbolic link matched by files: its text would be left out of the vocabulary"
         )
-    check_distinct([p for p in paths if p.is_file()], "files")
+    special = next((p for p in paths if p.exists() and not p.is_file() and not p.is_dir()), None)
+    if special is not None:
+        raise DataError(
+            special,
+            0,
+            "not a regular file (a FIFO, device or socket) matched by files: its text would be left out of the "
+            "vocabulary; save the text to a file",
+        )
+    paths = [p for p in paths if p.is_file()]
+    check_distinct(paths, "files")
+    check_file_names(paths)
+
+
+def check_file_names(files: list[Path]) -> None:
+    """Raise DataError for a file whose name is not valid UTF-8 (`c\\xff.txt`, written by a Latin-1
+    system): Python lists it (as a lone surrogate), but the `tokenizers` trainer takes file names
+    as UTF-8 strings and stopped the stage on a bare UnicodeEncodeError after every file was read."""
+    for path in files:
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            shown = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise DataError(
+                shown, 0, "files: the file name is not valid UTF-8 (the tokenizer trainer cannot open it); rename it"
+            ) from None
 
 
 def run_vocab(ctx: StageContext) -> None:
@@ -60,6 +86,7 @@ def run_vocab(ctx: StageContext) -> None:
     if not files:
         raise UserError(f"stage {ctx.name}: no text files found in {config.files}")
     check_distinct(files, "files")  # also a file of the patterns inside an earlier stage's output
+    check_file_names(files)
     out = ctx.output_dir("tokenizer")
     if ctx.is_main:
         tokenizer = WordPieceTokenizer.train(
