@@ -49,6 +49,14 @@ class GlueTaskConfig:
             raise ValueError(f"source must be 'local' or 'hub', not {self.source!r}")
         check_max_examples(self.max_examples)
         check_subsample(self.subsample)
+        if self.data_dir is not None and Path(self.data_dir).is_file():
+            # it passed validation (it exists), then every split was reported as missing at a
+            # nonsensical path (`RTE/dev.tsv/dev.tsv: ... no such file`)
+            raise FieldError(
+                "data_dir",
+                f"{self.data_dir} is a file; name the task's folder (the one holding train.tsv and dev.tsv), "
+                f"e.g. {Path(self.data_dir).parent}",
+            )
 
     def check_recipe(self) -> None:
         """In a recipe a local task must say where its data is (Python callers may leave it unset)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from xfer.core.errors import DataError
 from xfer.core.tasks import SentenceExample
-from xfer.core.textfile import read_text, split_lines
+from xfer.core.textfile import BOM_INSIDE, read_text, split_lines
 
 Column = int | str
 
@@ -47,6 +47,7 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
         for number, line in enumerate(lines, start=1):
             if not line:
                 raise DataError(path, number, "empty line (blank lines may only end the file)")
+            _check_bom(path, number, line)
             rows.append(Row(number, line.split(delimiter)))
         return rows
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"', strict=True)
@@ -58,14 +59,28 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
         except StopIteration:
             break
         except csv.Error as err:
-            raise DataError(path, reader.line_num or start, f"malformed CSV record: {err}") from None
+            # Named at the record's first line: csv's `line_num` is where it gave up, which for a
+            # quote never closed was the last line of the file, far from the quote to fix.
+            end = reader.line_num
+            where = f" (it starts here; csv gave up on line {end}: an unbalanced double quote?)" if end > start else ""
+            raise DataError(path, start, f"malformed CSV record{where}: {err}") from None
         if not fields:
             blank.append(start)
             continue
         if blank:  # a blank line before this record
             raise DataError(path, blank[0], "empty line (blank lines may only end the file)")
+        _check_bom(path, start, fields[0])
         rows.append(Row(start, fields))
     return rows
+
+
+def _check_bom(path: Path, line: int, text: str) -> None:
+    """Refuse a byte-order mark that starts a later line (`read_text` drops the file's own), as the
+    other column readers do: what `cat` leaves of concatenated files' BOMs. MRPC's train.tsv and
+    dev.tsv joined for a final training reported "unknown label '\\ufeffQuality'" at dev's header
+    line, and a glued BOM went silently into a glue/tsv id or text."""
+    if text.startswith("\ufeff"):
+        raise DataError(path, line, BOM_INSIDE, key="encoding")
 
 
 def check_widths(path: Path, rows: Sequence[Row], width: int, what: str) -> None:

@@ -17,12 +17,27 @@ from xfer.core import metrics as core
 def _base(name: str, positive: str | None) -> Callable[[Sequence[Any], Sequence[Any]], float]:
     table: dict[str, Callable[[Sequence[Any], Sequence[Any]], float]] = {
         "accuracy": core.accuracy,
-        "f1": lambda g, p: core.f1(g, p, positive=positive),
+        "f1": lambda g, p: _f1(g, p, positive),
         "mcc": core.mcc,
         "pearson": core.pearson,
         "spearman": core.spearman,
     }
     return table[name]
+
+
+def _f1(golds: Sequence[Any], preds: Sequence[Any], positive: str | None) -> float:
+    """F1 of the `positive` class, computed on positive/other flags.
+
+    Why flags: `gather` has already checked every prediction against the task's labels and the
+    config checked `positive` against them, so a `positive` absent from golds and predictions is
+    a dev set without that class, not a label mix-up. Given the labels themselves, `core.f1`
+    raised "not one of the labels" when two other classes were seen (a three-label glue/tsv task
+    whose small dev set lacks the positive class), crashing evaluation after training; binary
+    tasks scored 0 in the same situation, which flags give for every number of labels.
+    """
+    if positive is None:
+        raise ValueError("f1 needs a positive label")
+    return core.f1([g == positive for g in golds], [p == positive for p in preds], positive=True)
 
 
 def is_component(name: str) -> bool:
@@ -45,6 +60,10 @@ def _component(name: str) -> Callable[[Sequence[Any], Sequence[Any]], float]:
     return call
 
 
+AVERAGES = ("acc_f1_avg", "pearson_spearman_avg")
+"""The means `compute` derives from two other metrics (every other name is computed itself)."""
+
+
 def compute(
     names: Sequence[str], golds: Sequence[Any], preds: Sequence[Any], positive: str | None = None
 ) -> dict[str, float]:
@@ -57,7 +76,7 @@ def compute(
     values = {
         name: _component(name)(golds, preds) if is_component(name) else _base(name, positive)(golds, preds)
         for name in sorted(needed)
-        if not name.endswith("_avg")
+        if name not in AVERAGES  # not `endswith("_avg")`: that dropped a component named `mine.kappa_avg`
     }
     if "acc_f1_avg" in needed:
         values["acc_f1_avg"] = (values["accuracy"] + values["f1"]) / 2

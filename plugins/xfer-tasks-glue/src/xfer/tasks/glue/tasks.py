@@ -93,8 +93,18 @@ class GlueTask(Task):
             return load_hub_split(self.spec, split, self.name)
         path = self.split_path(split)
         if not path.is_file():
-            raise DataError(path, 0, f"the {split} split of {self.name} is missing (no such file)")
+            raise DataError(
+                path, 0, f"the {split} split of {self.name} is missing (no such file){self._root_hint(split)}"
+            )
         return self._read_file(path, split, self.spec)
+
+    def _root_hint(self, split: Split) -> str:
+        """What to set when `data_dir` is the GLUE root (`glue_data/`, holding `RTE/`, `MNLI/`, ...)
+        rather than the task's folder: the commonest slip, which "no such file" alone does not name."""
+        folder = Path(self.config.data_dir) / self.spec.folder
+        if (folder / self.spec.files[split]).is_file():
+            return f"; data_dir looks like the GLUE root: set data_dir to the task's folder, {folder}"
+        return ""
 
     def _read_file(self, path: Path, split: str, spec: GlueSpec) -> list[SentenceExample]:
         return read_sentence_examples(
@@ -323,3 +333,24 @@ class TsvTask(Task):
         golds, preds = scoring.gather(self.name, examples, predictions, labels=labels)
         positive = cfg.positive_label or (cfg.labels[-1] if cfg.labels else None)
         return scoring.compute(cfg.metrics, golds, preds, positive=positive)
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """`directory/<split>.tsv`: header `id<TAB>prediction`, one row per example in file order.
+
+        Not the base class's writer, which streamed into the file: a missing prediction raised a
+        bare KeyError halfway, leaving a truncated file in place of the previous one; predictions
+        for ids of another split were dropped silently; and `nan` or a class id was written as a
+        prediction. As GLUE's writer: every example exactly once, each value one that scoring
+        accepts (a ValueError naming the example otherwise, nothing written), the file replaced
+        atomically.
+        """
+        cfg: TsvTaskConfig = self.config
+        labels = self.labels if cfg.type == "classification" else None
+        check_prediction_ids(self.name, examples, predictions)
+        lines = ["id\tprediction"]
+        for example in examples:
+            value = scoring.checked_prediction(self.name, example.id, predictions[example.id], labels)
+            lines.append(f"{example.id}\t{value}")
+        return _write(directory / f"{split}.tsv", "\n".join(lines) + "\n")
