@@ -254,3 +254,22 @@ def test_evaluator_refuses_a_wrong_number_of_outputs() -> None:
         PluginError, match="task 't': its predict function returned 3 outputs for a batch of 2 features"
     ):
         evaluator.outputs(torch.nn.Identity())
+
+
+def test_the_default_prediction_writer_refuses_what_would_corrupt_its_file(tmp_path: Any) -> None:
+    """Task.write_predictions streamed into the file: a missing prediction stopped it on a bare
+    KeyError with a truncated file in place of the previous one, predictions of another split were
+    dropped silently, and a value holding a line break split its row in two."""
+    task = _Agreement("t")
+    examples = [SentenceExample(id=i, text_a="x", label="1") for i in ("a", "b")]
+    path = task.write_predictions(tmp_path, "dev", examples, {"a": "1", "b": ["B-NP", "I-NP"]})
+    assert path.read_text(encoding="utf-8") == "id\tprediction\na\t1\nb\tB-NP I-NP\n"
+    for predictions, message in [
+        ({"a": "0"}, r"t: no prediction for example 'b' \(1 missing\)"),
+        ({"a": "0", "b": "1", "z": "1"}, r"t: 1 prediction\(s\) for ids that are not examples of this split"),
+        ({"a": "0", "b": "one\ntwo"}, r"t: example 'b': its id or prediction 'one\\ntwo' holds a tab or a line break"),
+        ({"a": "0\t1", "b": "1"}, r"t: example 'a': .* holds a tab"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            task.write_predictions(tmp_path, "dev", examples, predictions)
+        assert path.read_text(encoding="utf-8") == "id\tprediction\na\t1\nb\tB-NP I-NP\n", "the file is kept"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
+from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import UserError
 
 TaskType = Literal["classification", "regression", "tagging", "span_qa", "parsing", "seq2seq"]
@@ -236,16 +237,31 @@ class Task(abc.ABC):
     ) -> Path:
         """Write predictions for `split` into `directory` in the task's own format and file name
         (e.g. GLUE's submission files); returns the file. Default: `<split>.tsv` with
-        `id<TAB>prediction` lines."""
+        `id<TAB>prediction` lines (a list or tuple joined by spaces).
+
+        The default used to stream into the file: a missing prediction stopped it halfway on a bare
+        KeyError, leaving a truncated file in place of the previous one; predictions for ids of
+        another split were left out without a word; a value holding a tab or a line break split
+        its row in two. Now every example has exactly one prediction, no field holds a tab or a
+        line break (a ValueError naming the example; nothing is written), and the file is replaced
+        atomically."""
+        check_prediction_ids(self.name, examples, predictions)
+        lines = ["id\tprediction"]
+        for example in examples:
+            value = predictions[example.id]
+            if isinstance(value, (list, tuple)):
+                value = " ".join(map(str, value))
+            row = f"{example.id}\t{value}"
+            if row.count("\t") != 1 or any(c in row for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+                raise ValueError(
+                    f"{self.name}: example {example.id!r}: its id or prediction {value!r} holds a tab or a line "
+                    "break, which would split its row of the id<TAB>prediction file; write the task's own "
+                    "write_predictions"
+                )
+            lines.append(row)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.tsv"
-        with open(path, "w", encoding="utf-8") as out:
-            out.write("id\tprediction\n")
-            for example in examples:
-                value = predictions[example.id]
-                if isinstance(value, (list, tuple)):
-                    value = " ".join(map(str, value))
-                out.write(f"{example.id}\t{value}\n")
+        atomic_write_text(path, "\n".join(lines) + "\n")
         return path
 
 
