@@ -30,6 +30,7 @@ class RankFailed(UserError):
     def __init__(self, failed_rank: int, error: str, exit_code: int = 1) -> None:
         super().__init__(f"rank {failed_rank} failed: {error}")
         self.failed_rank, self.error, self.exit_code = failed_rank, error, exit_code
+        _RELAYED[str(self)] = (failed_rank, error)
 
 
 class PeerLost(UserError):
@@ -44,6 +45,12 @@ class PeerLost(UserError):
             "the out-of-memory killer, or its node was lost; torchrun's summary names its rank), and this "
             f"one lost it: {error}; re-run the same command to resume from the last checkpoint"
         )
+        _RELAYED[str(self)] = None
+
+
+_RELAYED: dict[str, tuple[int, str] | None] = {}
+"""The messages of this process's `RankFailed` (the failed rank and its error) and `PeerLost` (None):
+another rank's failure, which `note_failure` must not leave as this rank's own."""
 
 
 _PEER_LOST = re.compile(r"Connection (closed|reset) by peer|remote process exited|NCCL communicator was aborted")
@@ -89,6 +96,13 @@ DEFAULT_INIT_TIMEOUT = 600.0
 waits 600 s by default too): long enough for ranks whose recipes' data checks take minutes apart."""
 
 
+MAX_INIT_TIMEOUT = 1e9
+"""The longest $XFER_DIST_INIT_TIMEOUT (about 31 years). torch counts its deadlines in nanoseconds
+(64 bits): from about 9.2e9 s on they overflowed, and a wait meant to be endless (`1e10`) ended at
+once with "timed out after 10000000000000ms ... set XFER_DIST_INIT_TIMEOUT=SECONDS to wait longer"
+(or an OverflowError, from 1e15 s)."""
+
+
 def init_timeout() -> float:
     """How long joining the process group may take, in seconds: $XFER_DIST_INIT_TIMEOUT, else 600."""
     text = os.environ.get(INIT_TIMEOUT_VARIABLE, "").strip()
@@ -100,6 +114,11 @@ def init_timeout() -> float:
         seconds = -1.0
     if not 0 < seconds < float("inf"):
         raise UserError(f"environment variable {INIT_TIMEOUT_VARIABLE}={text!r} is not a positive number of seconds")
+    if seconds > MAX_INIT_TIMEOUT:
+        raise UserError(
+            f"environment variable {INIT_TIMEOUT_VARIABLE}={text!r} is more seconds than torch can wait: "
+            f"at most {MAX_INIT_TIMEOUT:g} (about 31 years) waits as good as forever"
+        )
     return seconds
 
 
@@ -327,6 +346,13 @@ _FAILED_KEY = "xfer/failed/"
 """Prefix of the launch store's keys where a rank that fails outside a stage leaves its error."""
 
 
+def _failure_key(rank: int | str) -> str:
+    """The launch store's key for `rank`'s error in this attempt: torchrun's store outlives a restart
+    (`--max-restarts`), and a key without the attempt named the previous attempt's error as the cause
+    of this one's end (a rank killed outright, torchrun's SIGTERM)."""
+    return f"{_FAILED_KEY}{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{rank}"
+
+
 def _launch_store() -> Any | None:
     """A client of torchrun's store (MASTER_ADDR:MASTER_PORT, its agent's, there for the whole launch),
     or None outside torchrun or when it cannot be reached within 2 s."""
@@ -347,17 +373,29 @@ def note_failure(error: str) -> None:
     """Leave this rank's error (a failure outside a stage, e.g. its data check) where the other ranks
     of a torchrun launch can read it: it exits before, or without, joining them, torchrun then stops
     them with SIGTERM, and rank 0 said "terminated; re-run to resume", which nothing would. Before
-    this process exits, so before that SIGTERM: `failed_peer` finds it. A no-op outside torchrun."""
+    this process exits, so before that SIGTERM: `failed_peer` finds it. A no-op outside torchrun.
+
+    Another rank's failure that ended this one (`RankFailed`, `PeerLost`) is not this rank's error:
+    left under this rank, a third rank named it first ("rank 0 failed: rank 2 failed: ..."), or named
+    rank 0 for a peer killed outright. A `RankFailed` is left under the failed rank, if it left none."""
+    relayed = _RELAYED.get(error, ())  # (): this rank's own error
+    if relayed is None:  # PeerLost: the lost rank left no error, and neither does this one
+        return
     store = _launch_store()
     if store is None:
         return
     with contextlib.suppress(Exception):  # a note for the other ranks, never a new failure
-        store.set(f"{_FAILED_KEY}{os.environ['RANK']}", error)
+        if relayed:
+            failed_rank, cause = relayed
+            if not store.check([_failure_key(failed_rank)]):
+                store.set(_failure_key(failed_rank), cause)
+            return
+        store.set(_failure_key(os.environ["RANK"]), error)
 
 
 def failed_peer() -> tuple[int, str] | None:
-    """The lowest other rank of this torchrun launch that left an error with `note_failure`, and that
-    error; None if none did (or outside torchrun)."""
+    """The lowest other rank of this torchrun launch that left an error with `note_failure` in this
+    attempt, and that error; None if none did (or outside torchrun)."""
     store = _launch_store()
     if store is None:
         return None
@@ -365,7 +403,7 @@ def failed_peer() -> tuple[int, str] | None:
     try:
         size = int(os.environ.get("WORLD_SIZE", "1"))
         for other in range(size):
-            key = f"{_FAILED_KEY}{other}"
+            key = _failure_key(other)
             if str(other) != mine and store.check([key]):
                 return other, store.get(key).decode("utf-8", "replace")
     except Exception:  # the store went away: nothing known
