@@ -18,12 +18,18 @@ import os
 import re
 from pathlib import Path
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-"""`owner/name` as the Hub spells repository ids (no leading ./ or ../, exactly one slash)."""
+_HUB_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+HUB_ID = re.compile(rf"{_HUB_NAME}/{_HUB_NAME}")
+"""`owner/name` as the Hub spells repository ids (no leading ./ or ../, exactly one slash): each
+part 1 to 96 ASCII letters, digits, `_`, `.` or `-`, starting with a letter or digit and ending
+with neither `.` nor `-` (`huggingface_hub.utils.validate_repo_id`; the Hub takes ASCII only)."""
 
 
 def looks_like_hub_id(text: str) -> bool:
-    return bool(HUB_ID.match(text)) and not text.endswith((".", "-")) and ".." not in text
+    """Whether `text` could name a Hub repository; a path that cannot (`runs/exp--2`, `data/très`,
+    `a/b.git`) is reported as a missing path, without advice to `hf download` it. The Hub refuses
+    `--` and `..` anywhere (its cache folders are `models--owner--name`) and a `.git` ending."""
+    return HUB_ID.fullmatch(text) is not None and "--" not in text and ".." not in text and not text.endswith(".git")
 
 
 def cached_snapshot(repo_id: str) -> Path | None:
@@ -44,12 +50,19 @@ def cached_snapshot(repo_id: str) -> Path | None:
 
 def hub_cache() -> str:
     """The Hugging Face cache folder as huggingface_hub finds it, read at call time (huggingface_hub
-    reads the environment once, at its import)."""
+    reads the environment once, at its import). Like huggingface_hub, `~` and `$VAR` in
+    HF_HUB_CACHE and HF_HOME are expanded: `HF_HOME=~/hf` set where no shell expands it (a .env
+    file, a service unit) named a folder `~` under the working directory, so a model `hf download`
+    had put in ~/hf/hub was "not in the local cache", with advice to download it again."""
+
+    def expand(path: str) -> str:
+        return os.path.expandvars(os.path.expanduser(path))
+
     explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
     home = os.environ.get("HF_HOME") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
     )
-    return explicit or os.path.join(home, "hub")
+    return expand(explicit) if explicit else os.path.join(expand(home), "hub")
 
 
 def not_cached_hint(repo_id: str) -> str:

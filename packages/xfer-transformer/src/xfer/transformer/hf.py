@@ -418,7 +418,10 @@ def _head(
     if cls is None:
         return None, {}, {}
     unused = {n: t for n, t in bare.items() if n not in used}
-    head_config, state, consumed = cls.hf.from_hf(arch, model_type, unused, hf, config, source)
+    try:
+        head_config, state, consumed = cls.hf.from_hf(arch, model_type, unused, hf, config, source)
+    except (TypeError, ValueError) as e:  # a head map refusing config.json's values (`classifier_dropout`)
+        raise CheckpointError(f"{Path(source) / 'config.json'}: {e} (read for the {arch} head)") from e
     try:
         cls(**head_config).load_state_dict(state)
     except (RuntimeError, TypeError, ValueError) as e:

@@ -135,9 +135,17 @@ def labels(n: int) -> dict[str, Any]:
 
 
 def classifier_dropout(hf_config: dict[str, Any], encoder_config: Any) -> float:
-    """HF heads use `classifier_dropout`, falling back to the hidden dropout when it is null."""
+    """HF heads use `classifier_dropout`, falling back to the hidden dropout when it is null.
+
+    Anything but null or a number in [0, 1) is a ValueError (transformers' `nn.Dropout` refuses
+    it too): `float()` made `"0.1x"` or a list a bare exception out of the import, and took `true`
+    as 1.0 (a head whose every input is dropped) and -1 or 1.5 as they were."""
     value = hf_config.get("classifier_dropout")
-    return float(encoder_config.hidden_dropout if value is None else value)
+    if value is None:
+        return float(encoder_config.hidden_dropout)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise ValueError(f"classifier_dropout must be null or a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 def _outputs(state: dict[str, Tensor], name: str, source: str) -> int:

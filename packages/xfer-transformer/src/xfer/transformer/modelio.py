@@ -16,16 +16,19 @@ module that has a `kind` nobody registered is refused, since it could not be loa
 (task, labels, training info). Tensors shared between modules (ELECTRA's tied embeddings) are
 stored once; `aliases` maps the other names to the stored one and loading restores both names.
 
-Saving writes a temporary sibling directory and renames it into place, so a crash never leaves
-a half-written model directory under the final name. Loading never unpickles anything.
+Saving writes a temporary sibling directory, fsyncs it and renames it into place (over an existing
+one: exchanges the two atomically where the OS can), so a crash never leaves a half-written model
+directory, or none, under the final name. Loading never unpickles anything.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -35,6 +38,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from xfer.core.atomic import fsync_dir, fsync_file
 from xfer.core.errors import CheckpointError, PluginError
 from xfer.core.plugins import PluginHost
 from xfer.transformer import registry
@@ -119,7 +123,13 @@ def save_model_dir(
         for f in files:
             shutil.copyfile(f, tmp / Path(f).name)
         (tmp / META_FILE).write_text(text)  # written last: its presence marks a complete directory
+        # durable before it is renamed into place, as checkpoints are (xfer.core.atomic): after a power
+        # cut, a model dir whose stage.json says complete held empty or partial files
+        for written in tmp.iterdir():
+            fsync_file(written)
+        fsync_dir(tmp)
         _swap_into_place(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -127,9 +137,21 @@ def save_model_dir(
 
 
 def _swap_into_place(tmp: Path, path: Path) -> None:
-    """rename(tmp, path); an existing directory is moved aside first and deleted after."""
+    """rename(tmp, path); an existing directory is exchanged with `tmp` in one atomic step and then
+    deleted (Linux `renameat2(RENAME_EXCHANGE)`).
+
+    Without that system call (another OS, a filesystem that refuses it) the existing directory is
+    moved aside first: a writer killed between that rename and the next left nothing at `path`
+    (readers then name the copy left aside, see `_interrupted_swap`)."""
     if not path.exists():
         os.replace(tmp, path)
+        return
+    if _exchange(tmp, path):
+        # `tmp` now names the previous entry: a directory, or a file or symlink a caller saved over
+        if tmp.is_symlink() or not tmp.is_dir():
+            tmp.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         return
     old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
     os.replace(path, old / "d")
@@ -140,6 +162,32 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
         raise
     finally:
         shutil.rmtree(old, ignore_errors=True)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP}
+"""renameat2's answers for "this kernel, C library or filesystem cannot exchange": fall back."""
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap the entries `a` and `b` (both must exist); False where that is unsupported."""
+    if sys.platform != "linux":
+        return False
+    try:
+        import ctypes
+
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2  # glibc >= 2.28
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    number = ctypes.get_errno()
+    if number in _NO_EXCHANGE:
+        return False
+    raise OSError(number, os.strerror(number), str(a), None, str(b))
 
 
 _JSON_TYPES: dict[str, tuple[tuple[type, ...], str]] = {

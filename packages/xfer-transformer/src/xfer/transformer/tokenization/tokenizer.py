@@ -7,6 +7,7 @@ It only assembles ids: training and the BERT pipeline come from `training`, file
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -53,6 +54,25 @@ from xfer.transformer.tokenization.windows import (
     _windows,
     _word_budget,
 )
+
+
+def _refuse_dangling_links(directory: Path) -> None:
+    """DataError for a tokenizer file of `directory` that is a symlink to nothing: a Hugging Face
+    cache snapshot links every file to a blob, and a blob deleted by hand, a cache cleaned in part or
+    a snapshot folder copied without its blobs leaves links that `is_file()` takes for absent files.
+    `from_dir` then fell back, silently: to vocab.txt without tokenizer.json's normaliser and added
+    tokens, or without tokenizer_config.json's casing and accent options (an uncased, accent-keeping
+    vocabulary then stripped accents, so "café" became [UNK]); with both gone it said the folder had
+    no tokenizer at all."""
+    for name in (TOKENIZER_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE):
+        link = directory / name
+        if link.is_symlink() and not link.exists():
+            raise DataError(
+                link,
+                0,
+                f"dangling symlink to {os.readlink(link)} (the file it points to is missing: an interrupted or partly "
+                "deleted Hugging Face download); fetch the tokenizer again",
+            )
 
 
 class WordPieceTokenizer:
@@ -172,6 +192,7 @@ class WordPieceTokenizer:
         argument overrides the casing of both files.
         """
         directory = Path(directory)
+        _refuse_dangling_links(directory)
         options = _config_options(directory / TOKENIZER_CONFIG_FILE)
         if lowercase is None:
             lowercase = options.get("lowercase")
@@ -202,7 +223,7 @@ class WordPieceTokenizer:
         _write_atomic(directory / VOCAB_FILE, "".join(f"{t}\n" for t in tokens))
         _write_atomic(directory / TOKENIZER_FILE, self._tokenizer.to_str(pretty=True))
         config_path = directory / TOKENIZER_CONFIG_FILE
-        if config_path.is_file():
+        if config_path.is_file() or config_path.is_symlink():  # a dangling link: unreadable, replaced
             try:
                 config = json.loads(config_path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
