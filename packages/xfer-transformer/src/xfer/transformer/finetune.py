@@ -16,6 +16,9 @@ Outputs:
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -101,7 +104,7 @@ def run_finetune(ctx: StageContext) -> None:
     if ctx.is_main:
         out = ctx.output_dir("results")
         write_json(out / "results.json", results)
-        ctx.report(_results_table(results))
+        ctx.report(_results_table(ctx.name, results))
     ctx.output_dir("models")
     ctx.output_dir("predictions")
 
@@ -121,7 +124,6 @@ def _finetune_task(
     info = task.info()
     objective_ref = config.objective or ObjectiveRef(_default_objective(ref.name, info.type))
     objective_cls = ctx.host.load("objective", objective_ref.name)
-    train_examples, dev_examples = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
 
     def build(seed: int) -> Any:
         """A fresh objective whose random init depends only on `seed`."""
@@ -131,16 +133,23 @@ def _finetune_task(
             encoder.load_state_dict(init_state)
         return objective_cls(encoder, info, tokenizer, config.max_length, objective_ref.config)
 
+    train_examples, dev_examples = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
     featurizer = build(ctx.seed)  # featurisation does not depend on weights: do it once per task
-    train_features = featurizer.featurize(train_examples)
-    dev_features = featurizer.featurize(dev_examples)
+    if config.export_hf and config.save_models != "none":  # no model saved, nothing exported
+        problem = _hf_export_problem(ref.key, featurizer)
+        if problem is not None:
+            raise problem
+    with _reported_warnings(ctx):
+        train_features = featurizer.featurize(train_examples)
+        dev_features = featurizer.featurize(dev_examples)
     # the other splits to predict, read and featurised before training: a test file that only this
     # step would find wrong (pairs where train has single texts) failed after every trial had trained
     splits = {"dev": (dev_examples, dev_features)}
     for split in config.predict:
         if split not in splits:
             examples = task.examples(split)
-            splits[split] = (examples, featurizer.featurize(examples))
+            with _reported_warnings(ctx):
+                splits[split] = (examples, featurizer.featurize(examples))
     del featurizer
     source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
     features_read = [f for _, features in splits.values() for f in features]
@@ -197,6 +206,27 @@ def _finetune_task(
         runs.append(record)
     _save_models(ctx, config, ref.key, runs, build, tokenizer, info, info.main_metric)
     return task_result(info.main_metric, runs)
+
+
+@contextmanager
+def _reported_warnings(ctx: StageContext) -> Iterator[None]:
+    """Route the `UserWarning`s an objective raises while featurising a task's data through
+    `ctx.warn`, so they are in report.md as well as on stderr.
+
+    Why: they say what happens to the data (`transformer.span_qa`: answers that cover no token,
+    left out of the training loss), and a plain `warnings.warn` reached only stderr, which is gone
+    once the terminal scrolls or the run is in the background. Other warning categories (a
+    library's DeprecationWarning) are shown as they would have been."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        for warning in caught:
+            if issubclass(warning.category, UserWarning):
+                ctx.warn(str(warning.message))
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")
@@ -282,12 +312,42 @@ def _save_models(
             _export_hf(target / "hf", objective, tokenizer, info)
 
 
+def _exported_head(objective: Any) -> Any:
+    """The head `export_hf: true` writes with the encoder, or None for the encoder alone."""
+    head = objective.head
+    if getattr(head, "pooler", None) == "none":
+        return None  # the original ELECTRA head has no HF class: export the encoder alone
+    return head
+
+
+def _hf_export_problem(task: str, objective: Any) -> UserError | None:
+    """The UserError `export_hf: true` will meet with this objective's head, found before training.
+
+    Why: ELECTRA's SQuAD head (`joint_end`, `answerable`) and heads without an HF mapping have no
+    Hugging Face form; the export's ValueError came after every trial of every task had trained,
+    as a bare traceback, and came back on every re-run of the stage."""
+    from xfer.transformer.hf import _head_to_hf
+
+    head = _exported_head(objective)
+    if head is None:
+        return None
+    try:
+        kind = getattr(head, "kind", None)
+        if kind is None:
+            raise ValueError(f"{type(head).__name__} has no registered head kind")
+        _head_to_hf(head, kind, "electra", None)
+    except ValueError as error:
+        return UserError(
+            f"{task}: `export_hf: true` cannot write this task's model in Hugging Face layout: {error} "
+            "(set `export_hf: false`, or change the objective's head)"
+        )
+    return None
+
+
 def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
     from xfer.transformer.hf import export_hf
 
-    head = objective.head
-    if getattr(head, "pooler", None) == "none":
-        head = None  # the original ELECTRA head has no HF class: export the encoder alone
+    head = _exported_head(objective)
     labels = list(info.labels)
     extra = (
         {"id2label": dict(enumerate(labels)), "label2id": {v: i for i, v in enumerate(labels)}}
@@ -298,5 +358,8 @@ def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
     export_hf(target, objective.encoder, head=head, vocab_file=target / "vocab.txt", extra_config=extra)
 
 
-def _results_table(results: dict[str, Any]) -> str:
-    return "\n".join(["## Results (dev)", "", HEADER, *markdown_rows("finetune", results)])
+def _results_table(stage: str, results: dict[str, Any]) -> str:
+    """The report's table, its rows named by the stage as `xfer results` names them (the kind's
+    "finetune" named no stage of a recipe whose stage is `fit`, and both stages of an
+    ELECTRA-vs-random recipe alike)."""
+    return "\n".join(["## Results (dev)", "", HEADER, *markdown_rows(stage, results)])

@@ -58,12 +58,18 @@ class SquadTask(Task):
         return list(examples if limit is None else examples[:limit])
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        """The official scores of `predictions`, which must hold exactly the questions of `examples`.
+
+        The official scripts print a line for a missing prediction (v1.1 scores it 0, v2.0 leaves
+        it out of the total) and ignore predictions for question ids not in the dataset. Here
+        both are a ValueError naming the first id and the count: a prediction for an unknown id
+        means predictions of another split or file, whose scores would otherwise look valid while
+        measuring other questions than the caller meant (`write_predictions` refused them already)."""
+        check_prediction_ids(self.name, examples, predictions, "question")
         golds: list[list[str]] = []
         preds: list[str] = []
         for example in examples:
             assert isinstance(example, SpanQAExample)
-            if example.id not in predictions:
-                raise ValueError(f"{self.name}: no prediction for question {example.id!r}")
             prediction = predictions[example.id]
             if not isinstance(prediction, str):
                 raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {prediction!r}")
@@ -112,14 +118,17 @@ class SquadTask(Task):
                 {example.id: self._odds(example.id, odds[example.id]) for example in examples}, allow_nan=False
             )
         directory.mkdir(parents=True, exist_ok=True)
+        # An earlier call's extras go first, the new ones come last: each file is atomic but the
+        # three are not, and writing the extras one by one over the old ones left, when the run
+        # stopped in between (killed, disk full), new best non-null answers beside the OLD null
+        # odds, a pair that the official threshold search scores without a word. Now an
+        # interruption leaves at worst a pair with a file missing.
         for name in _EXTRAS:
-            extra = directory / f"{split}-{name}.json"
-            if name in extras:
-                atomic_write_text(extra, extras[name] + "\n")
-            else:  # an earlier call's would pair with these predictions
-                extra.unlink(missing_ok=True)
+            (directory / f"{split}-{name}.json").unlink(missing_ok=True)
         path = directory / f"{split}-predictions.json"
         atomic_write_text(path, json.dumps(answers, ensure_ascii=True) + "\n")
+        for name, text in extras.items():
+            atomic_write_text(directory / f"{split}-{name}.json", text + "\n")
         return path
 
     def _answer_strings(self, examples: Sequence[Example], answers: Mapping[str, Any], what: str) -> dict[str, str]:
