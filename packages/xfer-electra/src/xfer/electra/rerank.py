@@ -28,6 +28,9 @@ distance over whitespace-split words, summed over the corpus, divided by the ref
 percent; case-sensitive; lower is better). Within a list, equal totals keep the list's order
 (the earlier hypothesis wins), so "before" (λ = 0) is the base system's argmax, not necessarily
 the first hypothesis. For WER the oracle (the best hypothesis of each list) is reported too.
+When every λ gives the same dev metric, the report says λ was a tie-break, not a choice (corpus
+BLEU is 0 at every λ when no 4-gram matches). Dev references must have a word for BLEU as for WER
+(against none, BLEU is 0 whatever is picked), and a test file may not be a dev file.
 
 A PLL is a sum over tokens, so it favours short hypotheses (each token adds a negative term); λ
 chosen on dev is what balances that against the base score. λ is never negative: a negative λ
@@ -152,6 +155,35 @@ def merge_nbest(per_file: Sequence[Sequence[NBestList]]) -> list[NBestList]:
             seen[key] = nbest
             merged.append(nbest)
     return merged
+
+
+def check_held_out(dev: Sequence[str | Path], test: Sequence[str | Path]) -> None:
+    """Refuse a test n-best file that is also a dev file (the same file by path, link or glob).
+
+    Why: λ is chosen on the dev lists, so a test metric computed on them is the dev result again,
+    reported as held out (`nbest_test: dev.jsonl`, or a glob matching both, was accepted silently)."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in map(Path, dev):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # reported, with its path, when the file is read
+        seen.setdefault((stat.st_dev, stat.st_ino), path)
+    for path in map(Path, test):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        first = seen.get((stat.st_dev, stat.st_ino))
+        if first is not None:
+            also = "" if first == path else f" (as {first})"
+            raise DataError(
+                path,
+                0,
+                f"is a dev file too{also}: λ is chosen on the dev lists, so their test result would not be held "
+                "out; give the test set lists of its own",
+                key="nbest_test",
+            )
 
 
 def _merged_duplicate(entry: NBestList, first: NBestList) -> str:
@@ -419,6 +451,23 @@ def check_references(metric: str, lists: Sequence[NBestList]) -> None:
         _references(lists, metric)
 
 
+def check_dev_references(metric: str, lists: Sequence[NBestList]) -> None:
+    """`check_references` for the lists λ is chosen on: for BLEU too, at least one reference must
+    have a word. sacrebleu gives BLEU 0 against references without a word, whatever the hypotheses:
+    every λ of the grid tied, and λ = 0 was reported as "chosen on dev" (BLEU 0.00 before and
+    after) when nothing had been chosen. (A test set's BLEU against them is reported: 0.)"""
+    check_references(metric, lists)
+    if metric == "bleu" and lists and not any((n.reference or "").split() for n in lists):
+        files = sorted({n.path for n in lists})
+        raise DataError(
+            ", ".join(files),
+            0,
+            f"none of the {len(lists)} references has a word: BLEU against them is 0 whatever the hypotheses, so "
+            "every λ ties and none can be chosen on these lists",
+            key="reference",
+        )
+
+
 def choose_lambda(
     metric: str,
     lists: Sequence[NBestList],
@@ -518,7 +567,31 @@ class RerankResult:
         if self.test is not None:
             out["test"] = self.test
         out["grid"] = [{"lambda": lam, "dev": value} for lam, value in self.grid]
+        if (note := self.tie_note()) is not None:
+            out["note"] = note
         return out
+
+    def tie_note(self) -> str | None:
+        """What to say when every λ of the grid gave the same dev metric (None otherwise).
+
+        Why: λ then goes to the smallest value by the tie rule, and "λ = 0 chosen on dev" read as a
+        finding (re-ranking does not help) when the metric could not tell the values apart. The
+        common cause with BLEU: corpus BLEU is 0 when the hypotheses have no 4-gram (short segments),
+        whatever is picked."""
+        if len(self.grid) < 2 or len({value for _, value in self.grid}) != 1:
+            return None
+        name = "BLEU" if self.metric == "bleu" else "WER"
+        value = self.grid[0][1]
+        note = (
+            f"every λ of the grid gave dev {name} {value:.2f}: λ = {self.lam:g} is the tie-break (the smallest), "
+            "not a choice"
+        )
+        if self.metric == "bleu" and value == 0:
+            note += (
+                "; corpus BLEU is 0 whatever is picked when no 4-gram matches (segments under 4 words?): "
+                "metric wer may suit these lists"
+            )
+        return note
 
     def markdown(self) -> str:
         """A report section: λ, and the metric before/after on dev and test."""
@@ -534,7 +607,9 @@ class RerankResult:
             f"| split | lists | {name} before | {name} after |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
         )
         notes = [f"{split}: {s['note']}" for split, s in (("dev", self.dev), ("test", self.test)) if s and "note" in s]
-        if notes:  # what a "–" in the table means
+        if (tie := self.tie_note()) is not None:
+            notes.insert(0, f"dev: {tie}")
+        if notes:  # what a "–" in the table means, and a λ that was no choice
             text += "\n" + "\n".join(notes) + "\n"
         if self.signature:
             text += f"\nsacrebleu: `{self.signature}`\n"
@@ -560,6 +635,7 @@ def rerank_nbest(
     if test is not None:
         assert test_plls is not None
         check_plls(test, test_plls)
+    check_dev_references(metric, dev)
     lam, table = choose_lambda(metric, dev, dev_plls, grid)
     references = _references(dev, metric)
     signature = corpus_metric(metric, references, [n.hypotheses[0].text for n in dev])[1]

@@ -89,6 +89,11 @@ class ScoreConfig:
         "bf16 autocast (faster on CPUs with AMX / on GPUs, far less precise).",
     )
 
+    def implicit_inputs(self) -> dict[str, Path]:
+        """The generator folder read from beside a `checkpoint` given as a path (fingerprint's hook)."""
+        sibling = _sibling_generator(self.checkpoint, self.generator, self.method)
+        return {"checkpoint.generator": sibling} if sibling is not None else {}
+
     def __post_init__(self) -> None:
         if not self.lambdas:
             raise FieldError("lambdas", "give at least one value")
@@ -115,6 +120,13 @@ class ScoreConfig:
             raise FieldError("generator", "method electric scores with the checkpoint alone: remove generator")
         if self.format == "text" and self.text_field != "text":
             raise FieldError("text_field", f"format: text reads one text per line, with no fields: {TEXT_FIELD_HINT}")
+        # like `metric`, these were accepted with nothing to apply them to, and did nothing without a word
+        if self.nbest_dev is None and [float(v) for v in self.lambdas] != list(DEFAULT_LAMBDAS):
+            raise FieldError("lambdas", "the λ grid is only used with nbest_dev (λ is chosen on those lists)")
+        if self.files is None:
+            for name, default in (("format", "auto"), ("text_field", "text")):
+                if getattr(self, name) != default:
+                    raise FieldError(name, f"{name} only says how to read `files`, and there are none: remove it")
 
     def preflight(self) -> list[Any]:
         """Read every input file given as a path (not earlier stages' outputs) before anything runs.
@@ -123,7 +135,7 @@ class ScoreConfig:
         tokens, while scoring (they need the checkpoint's tokenizer)."""
         from xfer.core.errors import DataError, UserError
         from xfer.core.textfile import check_distinct
-        from xfer.electra.rerank import check_references, merge_nbest, read_nbest
+        from xfer.electra.rerank import check_dev_references, check_held_out, check_references, merge_nbest, read_nbest
         from xfer.electra.scoring import EMPTY_MESSAGE, blank_hypothesis, read_texts
 
         problems: list[UserError] = []
@@ -146,11 +158,11 @@ class ScoreConfig:
             blank = next((line for line in lines if not line.text.strip()), None)
             if blank is not None and self.empty == "error":
                 problems.append(DataError(blank.path, blank.line, EMPTY_MESSAGE))
-        for files, need_reference in ((self.nbest_dev, True), (self.nbest_test, False)):
+        for files, dev in ((self.nbest_dev, True), (self.nbest_test, False)):
             per_file = []
             for path in _paths(files):
                 try:
-                    per_file.append(read_nbest(path, need_reference))
+                    per_file.append(read_nbest(path, need_reference=dev))
                 except UserError as error:
                     problems.append(error)
                     continue
@@ -159,10 +171,16 @@ class ScoreConfig:
                     problems.append(blank)
             try:  # ids must be unique across the set's files (only those read: the others have an error already)
                 lists = merge_nbest(per_file)
-                if self.metric is not None:  # blank references leave WER undefined: found after scoring
-                    check_references(self.metric, lists)
+                # blank references leave WER (and λ by BLEU) undefined: found after scoring. Only when every
+                # file of the set is here: a stage output's lists may hold the references with words
+                if self.metric is not None and files is not None and not files.inputs:
+                    (check_dev_references if dev else check_references)(self.metric, lists)
             except UserError as error:
                 problems.append(error)
+        try:
+            check_held_out(_paths(self.nbest_dev), _paths(self.nbest_test))
+        except UserError as error:
+            problems.append(error)
         return problems
 
     def check_text_field(self, paths: list[Path]) -> None:
@@ -181,6 +199,23 @@ class ScoreConfig:
 
 
 TEXT_FIELD_HINT = "if they are JSON lines, set format: jsonl (or name them .jsonl); if not, remove text_field"
+
+
+def _sibling_generator(checkpoint: Input, generator: Input | None, method: str) -> Path | None:
+    """The `generator/` folder next to a checkpoint given as a path, when `load_scorer` may read it.
+
+    Why: a path input is signed by its own folder's files only. The generator that electra-tt and
+    mlm scoring take from beside the checkpoint was read but never signed, so replacing it (a
+    re-trained generator, another run's copied in) kept the stale scores "done" on the next run. A
+    stage output needs nothing: its stage's fingerprint covers the sibling output. Method electric
+    never reads it; every other method may (two-tower and mlm on a discriminator score with its
+    generator, auto picks the method from the checkpoint), so it is signed for them."""
+    if checkpoint.path is None or generator is not None or method == "electric":
+        return None
+    sibling = Path(checkpoint.path).parent / "generator"
+    if not sibling.is_dir() or sibling == Path(checkpoint.path):
+        return None
+    return sibling
 
 
 def _paths(files: Files | None) -> list[Path]:

@@ -10,6 +10,7 @@ Output `scores/`:
                       several n-best files a list without an id is named "<file>:<line>", and an id
                       given in two files is an error naming both (`rerank.merge_nbest`)
   rerank/report.json  metric, λ, sacrebleu signature, dev/test before/after, the dev metric per λ
+                      ("note" when every λ tied: λ was then no choice)
   summary.json        method, checkpoint, generator, max_length and what each input held (lines,
                       windowed, empty, unk: [UNK] pieces)
 
@@ -126,20 +127,27 @@ def _rerank(
     ctx: StageContext, config: ScoreConfig, loaded: scoring.LoadedScorer, options: dict[str, Any]
 ) -> rerank.RerankResult:
     assert config.nbest_dev is not None and config.metric is not None
-    dev = _read_lists(ctx, config.nbest_dev, need_reference=True)
-    test = _read_lists(ctx, config.nbest_test, need_reference=False) if config.nbest_test is not None else None
+    dev_paths = _nbest_paths(ctx, config.nbest_dev, "nbest_dev")
+    test_paths = _nbest_paths(ctx, config.nbest_test, "nbest_test") if config.nbest_test is not None else []
+    rerank.check_held_out(dev_paths, test_paths)
+    dev = rerank.merge_nbest([rerank.read_nbest(path, need_reference=True) for path in dev_paths])
+    test = None
+    if config.nbest_test is not None:
+        test = rerank.merge_nbest([rerank.read_nbest(path) for path in test_paths])
     groups = [dev] if test is None else [dev, test]
     plls = scoring.score_nbest(loaded, groups, **options)
     return rerank.rerank_nbest(config.metric, dev, plls[0], test, plls[1] if test is not None else None, config.lambdas)
 
 
-def _read_lists(ctx: StageContext, files: Any, need_reference: bool) -> list[rerank.NBestList]:
+def _nbest_paths(ctx: StageContext, files: Any, key: str) -> list[Path]:
+    """The n-best files of `files` (the config's `key`). None found (a stage output without .jsonl
+    files) said only "no .jsonl n-best file found": not whether dev or test, nor where."""
     from xfer.core.errors import UserError
 
     paths = ctx.resolve_files(files, suffixes=(".jsonl",))
     if not paths:
-        raise UserError("no .jsonl n-best file found")
-    return rerank.merge_nbest([rerank.read_nbest(path, need_reference) for path in paths])
+        raise UserError(f"{key}: no .jsonl n-best file found in {files}")
+    return paths
 
 
 def output_names(paths: list[Path]) -> list[str]:

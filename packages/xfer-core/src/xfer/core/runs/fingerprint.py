@@ -143,7 +143,11 @@ def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileH
 
 
 def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict[str, str]]:
-    """{config path: {file: sha256}} for every file the config reads from outside the run."""
+    """{config path: {file: sha256}} for every file the config reads from outside the run.
+
+    A config dataclass may read files no field names (a folder found beside a path it is given):
+    its `implicit_inputs()` returns them as {name: path}, signed under `<its config path>.<name>`,
+    so that replacing them makes the stage stale like any input."""
     found: dict[str, dict[str, str]] = {}
     for path, value in config_nodes(config, label, inputs_only=True):
         if isinstance(value, Input):
@@ -159,6 +163,10 @@ def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict
                 found[path] = signed
         elif isinstance(value, Path):
             found[path] = _sign_path(value, hasher)
+        extra = getattr(value, "implicit_inputs", None)
+        if callable(extra) and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for name, implied in extra().items():
+                found[f"{path}.{name}"] = _sign_path(implied, hasher)
     return found
 
 
