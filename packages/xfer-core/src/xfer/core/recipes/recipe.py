@@ -115,13 +115,26 @@ class Recipe:
         return found
 
 
+_Loaded = dict[Path, tuple[Node | RecipeError, list[str]]]
+"""Each included file read in one recipe load: its tree with its own includes merged (or the error),
+and the layers it added."""
+
+
 def _load_with_includes(
-    path: Path, deferred: list[Diagnostic], seen: tuple[Path, ...] = (), layers: list[str] | None = None
+    path: Path,
+    deferred: list[Diagnostic],
+    seen: tuple[Path, ...] = (),
+    layers: list[str] | None = None,
+    loaded: _Loaded | None = None,
 ) -> Node:
     """The recipe with its includes merged below it; problems that leave the tree well defined
     (a duplicate key, a bad `<<` merge) are added to `deferred`, the others raised.
 
-    `layers` receives the files read, from the lowest (whose keys lose) to the highest (this file)."""
+    `layers` receives the files read, from the lowest (whose keys lose) to the highest (this file).
+    `loaded`: the files already read in this load, each read once: twenty files that each include the
+    next one twice (`include: [next.yaml, next.yaml]`, or two files that both include it) read the last
+    one 2**20 times, and `xfer validate` hung as on a YAML alias bomb."""
+    loaded = {} if loaded is None else loaded
     path = path.resolve() if os.path.exists(path) else path  # os.path: Path.exists() raised on a name too long
     root = parse_file(path, deferred)
     if not root.is_map:
@@ -156,10 +169,19 @@ def _load_with_includes(
         if os.path.isdir(target):
             problems.append(Diagnostic(item.loc, f"include: {target} is a folder; give a YAML file"))
             continue
-        try:
-            part = _load_with_includes(target, deferred, (*seen, path), layers)
-        except RecipeError as exc:
-            problems += exc.diagnostics
+        if target in loaded:  # its tree is shared: merging never changes a tree it reads
+            part, added = loaded[target]
+            if layers is not None:
+                layers += added
+        else:
+            start = len(layers) if layers is not None else 0
+            try:
+                part = _load_with_includes(target, deferred, (*seen, path), layers, loaded)
+            except RecipeError as exc:  # read again, the file would fail again: a cycle below it is one anywhere
+                part = exc
+            loaded[target] = (part, layers[start:] if layers is not None else [])
+        if isinstance(part, RecipeError):
+            problems += part.diagnostics
             continue
         base = part if base is None else deep_merge(base, part)
     if problems:
@@ -284,8 +306,21 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
         validator.error(stages_node.loc, "'stages' must be a non-empty mapping of stage name -> stage config")
     else:
         written = [n for n, node in stages_node.value.items() if not node.created_by_override]
+        folded: dict[str, str] = {}  # stage name in lower case -> the first stage so named
         for stage_name, node in stages_node.value.items():
-            kinds[stage_name] = (node, _stage_spec(host, stage_name, node, validator, written))
+            spec = _stage_spec(host, stage_name, node, validator, written)
+            first = folded.setdefault(stage_name.lower(), stage_name) if spec is not None else stage_name
+            if first != stage_name:
+                # Each stage is a folder of the run directory: on a case-insensitive file system (macOS,
+                # Windows) `Fit` wrote its stage.json and checkpoints into `fit`'s folder, and a re-run
+                # skipped or resumed one stage from the other's. Refused everywhere, as task names are.
+                validator.error(
+                    node.where(),
+                    f"stages.{stage_name}: stage names {first!r} and {stage_name!r} differ only in case: their "
+                    "folders would be one folder on a case-insensitive file system (macOS, Windows); rename one",
+                )
+                spec = None
+            kinds[stage_name] = (node, spec)
     validator.stage_outputs = {n: (spec.outputs if spec else None) for n, (_, spec) in kinds.items()}
     validator.stage_kinds = {
         n: {o: k for o in spec.outputs if (k := spec.output_kind(o)) is not None}

@@ -176,18 +176,17 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 def expand_env(text: str) -> str:
     """`${VAR}` / `${VAR:-default}` in paths, so one recipe serves machines with data elsewhere.
 
-    An unset variable without a default is an error (a silently empty path would point elsewhere)."""
+    An unset variable without a default is an error (a silently empty path would point elsewhere;
+    `resolve_path` refuses one set to nothing too). `:-` means what it means in a shell: the default
+    replaces an unset *or empty* variable; `XFER_DATA= xfer run` turned `${XFER_DATA:-../data}/glue`
+    into `/glue`."""
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         value = os.environ.get(name)
-        if value is None:
-            if default is None:
-                raise ValueError(
-                    f"environment variable {name} is not set (write ${{{name}:-default}} to give a default)"
-                )
-            return default
-        return value
+        if value is None and default is None:
+            raise ValueError(f"environment variable {name} is not set (write ${{{name}:-default}} to give a default)")
+        return value if value or default is None else default
 
     return _ENV_VAR.sub(substitute, text)
 
@@ -208,6 +207,14 @@ def resolve_path(node: Node, text: str) -> Path:
     expanded = os.path.expanduser(expand_env(text))
     if not expanded.strip():  # `${DATA:-}` alone named the folder of the YAML file: `init:` took it silently
         raise ValueError(f"{text!r} expands to an empty path (a variable set to nothing, or an empty default)")
+    first = _ENV_VAR.match(text)
+    if first and first[2] is None and os.environ.get(first[1]) == "" and text[first.end() :].startswith("/"):
+        # `${XFER_DATA}/glue` with XFER_DATA set to "" was `/glue`, at the root: another folder, as an unset
+        # variable would be (`${PREFIX}data`, with an empty prefix, stays the relative `data`)
+        raise ValueError(
+            f"environment variable {first[1]} is set to nothing, which makes {text!r} the absolute path "
+            f"{expanded!r} (write ${{{first[1]}:-default}} to give a default)"
+        )
     if left := re.search(r"\$\{[^}]*\}?", expanded):  # `${A:-${B}}`, `${MY-VAR}`: a folder named `${B}`
         raise ValueError(
             f"{text!r}: {left[0]!r} is not expanded (a variable name is letters, digits and '_', and a default "
@@ -263,6 +270,19 @@ def override_note(where: Location, nodes: Sequence[Node]) -> str:
     if not texts:
         return ""
     return f" (with command-line override{'s' if len(texts) > 1 else ''} {', '.join(texts)})"
+
+
+def shown_origin(node: Node) -> str:
+    """Where `node`'s value came from, as `xfer show` and the provenance say it.
+
+    A mapping that overrides created (no file wrote it, none gave it whole) is "created by" every
+    override inside it: its own origin is only the first of them, so `train.lr=1e-3 train.steps=5`
+    labelled the whole section, defaults and `steps` included, `override 'stages.x.train.lr=1e-3'`."""
+    if node.is_map and node.written_parent is not None:
+        texts = overrides_in([node])
+        if texts:
+            return f"created by override{'s' if len(texts) > 1 else ''} {', '.join(repr(t) for t in texts)}"
+    return node.origin
 
 
 def files_note(where: Location, node: Node) -> str:
@@ -325,7 +345,7 @@ class Validator:
     # --- entry point --------------------------------------------------------------------------
 
     def value(self, node: Node, tp: Any, path: str) -> Any:
-        self.provenance[path] = node.origin
+        self.provenance[path] = shown_origin(node)
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if tp is Any:
             return node.to_python()
@@ -431,6 +451,10 @@ class Validator:
         return tuple(items) if origin is tuple else items
 
     def _mapping(self, node: Node, args: tuple, path: str) -> Any:
+        if args and args[0] not in (str, Any):
+            # YAML keys are read as written, so strings: a `dict[int, float]` field got {"3": 1.5}, and the
+            # plugin's `weights[3]` failed at run time (or `.get(3, default)` silently took the default)
+            return self.unsupported(node, dict[args], path)
         if not node.is_map:
             return self.wrong_type(node, dict[args] if args else dict, path)
         value_type = args[1] if args else Any
@@ -472,7 +496,7 @@ class Validator:
             default = _dataclass_default(fields[key])
             if default is not None and type(default) is hints[key] and not isinstance(default, _REFERENCES):
                 values[key] = self.dataclass(child, hints[key], child_path, base=default)
-                self.provenance[child_path] = child.origin
+                self.provenance[child_path] = shown_origin(child)
             else:
                 values[key] = self.value(child, hints[key], child_path)
                 if values[key] is not INVALID:
@@ -843,6 +867,8 @@ def unsupported_type(tp: Any) -> Any:
     if origin in (Union, types.UnionType, list, tuple, Sequence, MutableSequence):
         return next((bad for a in args if a is not Ellipsis and (bad := unsupported_type(a)) is not None), None)
     if origin is dict:
+        if args and args[0] not in (str, Any):  # recipe keys are strings: `dict[int, float]` got {"3": ...}
+            return tp
         return unsupported_type(args[1]) if args else None
     if tp in (list, tuple, dict, Sequence, MutableSequence):
         return None

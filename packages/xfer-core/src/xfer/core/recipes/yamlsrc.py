@@ -111,6 +111,21 @@ def _non_decimal_number(node: yaml.Node) -> str | None:
     return None
 
 
+# What YAML writes as an int or a float, in ASCII (YAML 1.1's non-decimal forms included: the check above
+# names them). PyYAML reads an explicitly tagged scalar with Python's int()/float(), which take more:
+# `lr: !!float 1e-3_0` (the usual way to make PyYAML read `1e-3`) was 1e-30, `!!int ١٠` 10, `!!float infinity` inf.
+_NUMBER_TEXT = {
+    "tag:yaml.org,2002:int": re.compile(
+        r"[-+]?(?:[0-9][0-9_]*|0b[01_]+|0x[0-9a-fA-F_]+|[1-9][0-9_]*(?::[0-5]?[0-9])+)", re.ASCII
+    ),
+    "tag:yaml.org,2002:float": re.compile(
+        r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+        r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*",
+        re.ASCII,
+    ),
+}
+
+
 def _loc(file: str, mark: yaml.Mark | None) -> Location:
     if mark is None:
         return Location(file)
@@ -174,6 +189,9 @@ class _Converter:
             value = node.value
         else:
             try:
+                number_text = _NUMBER_TEXT.get(node.tag)
+                if number_text is not None and not number_text.fullmatch(node.value):
+                    raise ValueError(node.value)
                 value = self.constructor.construct_object(node, deep=True)
             except (yaml.YAMLError, ValueError, KeyError):  # an explicit tag on text it cannot read: `!!int abc`
                 tag = node.tag.rsplit(":", 1)[-1]
