@@ -317,12 +317,18 @@ def load_teacher_predictions(folder: Path, task: str) -> TeacherPredictions:
     if task not in tasks:
         raise CacheError(f"{folder}: the teachers have no predictions for {task!r} (they cover: {', '.join(tasks)})")
     entry = tasks[task]
+    file = entry.get("file") if isinstance(entry, Mapping) else None
+    if not isinstance(file, str) or not file:  # a hand-written index: a KeyError/TypeError traceback
+        raise CacheError(
+            f"{Path(folder) / INDEX}: the entry of {task!r} names no predictions file "
+            f'(expected {{"file": "<key>.safetensors", "key": "<key>", ...}}, found {entry!r})'
+        )
     try:
-        predictions = load_predictions(Path(folder) / entry["file"])
+        predictions = load_predictions(Path(folder) / file)
     except CacheError as exc:
         raise CacheError(
             f"{exc}; re-run the stage that wrote {folder} (delete its folder in the run directory)"
         ) from exc
     if predictions.key != entry.get("key") or predictions.task != task:
-        raise CacheError(f"{folder / entry['file']}: does not hold the predictions {INDEX} lists for {task!r}")
+        raise CacheError(f"{Path(folder) / file}: does not hold the predictions {INDEX} lists for {task!r}")
     return predictions

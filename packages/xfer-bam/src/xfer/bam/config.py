@@ -41,6 +41,9 @@ STUDENT_TRAIN = dataclasses.replace(
 )
 """BAM's multi-task settings (thesis 3.3 and the original code): longer, larger batches, lr 1e-4, decay 0.9."""
 
+TASK_TYPES = ("classification", "regression", "tagging")
+"""The task types BAM distils: the keys of `objective.TASK_KINDS` (this module stays torch-free)."""
+
 LambdaSchedule = Literal["linear", "constant", "none"]
 Sampling = Literal["power", "proportional", "uniform", "temperature"]
 Mixing = Literal["example", "batch"]
@@ -125,6 +128,24 @@ class ModelSource:
                 f"{self.max_length} is more than the {positions} positions of the encoder of stage {ref.stage!r} "
                 f"(its encoder.max_position_embeddings): lower max_length to at most {positions}",
             )
+        if ref is not None and ref.output == "models" and isinstance(upstream, ModelSource):
+            self._check_models_init(ref, upstream)
+
+    def _check_models_init(self, ref: Input, upstream: ModelSource) -> None:
+        """`init: <stage>.models` is a task -> model map (`weights.InitialWeights`): it must have a model
+        for every task here. A task it lacks was refused only when this stage started, after stage
+        `ref.stage` had trained."""
+        theirs = [task.key for task in upstream.tasks]
+        missing = next((task.key for task in self.tasks if task.key not in theirs), None)
+        if missing is None:
+            return
+        # an encoder to start from instead: the teachers' `init` output, or what that student started from
+        encoder = f"{ref.stage}.init" if isinstance(upstream, TeachersConfig) else upstream.init
+        raise FieldError(
+            "init",
+            f"{ref} has no model for task {missing!r}: stage {ref.stage!r} trains {', '.join(theirs)} (start this "
+            f"stage from an encoder{f', e.g. {encoder}' if encoder is not None else ''}, or drop the task)",
+        )
 
     def preflight(self) -> list[UserError]:
         """The `init` checkpoint and tokenizer folders that exist before the run (`xfer.bam.checks`),
@@ -140,7 +161,22 @@ class ModelSource:
         return source_problems(init, tokenizer, self.encoder, self.max_length)
 
     def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
-        return objective_problems(self.objective, infos)
+        """Every task is of a type BAM distils (`objective.TASK_KINDS`): a span-QA, parsing or
+        translation task has a default fine-tuning objective, so it passed the pre-flight and was
+        refused only when the stage started, after the stages before it (ELECTRA pre-training) had
+        trained. Then every task has an objective that handles its type."""
+        problems = []
+        for position, ref in enumerate(self.tasks):
+            info = infos.get(ref.key)
+            if info is not None and info.type not in TASK_TYPES:
+                problems.append(
+                    UserError(
+                        f"tasks.{position}: {ref.key} is a {info.type} task; BAM distils {', '.join(TASK_TYPES)} "
+                        "tasks (fine-tune it on its own with transformer.finetune)"
+                    )
+                )
+        handled = {name: info for name, info in infos.items() if info.type in TASK_TYPES}
+        return problems + objective_problems(self.objective, handled)
 
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """Pre-flight: both stages read the train and dev split of every task."""
@@ -282,8 +318,8 @@ class StudentConfig(ModelSource):
         """Every task needs the teachers' predictions: a task the `teachers` stage of this recipe does
         not train was found only once that stage had trained (hours, on real data), and so was a
         teacher found by alias that the teachers load with another task loader. The task configs are
-        not compared: they may differ in what only dev or test reads, and the stage checks the
-        training examples themselves by digest. Also `init` against its stage (`check_init_stage`)."""
+        not compared, but for their `labels` (the order of a head's outputs): they may differ in what
+        only dev or test reads, and the stage checks the training examples themselves by digest. Also `init` against its stage (`check_init_stage`)."""
         self.check_init_stage(stages)
         source = stages.get(self.teachers.stage) if self.teachers is not None and self.teachers.stage else None
         covered = {ref.key: ref for ref in getattr(source, "tasks", None) or []}
@@ -305,4 +341,13 @@ class StudentConfig(ModelSource):
                     f"{ref.key!r} is a {ref.name} task here, but stage {self.teachers.stage!r} trains the teacher of "
                     f"{ref.key!r} on {teacher.name}: its predictions are for another task (use the teachers' "
                     "task entry here, or give this one another alias and a teacher of its own)",
+                )
+            # the one config field that says what a head's outputs mean (glue/tsv's `labels`): the
+            # same labels in another order were refused only when this stage started (check_compatible)
+            ours, theirs = getattr(ref.config, "labels", None), getattr(teacher.config, "labels", None)
+            if ours is not None and theirs is not None and list(ours) != list(theirs):
+                raise FieldError(
+                    ("tasks", str(index), "labels"),
+                    f"{list(ours)} here, but stage {self.teachers.stage!r} trains the teacher of {ref.key!r} with "
+                    f"labels {list(theirs)}: its outputs are in that order (use the teachers' labels here)",
                 )

@@ -61,6 +61,16 @@ def attach_teacher_outputs(
             f"{task}: {len(which)} training example(s) {problem} (first: {which[0]!r}); the teachers "
             f"({predictions.source}) were run on different data. Re-run the teachers stage on the same task config."
         )
+    if not np.isfinite(predictions.values).all():
+        # a NaN/inf target made the student's loss NaN at the first step that drew the example, and
+        # the trainer then blamed the learning rate: say which teacher output is broken instead
+        bad = next((e.id for e in examples if not np.isfinite(predictions.rows(e.id)).all()), None)
+        if bad is not None:
+            raise UserError(
+                f"{task}: the teacher's output for training example {bad!r} is NaN or infinite "
+                f"({predictions.source}): a student cannot learn from it. Re-run the teachers stage "
+                "(with train: {precision: fp32} if it ran in reduced precision)."
+            )
     used: dict[str, int] = {}
     for feature in features:
         rows = predictions.rows(feature["id"])

@@ -8,7 +8,10 @@ contribution per task without either. The usual alternatives are exposed for abl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+
+from xfer.core.errors import UserError
 
 
 def task_probabilities(
@@ -31,6 +34,27 @@ def task_probabilities(
         exponent = exponents[scheme]
     else:
         raise ValueError(f"unknown sampling scheme {scheme!r} (power, proportional, uniform, temperature)")
-    raw = {name: float(size) ** exponent for name, size in sizes.items()}
+    try:
+        raw = {name: float(size) ** exponent for name, size in sizes.items()}
+        total = sum(raw.values())
+    except OverflowError:  # e.g. 100,000 examples at temperature 0.01: 1e500
+        total = math.inf
+    if math.isfinite(total):  # kept where it is finite: its rounding decides the draws of existing runs
+        return {name: value / total for name, value in raw.items()}
+    # past the float range, which was a bare OverflowError when the student started: the same
+    # probabilities in log space (a softmax of exponent * log |D|)
+    logs = {name: exponent * math.log(size) for name, size in sizes.items()}
+    top = max(logs.values())
+    raw = {name: math.exp(value - top) for name, value in logs.items()}
     total = sum(raw.values())
-    return {name: value / total for name, value in raw.items()}
+    probabilities = {name: value / total for name, value in raw.items()}
+    never = min(probabilities, key=lambda name: probabilities[name])
+    if probabilities[never] == 0.0:  # its head would stay as initialised, and its results be reported
+        knob = "temperature" if scheme == "temperature" else "alpha"
+        raise UserError(
+            f"sampling: {scheme} with {knob} {temperature if knob == 'temperature' else alpha} gives task "
+            f"{never!r} ({sizes[never]} examples) a probability that is 0 in floating point next to "
+            f"{max(sizes, key=lambda name: sizes[name])!r} ({max(sizes.values())}): it would never be "
+            f"sampled; {'raise the temperature' if knob == 'temperature' else 'lower alpha'}"
+        )
+    return probabilities

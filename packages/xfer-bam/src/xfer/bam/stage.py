@@ -53,6 +53,7 @@ from xfer.core.atomic import write_json
 from xfer.core.checkpoint import evaluated_checkpoint
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.errors import UserError
+from xfer.core.results import score_order
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import nonempty_examples
 from xfer.core.train_config import TrainConfig
@@ -320,7 +321,9 @@ def group_score(run: dict[str, Any], group: Group) -> float:
 def teaching_run(runs: list[dict[str, Any]], group: Group, how: str) -> dict[str, Any]:
     if how == "first":
         return runs[0]
-    ordered = sorted(runs, key=lambda r: (group_score(r, group), r["trial"]))
+    # NaN lowest (`score_order`): a NaN compares false with everything, so a trial whose dev score
+    # was NaN (a non-finite prediction) landed wherever it stood and could be picked as the median
+    ordered = sorted(runs, key=lambda r: (score_order(group_score(r, group)), r["trial"]))
     return ordered[(len(ordered) - 1) // 2]
 
 
