@@ -97,8 +97,18 @@ def test_a_reference_to_an_output_of_the_wrong_kind_is_a_recipe_error(tmp_path: 
         "(e.g. teachers.init, teachers.models)"
     )
     for init in ("teachers.models", str(tmp_path)):  # a BAM models output, and a folder: read at run time
-        path = write_recipe(tmp_path / "ok", text.replace("init: teachers.predictions", f"init: {init}"))
-        load_recipe(path, host=make_host(autoload=True))
+        ok = text.replace("init: teachers.predictions", f"init: {init}")
+        if init == "teachers.models":  # one model per task: a student of one model per task
+            ok += "    multitask: false\n"
+        load_recipe(write_recipe(tmp_path / "ok", ok), host=make_host(autoload=True))
+
+
+def test_a_multitask_student_from_one_model_per_task_is_a_recipe_error(tmp_path: Path) -> None:
+    """`init: teachers.models` gives each task its teacher's model; a multi-task student (one model)
+    validated, then stopped on "init gives tasks ... different models" after the teachers trained."""
+    text = BASE.replace("init: teachers.init", "init: teachers.models") + "    teachers: teachers.predictions\n"
+    with pytest.raises(RecipeError, match=r"stages\.student\.init: teachers\.models holds one model per task"):
+        load_recipe(write_recipe(tmp_path, text), host=make_host(autoload=True))
 
 
 def test_teacher_mistakes(tmp_path: Path) -> None:

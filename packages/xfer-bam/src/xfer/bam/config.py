@@ -137,6 +137,16 @@ class ModelSource:
         `ref.stage` had trained."""
         theirs = [task.key for task in upstream.tasks]
         missing = next((task.key for task in self.tasks if task.key not in theirs), None)
+        one_model = isinstance(upstream, StudentConfig) and upstream.multitask
+        if missing is None and getattr(self, "multitask", False) and len(self.tasks) > 1 and not one_model:
+            # a multi-task student starts from one model: it stopped on "init gives tasks ... different
+            # models" when it started, after the teachers had trained
+            raise FieldError(
+                "init",
+                f"{ref} holds one model per task (stage {ref.stage!r} trains each task on its own), and a "
+                f"multi-task student starts from one model: use {ref.stage}.init (the encoder it started from), "
+                "a multi-task student's models, or multitask: false",
+            )
         if missing is None:
             return
         # an encoder to start from instead: the teachers' `init` output, or what that student started from
