@@ -5,6 +5,26 @@ from pathlib import Path
 
 import pytest
 
+BARE = """\
+name: t
+stages:
+  fit:
+    kind: testing.fit
+    task: {name: toy/agreement, train_size: 64, dev_size: 16}
+"""
+"""The smallest recipe of the recipe-error tests, to which each appends what it tries."""
+
+
+@pytest.fixture(autouse=True, name="host")
+def testing_host():
+    """The testing plugin as the default host (autouse where a test module imports it)."""
+    from xfer.core.plugins import set_default_host
+    from xfer.testing import make_host
+
+    set_default_host(make_host(["xfer.testing.plugin"]))
+    yield
+    set_default_host(None)
+
 
 def validate_errors(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> str:
     """`xfer validate PATH OVERRIDES...`'s error output, which must be an exit 2 without a traceback."""

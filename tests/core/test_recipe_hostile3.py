@@ -11,22 +11,8 @@ import pytest
 from xfer.core.plugins import set_default_host
 from xfer.testing import make_host, write_recipe
 
+from .recipes import BARE, testing_host  # noqa: F401 (autouse fixture)
 from .recipes import validate_errors as _errors
-
-BARE = """\
-name: t
-stages:
-  fit:
-    kind: testing.fit
-    task: {name: toy/agreement, train_size: 64, dev_size: 16}
-"""
-
-
-@pytest.fixture(autouse=True)
-def host():
-    set_default_host(make_host(["xfer.testing.plugin"]))
-    yield
-    set_default_host(None)
 
 
 def test_a_check_in_a_mapping_several_overrides_wrote_is_not_blamed_on_the_first(

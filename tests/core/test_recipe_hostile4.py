@@ -7,25 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from xfer.core.plugins import set_default_host
 from xfer.testing import make_host, write_recipe
 
+from .recipes import BARE, testing_host  # noqa: F401 (autouse fixture)
 from .recipes import validate_errors as _errors
-
-BARE = """\
-name: t
-stages:
-  fit:
-    kind: testing.fit
-    task: {name: toy/agreement, train_size: 64, dev_size: 16}
-"""
-
-
-@pytest.fixture(autouse=True)
-def host():
-    set_default_host(make_host(["xfer.testing.plugin"]))
-    yield
-    set_default_host(None)
 
 
 def _show(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> str:

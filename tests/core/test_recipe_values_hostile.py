@@ -8,25 +8,10 @@ from pathlib import Path
 import pytest
 
 from xfer.core.config import FieldError
-from xfer.core.plugins import set_default_host
-from xfer.testing import make_host, write_recipe
+from xfer.testing import write_recipe
 
+from .recipes import BARE, testing_host  # noqa: F401 (autouse fixture)
 from .recipes import validate_errors as _errors
-
-BARE = """\
-name: t
-stages:
-  fit:
-    kind: testing.fit
-    task: {name: toy/agreement, train_size: 64, dev_size: 16}
-"""
-
-
-@pytest.fixture(autouse=True)
-def host():
-    set_default_host(make_host(["xfer.testing.plugin"]))
-    yield
-    set_default_host(None)
 
 
 @pytest.mark.parametrize("text", ["1e-3_0", "١٠", "infinity", "1e-3e"])
