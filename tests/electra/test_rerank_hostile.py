@@ -225,3 +225,22 @@ def test_the_score_stage_pre_flight_names_references_that_leave_wer_undefined(el
     assert any(p.startswith(f"{test}: reference: WER is undefined") for p in problems), problems
     recipe.write_text(recipe.read_text().replace("metric: wer", "metric: bleu"))
     assert not [p for p in preflight(load_recipe(recipe, [], host), host) if "WER" in str(p)]
+
+
+def test_xfer_score_refuses_lists_lambda_cannot_be_chosen_on_before_scoring(
+    electric: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The CLI lacked two of the stage's pre-flight checks: BLEU against dev references without a
+    word (every λ ties, "λ = 0 chosen" reported) and a test file that is the dev file (the dev
+    result reported as held out); both were accepted, after scoring everything."""
+    from xfer.core.cli import main
+
+    blank = _write(tmp_path / "blank.jsonl", [_row(""), _row(" ")])
+    assert main(["score", str(electric), "--nbest-dev", str(blank), "--metric", "bleu",
+                 "--rerank-dir", str(tmp_path / "a")]) == 2  # fmt: skip
+    assert "none of the 2 references has a word" in capsys.readouterr().err
+    dev = _write(tmp_path / "dev.jsonl", [_row("the cat sat")])
+    assert main(["score", str(electric), "--nbest-dev", str(dev), "--nbest-test", str(dev), "--metric", "wer",
+                 "--rerank-dir", str(tmp_path / "b")]) == 2  # fmt: skip
+    assert f"{dev}: nbest_test: is a dev file too" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "refused before anything is written"

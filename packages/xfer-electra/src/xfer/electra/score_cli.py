@@ -112,9 +112,11 @@ def run(args: argparse.Namespace) -> int:
     lines = scoring.read_texts(args.file, args.format, text_field) if args.file is not None else None
     dev = rerank.read_nbest(args.nbest_dev, need_reference=True) if args.nbest_dev is not None else None
     test = rerank.read_nbest(args.nbest_test) if args.nbest_test is not None else None
-    for lists in (dev, test):
-        if lists is not None:
-            rerank.check_references(args.metric, lists)
+    if dev is not None:  # as the stage's pre-flight: BLEU against dev references without a word ties every λ
+        rerank.check_dev_references(args.metric, dev)
+    if test is not None:
+        rerank.check_references(args.metric, test)
+        rerank.check_held_out([args.nbest_dev], [args.nbest_test])  # a test result on the dev lists is no test
     if args.empty == "error":  # what the stage's preflight checks; found while scoring, it came after --out was written
         blank = next((e for e in (scoring.blank_hypothesis(x) for x in (dev, test) if x is not None) if e), None)
         if blank is not None:
