@@ -265,8 +265,11 @@ FINETUNE = HEAD + (
         ("{type_vocab_size: 1}", "encoder.type_vocab_size: must be at least 2 (sentence-pair tasks give the second"),
         ("{pad_token_id: -1}", "encoder.pad_token_id: must be a token id (at least 0), got -1"),
         ("{pad_token_id: 4, vocab_size: 4}", "encoder.pad_token_id: must be less than vocab_size (4), got 4"),
-        ("{layer_norm_eps: 0.0}", "encoder.layer_norm_eps: must be positive, got 0.0"),
-        ("{initializer_range: -0.02}", "encoder.initializer_range: must be at least 0, got -0.02"),
+        ("{layer_norm_eps: 0.0}", "encoder.layer_norm_eps: must be a positive finite number, got 0.0"),
+        ("{initializer_range: -0.02}", "encoder.initializer_range: must be a finite number, at least 0, got -0.02"),
+        # `.inf` passed: every activation NaN at the first step
+        ("{layer_norm_eps: .inf}", "encoder.layer_norm_eps: must be a positive finite number, got inf"),
+        ("{initializer_range: .inf}", "encoder.initializer_range: must be a finite number, at least 0, got inf"),
     ],
 )
 def test_encoder_overrides_the_encoder_would_refuse_are_errors_at_their_key(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -104,10 +105,13 @@ def encoder_problems(values: Mapping[str, Any], given: Collection[str] | None = 
     for name in ("hidden_dropout", "attention_dropout"):
         if name in values and not 0.0 <= float(values[name]) < 1.0:
             problems.append((name, f"must be in [0, 1), got {values[name]!r}"))
-    if "layer_norm_eps" in values and not float(values["layer_norm_eps"]) > 0:
-        problems.append(("layer_norm_eps", f"must be positive, got {values['layer_norm_eps']!r}"))
-    if "initializer_range" in values and not float(values["initializer_range"]) >= 0:  # a normal's std
-        problems.append(("initializer_range", f"must be at least 0, got {values['initializer_range']!r}"))
+    # finite too: `.inf` passed, and an infinite epsilon or init std made every activation NaN at step 1
+    if "layer_norm_eps" in values and not 0 < float(values["layer_norm_eps"]) < math.inf:
+        problems.append(("layer_norm_eps", f"must be a positive finite number, got {values['layer_norm_eps']!r}"))
+    if "initializer_range" in values and not 0 <= float(values["initializer_range"]) < math.inf:  # a normal's std
+        problems.append(
+            ("initializer_range", f"must be a finite number, at least 0, got {values['initializer_range']!r}")
+        )
     if "pad_token_id" in values and int(values["pad_token_id"]) < 0:
         problems.append(("pad_token_id", f"must be a token id (at least 0), got {values['pad_token_id']!r}"))
     if problems:  # the rules below divide and compare sizes already known to be wrong
