@@ -108,14 +108,20 @@ def test_ctrl_c_while_rank_0_records_a_failure_does_not_cut_it_short() -> None:
     from xfer.core.runs import runner
 
     recorded = []
-    with runner._sigterm_held():
-        os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getpid(), signal.SIGTERM)
-        recorded.append("the rest of the record")
-    assert recorded == ["the rest of the record"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
+    # Python's own Ctrl-C handler, set here: a process started in the background of a non-interactive
+    # shell (`cmd &`, as a fresh-clone CI once was) inherits SIGINT ignored, and Python then keeps it so
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with runner._sigterm_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
+            recorded.append("the rest of the record")
+        assert recorded == ["the rest of the record"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 @needs_torchrun
