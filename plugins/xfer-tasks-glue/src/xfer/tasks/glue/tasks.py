@@ -337,20 +337,11 @@ class TsvTask(Task):
     def write_predictions(
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
-        """`directory/<split>.tsv`: header `id<TAB>prediction`, one row per example in file order.
-
-        Not the base class's writer, which streamed into the file: a missing prediction raised a
-        bare KeyError halfway, leaving a truncated file in place of the previous one; predictions
-        for ids of another split were dropped silently; and `nan` or a class id was written as a
-        prediction. As GLUE's writer: every example exactly once, each value one that scoring
-        accepts (a ValueError naming the example otherwise, nothing written), the file replaced
-        atomically.
-        """
+        """The base class's `directory/<split>.tsv` (`id<TAB>prediction`, ids checked, written
+        atomically), each value first checked as scoring checks it: `nan` or a class id was written
+        as a prediction (a ValueError naming the example now, nothing written), as GLUE's writer."""
         cfg: TsvTaskConfig = self.config
         labels = self.labels if cfg.type == "classification" else None
-        check_prediction_ids(self.name, examples, predictions)
-        lines = ["id\tprediction"]
-        for example in examples:
-            value = scoring.checked_prediction(self.name, example.id, predictions[example.id], labels)
-            lines.append(f"{example.id}\t{value}")
-        return _write(directory / f"{split}.tsv", "\n".join(lines) + "\n")
+        check_prediction_ids(self.name, examples, predictions)  # before the values: a missing id is named as such
+        checked = {e.id: scoring.checked_prediction(self.name, e.id, predictions[e.id], labels) for e in examples}
+        return super().write_predictions(directory, split, examples, checked)
