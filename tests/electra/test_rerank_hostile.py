@@ -13,6 +13,8 @@ import pytest
 from xfer.core.errors import DataError, UserError
 from xfer.electra import rerank
 
+from .electra_recipes import scoring_config, spread_weights
+
 
 def _write(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
@@ -150,26 +152,16 @@ def electric(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     from xfer.electra.heads import DiscriminatorHead
-    from xfer.transformer.encoder import Encoder, EncoderConfig
+    from xfer.transformer.encoder import Encoder
     from xfer.transformer.modelio import save_model_dir
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran"]
     tokenizer = WordPieceTokenizer.from_vocab({t: i for i, t in enumerate(tokens)})
     torch.manual_seed(1)
-    config = EncoderConfig(
-        vocab_size=tokenizer.vocab_size,
-        embedding_size=16,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
+    config = scoring_config(tokenizer.vocab_size, 16)
     encoder, head = Encoder(config), DiscriminatorHead(16)
-    for module in (encoder, head):
-        for p in module.parameters():
-            p.data.normal_(0, 0.5)
+    spread_weights(encoder, head)
     folder = tmp_path_factory.mktemp("electric") / "discriminator"
     meta = {"objective": "electric.nce", "objective_config": {"generator": {"kind": "two_tower"}}}
     save_model_dir(folder, {"encoder": encoder, "head": head}, meta)

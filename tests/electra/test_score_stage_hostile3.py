@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .electra_recipes import scoring_config, spread_weights
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat"]
@@ -26,22 +28,14 @@ def tt_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, int], Pa
 
     from xfer.electra.heads import DiscriminatorHead
     from xfer.electra.model import TwoTower
-    from xfer.transformer.encoder import Encoder, EncoderConfig
+    from xfer.transformer.encoder import Encoder
     from xfer.transformer.modelio import save_model_dir
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer.from_vocab(
         {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
     )
-    config = EncoderConfig(
-        vocab_size=tokenizer.vocab_size,
-        embedding_size=16,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=24,
-    )
+    config = scoring_config(tokenizer.vocab_size, 24)
     meta = {"objective": "electra.rtd", "objective_config": {"mask_prob": 0.2, "generator": {"kind": "two_tower"}}}
 
     def make(folder: Path, seed: int) -> Path:
@@ -49,9 +43,7 @@ def tt_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, int], Pa
         encoder, head = Encoder(config), DiscriminatorHead(16)
         torch.manual_seed(seed)
         cloze = TwoTower(config, None)
-        for module in (encoder, head, cloze):
-            for p in module.parameters():
-                p.data.normal_(0, 0.5)
+        spread_weights(encoder, head, cloze)
         if not (folder / "discriminator").exists():  # written once: only the generator is replaced
             save_model_dir(folder / "discriminator", {"encoder": encoder, "head": head}, meta)
             tokenizer.save(folder / "discriminator")

@@ -26,9 +26,11 @@ from xfer.electra import rerank, scoring
 from xfer.electra.heads import DiscriminatorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
 from xfer.testing import make_host, run_recipe_file, write_recipe
-from xfer.transformer.encoder import Encoder, EncoderConfig
+from xfer.transformer.encoder import Encoder
 from xfer.transformer.modelio import save_model_dir
 from xfer.transformer.tokenization import WordPieceTokenizer
+
+from .electra_recipes import scoring_config
 
 WORDS = [
     "the",
@@ -65,18 +67,6 @@ def _tokenizer() -> WordPieceTokenizer:
     return WordPieceTokenizer.from_vocab({t: i for i, t in enumerate(tokens)})
 
 
-def _config(vocab: int) -> EncoderConfig:
-    return EncoderConfig(
-        vocab_size=vocab,
-        embedding_size=16,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=MAX_POSITIONS,
-    )
-
-
 def _save(folder: Path, modules: dict, meta: dict, tokenizer: WordPieceTokenizer) -> Path:
     save_model_dir(folder, modules, meta)
     tokenizer.save(folder)
@@ -92,7 +82,7 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ckpt")
     tokenizer = _tokenizer()
     torch.manual_seed(0)
-    config = _config(tokenizer.vocab_size)
+    config = scoring_config(tokenizer.vocab_size, MAX_POSITIONS)
     encoder, head, cloze, mlm = (
         Encoder(config),
         DiscriminatorHead(16),
@@ -133,7 +123,7 @@ def nan_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An Electric discriminator whose head gives NaN (as a diverged run's weights do)."""
     tokenizer = _tokenizer()
     torch.manual_seed(0)
-    encoder, head = Encoder(_config(tokenizer.vocab_size)), DiscriminatorHead(16)
+    encoder, head = Encoder(scoring_config(tokenizer.vocab_size, MAX_POSITIONS)), DiscriminatorHead(16)
     for p in head.parameters():
         p.data.fill_(float("nan"))
     meta = {"objective": "electric.nce", "objective_config": {"mask_prob": 0.15, "generator": {"kind": "two_tower"}}}

@@ -20,9 +20,11 @@ from xfer.core.errors import DataError
 from xfer.electra import rerank, scoring
 from xfer.electra.heads import DiscriminatorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
-from xfer.transformer.encoder import Encoder, EncoderConfig
+from xfer.transformer.encoder import Encoder
 from xfer.transformer.modelio import save_model_dir
 from xfer.transformer.tokenization import WordPieceTokenizer
+
+from .electra_recipes import scoring_config, spread_weights
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "ran", "big", "red", "small", "blue", "and"]
 SENTENCES = [
@@ -49,24 +51,14 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("hostile")
     tokenizer = _tokenizer()
     torch.manual_seed(1)
-    config = EncoderConfig(
-        vocab_size=tokenizer.vocab_size,
-        embedding_size=16,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=MAX_POSITIONS,
-    )
+    config = scoring_config(tokenizer.vocab_size, MAX_POSITIONS)
     encoder, head, cloze, mlm = (
         Encoder(config),
         DiscriminatorHead(16),
         TwoTower(config, None),
         MaskedGenerator(config, None),
     )
-    for module in (encoder, head, cloze, mlm):
-        for p in module.parameters():
-            p.data.normal_(0, 0.5)
+    spread_weights(encoder, head, cloze, mlm)
     towers = {"ltr": cloze.ltr, "rtl": cloze.rtl, "head": cloze.head}
     metas = {
         "mlm": {"objective": "electra.mlm", "objective_config": {"mask_prob": 0.15}},

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from .electra_recipes import scoring_config, spread_weights
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -84,24 +86,14 @@ def tt_pair(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any
 
     from xfer.electra.heads import DiscriminatorHead
     from xfer.electra.model import TwoTower
-    from xfer.transformer.encoder import Encoder, EncoderConfig
+    from xfer.transformer.encoder import Encoder
     from xfer.transformer.modelio import save_model_dir
 
     tokenizer = _tokenizer()
     torch.manual_seed(3)
-    config = EncoderConfig(
-        vocab_size=tokenizer.vocab_size,
-        embedding_size=16,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=24,
-    )
+    config = scoring_config(tokenizer.vocab_size, 24)
     encoder, head, cloze = Encoder(config), DiscriminatorHead(16), TwoTower(config, None)
-    for module in (encoder, head, cloze):
-        for p in module.parameters():
-            p.data.normal_(0, 0.5)
+    spread_weights(encoder, head, cloze)
     root = tmp_path_factory.mktemp("tt")
 
     def make(generator: dict[str, Any]) -> Path:
