@@ -487,9 +487,12 @@ def open_checkpoint(path: str | Path, what: str = "checkpoint") -> Checkpoint:
 
 
 def _open_hf(path: Path) -> Checkpoint:
-    """A HF folder; its meta holds the objective when config.json records one (`OBJECTIVE_KEY`,
-    written by xfer's HF export), so the method checks are the same as for the xfer layout."""
-    from xfer.transformer.hf import OBJECTIVE_KEY, load_hf
+    """A HF folder; its meta holds what config.json records of the pre-training (xfer's HF export
+    writes the objective, its settings and the trained length: `OBJECTIVE_KEY`,
+    `OBJECTIVE_CONFIG_KEY`, `MAX_LENGTH_KEY`), so methods, windows and ELECTRA-TT's mask_prob and
+    temperature are the same as for the xfer layout."""
+    from xfer.transformer.hf import OBJECTIVE_CONFIG_KEY, OBJECTIVE_KEY, load_hf
+    from xfer.transformer.initnotes import MAX_LENGTH_KEY
     from xfer.transformer.registry import build_head
 
     config, state, head = load_hf(path)
@@ -510,7 +513,15 @@ def _open_hf(path: Path) -> Checkpoint:
         return module
 
     objective = head.hf_config.get(OBJECTIVE_KEY)
-    meta = {"objective": objective} if isinstance(objective, str) else {}
+    meta: dict[str, Any] = {"objective": objective} if isinstance(objective, str) else {}
+    settings = head.hf_config.get(OBJECTIVE_CONFIG_KEY)
+    if isinstance(settings, dict):
+        meta["objective_config"] = settings
+    length = head.hf_config.get(MAX_LENGTH_KEY)
+    if length is not None:
+        if not (isinstance(length, int) and not isinstance(length, bool) and length >= 3):
+            raise CheckpointError(f"{path / 'config.json'}: {MAX_LENGTH_KEY} {length!r} is not a length of 3 or more")
+        meta["max_length"] = length
     return Checkpoint(path, kinds[head.kind], meta, build, config.max_position_embeddings, "hf")
 
 

@@ -612,7 +612,8 @@ def _trained_length(config: PretrainConfig, ctx: StageContext) -> int:
 def _export(
     ctx: StageContext, config: PretrainConfig, objective: PretrainingObjective, tokenizer: Any, meta: dict
 ) -> None:
-    from xfer.transformer.hf import OBJECTIVE_KEY, export_hf
+    from xfer.transformer.hf import OBJECTIVE_CONFIG_KEY, OBJECTIVE_KEY, export_hf
+    from xfer.transformer.initnotes import MAX_LENGTH_KEY
     from xfer.transformer.modelio import save_model_dir
 
     # the objective's effective settings (defaults filled in): scoring reads mask_prob and the generator kind
@@ -637,8 +638,13 @@ def _export(
                 modules["encoder"],
                 head=modules.get("head"),
                 vocab_file=hf / "vocab.txt",
-                # which head this is (the built-in objective it is, for a plugin's): scoring checks it
-                extra_config={OBJECTIVE_KEY: objective.family or config.objective.name},
+                # which head this is (the built-in objective it is, for a plugin's): scoring checks it;
+                # the trained length and the objective's settings, which the xfer layout's meta holds
+                extra_config={
+                    OBJECTIVE_KEY: objective.family or config.objective.name,
+                    MAX_LENGTH_KEY: common["max_length"],
+                    OBJECTIVE_CONFIG_KEY: common["objective_config"],
+                },
             )
 
 

@@ -52,6 +52,10 @@ OBJECTIVE_KEY = "xfer_objective"
 """config.json key naming the xfer objective that trained the weights (e.g. "electra.rtd"): HF's
 ElectraForPreTraining holds ELECTRA's replaced-token detector and Electric's energy head alike,
 and only this says which one it is (PLL scoring needs to know). transformers ignores the key."""
+OBJECTIVE_CONFIG_KEY = "xfer_objective_config"
+"""config.json key: the pre-training objective's settings with defaults filled in (mask_prob, the
+generator's kind and sampling temperature), which ELECTRA-TT scoring inverts. Without it, an HF
+export was scored as if pre-trained with mask_prob 0.15 and temperature 1, whatever it used."""
 
 # HF writes these non-persistent buffers into some older checkpoints; they are `arange`/zeros
 # constants, not weights, so they are dropped rather than returned in `remaining`.

@@ -19,6 +19,12 @@ from typing import Any
 
 from xfer.core.errors import UserError
 
+MAX_LENGTH_KEY = "xfer_max_length"
+"""HF config.json key (written by `electra.pretrain`'s HF export, read through `xfer.transformer.hf`):
+the tokens per example the weights were pre-trained on. The position embeddings go further (512
+for the presets), and positions past it were never trained: PLL scoring windows texts at this
+length, fine-tuning warns past it. Here, not in `hf`, because this module stays torch-free."""
+
 
 def generator_init_message(
     folder: Path, key: str = "init", goes_on: str = "Fine-tuning goes on as asked."
@@ -47,12 +53,16 @@ def generator_init_message(
 
 def pretraining_length(folder: Path) -> int | None:
     """Tokens per example the checkpoint was pre-trained on (`electra.pretrain` records it as
-    `max_length` in xfer_model.json); None when the folder does not say (HF folders, fine-tuned models)."""
-    try:
-        length = json.loads((folder / "xfer_model.json").read_text(encoding="utf-8")).get("max_length")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return length if isinstance(length, int) and not isinstance(length, bool) else None
+    `max_length` in xfer_model.json, and as `xfer_max_length` in its HF export's config.json); None
+    when the folder does not say (other HF folders, fine-tuned models)."""
+    for name, key in (("xfer_model.json", "max_length"), ("config.json", MAX_LENGTH_KEY)):
+        try:
+            length = json.loads((folder / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(length, int) and not isinstance(length, bool):
+            return length
+    return None
 
 
 def untrained_positions_message(folder: Path, max_length: int, key: str = "max_length") -> str | None:
