@@ -9,6 +9,8 @@ import typing
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from xfer.core import cli
 from xfer.core.config import TaskRef
@@ -330,8 +332,9 @@ def test_encoder_config_and_recipes_share_one_set_of_rules() -> None:
 def _folder(path: Path, tokens: list[str], config: dict | None = None) -> Path:
     path.mkdir(parents=True)
     (path / "vocab.txt").write_text("\n".join(tokens) + "\n")
-    if config is not None:
+    if config is not None:  # a checkpoint: its config and a weights file the pre-flight reads headers of
         (path / "config.json").write_text(json.dumps({"model_type": "electra", **config}))
+        save_file({"electra.embeddings.word_embeddings.weight": torch.zeros(1)}, path / "model.safetensors")
     return path
 
 

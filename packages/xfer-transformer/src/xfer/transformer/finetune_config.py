@@ -276,25 +276,42 @@ def _path_of(source: Input | None) -> Path | None:
 def read_vocabulary(folder: Path) -> tuple[Path, list[str | None]] | None:
     """(file, token of each id) of a WordPiece folder: `vocab.txt` (a token a line, as the
     tokenizer reads it), else `tokenizer.json`'s WordPiece vocabulary; None when neither reads.
-    Ids that `tokenizer.json` leaves out are None."""
+    Ids that `tokenizer.json` leaves out are None.
+
+    Tokens that `tokenizer.json` adds (`added_tokens`, past its WordPiece vocabulary) count as the
+    tokenizer loads them (`WordPieceTokenizer.from_dir` prefers tokenizer.json): vocab.txt stops
+    before them, and transformers 5 saves no vocab.txt at all. Without them the checks saw fewer
+    tokens than the tokenizer has ids, and a checkpoint with fewer embeddings than that passed the
+    pre-flight, to fail in the stage after earlier stages had run."""
+    added = _tokenizer_json_tokens(folder / "tokenizer.json")
     vocab = folder / "vocab.txt"
     if vocab.is_file():
         text = vocab.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")  # as the tokenizer
-        lines = re.split(r"\r\n|\r|\n", text)
+        lines: list[str | None] = list(re.split(r"\r\n|\r|\n", text))
         if lines and lines[-1] == "":
             lines.pop()
-        return vocab, list(lines)
-    document = folder / "tokenizer.json"
+        return vocab, lines + (added[len(lines) :] if added is not None else [])
+    return (folder / "tokenizer.json", added) if added is not None else None
+
+
+def _tokenizer_json_tokens(document: Path) -> list[str | None] | None:
+    """Token of each id of a `tokenizer.json` (WordPiece vocabulary, then added tokens at ids it
+    leaves free), or None when it is absent or does not read."""
     if not document.is_file():
         return None
     try:
-        ids = json.loads(document.read_text(encoding="utf-8"))["model"]["vocab"]
-        tokens: list[str | None] = [None] * (max(ids.values(), default=-1) + 1)
-        for token, index in ids.items():
-            tokens[int(index)] = token
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        data = json.loads(document.read_text(encoding="utf-8"))
+        ids = {int(index): token for token, index in data["model"]["vocab"].items()}
+        for token in data.get("added_tokens") or []:
+            ids.setdefault(int(token["id"]), token["content"])
+        if min(ids, default=0) < 0:
+            return None
+        tokens: list[str | None] = [None] * (max(ids, default=-1) + 1)
+        for index, token in ids.items():
+            tokens[index] = token
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None
-    return document, tokens
+    return tokens
 
 
 def checkpoint_encoder(folder: Path) -> dict[str, Any] | None:
@@ -348,7 +365,7 @@ def weights_problem(folder: Path) -> UserError | None:
         return None  # said by the checks that read its config
     from safetensors import safe_open
 
-    from xfer.transformer.hf import check_weight_map, incomplete_download
+    from xfer.transformer.hf import NO_WEIGHTS, check_weight_map, incomplete_download
 
     if (interrupted := incomplete_download(folder)) is not None:  # a Hub snapshot whose blobs are gone
         return CheckpointError(interrupted)
@@ -364,8 +381,10 @@ def weights_problem(folder: Path) -> UserError | None:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             return DataError(index, 0, f"not a safetensors index (a weight_map of tensor -> shard file): {error}")
         files = [folder / shard for shard in sorted(set(weight_map.values()))]
-    else:
-        return None  # a weights-only .bin, or no weights file: the stage's loader says which
+    elif (folder / "pytorch_model.bin").is_file():
+        return None  # a weights-only .bin: not read here (reading it means loading it)
+    else:  # a Hub snapshot of config and tokenizer only, a copy without its weights: found after earlier stages ran
+        return CheckpointError(f"{folder}: {NO_WEIGHTS}")
     for file in files:
         if not file.is_file():
             return DataError(index, 0, f"names the weights file {file.name}, which is missing")

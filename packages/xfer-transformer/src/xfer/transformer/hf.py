@@ -152,6 +152,7 @@ def _read_config(directory: Path) -> dict[str, Any]:
 
 
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+NO_WEIGHTS = "no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"
 
 
 def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
@@ -172,10 +173,7 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
     if legacy.is_file():
         return _load_bin(legacy)
     # a shard a snapshot's index names can be a dangling link as well: any dangling link means the download is incomplete
-    raise CheckpointError(
-        incomplete_download(directory)
-        or f"{directory}: no weights file (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"
-    )
+    raise CheckpointError(incomplete_download(directory) or f"{directory}: {NO_WEIGHTS}")
 
 
 def check_weight_map(index: Path, weight_map: Any) -> None:
