@@ -35,6 +35,22 @@ TAKES = "takes"
 """Metadata key: the output kinds an `Input` field accepts from a stage reference (see `knob`)."""
 
 
+def bound_problem(value: float, metadata: Any) -> str | None:
+    """How `value` breaks the `ge`/`gt`/`le`/`lt` bounds a `knob` records in `metadata`
+    ("must be at least 0"), or None. One wording for a recipe's value and a plugin's default."""
+    for name, holds, words in (
+        ("ge", lambda v, b: v >= b, "at least"),
+        ("gt", lambda v, b: v > b, "greater than"),
+        ("le", lambda v, b: v <= b, "at most"),
+        ("lt", lambda v, b: v < b, "less than"),
+    ):
+        bound = metadata.get(name)
+        if bound is not None and not holds(value, bound):
+            shown = f"{bound:,}" if isinstance(bound, int) else f"{bound:g}"  # not 4e+06 for 4_000_000
+            return f"must be {words} {shown}"
+    return None
+
+
 def knob(
     default: Any = dataclasses.MISSING,
     doc: str = "",

@@ -19,7 +19,8 @@ is broken keeps its components but is marked failed. Each plugin's import time i
 
 A component's config class and target are checked when first resolved (`config_class`, which
 recipe validation and `xfer explain` call), not at start-up: a config that is not a dataclass,
-an annotation that does not resolve or a scalar default of the wrong type (`"no"` for a bool) is a
+an annotation that does not resolve, a scalar default of the wrong type (`"no"` for a bool) or a
+numeric default outside its own knob's bounds (`knob(-1.0, ..., ge=0)`) is a
 `PluginError` naming the component, its provider and the field, and so is a target that does not
 import or cannot be what its kind is used as (a stage that is not `run(ctx)`, a task that is not a
 concrete `Task` subclass, an objective class that is not a `torch.nn.Module`, a metric that cannot
@@ -62,6 +63,7 @@ from typing import Any, NoReturn
 import pluggy
 
 from xfer.core import hookspecs
+from xfer.core.config import bound_problem
 from xfer.core.errors import PluginError
 from xfer.core.recipes.schema import (
     config_class_notes,
@@ -249,7 +251,8 @@ class PluginHost:
             loaded = importlib.import_module(module)
         except (Exception, SystemExit) as exc:  # isolated: recorded, not fatal (sys.exit/argparse too)
             record.name = record.name or _default_namespace(module)
-            record.error = f"import failed: {_short_error(exc, _package_of(module))}"
+            record.package = _package_of(module)
+            record.error = f"import failed: {_missing_module(exc, record) or _short_error(exc, record.package)}"
             record.import_seconds = time.perf_counter() - started
             self.plugins[record.name] = record
             return record
@@ -280,7 +283,7 @@ class PluginHost:
             plugin: ModuleType | Any = load()
         except (Exception, SystemExit) as exc:  # isolated: a broken plugin must not break the host
             record.import_seconds += time.perf_counter() - started
-            record.error = f"import failed: {_short_error(exc, record.package)}"
+            record.error = f"import failed: {_missing_module(exc, record) or _short_error(exc, record.package)}"
             return record
         record.import_seconds += time.perf_counter() - started
         if isinstance(plugin, type):  # `module:Class`: its package is the class's own
@@ -545,7 +548,9 @@ class PluginHost:
                     f"{_import_error(exc, spec, where)}",
                     exc,
                 )
-            problems = [] if cls is None else config_class_problems(cls) + _key_problems(spec, cls)
+            problems = (
+                [] if cls is None else config_class_problems(cls) + _key_problems(spec, cls) + _bound_problems(cls)
+            )
             if problems:
                 listed = "; ".join(
                     f"{f'config field {field!r}' if field else 'config'}: {problem}{_where_defined(cls, field)}"
@@ -620,6 +625,28 @@ class PluginHost:
             warnings.warn(f"{hook} failed in a hook wrapper: {_short_error(exc)}", stacklevel=1)
 
 
+def _missing_module(exc: BaseException, record: PluginRecord) -> str | None:
+    """The message for a plugin module path that does not exist (a typo in the entry point, or a
+    package missing from this environment), or None. Its traceback never reaches the plugin's code,
+    so the generic message pointed at `<frozen importlib._bootstrap>`, which names nothing to fix."""
+    path = record.module.partition(":")[0].strip()
+    name = getattr(exc, "name", None)
+    if not isinstance(exc, ModuleNotFoundError) or not name or not (path + ".").startswith(name + "."):
+        return None
+    if _own_frames(exc, record.package):
+        return None
+    return (
+        f"ModuleNotFoundError: No module named {name!r}: the plugin's module path {record.module!r} does not "
+        "import; "
+        + (
+            "check XFER_PLUGIN_MODULES (and PYTHONPATH)"
+            if record.distribution == "(module)"
+            else "check the `xfer` entry point in the distribution's pyproject.toml "
+            "([project.entry-points.xfer]) and reinstall it (pip install -e .)"
+        )
+    )
+
+
 def _import_error(exc: BaseException, spec: ComponentSpec, path: str) -> str:
     """An import failure of a spec's target or config, located in the plugin's code if it got that
     far, else at the spec's declaration (a typo in the path itself)."""
@@ -675,6 +702,23 @@ def _key_problems(spec: ComponentSpec, cls: Any) -> list[tuple[str | None, str]]
                 "set (and `xfer show` writes its default there); rename it",
             )
         )
+    return problems
+
+
+def _bound_problems(cls: Any) -> list[tuple[str | None, str]]:
+    """Numeric defaults outside their own knob's bounds (`knob(-1.0, "...", ge=0)`).
+
+    Bounds are checked on values a recipe gives, so a recipe that left such a field out ran with
+    the out-of-range default unnoticed. `None` and NaN stay allowed as sentinels."""
+    if not dataclasses.is_dataclass(cls):
+        return []
+    problems: list[tuple[str | None, str]] = []
+    for f in dataclasses.fields(cls):
+        value = f.default
+        if not f.init or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            continue
+        if (broken := bound_problem(value, f.metadata)) is not None:
+            problems.append((f.name, f"default {value!r} is out of its knob's bounds: {broken}"))
     return problems
 
 

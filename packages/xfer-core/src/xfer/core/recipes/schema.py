@@ -39,6 +39,7 @@ from xfer.core.config import (
     LocalOrName,
     MustExist,
     TaskRef,
+    bound_problem,
     task_alias_problem,
 )
 from xfer.core.errors import Diagnostic, Location
@@ -630,16 +631,8 @@ class Validator:
             bounded = any(f.metadata.get(name) is not None for name in ("ge", "gt", "le", "lt"))
             if bounded and not math.isfinite(value):  # `.inf` passes `gt: 0`: a budget of .inf FLOPs, lr .inf
                 return self.error(node.loc, f"{path}: must be a finite number, got {value!r}")
-            for name, ok, words in (
-                ("ge", lambda v, b: v >= b, "at least"),
-                ("gt", lambda v, b: v > b, "greater than"),
-                ("le", lambda v, b: v <= b, "at most"),
-                ("lt", lambda v, b: v < b, "less than"),
-            ):
-                bound = f.metadata.get(name)
-                if bound is not None and not ok(value, bound):
-                    shown = f"{bound:,}" if isinstance(bound, int) else f"{bound:g}"  # not 4e+06 for 4_000_000
-                    return self.error(node.loc, f"{path}: must be {words} {shown}, got {value!r}")
+            if (broken := bound_problem(value, f.metadata)) is not None:
+                return self.error(node.loc, f"{path}: {broken}, got {value!r}")
         return value
 
     def _wrong_kind(self, ref: Input, takes: tuple[str, ...], path: str) -> str:
