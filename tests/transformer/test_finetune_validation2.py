@@ -85,12 +85,17 @@ def test_a_checkpoint_without_weights_is_refused_before_training(tmp_path: Path)
     assert weights_problem(init) is None
 
 
-def test_a_damaged_tokenizer_json_falls_back_to_vocab_txt(tmp_path: Path) -> None:
+def test_a_damaged_tokenizer_json_beside_a_good_vocab_txt_is_refused_before_training(tmp_path: Path) -> None:
+    """The checks read vocab.txt, the tokenizer prefers tokenizer.json: a damaged one passed the
+    pre-flight and stopped the stage (h102's lead)."""
     folder = _tokenizer_with_added_tokens(tmp_path / "tok", vocab_txt=True)
+    assert checkpoint_problems(folder, None, {}, 32, random_init=True) == []
     (folder / "tokenizer.json").write_text("{not json")
-    file, tokens = read_vocabulary(folder)
+    file, tokens = read_vocabulary(folder)  # the checks still read what they can
     assert file.name == "vocab.txt" and tokens == TOKENS
-    (folder / "vocab.txt").unlink()
-    assert read_vocabulary(folder) is None
-    with pytest.raises(DataError):
+    problems = checkpoint_problems(folder, None, {}, 32, random_init=True)
+    assert [str(p) for p in problems] == [
+        f"{folder / 'tokenizer.json'}: not a valid tokenizer.json: key must be a string at line 1 column 2"
+    ]
+    with pytest.raises(DataError, match=r"not a valid tokenizer\.json"):
         WordPieceTokenizer.from_dir(folder)

@@ -396,6 +396,22 @@ def weights_problem(folder: Path) -> UserError | None:
     return None
 
 
+def tokenizer_problem(folder: Path) -> UserError | None:
+    """Why the stage could not load the tokenizer files in `folder`, or None (also when it holds
+    none: the checks that need them say so). The pre-flight read vocab.txt for its checks, so a
+    damaged tokenizer.json next to it (the file the tokenizer prefers) passed, and the stage
+    stopped on it after every earlier stage had run."""
+    if not folder.is_dir() or not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+        return None
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    try:
+        WordPieceTokenizer.from_dir(folder)
+    except UserError as error:
+        return error
+    return None
+
+
 def checkpoint_problems(
     tokenizer: Path | None, init: Path | None, encoder: Mapping[str, Any], max_length: int, *, random_init: bool
 ) -> list[UserError]:
@@ -414,6 +430,8 @@ def checkpoint_problems(
 
         if (tensors := encoder_weights_problem(init)) is not None:
             problems.append(tensors)
+    if tokenizer is not None and (unloadable := tokenizer_problem(tokenizer)) is not None:
+        problems.append(unloadable)
     vocabulary = read_vocabulary(tokenizer) if tokenizer is not None else None
     sizes = checkpoint_encoder(init) if init is not None else None
     if vocabulary is not None and init is not None and tokenizer is not None and tokenizer.resolve() != init.resolve():
