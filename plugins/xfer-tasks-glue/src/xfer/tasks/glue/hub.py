@@ -42,6 +42,18 @@ def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -
             label = None  # GLUE test splits carry label -1
         elif spec.type == "regression":
             label = None if raw < 0 else float(raw)
+            # A score outside GLUE's 0-5 range would silently skew training and Pearson/Spearman.
+            if label is not None and not 0.0 <= label <= 5.0:
+                raise UserError(
+                    f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} row idx "
+                    f"{row['idx']}: score {raw!r} is outside the 0-5 range"
+                )
+        elif not isinstance(raw, int) or raw >= len(spec.hub_labels):
+            # A bare IndexError (or a wrong label from a float index) would not say which row is bad.
+            raise UserError(
+                f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} row idx "
+                f"{row['idx']}: class id {raw!r} is not one of 0..{len(spec.hub_labels) - 1}"
+            )
         else:
             label = spec.hub_labels[raw]
         examples.append(
