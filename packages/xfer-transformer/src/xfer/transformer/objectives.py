@@ -302,8 +302,10 @@ def _past_marks(context: str, end: int) -> int:
     An uncased tokenizer strips accents, and a stripped mark belongs to no token's offsets: a span
     ending on "भगवान्" (final virama), NFD "maté" or a Thai word with a final tone mark was cut to
     "भगवान", "mate", ..., a different word for the official EM/F1 (BERT's run_squad answers with
-    the whole original word there). A mark never starts a word, so it always belongs to the span."""
-    while end < len(context) and unicodedata.category(context[end]) in ("Mn", "Me"):
+    the whole original word there). A mark never starts a word, so it always belongs to the span.
+    Format characters (Cf: soft hyphen, ZWSP, ZWJ, LRM) are dropped by the tokenizer the same way,
+    so "mat" + soft hyphen came back as "mat"; they are skipped too, as run_squad keeps them."""
+    while end < len(context) and unicodedata.category(context[end]) in ("Mn", "Me", "Cf"):
         end += 1
     return end
 

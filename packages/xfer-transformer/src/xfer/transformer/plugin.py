@@ -62,8 +62,8 @@ def xfer_objectives() -> list[ComponentSpec]:
             # 2: joint_end windows compared by the decoded span's log-probabilities; 3: no "" on SQuAD 1.1
             # with `answerable`, spans keep trailing combining marks, null odds for the official script;
             # 4: the answerability label is the question's in every window (ELECTRA's), answers covering
-            # no token left out of the loss
-            "4",
+            # no token left out of the loss; 5: spans keep trailing format characters (soft hyphen, ZWJ)
+            "5",
             f"{_M}.objectives:SpanQAConfig",
             "Extractive QA (SQuAD 1.1/2.0): start/end spans over doc-stride windows.",
         ),
