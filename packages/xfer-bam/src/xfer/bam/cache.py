@@ -269,10 +269,24 @@ class PredictionStore:
             warnings.warn(f"{exc}; moved to {aside.name}, recomputing", stacklevel=2)
             return None
         if entry.key != key:
-            raise CacheError(f"{path}: holds key {entry.key}, not {key} (a renamed file?)")
+            # A renamed/misnamed file: moved aside like a damaged one, so the stage recomputes the
+            # entry instead of stopping after all its training.
+            aside = path.with_name(path.name + ".misnamed")
+            os.replace(path, aside)
+            warnings.warn(f"{path}: holds key {entry.key}, not {key}; moved to {aside.name}, recomputing", stacklevel=2)
+            return None
         return entry
 
     def save(self, predictions: TeacherPredictions) -> Path:
+        """Store an entry; NaN/inf outputs are refused here, at the teachers' export, naming the
+        example: stored, they were refused only by the student stage, in a later stage or run."""
+        if not np.isfinite(predictions.values).all():
+            bad = next(i for i in predictions.ids if not np.isfinite(predictions.rows(i)).all())
+            raise CacheError(
+                f"{predictions.task}: the teacher's output for training example {bad!r} is NaN or infinite "
+                "(a diverged teacher?); not saved: a student cannot learn from it (re-run the teacher with a "
+                "lower learning rate, or with train: {precision: fp32} if it ran in reduced precision)"
+            )
         path = self.path(predictions.key)
         save_predictions(path, predictions)
         return path
@@ -281,16 +295,34 @@ class PredictionStore:
 def publish(entry_path: Path, output_dir: Path) -> Path:
     """Make an entry of a shared cache part of a stage output (hard link, else copy)."""
     target = output_dir / entry_path.name
-    if target.exists() or entry_path.parent.resolve() == output_dir.resolve():
+    if entry_path.parent.resolve() == output_dir.resolve():
         return target
+    if target.exists() and _same_content(entry_path, target):
+        return target
+    # An existing target that differs (an old link to an entry since found damaged and recomputed)
+    # is replaced atomically: keeping it would publish the damaged predictions.
     output_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".publish-tmp")
+    tmp.unlink(missing_ok=True)
     try:
-        os.link(entry_path, target)
+        os.link(entry_path, tmp)
+        os.replace(tmp, target)
     except OSError:
         import shutil
 
-        atomic_write_with(target, lambda tmp: shutil.copyfile(entry_path, tmp))
+        tmp.unlink(missing_ok=True)
+        atomic_write_with(target, lambda t: shutil.copyfile(entry_path, t))
     return target
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    """True when `b` is `a` (same inode) or a byte-identical copy of it."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+        return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 def write_index(output_dir: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
