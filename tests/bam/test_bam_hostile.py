@@ -122,6 +122,7 @@ def _teachers_folder_recipe(tmp_path: Path, entries: dict) -> Path:
     folder = tmp_path / "predictions"
     folder.mkdir()
     (folder / "index.json").write_text(json.dumps({"format": 1, "tasks": entries}), encoding="utf-8")
+    (folder / "x.safetensors").write_bytes(b"")  # the file every `_entry` names (the pre-flight checks it exists)
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
         "name: t\nstages:\n  student:\n    kind: bam.student\n"

@@ -58,3 +58,31 @@ def test_the_teachers_export_refuses_non_finite_predictions_naming_task_and_exam
     with pytest.raises(cache.CacheError, match=r"glue/rte: .*training example 'train-1' is NaN or infinite"):
         store.save(entry)
     assert not list(tmp_path.iterdir())  # nothing stored
+
+
+def test_preflight_names_a_teachers_index_entry_whose_file_is_missing(tmp_path: Path) -> None:
+    """An index.json copied without its .safetensors files passed the pre-flight and stopped the
+    student when it started, after every stage before it had trained."""
+    import json
+
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import preflight
+    from xfer.testing import make_host
+
+    folder = tmp_path / "predictions"
+    folder.mkdir()
+    entry = {"file": "x.safetensors", "key": "x", "type": "classification", "labels": ["0", "1"], "examples": 3}
+    (folder / "index.json").write_text(json.dumps({"format": 1, "tasks": {"toy/agreement": entry}}))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        f"name: t\nstages:\n  student:\n    kind: bam.student\n    teachers: {folder}\n"
+        "    tasks: [{name: toy/agreement}]\n"
+    )
+    host = make_host(autoload=True)
+    problems = preflight(load_recipe(recipe, host=host), host)
+    assert any(
+        "tasks.0: 'toy/agreement'" in p and "names the predictions file x.safetensors, which is missing" in p
+        for p in problems
+    ), problems
+    (folder / "x.safetensors").write_bytes(b"")  # present: its contents are checked when the stage reads it
+    assert not any("x.safetensors" in p for p in preflight(load_recipe(recipe, host=host), host))

@@ -289,6 +289,8 @@ class StudentConfig(ModelSource):
                         "teachers in a lambda_schedule: none stage)"
                     )
                 )
+            elif index is not None and (missing := _missing_predictions(Path(str(self.teachers.path)), index[ref.key])):
+                problems.append(UserError(f"tasks.{position}: {ref.key!r}: {missing}"))
         return problems
 
     def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
@@ -361,3 +363,15 @@ class StudentConfig(ModelSource):
                     f"{list(ours)} here, but stage {self.teachers.stage!r} trains the teacher of {ref.key!r} with "
                     f"labels {list(theirs)}: its outputs are in that order (use the teachers' labels here)",
                 )
+
+
+def _missing_predictions(folder: Path, entry: Any) -> str | None:
+    """What is wrong with the predictions file an index.json `entry` names, when it is not there
+    (an index copied without its .safetensors files): found only when the stage started, after
+    every stage before it had trained. The file's contents are checked when it is read."""
+    file = entry.get("file") if isinstance(entry, Mapping) else None
+    if not isinstance(file, str) or not file:
+        return f"the entry in {folder / 'index.json'} names no predictions file (found {entry!r})"
+    if not (folder / file).is_file():
+        return f"{folder / 'index.json'} names the predictions file {file}, which is missing (copied without it?)"
+    return None
