@@ -52,7 +52,9 @@ def test_hf_export_scores_as_the_xfer_layout(outputs: Path) -> None:
     hf_plls, hf_loaded = _plls(outputs / "discriminator" / "hf", outputs / "generator")
     assert hf_plls == pytest.approx(xfer_plls, abs=1e-4)
     assert hf_loaded.max_length == xfer_loaded.max_length == 32
-    assert not any("mask_prob: 0.15" in n or "position embeddings" in n for n in hf_loaded.notes), hf_loaded.notes
+    assert not any(
+        "mask_prob: 0.15" in n or "temperature: 1.0" in n or "position embeddings" in n for n in hf_loaded.notes
+    ), hf_loaded.notes
 
 
 def test_fine_tuning_from_the_export_knows_the_trained_length(outputs: Path) -> None:
@@ -76,8 +78,9 @@ def test_a_damaged_recorded_length_is_refused(outputs: Path, tmp_path: Path) -> 
 
 
 def test_an_export_without_the_keys_falls_back_with_its_notes(outputs: Path, tmp_path: Path) -> None:
-    """Exports written before the keys existed score as before: mask_prob 0.15, said in a note (the
-    length comes from the xfer-layout generator's record)."""
+    """Exports written before the keys existed score as before: mask_prob 0.15 and temperature 1,
+    each said in a note (the temperature was assumed silently; the length comes from the
+    xfer-layout generator's record)."""
     import shutil
 
     hf = shutil.copytree(outputs / "discriminator" / "hf", tmp_path / "old")
@@ -86,5 +89,6 @@ def test_an_export_without_the_keys_falls_back_with_its_notes(outputs: Path, tmp
     (hf / "config.json").write_text(json.dumps(config))
     _, loaded = _plls(hf, outputs / "generator")
     assert any("mask_prob: 0.15" in n for n in loaded.notes)
+    assert any("temperature: 1.0 (the checkpoint does not record" in n for n in loaded.notes)
     assert loaded.max_length == 32
     assert pretraining_length(hf) is None

@@ -704,6 +704,9 @@ def load_scorer(
         notes.append(f"{_mlm_variant_message(main, variant)}; scored as a [MASK]-trained masked LM, as asked")
     if method == "electra-tt" and "mask_prob" not in main.objective_config:
         notes.append("mask_prob: 0.15 (the checkpoint does not record its objective's)")
+    recorded = main.objective_config.get("generator")
+    if method == "electra-tt" and not (isinstance(recorded, dict) and "temperature" in recorded):
+        notes.append("temperature: 1.0 (the checkpoint does not record its generator's sampling temperature)")
 
     tokenizer = _tokenizer(main, gen, WordPieceTokenizer)
     scorer = _build(method, main, gen, tokenizer.mask_id)
