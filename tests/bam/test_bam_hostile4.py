@@ -86,3 +86,30 @@ def test_preflight_names_a_teachers_index_entry_whose_file_is_missing(tmp_path: 
     ), problems
     (folder / "x.safetensors").write_bytes(b"")  # present: its contents are checked when the stage reads it
     assert not any("x.safetensors" in p for p in preflight(load_recipe(recipe, host=host), host))
+
+
+def test_an_empty_training_sentence_is_named_as_such_not_as_unlabelled() -> None:
+    """A tagging sentence of zero words (tags `()`) was refused with "has no label", which sent the
+    user looking for a missing tag column."""
+    from types import SimpleNamespace
+
+    from xfer.bam.stage import load_task
+    from xfer.core.config import TaskRef
+    from xfer.core.errors import UserError
+    from xfer.core.tasks import TaggingExample
+    from xfer.testing import make_host
+
+    host = make_host(autoload=True)
+    toy_pos = host.load("task", "toy/pos")
+
+    class WithEmptySentence(toy_pos):  # type: ignore[misc, valid-type]
+        def examples(self, split: str) -> list:
+            found = super().examples(split)
+            return [*found[:2], TaggingExample(id="empty", words=(), tags=())] if split == "train" else found
+
+    loads = {"task": WithEmptySentence, "objective": host.load("objective", "transformer.tagging")}
+    ctx = SimpleNamespace(host=SimpleNamespace(load=lambda kind, name: loads[kind]))
+    setup = SimpleNamespace(config=SimpleNamespace(objective=None))
+    ref = TaskRef(name="toy/pos")
+    with pytest.raises(UserError, match=r"training example 'empty' has no words \(an empty sentence\)"):
+        load_task(ctx, setup, ref)  # type: ignore[arg-type]

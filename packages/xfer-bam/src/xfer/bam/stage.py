@@ -141,9 +141,14 @@ def load_task(ctx: StageContext, setup: Setup, ref: TaskRef) -> TaskData:
     objective_ref = setup.config.objective or ObjectiveRef(DEFAULT_OBJECTIVES[info.type])
     objective_class = ctx.host.load("objective", objective_ref.name)
     train, dev = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
-    unlabelled = next((e.id for e in train if gold_value(e) in (None, [])), None)
+    unlabelled = next((e for e in train if gold_value(e) in (None, [])), None)
+    if unlabelled is not None and getattr(unlabelled, "words", None) in ((), []):  # tagging/parsing: no words
+        raise UserError(
+            f"{ref.key}: training example {unlabelled.id!r} has no words (an empty sentence): BAM distils per word, "
+            "and there is nothing to predict; remove it from the training data"
+        )
     if unlabelled is not None:
-        raise UserError(f"{ref.key}: training example {unlabelled!r} has no label; BAM trains on labelled data")
+        raise UserError(f"{ref.key}: training example {unlabelled.id!r} has no label; BAM trains on labelled data")
     featurizer = objective_class(
         HiddenStates(setup.weights.encoder_config), info, setup.tokenizer, setup.config.max_length, objective_ref.config
     )
