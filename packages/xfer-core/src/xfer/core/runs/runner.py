@@ -330,12 +330,27 @@ def _check_globs_stay_out(recipe: Recipe, run_dir: Path) -> None:
     run too, not only once the outputs it would match exist."""
     inside = run_dir.resolve()
     prefixes = tuple({str(inside) + os.sep, str(run_dir.absolute()) + os.sep})  # no realpath per match
+    resolved: dict[str, str] = {}
+
+    def real_folder(folder: str) -> str:
+        """`folder` with its symbolic links resolved, ending in a separator (a prefix of its files)."""
+        if folder not in resolved:
+            resolved[folder] = os.path.join(os.path.realpath(folder or "."), "")
+        return resolved[folder]
+
     for name, plan in recipe.stages.items():
         for label, files in file_lists(plan.config, f"stages.{name}"):
             for pattern in files.patterns:
                 root = _fixed_folder(pattern)
                 reaches = "**" in pattern and (root == inside or root in inside.parents)
-                matched = [m for m in glob.glob(pattern, recursive=True) if m.startswith(prefixes)]
+                # A match through a symlinked folder is compared as resolved, like the stage's
+                # own `resolve_files` does; the cheap prefix test first, then its folder resolved
+                # (once per folder: a corpus glob matches many files in few folders).
+                matched = [
+                    m
+                    for m in glob.glob(pattern, recursive=True)
+                    if m.startswith(prefixes) or real_folder(os.path.dirname(m)).startswith(prefixes)
+                ]
                 if reaches or matched:
                     example = f" (e.g. {matched[0]})" if matched else ""
                     raise RunDirError(
