@@ -14,6 +14,9 @@ import glob
 import os
 import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +170,27 @@ class StageContext:
     def report(self, markdown: str) -> None:
         """Add a section to this stage's report.md."""
         self.report_sections.append(markdown)
+
+    @contextmanager
+    def warnings_reported(self) -> Iterator[None]:
+        """Route every `UserWarning` raised inside the block through `warn` as it is shown (the
+        runner wraps each stage's `run(ctx)` in it), other categories and other ranks as before.
+
+        Why: the warnings a stage raises say what happens to the data (a tagging dev set with tags
+        unseen in training, span-QA answers that cover no token, a damaged BAM cache entry
+        recomputed), and a plain `warnings.warn` reached only stderr, which is gone once the
+        terminal scrolls or the run is in the background. Shown when raised, not at the end."""
+        with warnings.catch_warnings():
+            shown = warnings.showwarning
+
+            def show(message: Any, category: type[Warning], filename: str, lineno: int, *rest: Any) -> None:
+                if issubclass(category, UserWarning) and self.is_main:
+                    self.warn(str(message))
+                else:
+                    shown(message, category, filename, lineno, *rest)
+
+            warnings.showwarning = show
+            yield
 
     def warn(self, message: str) -> None:
         """A warning the user sees now and finds later: on stderr and as a "Warning" section of

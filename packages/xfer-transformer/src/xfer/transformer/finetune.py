@@ -16,9 +16,6 @@ Outputs:
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -139,17 +136,15 @@ def _finetune_task(
         problem = _hf_export_problem(ref.key, featurizer)
         if problem is not None:
             raise problem
-    with _reported_warnings(ctx):
-        train_features = featurizer.featurize(train_examples)
-        dev_features = featurizer.featurize(dev_examples)
+    train_features = featurizer.featurize(train_examples)  # its warnings reach report.md (the runner)
+    dev_features = featurizer.featurize(dev_examples)
     # the other splits to predict, read and featurised before training: a test file that only this
     # step would find wrong (pairs where train has single texts) failed after every trial had trained
     splits = {"dev": (dev_examples, dev_features)}
     for split in config.predict:
         if split not in splits:
             examples = task.examples(split)
-            with _reported_warnings(ctx):
-                splits[split] = (examples, featurizer.featurize(examples))
+            splits[split] = (examples, featurizer.featurize(examples))
     del featurizer
     source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
     features_read = [f for _, features in splits.values() for f in features]
@@ -206,27 +201,6 @@ def _finetune_task(
         runs.append(record)
     _save_models(ctx, config, ref.key, runs, build, tokenizer, info, info.main_metric)
     return task_result(info.main_metric, runs)
-
-
-@contextmanager
-def _reported_warnings(ctx: StageContext) -> Iterator[None]:
-    """Route the `UserWarning`s an objective raises while featurising a task's data through
-    `ctx.warn`, so they are in report.md as well as on stderr.
-
-    Why: they say what happens to the data (`transformer.span_qa`: answers that cover no token,
-    left out of the training loss), and a plain `warnings.warn` reached only stderr, which is gone
-    once the terminal scrolls or the run is in the background. Other warning categories (a
-    library's DeprecationWarning) are shown as they would have been."""
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            yield
-    finally:
-        for warning in caught:
-            if issubclass(warning.category, UserWarning):
-                ctx.warn(str(warning.message))
-            else:
-                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")

@@ -589,7 +589,8 @@ def _run_stage(
     try:
         run = host.load("stage", plan.kind)  # an import failure is this stage's failure, reported as such
         rng.seed_everything(recipe.seed + dist.rank())
-        run(ctx)
+        with ctx.warnings_reported():  # on stderr and in report.md
+            run(ctx)
         dist.barrier()  # rank 0 writes the outputs; every rank checks them only after it is done
         missing = [o for o in plan.spec.outputs if not (stage_dir / "outputs" / o).is_dir()]
         if missing:
