@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import DataError, UserError
-from xfer.core.textfile import lone_surrogate, read_text, split_lines
+from xfer.core.textfile import BOM_INSIDE, lone_surrogate, read_text, split_lines
 
 METRICS = ("bleu", "wer")
 DEFAULT_LAMBDAS: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
@@ -225,6 +225,8 @@ def json_object(raw: str, path: Path, number: int, rows: Sequence[str] = ()) -> 
     try:
         value = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
+        if raw[error.pos : error.pos + 1] == "\ufeff":
+            raise DataError(path, number, _bom(raw, error.pos, error.colno)) from None
         raise DataError(path, number, f"not valid JSON: {error.msg} (column {error.colno}){_document(rows)}") from None
     except _DuplicateKey as error:
         raise DataError(path, number, f"key {error.args[0]!r} given twice (JSON keeps only the last value)") from None
@@ -235,6 +237,22 @@ def json_object(raw: str, path: Path, number: int, rows: Sequence[str] = ()) -> 
     if not isinstance(value, dict):
         raise DataError(path, number, f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _bom(raw: str, position: int, column: int) -> str:
+    """The message for a byte-order mark where JSON fails on it: what `cat a.jsonl b.jsonl` leaves of
+    b's BOM (`read_text` drops only the file's own). `json.loads` said "Unexpected UTF-8 BOM (decode
+    using utf-8-sig)" at the start of a line, advice for a program that does not apply to a BOM
+    inside a file, and "Extra data" when a's last line had no newline, which named no BOM at all."""
+    before = raw[:position].rstrip()
+    if not before:
+        return BOM_INSIDE
+    if before.endswith("}"):
+        return (
+            f"byte-order mark (U+FEFF) at column {column}, after a complete object: concatenated files, "
+            "the first without a final newline? Remove it and start a new line there"
+        )
+    return f"byte-order mark (U+FEFF) at column {column}: not valid in JSON outside a string; remove it"
 
 
 def _document(rows: Sequence[str]) -> str:
@@ -284,7 +302,7 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         raise DataError(path, number, "missing: the dev file needs a reference to choose λ", key="reference")
     if reference is not None and not isinstance(reference, str):
         raise DataError(path, number, f"must be a string, got {type(reference).__name__}", key="reference")
-    if (problem := unwritable(reference)) is not None:
+    if (problem := unwritable(reference) or _bom_in_text(reference)) is not None:
         raise DataError(path, number, problem, key="reference")
     raw = value.get("hypotheses")
     if not isinstance(raw, list) or not raw:
@@ -310,8 +328,24 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         for name, item_value in (("text", text), *extra.items()):
             if (problem := unwritable(item_value) or unwritable(name)) is not None:
                 raise DataError(path, number, problem, key=f"{where}.{name}")
+        if (problem := _bom_in_text(text)) is not None:
+            raise DataError(path, number, problem, key=f"{where}.text")
         hypotheses.append(Hypothesis(text, float(score), extra))
     return NBestList(identifier, tuple(hypotheses), reference, str(path), number, "id" not in value)
+
+
+def _bom_in_text(text: Any) -> str | None:
+    """The message for a byte-order mark (U+FEFF) in a hypothesis or reference text, or None. It is
+    what a generator leaves when it read its source with the BOM (`open(f).read()` keeps it on the
+    first line) or read concatenated files. The tokenizer drops it, so "\\ufeffthe" was scored as
+    "the" (and "a\\ufeffb" as one word "ab"), but BLEU and WER counted "\\ufeffthe" as a word no
+    other text has: a silently wrong metric and λ."""
+    if not isinstance(text, str) or (column := text.find("\ufeff")) < 0:
+        return None
+    return (
+        f"byte-order mark (U+FEFF) at character {column}: left by a file read with its BOM, or by "
+        "concatenated files? Remove it (the metric would count it as part of a word)"
+    )
 
 
 def _finite(number: int | float) -> bool:
