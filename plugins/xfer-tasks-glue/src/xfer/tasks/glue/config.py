@@ -156,8 +156,24 @@ class TsvTaskConfig:
 
     def __post_init__(self) -> None:
         problems = tsv_config_problems(self)
+        if len(problems) == 1 and isinstance(problems[0], KeyedProblem):
+            # a lone problem of one key is reported at that key's line of the recipe
+            raise FieldError(problems[0].key, problems[0].message)
         if problems:
             raise ValueError("; ".join(problems))
+
+
+class KeyedProblem(str):
+    """A problem of `tsv_config_problems` that blames one key (its text is `key: message`), so a
+    lone one can be raised as a FieldError while the list stays a list of strings."""
+
+    key: str
+    message: str
+
+    def __new__(cls, key: str, message: str) -> "KeyedProblem":
+        problem = super().__new__(cls, f"{key}: {message}")
+        problem.key, problem.message = key, message
+        return problem
 
 
 CLASSIFICATION_METRICS = ("accuracy", "f1", "mcc", "acc_f1_avg")
@@ -221,6 +237,16 @@ def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
             problems.append(f"positive_label {cfg.positive_label!r} is not in labels")
     if len(cfg.delimiter) != 1:
         problems.append(f"delimiter must be one character, not {cfg.delimiter!r}")
+    elif cfg.delimiter in "\r\n":
+        # Records are lines: a line break never separates fields. It passed, and the file then
+        # read as one column ("no column named 'label' in the header"), or as a CR error.
+        problems.append(KeyedProblem("delimiter", f"{cfg.delimiter!r} is a line break, which ends records"))
+    elif cfg.delimiter == '"' and cfg.quoting:
+        # `"` is the quote character of `quoting: true`: csv then reads `""` as an escaped quote
+        # or an empty quoted field, and a row either splits wrongly or fails far from the cause.
+        problems.append(
+            KeyedProblem("delimiter", "'\"' is the quote character of `quoting: true`; use another delimiter")
+        )
     for key in ("text_a_column", "text_b_column", "label_column", "id_column"):
         if isinstance(getattr(cfg, key), str) and not cfg.header:
             problems.append(f"{key} is a column name but header is false")

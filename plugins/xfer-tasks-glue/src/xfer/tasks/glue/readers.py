@@ -50,7 +50,10 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
             _check_bom(path, number, line)
             rows.append(Row(number, line.split(delimiter)))
         return rows
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"', strict=True)
+    # Lines end at LF only (`newline="\n"`), as without quoting: with universal newlines a stray CR
+    # in an unquoted field silently cut its record in two (one more example, every later id and
+    # test prediction shifted), and a CR inside a quoted field shifted every later line number.
+    reader = csv.reader(io.StringIO(text, newline="\n"), delimiter=delimiter, quotechar='"', strict=True)
     blank: list[int] = []
     while True:
         start = reader.line_num + 1
@@ -59,6 +62,8 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
         except StopIteration:
             break
         except csv.Error as err:
+            if "new-line character seen in unquoted field" in str(err):
+                raise DataError(path, reader.line_num, CARRIAGE_RETURN_UNQUOTED) from None
             # Named at the record's first line: csv's `line_num` is where it gave up, which for a
             # quote never closed was the last line of the file, far from the quote to fix.
             end = reader.line_num
@@ -72,6 +77,12 @@ def read_rows(path: Path, *, delimiter: str = "\t", quoting: bool = False) -> li
         _check_bom(path, start, fields[0])
         rows.append(Row(start, fields))
     return rows
+
+
+CARRIAGE_RETURN_UNQUOTED = (
+    "carriage return (CR) inside an unquoted field: CR-only (classic Mac) line endings? "
+    "Convert the file to LF or CRLF endings (a CR that belongs to the text must be inside a quoted field)"
+)
 
 
 def _check_bom(path: Path, line: int, text: str) -> None:
@@ -88,6 +99,20 @@ def check_widths(path: Path, rows: Sequence[Row], width: int, what: str) -> None
     for row in rows:
         if len(row.fields) != width:
             raise DataError(path, row.line, f"expected {width} columns ({what}), found {len(row.fields)}")
+
+
+def _check_header_width(path: Path, line: int, header: list[str], rows: Sequence[Row]) -> None:
+    """Blame the header (at `line`) when every row agrees on a width the header lacks: a stray
+    trailing delimiter on the header alone was reported as "expected 3 columns (as in the
+    header), found 2" at line 2, a correct line, sending the user to the wrong place."""
+    widths = {len(row.fields) for row in rows}
+    if len(widths) != 1 or len(header) in widths:
+        return  # rows disagree among themselves: check_widths names the first odd one
+    if len(rows) < 2 and header[-1]:
+        return  # one row against the header: no majority says which one is wrong
+    found = widths.pop()
+    hint = " (its last name is empty: a trailing delimiter?)" if len(header) > found and not header[-1] else ""
+    raise DataError(path, line, f"the header has {len(header)} columns{hint} but every row has {found}")
 
 
 def resolve_column(path: Path, header: list[str] | None, column: Column, width: int, key: str) -> int:
@@ -173,10 +198,12 @@ def read_sentence_examples(
     header: list[str] | None = None
     if layout.header:
         header = [name.strip() for name in rows[0].fields]
+        header_line = rows[0].line
         rows = rows[1:]
         if not rows:
             raise DataError(path, 2, "no examples after the header")
         width, what = len(header), "as in the header"
+        _check_header_width(path, header_line, header, rows)
     else:
         width = layout.width or len(rows[0].fields)
         what = "as GLUE's format requires" if layout.width else f"as on line {rows[0].line}"
