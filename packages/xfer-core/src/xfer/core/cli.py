@@ -366,14 +366,17 @@ def _run_plugin_command(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core import distributed as dist
     from xfer.core.recipes.recipe import load_recipe
+    from xfer.core.runs.preflight import check_data
     from xfer.core.runs.runner import run_recipe
 
-    recipe = load_recipe(args.recipe, args.overrides, host)
-    from xfer.core.runs.preflight import check_data
-
-    only = None if args.only is None else recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip())
-    check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
+    # SIGTERM stops like Ctrl-C from the start, not only once the stages run: a large data set's check
+    # takes minutes, and torchrun stops this rank with SIGTERM when another one failed meanwhile (its
+    # own check, say). Without the handler then, the process died without a word (exit -15), and
+    # under torchrun without naming the rank that failed (`_terminated`).
     with _sigterm_stops_like_ctrl_c():
+        recipe = load_recipe(args.recipe, args.overrides, host)
+        only = None if args.only is None else recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip())
+        check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
         result = run_recipe(
             recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
         )
