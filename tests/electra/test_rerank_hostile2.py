@@ -157,3 +157,17 @@ def test_xfer_score_jsonl_file_gets_the_same_bom_message(tmp_path: Path) -> None
     with pytest.raises(DataError) as error:
         scoring.read_texts(texts)
     assert str(error.value) == f"{texts}:2: {BOM_INSIDE}"
+
+
+def test_a_bom_starting_a_later_line_of_a_plain_text_file_is_bom_inside(tmp_path: Path) -> None:
+    """`cat a.txt b.txt` of two BOM-saved files: line 2 began with U+FEFF, which the tokenizer
+    dropped but the output kept as the line's text ("\\ufeffa dog"), without a word."""
+    from xfer.electra.scoring import read_texts
+
+    path = tmp_path / "cat.txt"
+    path.write_bytes("\ufeffthe cat\n".encode() + "\ufeffa dog\n".encode())
+    with pytest.raises(DataError) as caught:
+        read_texts(path)
+    assert str(caught.value) == f"{path}:2: {BOM_INSIDE}"
+    path.write_bytes("\ufeffthe cat\na dog\n".encode())  # the file's own BOM: dropped, as before
+    assert [line.text for line in read_texts(path)] == ["the cat", "a dog"]

@@ -63,7 +63,7 @@ import torch
 from torch import Tensor, nn
 
 from xfer.core.errors import CheckpointError, DataError, UserError
-from xfer.core.textfile import read_text, split_lines
+from xfer.core.textfile import BOM_INSIDE, read_text, split_lines
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
 from xfer.electra.objective import recorded_objective
@@ -110,7 +110,9 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
     `{"text": ...}` lines gives plausible-looking numbers for the wrong strings (an explicit
     `fmt="text"` scores it as text). `recipe=True` words that error for a recipe (the stage's
     `format` key) rather than for `xfer score` (`--format`). In a text file every line is a text
-    (an empty one too: what happens to it is the scorer's `empty` policy). Lines are cut by
+    (an empty one too: what happens to it is the scorer's `empty` policy); a byte-order mark starting
+    a later line (`cat` of two files) is refused, as the other readers do: it was kept in the
+    output text. Lines are cut by
     `xfer.core.textfile.split_lines` (on "\\n" only, so line numbers match editors'; a CRLF's CR
     dropped): a carriage return anywhere else is an error naming its line, because with CR-only
     (classic Mac) endings the whole file would otherwise be one text, silently. In JSONL, blank
@@ -130,6 +132,8 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
     lines = []
     for number, raw in enumerate(rows, start=1):
         if fmt == "text":
+            if raw.startswith("\ufeff"):  # what `cat` of two files leaves of the second's BOM (the file's own is gone)
+                raise DataError(path, number, BOM_INSIDE)
             lines.append(Line(raw, str(path), number))
             continue
         if not raw.strip():
