@@ -343,24 +343,31 @@ def read_index(folder: Path) -> dict[str, dict[str, Any]]:
         raise CacheError(f"{path}: unreadable index ({exc})") from exc
 
 
+def entry_file(folder: Path, task: str, entry: Any) -> Path:
+    """The predictions file an index.json `entry` of `task` names (not checked to exist), or a
+    CacheError for an entry that names none (a hand-written index: a KeyError/TypeError traceback)."""
+    file = entry.get("file") if isinstance(entry, Mapping) else None
+    if not isinstance(file, str) or not file:
+        raise CacheError(
+            f"{Path(folder) / INDEX}: the entry of {task!r} names no predictions file "
+            f'(expected {{"file": "<key>.safetensors", "key": "<key>", ...}}, found {entry!r})'
+        )
+    return Path(folder) / file
+
+
 def load_teacher_predictions(folder: Path, task: str) -> TeacherPredictions:
     """The cached teacher predictions for `task` in a `predictions` output folder."""
     tasks = read_index(folder)
     if task not in tasks:
         raise CacheError(f"{folder}: the teachers have no predictions for {task!r} (they cover: {', '.join(tasks)})")
     entry = tasks[task]
-    file = entry.get("file") if isinstance(entry, Mapping) else None
-    if not isinstance(file, str) or not file:  # a hand-written index: a KeyError/TypeError traceback
-        raise CacheError(
-            f"{Path(folder) / INDEX}: the entry of {task!r} names no predictions file "
-            f'(expected {{"file": "<key>.safetensors", "key": "<key>", ...}}, found {entry!r})'
-        )
+    file = entry_file(folder, task, entry)
     try:
-        predictions = load_predictions(Path(folder) / file)
+        predictions = load_predictions(file)
     except CacheError as exc:
         raise CacheError(
             f"{exc}; re-run the stage that wrote {folder} (delete its folder in the run directory)"
         ) from exc
     if predictions.key != entry.get("key") or predictions.task != task:
-        raise CacheError(f"{Path(folder) / file}: does not hold the predictions {INDEX} lists for {task!r}")
+        raise CacheError(f"{file}: does not hold the predictions {INDEX} lists for {task!r}")
     return predictions

@@ -289,7 +289,7 @@ class StudentConfig(ModelSource):
                         "teachers in a lambda_schedule: none stage)"
                     )
                 )
-            elif index is not None and (missing := _missing_predictions(Path(str(self.teachers.path)), index[ref.key])):
+            elif index is not None and (missing := _missing_predictions(Path(str(self.teachers.path)), ref.key, index)):
                 problems.append(UserError(f"tasks.{position}: {ref.key!r}: {missing}"))
         return problems
 
@@ -365,13 +365,16 @@ class StudentConfig(ModelSource):
                 )
 
 
-def _missing_predictions(folder: Path, entry: Any) -> str | None:
-    """What is wrong with the predictions file an index.json `entry` names, when it is not there
+def _missing_predictions(folder: Path, task: str, index: Mapping[str, Any]) -> str | None:
+    """What is wrong with the predictions file index.json names for `task`, when it is not there
     (an index copied without its .safetensors files): found only when the stage started, after
     every stage before it had trained. The file's contents are checked when it is read."""
-    file = entry.get("file") if isinstance(entry, Mapping) else None
-    if not isinstance(file, str) or not file:
-        return f"the entry in {folder / 'index.json'} names no predictions file (found {entry!r})"
-    if not (folder / file).is_file():
-        return f"{folder / 'index.json'} names the predictions file {file}, which is missing (copied without it?)"
+    from xfer.bam.cache import CacheError, entry_file
+
+    try:
+        file = entry_file(folder, task, index[task])
+    except CacheError as error:
+        return str(error)
+    if not file.is_file():
+        return f"{folder / 'index.json'} names the predictions file {file.name}, which is missing (copied without it?)"
     return None
