@@ -74,7 +74,7 @@ def test_line_break_delimiter_is_refused_naming_the_key(tmp_path, delimiter, quo
 
 def test_delimiter_problem_is_reported_with_the_others(tmp_path):
     """Several problems are still reported together, the delimiter's among them."""
-    with pytest.raises(ValueError, match=r"labels is required.*delimiter: '\\n' is a line break"):
+    with pytest.raises(ValueError, match=r"labels: required.*delimiter: '\\n' is a line break"):
         TsvTaskConfig(delimiter="\n")
 
 

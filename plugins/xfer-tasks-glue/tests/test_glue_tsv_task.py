@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from xfer.core.config import FieldError
 from xfer.core.errors import DataError, UserError
 from xfer.tasks.glue.config import TsvTaskConfig
 from xfer.tasks.glue.tasks import TsvTask
@@ -143,23 +144,53 @@ def test_unterminated_quote(tmp_path):
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({}, "labels is required"),
-        ({"labels": ["a"], "metrics": ["pearson"]}, "not available for classification"),
-        ({"type": "regression", "labels": ["a"]}, "must not be set for a regression"),
-        ({"labels": ["a", "b"], "main_metric": "mcc"}, "main_metric 'mcc' is not in metrics"),
-        ({"labels": ["a", "b", "c"], "metrics": ["f1"]}, "f1 needs positive_label"),
-        ({"labels": ["a", "b"], "header": False, "text_a_column": "t"}, "is a column name but header is false"),
-        ({"labels": ["a", "b"], "delimiter": "::"}, "delimiter must be one character"),
+        ({}, "labels: required for a classification task"),
+        ({"labels": ["a"], "metrics": ["pearson"]}, "metrics: 'pearson' is not available for classification"),
+        ({"type": "regression", "labels": ["a"], "metrics": ["pearson"]}, "labels: must not be set for a regression"),
+        ({"labels": ["a", "b"], "main_metric": "mcc"}, "main_metric: 'mcc' is not in metrics"),
+        ({"labels": ["a", "b", "c"], "metrics": ["f1"]}, "positive_label: f1 needs it"),
+        (
+            {"labels": ["a", "b"], "header": False, "text_a_column": "t"},
+            "text_a_column: is a column name but header is false",
+        ),
+        ({"labels": ["a", "b"], "delimiter": "::"}, "delimiter: must be one character"),
     ],
 )
 def test_config_validation(kw, message):
-    # raised by the config itself, so `xfer validate` reports it at the task's YAML position
-    with pytest.raises(ValueError, match=message):
+    # raised by the config itself, blaming its key, so `xfer validate` reports it at the key's YAML position
+    with pytest.raises(FieldError, match=message) as caught:
         TsvTaskConfig(**kw)
+    assert caught.value.key == (message.split(":")[0],)
+
+
+def test_a_lone_config_problem_is_reported_at_its_key_line(tmp_path):
+    """Only the delimiter problems named their key: `main_metric: mcc` not in `metrics` (and the
+    rest) was reported at the task's mapping, several lines from the word to fix."""
+    from xfer.core.errors import RecipeError
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.testing import write_recipe
+    from xfer.transformer.testing import tiny_finetune_recipe
+
+    (tmp_path / "train.tsv").write_text("t\ty\na\tpos\nb\tneg\n")
+    task = "\n".join(
+        [
+            "{name: glue/tsv, train: train.tsv, dev: train.tsv, text_a_column: t, label_column: y,",
+            "         labels: [neg, pos],",
+            "         main_metric: mcc}",
+        ]
+    )
+    path = write_recipe(tmp_path, tiny_finetune_recipe(task))
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path)
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), start=1) if "main_metric: mcc" in text)
+    assert f"{path}:{line}:" in str(caught.value) and "main_metric: 'mcc' is not in metrics" in str(caught.value)
 
 
 def test_config_reports_every_problem_at_once():
-    with pytest.raises(ValueError, match=r"labels is required.*delimiter must be one character.*max_examples"):
+    with pytest.raises(
+        ValueError,
+        match=r"labels: required.*delimiter: must be one character.*max_examples: must be a positive integer",
+    ):
         TsvTaskConfig(delimiter=";;", max_examples=0)
 
 

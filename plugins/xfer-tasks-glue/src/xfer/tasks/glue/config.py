@@ -156,16 +156,16 @@ class TsvTaskConfig:
 
     def __post_init__(self) -> None:
         problems = tsv_config_problems(self)
-        if len(problems) == 1 and isinstance(problems[0], KeyedProblem):
-            # a lone problem of one key is reported at that key's line of the recipe
+        if len(problems) == 1:
+            # a lone problem is reported at its key's line of the recipe (several: at the task's mapping)
             raise FieldError(problems[0].key, problems[0].message)
         if problems:
             raise ValueError("; ".join(problems))
 
 
 class KeyedProblem(str):
-    """A problem of `tsv_config_problems` that blames one key (its text is `key: message`), so a
-    lone one can be raised as a FieldError while the list stays a list of strings."""
+    """A problem of `tsv_config_problems` and the key it blames (its text is `key: message`), so a
+    lone one is raised as a FieldError at that key's line while the list stays a list of strings."""
 
     key: str
     message: str
@@ -202,41 +202,46 @@ def _component_problems(name: str) -> list[str]:
     return []
 
 
-def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
-    """Every inconsistency of a glue/tsv config, so that one validation run reports them all."""
-    problems: list[str] = []
+def tsv_config_problems(cfg: TsvTaskConfig) -> list[KeyedProblem]:
+    """Every inconsistency of a glue/tsv config, each with the key it blames, so that one validation
+    run reports them all (and a lone one at its key's line: it was reported at the task's mapping)."""
+    problems: list[KeyedProblem] = []
     allowed: tuple[str, ...] = ()
     if cfg.type == "classification":
         allowed = CLASSIFICATION_METRICS
         if not cfg.labels:
-            problems.append("labels is required for a classification task")
+            problems.append(KeyedProblem("labels", "required for a classification task"))
         elif len(set(cfg.labels)) != len(cfg.labels):
-            problems.append(f"labels has duplicates: {cfg.labels}")
+            problems.append(KeyedProblem("labels", f"has duplicates: {cfg.labels}"))
     elif cfg.type == "regression":
         allowed = REGRESSION_METRICS
         if cfg.labels:
-            problems.append("labels must not be set for a regression task")
+            problems.append(KeyedProblem("labels", "must not be set for a regression task"))
     else:
-        problems.append(f"type must be one of {get_args(TsvTaskConfig.__annotations__['type'])}, not {cfg.type!r}")
+        kinds = get_args(TsvTaskConfig.__annotations__["type"])
+        problems.append(KeyedProblem("type", f"must be one of {kinds}, not {cfg.type!r}"))
     if not cfg.metrics:
-        problems.append("metrics is empty")
+        problems.append(KeyedProblem("metrics", "is empty"))
     for metric in cfg.metrics:
         if "." in metric:  # a registered metric component
-            problems += _component_problems(metric)
+            problems += [KeyedProblem("metrics", problem) for problem in _component_problems(metric)]
         elif metric not in allowed:
             problems.append(
-                f"metric {metric!r} is not available for {cfg.type} (choose from {list(allowed)}, "
-                "or name a registered metric component such as core.mcc)"
+                KeyedProblem(
+                    "metrics",
+                    f"{metric!r} is not available for {cfg.type} (choose from {list(allowed)}, "
+                    "or name a registered metric component such as core.mcc)",
+                )
             )
     if cfg.main_metric and cfg.main_metric not in cfg.metrics:
-        problems.append(f"main_metric {cfg.main_metric!r} is not in metrics {cfg.metrics}")
+        problems.append(KeyedProblem("main_metric", f"{cfg.main_metric!r} is not in metrics {cfg.metrics}"))
     if {"f1", "acc_f1_avg"} & set(cfg.metrics) and cfg.labels:
         if cfg.positive_label is None and len(cfg.labels) != 2:
-            problems.append("f1 needs positive_label when there are not exactly two labels")
+            problems.append(KeyedProblem("positive_label", "f1 needs it when there are not exactly two labels"))
         if cfg.positive_label is not None and cfg.positive_label not in cfg.labels:
-            problems.append(f"positive_label {cfg.positive_label!r} is not in labels")
+            problems.append(KeyedProblem("positive_label", f"{cfg.positive_label!r} is not in labels"))
     if len(cfg.delimiter) != 1:
-        problems.append(f"delimiter must be one character, not {cfg.delimiter!r}")
+        problems.append(KeyedProblem("delimiter", f"must be one character, not {cfg.delimiter!r}"))
     elif cfg.delimiter in "\r\n":
         # Records are lines: a line break never separates fields. It passed, and the file then
         # read as one column ("no column named 'label' in the header"), or as a CR error.
@@ -249,10 +254,10 @@ def tsv_config_problems(cfg: TsvTaskConfig) -> list[str]:
         )
     for key in ("text_a_column", "text_b_column", "label_column", "id_column"):
         if isinstance(getattr(cfg, key), str) and not cfg.header:
-            problems.append(f"{key} is a column name but header is false")
-    for check, value in ((check_max_examples, cfg.max_examples), (check_subsample, cfg.subsample)):
+            problems.append(KeyedProblem(key, "is a column name but header is false"))
+    for key, check in (("max_examples", check_max_examples), ("subsample", check_subsample)):
         try:
-            check(value)
+            check(getattr(cfg, key))
         except ValueError as err:
-            problems.append(str(err))
+            problems.append(KeyedProblem(key, str(err).removeprefix(f"{key} ")))  # "max_examples must be ..."
     return problems
