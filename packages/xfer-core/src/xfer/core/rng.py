@@ -41,6 +41,20 @@ def restore(json_state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Non
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(tensors["torch_cpu"])
     if torch.cuda.is_available():
-        cuda = [tensors[k] for k in sorted(tensors) if k.startswith("torch_cuda_")]
-        if cuda:
-            torch.cuda.set_rng_state_all(cuda)
+        _restore_cuda(tensors)
+
+
+def _restore_cuda(tensors: dict[str, torch.Tensor]) -> None:
+    """Give each CUDA device of this machine its saved generator state (`torch_cuda_<index>`).
+
+    By the index in the key, not by the keys' order: sorted as strings, `torch_cuda_10` came before
+    `torch_cuda_2`, and on a machine with more than 10 GPUs the states went to the wrong devices.
+    States of devices this machine does not have are left out, as all of them are on a CPU-only
+    machine: a checkpoint from an 8-GPU node resumed on a 4-GPU one failed in
+    `torch.cuda.set_rng_state_all` with a bare IndexError."""
+    prefix = "torch_cuda_"
+    count = torch.cuda.device_count()
+    for key, state in tensors.items():
+        index = key[len(prefix) :]
+        if key.startswith(prefix) and index.isdigit() and int(index) < count:
+            torch.cuda.set_rng_state(state, int(index))

@@ -70,11 +70,14 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
         return torch.bfloat16
     if device.type == "cuda":
         # Plain `is_bf16_supported()` also says yes for pre-Ampere GPUs (T4, V100) that only emulate
-        # bf16: slower than fp32 there, the opposite of what `auto` promises.
-        try:
-            native = torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError:  # torch < 2.4 has no `including_emulation` (and counted native support only)
-            native = torch.cuda.is_bf16_supported()
+        # bf16: slower than fp32 there, the opposite of what `auto` promises. It answers for the *current*
+        # device, which a single-process `--device cuda:1` run never sets (it stays cuda:0): asked with
+        # `device` made current, or a machine with an old and a new GPU got the other one's answer.
+        with torch.cuda.device(device) if device.index is not None else contextlib.nullcontext():
+            try:
+                native = torch.cuda.is_bf16_supported(including_emulation=False)
+            except TypeError:  # torch < 2.4 has no `including_emulation` (and counted native support only)
+                native = torch.cuda.is_bf16_supported()
         return torch.bfloat16 if native else None
     if device.type == "cpu":
         return torch.bfloat16 if _cpu_has_fast_bf16() else None
@@ -513,7 +516,15 @@ class Trainer:
     def _accumulate(self, out: StepOutput, accumulation: int) -> None:
         values = {"loss": out.loss, **out.metrics}
         for name, value in values.items():
-            value = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+            # On the training device: a metric given as a number, or as a CPU tensor (`torch.tensor(x)`,
+            # as BAM's `gold_weight`), was summed on the CPU, and on CUDA `_flush_metrics` then stacked it
+            # with the device's sums and failed at the first log (nccl cannot reduce a CPU tensor either).
+            # No sync in the hot loop: `.to` is a no-op for a tensor already there (a CPU scalar is staged at
+            # once, so non_blocking is safe), and a number is a fill on the device, not a blocking copy.
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to(self.device, non_blocking=True)
+            else:
+                value = torch.full((), float(value), device=self.device)
             self._add(name, value / accumulation if accumulation > 1 and name != COUNT_METRIC else value)
 
     # --- boundaries ----------------------------------------------------------------------------
