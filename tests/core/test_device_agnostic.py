@@ -151,3 +151,18 @@ def test_auto_precision_asks_the_training_gpu_not_the_current_one(monkeypatch: p
     assert resolve_precision("fp32", torch.device("cuda", 0)) is None
     assert resolve_precision("bf16", torch.device("cuda", 1)) is torch.bfloat16
     assert torch.cuda.current_device() == 0, "the current device is put back"
+
+
+def test_the_chosen_gpu_becomes_the_current_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single-process `--device cuda:1` run left cuda:0 current (only torchrun's ranks set theirs), so
+    a plugin's `device="cuda"` tensor or an index-free torch.cuda question went to the other GPU."""
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: chosen.append(torch.device(device).index))
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert distributed.select_device("cuda:1") == torch.device("cuda", 1)
+    assert distributed.select_device("cuda") == torch.device("cuda", 0)
+    assert distributed.select_device("auto") == torch.device("cuda", 0)
+    assert chosen == [1, 0, 0]
+    assert distributed.select_device("cpu") == torch.device("cpu") and chosen == [1, 0, 0]

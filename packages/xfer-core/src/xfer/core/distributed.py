@@ -164,8 +164,6 @@ def init_from_env(device: str = "auto") -> None:
             f"--device {device!r} would put all {local_size} processes of this node on one GPU: use --device cuda "
             "(or auto), which gives each process the GPU of its LOCAL_RANK"
         )
-    if backend == "nccl":
-        torch.cuda.set_device(chosen)
     _join(backend, rank, size, init_timeout())
     # Tear the group down before interpreter exit: left to process teardown, gloo's threads were
     # destroyed while joinable and a rank aborted ("terminate called without an active exception").
@@ -272,7 +270,12 @@ def _cuda_device(name: str, index: int | None) -> torch.device:
             )
     elif index >= count:
         raise UserError(f"--device {name!r}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
-    return torch.device("cuda", index)
+    # The chosen GPU becomes the current one: a single-process `--device cuda:1` run never set it (only
+    # torchrun's ranks did), so whatever says plain `cuda` or asks torch.cuda without an index (a
+    # plugin's `torch.zeros(..., device="cuda")`, `torch.cuda.is_bf16_supported()`) meant cuda:0.
+    device = torch.device("cuda", index)
+    torch.cuda.set_device(device)
+    return device
 
 
 def barrier() -> None:
