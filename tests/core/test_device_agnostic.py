@@ -75,6 +75,7 @@ def _fake_cuda(monkeypatch: pytest.MonkeyPatch, devices: int) -> dict[int, torch
         restored[index] = state
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: devices)
     monkeypatch.setattr(torch.cuda, "set_rng_state", set_rng_state)
     monkeypatch.setattr(torch.cuda.random, "set_rng_state", set_rng_state)  # what set_rng_state_all calls
@@ -166,3 +167,19 @@ def test_the_chosen_gpu_becomes_the_current_device(monkeypatch: pytest.MonkeyPat
     assert distributed.select_device("auto") == torch.device("cuda", 0)
     assert chosen == [1, 0, 0]
     assert distributed.select_device("cpu") == torch.device("cpu") and chosen == [1, 0, 0]
+
+
+def test_a_run_that_never_used_cuda_does_not_start_it_to_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--device cpu` on a GPU machine: capturing the CUDA generators at each checkpoint started CUDA
+    (a context on GPU 0, memory another job may need), for states nothing had drawn from."""
+
+    def no_cuda_yet() -> list[torch.Tensor]:
+        raise AssertionError("get_rng_state_all initialises CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", no_cuda_yet)
+    assert list(rng_module.capture()[1]) == ["torch_cpu"]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: _cuda_states(2))
+    assert sorted(rng_module.capture()[1]) == ["torch_cpu", "torch_cuda_0", "torch_cuda_1"]

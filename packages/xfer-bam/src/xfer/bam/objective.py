@@ -131,4 +131,4 @@ class DistillationObjective(nn.Module):
                 loss = loss + sum(p.sum() for p in self.model.objective(task).parameters()) * 0.0
         if self.schedule == "none":
             return StepOutput(loss, {})
-        return StepOutput(loss, {"gold_weight": torch.tensor(self.lam)})
+        return StepOutput(loss, {"gold_weight": loss.new_tensor(self.lam)})  # on the training device

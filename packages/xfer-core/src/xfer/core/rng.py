@@ -28,7 +28,10 @@ def capture() -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
     }
     tensors = {"torch_cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
+    # Only once CUDA is in use: asking for the states initialises it, and a `--device cpu` run on a GPU
+    # machine took a CUDA context (GPU memory another job may need) at its first checkpoint. Until CUDA
+    # starts, its generators hold what `seed_everything` gave them, which a resume gives them again.
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         for i, state in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"torch_cuda_{i}"] = state
     return json_state, tensors
