@@ -8,9 +8,10 @@ EMA weights, bf16 autocast (CPU AMX and CUDA), periodic evaluation, best/last ch
 exact resume, early stop on NaN/inf, a progress bar, and `metrics.jsonl` logging — and data
 parallelism under `torchrun`.
 
-The hot loop does no host-device synchronisation except at logging/eval/checkpoint
-boundaries: losses and metrics are summed as tensors; a NaN anywhere poisons the sum, so
-checking the sums at each boundary catches it before a checkpoint could store bad weights.
+The loop itself adds no host-device synchronisation except at logging/eval/checkpoint
+boundaries: losses and metrics are summed as tensors on the device; a NaN anywhere poisons the
+sum, so checking the sums at each boundary catches it before a checkpoint could store bad weights.
+(An objective may sync on its own: the encoder's unpadding reads each batch's lengths on the host.)
 """
 
 from __future__ import annotations
