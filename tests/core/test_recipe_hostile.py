@@ -330,9 +330,21 @@ def test_a_file_whose_name_reads_as_a_glob_is_found(tmp_path: Path) -> None:
     value = validator.dataclass(parse_text("files: part[1].txt", str(tmp_path / "cfg.yaml")), WithFiles, "cfg")
     assert validator.diagnostics == []
     assert [Path(p) for p in glob.glob(value.files.patterns[0])] == [tmp_path / "part[1].txt"]
-    (tmp_path / "part1.txt").write_text("a b\n")  # the pattern matches a file: it is a pattern, as before
+    # with `part1.txt` beside it, the glob read `part1.txt` instead of the file named as written: both
+    # readings are refused, naming both files and how to write the file's name
+    (tmp_path / "part1.txt").write_text("c d\n")
+    validator = Validator()
     value = validator.dataclass(parse_text("files: part[1].txt", str(tmp_path / "cfg.yaml")), WithFiles, "cfg")
-    assert value.files.patterns == (str(tmp_path / "part[1].txt"),)
+    assert value is INVALID
+    [diagnostic] = validator.diagnostics
+    assert diagnostic.message == (
+        f"cfg.files: 'part[1].txt' names {tmp_path / 'part[1].txt'} as written, but as a glob it matches other "
+        f"files ({tmp_path / 'part1.txt'}); write 'part[[]1].txt' to read what it names, or name the files the "
+        "glob matches instead"
+    )
+    for written, read in [("part[[]1].txt", "part[1].txt"), ("part1.txt", "part1.txt")]:
+        value = validator.dataclass(parse_text(f"files: {written}", str(tmp_path / "cfg.yaml")), WithFiles, "cfg")
+        assert [Path(p) for p in glob.glob(value.files.patterns[0])] == [tmp_path / read]
 
 
 def test_an_override_fills_in_a_section_written_as_null(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

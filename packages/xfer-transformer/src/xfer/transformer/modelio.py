@@ -90,6 +90,7 @@ def save_model_dir(
     for name in modules:
         if not name or "." in name:
             raise ValueError(f"module name {name!r} must be non-empty and contain no '.'")
+    _check_file_names(files)
     tensors: dict[str, Tensor] = {}
     aliases: dict[str, str] = {}
     seen: dict[tuple[int, int, tuple[int, ...], tuple[int, ...], str], str] = {}
@@ -117,6 +118,10 @@ def save_model_dir(
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"  # fail on non-JSON meta before touching disk
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    # a save killed before its rename left its temporary folder (a whole model) beside `path`; only
+    # one process saves into a model directory (its stage holds the run lock), as for checkpoints
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         save_file(tensors, tmp / WEIGHTS_FILE, metadata={"format": "pt"})
@@ -134,6 +139,20 @@ def save_model_dir(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _check_file_names(files: list[str | Path] | tuple[str | Path, ...]) -> None:
+    """Refuse `files` that would land on one name: they are copied by base name, so a second
+    `vocab.json` (two tasks' files of one slug) replaced the first and a file named like the weights
+    or the meta file replaced them, all without a word, leaving a directory that loads wrongly."""
+    by_name: dict[str, str] = {}
+    for f in files:
+        name = Path(f).name
+        if name in (WEIGHTS_FILE, META_FILE):
+            raise ValueError(f"cannot copy {f} into a model directory: {name} is the directory's own file")
+        if name in by_name:
+            raise ValueError(f"cannot copy both {by_name[name]} and {f} into a model directory: both are named {name}")
+        by_name[name] = str(f)
 
 
 def _swap_into_place(tmp: Path, path: Path) -> None:

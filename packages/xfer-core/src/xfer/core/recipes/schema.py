@@ -772,9 +772,16 @@ class Validator:
                 ok = False
                 continue
             matches = glob.glob(pattern, recursive=True)
-            if not matches and os.path.isfile(pattern):  # `part[1].txt`: a file whose name reads as a glob
-                pattern = glob.escape(pattern)
-                matches = glob.glob(pattern)
+            literal = _as_named(pattern)
+            if literal is not None:  # `part[1].txt`, `wiki[en]/*.txt`: existing names that read as a glob
+                named = glob.glob(literal, recursive=True)
+                if not matches:
+                    pattern, matches = literal, named
+                elif named and not {os.path.normpath(m) for m in named} <= {os.path.normpath(m) for m in matches}:
+                    # `part[1].txt` beside `part1.txt`: the glob read `part1.txt`, not the file named as written
+                    self.error(item.loc, f"{item_path}: {_named_or_glob(item.value, pattern, literal, named, matches)}")
+                    ok = False
+                    continue
             if not matches:
                 # `corpuss.text`, close to a stage's name, is likelier a misspelt stage output than a file
                 near = did_you_mean(match.group(1), self.stage_outputs) if match else ""
@@ -1059,6 +1066,41 @@ def _source_of(origin: str) -> str:
 def _kind_phrase(kind: str) -> str:
     """'a model', 'a tokenizer'; plural and mass kinds ('predictions', 'text') take no article."""
     return kind if kind.endswith("s") or kind == "text" else f"{_article(kind)} {kind}"
+
+
+def _as_named(pattern: str) -> str | None:
+    """`pattern` with its leading names that exist as written escaped (`part[1].txt` when that file
+    exists, `wiki[en]/*.txt` when that folder does), so that they read as the names; None when no
+    name that reads as a glob exists as written (then the pattern is only a glob)."""
+    parts = Path(pattern).parts
+    folder, escaped = parts[0], [parts[0]]
+    for index, part in enumerate(parts[1:], 1):
+        candidate = os.path.join(folder, part)
+        if not (os.path.isdir(candidate) or (index == len(parts) - 1 and os.path.lexists(candidate))):
+            escaped += parts[index:]  # a glob (or a missing name) from here on: read as written
+            break
+        escaped.append(glob.escape(part))
+        folder = candidate
+    literal = os.path.join(*escaped)
+    return literal if literal != os.path.join(*parts) else None
+
+
+def _named_or_glob(written: str, pattern: str, literal: str, named: list[str], matches: list[str]) -> str:
+    """The error for a pattern whose names exist as written while, as a glob, it matches other files
+    (`part[1].txt` beside `part1.txt`, a folder `wiki[en]` beside `wikie`). Either reading was a
+    guess: the glob silently read files other than those named, and the names alone would drop
+    what the glob matches."""
+
+    def shown(paths: list[str]) -> str:
+        return ", ".join(sorted(paths)[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+    tail = len(Path(written).parts)
+    as_written = Path(pattern).parts[-tail:] == Path(written).parts  # no ${VAR} or ~ expanded in it
+    escaped = os.path.join(*Path(literal).parts[-tail:]) if as_written else literal
+    return (
+        f"{written!r} names {shown(named)} as written, but as a glob it matches other files ({shown(matches)}); "
+        f"write {escaped!r} to read what it names, or name the files the glob matches instead"
+    )
 
 
 def _only_directories(written: str, pattern: str, matches: list[str]) -> str:

@@ -30,6 +30,7 @@ import dataclasses
 import glob
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -110,15 +111,29 @@ def _sign_path(path: Path, hasher: FileHasher) -> dict[str, str]:
 
 
 def output_digests(folder: Path, hasher: FileHasher) -> dict[str, str]:
-    """{path relative to `folder`: sha256} of every file under `folder` ({} if it is absent).
+    """{path relative to `folder`: sha256} of every file under `folder` ({} if it is absent), but
+    the temporary siblings an interrupted xfer write left (`is_partial_write`).
 
     Stored in stage.json when a stage completes, so that a later run notices outputs edited,
     truncated or deleted behind its back (`changed_outputs`) instead of building on them.
     """
     if not folder.is_dir():
         return {}
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not is_partial_write(p.relative_to(folder)))
     return {p.relative_to(folder).as_posix(): hasher.file(p) for p in files}
+
+
+_PARTIAL_WRITE = re.compile(r"\..+\.(?:tmp|old)-[A-Za-z0-9_]+")
+"""`.<name>.tmp-<pid>` (`xfer.core.atomic`), `.<name>.tmp-<random>` and `.<name>.old-<random>`
+(`save_model_dir`): the temporary siblings xfer writes through, which a kill leaves behind."""
+
+
+def is_partial_write(relative: Path) -> bool:
+    """Whether `relative` is, or lies inside, a temporary sibling an interrupted xfer write left.
+
+    No output of a stage: recorded in its `output_files`, a killed save's copy of a model was
+    hashed (gigabytes) at every completion and reported "deleted" once cleaned up."""
+    return any(_PARTIAL_WRITE.fullmatch(part) for part in relative.parts)
 
 
 def changed_outputs(recorded: dict[str, str] | None, folder: Path, hasher: FileHasher) -> tuple[list[str], list[str]]:
@@ -157,6 +172,11 @@ def signed_inputs(config: Any, hasher: FileHasher, label: str) -> dict[str, dict
             signed: dict[str, str] = {}
             for pattern in value.patterns:
                 matches = sorted(glob.glob(pattern, recursive=True))
+                if glob.has_magic(pattern):
+                    # the stage reads the files a glob matches, never a folder it matches (`data/*` next to
+                    # `data/sub/`, see `StageContext.resolve_files`): signing the folder's files made an
+                    # unrelated file under it re-run the stage. A folder written as such is still signed.
+                    matches = [m for m in matches if not Path(m).is_dir()]
                 for match in matches or [pattern]:
                     signed.update(_sign_path(Path(match), hasher))
             if value.patterns:
