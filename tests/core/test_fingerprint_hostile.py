@@ -174,3 +174,18 @@ def test_a_glob_that_also_matches_the_file_it_names_stays_a_glob(tmp_path: Path)
         str(tmp_path / "a*.txt"),
         str(tmp_path / "ab.txt"),
     ]
+
+
+def test_a_fork_leaves_out_what_killed_writes_left(tmp_path: Path) -> None:
+    """`--fork` copied a killed save's `.model.tmp-*` folder (up to a whole model) into the new run."""
+    from xfer.core.runs.runner import _not_copied
+
+    source = str(tmp_path / "run")
+    names = [".model.tmp-k2j4", ".metrics.jsonl.tmp-123", ".model.old-ab_1", "model", "metrics.jsonl", ".lock"]
+    assert _not_copied(source, f"{source}/stage/outputs", names) == [
+        ".model.tmp-k2j4",
+        ".metrics.jsonl.tmp-123",
+        ".model.old-ab_1",
+        ".lock",
+    ]
+    assert _not_copied(source, source, ["recipe.resolved.yaml", "stage"]) == ["recipe.resolved.yaml"]

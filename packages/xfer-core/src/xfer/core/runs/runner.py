@@ -66,6 +66,7 @@ from xfer.core.runs.fingerprint import (
     file_lists,
     grown_keys,
     hash_cache_path,
+    is_partial_write,
     output_digests,
     stage_signature,
 )
@@ -399,10 +400,11 @@ def _own_stage_folders(fork: Path) -> None:
 
 
 def _not_copied(source: str, directory: str, names: list[str]) -> list[str]:
-    """copytree filter of a fork: the source's lock file belongs to the source, and its
-    recipe.resolved.yaml is replaced by the fork's own once everything else is copied."""
+    """copytree filter of a fork: the source's lock file belongs to the source, its
+    recipe.resolved.yaml is replaced by the fork's own once everything else is copied, and what a
+    killed write left (`.model.tmp-*`: up to a whole model) is nobody's file."""
     left_out = {runlock.LOCK_FILE} | ({"recipe.resolved.yaml"} if directory == source else set())
-    return [name for name in names if name in left_out]
+    return [name for name in names if name in left_out or is_partial_write(Path(name))]
 
 
 def _lock_run_dir(run_dir: Path) -> runlock.RunLock | None:
