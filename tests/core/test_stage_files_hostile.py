@@ -153,3 +153,24 @@ def test_check_distinct_refuses_one_path_object_listed_twice(tmp_path: Path) -> 
     with pytest.raises(DataError, match="listed twice"):
         check_distinct([path, Path(str(path))], "files")
     check_distinct([path, tmp_path / "missing.txt", tmp_path / "missing.txt"], "files")  # read errors name those
+
+
+def test_a_pattern_that_matches_no_file_by_the_time_the_stage_starts_is_refused(tmp_path: Path) -> None:
+    """The recipe check found a file for every pattern, but by the stage's start (hours later in a
+    long recipe) one pattern's files were moved away: the stage trained on the other patterns' text
+    without a word (or failed as "empty" naming no pattern)."""
+    from xfer.transformer.vocab_stage import VocabConfig
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "one.txt").write_text("the cat sat .\n")
+    (tmp_path / "b" / "two.txt").write_text("a dog ran .\n")
+    config = VocabConfig(files=Files((str(tmp_path / "a" / "*.txt"), str(tmp_path / "b" / "*.txt"))), size=50)
+    ctx = _ctx(tmp_path / "run", config=config)
+    assert len(ctx.resolve_files(config.files)) == 2
+    (tmp_path / "b" / "two.txt").rename(tmp_path / "two.txt")
+    with pytest.raises(DataError, match=r"b/\*\.txt: stages\.vocab\.files: matches no file now"):
+        ctx.resolve_files(config.files)
+    (tmp_path / "b" / "sub.txt").mkdir()  # a folder alone is no file either
+    with pytest.raises(DataError, match=r"matches no file now"):
+        ctx.resolve_files(config.files)

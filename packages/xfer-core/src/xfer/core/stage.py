@@ -73,7 +73,10 @@ class StageContext:
           runs, were trained on in a first run and refused by the next;
         - an output file of a referenced stage deleted since that stage completed (its
           `stage.json` records them): taken as pruned on purpose, "a stage that reads them will
-          fail" — the stage instead read the output's other files, or nothing."""
+          fail" — the stage instead read the output's other files, or nothing;
+        - a pattern that no longer matches any file (the recipe check found one: moved, deleted or
+          unmounted since, hours earlier in a long recipe): the stage trained on the other
+          patterns' files, or failed as "empty", naming no pattern."""
         key = self._key_of(files)
         found: list[Path] = []
         for pattern in files.patterns:
@@ -92,6 +95,14 @@ class StageContext:
                         key,
                     )
             self._check_outside_stage_folders(matches, pattern, key)
+            if not any(path.is_file() for path in matches):
+                raise DataError(
+                    pattern,
+                    0,
+                    "matches no file now, though it did when the recipe was checked: moved or deleted since? "
+                    "Its text would be left out",
+                    key,
+                )
             found += matches
         for source in files.inputs:
             root = self.resolve(source)
