@@ -44,6 +44,33 @@ def fsync_dir(path: Path) -> None:
 _STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (/proc/self/status,
+    since 4.7): setting it to read it back would race with other threads creating files."""
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as status,
+    ):
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def as_created(path: Path) -> None:
+    """Give `path` the mode a plain `open()` or `mkdir()` would have given it under the umask.
+
+    What writes through a temporary file of its own creates it private, and the rename keeps that:
+    safetensors (0.8) writes every `.safetensors` file 0600 and `tempfile.mkdtemp` makes 0700
+    folders. So a run's model weights, checkpoints and shared BAM cache entries were readable by
+    their owner alone, while the config and tokenizer beside them followed the umask: a colleague,
+    a container user or a serving process got "permission denied" (or, through `transformers`,
+    "no file named model.safetensors") on a model that looked complete."""
+    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~process_umask())
+
+
 def _open_descriptor(path: Path) -> int | None:
     """N when `path` names this process's open descriptor N (`/dev/stdout`, `/dev/fd/N`,
     `/proc/self/fd/N`, or a link to one of them), else None. Followed link by link: resolving
@@ -106,6 +133,7 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     tmp = _temp_name(path)
     try:
         yield tmp
+        as_created(tmp)  # a library's own temp-and-rename write (safetensors) left it 0600
         fsync_file(tmp)
         os.replace(tmp, path)
     except BaseException:

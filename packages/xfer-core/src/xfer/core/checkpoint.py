@@ -54,7 +54,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from xfer.core import distributed as dist
-from xfer.core.atomic import atomic_write_text, fsync_dir, fsync_file
+from xfer.core.atomic import as_created, atomic_write_text, fsync_dir, fsync_file
 from xfer.core.errors import CheckpointError
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -162,6 +162,7 @@ def _write_checkpoint_files(tmp: Path, payload: CheckpointPayload) -> None:
     (tmp / "state.json").write_text(json.dumps(payload.state, indent=1, sort_keys=True), encoding="utf-8")
     files = sorted(tmp.iterdir())
     for file in files:
+        as_created(file)  # safetensors writes its files 0600
         fsync_file(file)
     manifest = {"format": 1, "files": {f.name: _describe(f) for f in files}}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")

@@ -38,7 +38,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from xfer.core.atomic import fsync_dir, fsync_file
+from xfer.core.atomic import as_created, fsync_dir, fsync_file
 from xfer.core.errors import CheckpointError, PluginError
 from xfer.core.plugins import PluginHost
 from xfer.transformer import registry
@@ -131,7 +131,9 @@ def save_model_dir(
         # durable before it is renamed into place, as checkpoints are (xfer.core.atomic): after a power
         # cut, a model dir whose stage.json says complete held empty or partial files
         for written in tmp.iterdir():
+            as_created(written)  # safetensors writes the weights 0600
             fsync_file(written)
+        as_created(tmp)  # mkdtemp made it 0700: the model folder was its owner's alone
         fsync_dir(tmp)
         _swap_into_place(tmp, path)
         fsync_dir(path.parent)
