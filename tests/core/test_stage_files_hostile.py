@@ -174,3 +174,39 @@ def test_a_pattern_that_matches_no_file_by_the_time_the_stage_starts_is_refused(
     (tmp_path / "b" / "sub.txt").mkdir()  # a folder alone is no file either
     with pytest.raises(DataError, match=r"matches no file now"):
         ctx.resolve_files(config.files)
+
+
+def test_an_input_edited_while_its_stage_runs_makes_it_run_again_even_when_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fingerprint is taken when a stage starts: a file edited while it ran and put back before the
+    next run (an editor's undo, a checkout of another branch and back) matched it again, and the
+    outputs built partly from the edit were kept without a word."""
+    import json
+
+    from xfer.transformer import vocab_stage
+
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat .\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"name: r\nseed: 1\nstages:\n  vocab: {{kind: transformer.vocab, files: {text}, size: 60}}\n")
+    trained = vocab_stage.run_vocab
+
+    def edited_meanwhile(ctx: StageContext) -> None:
+        trained(ctx)
+        text.write_text("a dog ran in the park .\n")
+
+    monkeypatch.setattr(vocab_stage, "run_vocab", edited_meanwhile)
+    assert _run(recipe, tmp_path / "run") == 0
+    assert "[vocab] its input files changed while it ran" in capsys.readouterr().err
+    state = json.loads((tmp_path / "run" / "vocab" / "stage.json").read_text())
+    assert state["status"] == "completed" and state["inputs_changed_while_running"]
+
+    monkeypatch.setattr(vocab_stage, "run_vocab", trained)
+    text.write_text("the cat sat on the mat .\n")  # as it was when the stage started
+    assert _run(recipe, tmp_path / "run") == 0
+    out = capsys.readouterr().out
+    assert "[vocab] runs again: its input files changed while it ran" in out
+    assert "inputs_changed_while_running" not in json.loads((tmp_path / "run" / "vocab" / "stage.json").read_text())
+    assert _run(recipe, tmp_path / "run") == 0
+    assert "[vocab] up to date, skipped" in capsys.readouterr().out

@@ -68,6 +68,7 @@ from xfer.core.runs.fingerprint import (
     hash_cache_path,
     is_partial_write,
     output_digests,
+    signed_inputs,
     stage_signature,
 )
 from xfer.core.runs.report import write_report
@@ -641,6 +642,14 @@ def _run_stage(
         status.update(status="completed", finished=time.time(), outputs={k: str(v) for k, v in outputs.items()})
         if hasher is not None:
             status["output_files"] = output_digests(stage_dir / "outputs", hasher)
+            changed = _inputs_changed_while_running(plan, signature, hasher)
+            if changed:
+                status[CHANGED_WHILE_RUNNING] = changed
+                print(
+                    f"warning: [{plan.name}] its input files changed while it ran ({'; '.join(changed)}): its "
+                    "outputs may hold some of each version; it runs again on the next `xfer run`",
+                    file=sys.stderr,
+                )
             hasher.save()
         report = _safe_report(plan, stage_dir, status, ctx)
         _write_json(stage_dir / "stage.json", status)
@@ -649,6 +658,25 @@ def _run_stage(
         )
     dist.barrier()
     return report
+
+
+CHANGED_WHILE_RUNNING = "inputs_changed_while_running"
+"""stage.json key of a completed stage whose input files differed at its end from its start."""
+
+
+def _inputs_changed_while_running(plan: StagePlan, signature: Signature, hasher: FileHasher) -> list[str]:
+    """What changed in the stage's input files between its start (`signature`) and now, read again
+    as the fingerprint reads them. A file edited (or replaced) during a stage was recorded with the
+    fingerprint of its old version: put back as it was before the next run (an editor's undo, a
+    checkout of another branch and back), the outputs built partly from the edit were kept."""
+    try:
+        after = signed_inputs(plan.config, hasher, f"stages.{plan.name}")
+    except (UserError, OSError) as exc:  # a file now unreadable or gone
+        return [str(exc)]
+    before = signature.parts.get("inputs", {})
+    if after == before:
+        return []
+    return explain_change(signature.parts, {**signature.parts, "inputs": after}, plan.name) or ["input files"]
 
 
 def _error_message(exc: BaseException) -> str:
@@ -870,6 +898,10 @@ class Verdict:
 def judge(state: dict[str, Any], signature: Signature, plan: StagePlan, stage_dir: Path, hasher: FileHasher) -> Verdict:
     """The verdict for a stage whose stage.json holds `state` ({} when missing or unreadable)."""
     same = state.get("fingerprint") == signature.fingerprint
+    if same and state.get("status") == "completed" and state.get(CHANGED_WHILE_RUNNING):
+        changed = "; ".join(map(str, state[CHANGED_WHILE_RUNNING]))
+        reason = f"its input files changed while it ran ({changed})"
+        return Verdict(FRESH, (reason,), redone=True, invalidates=reason)
     if same and state.get("status") == "completed":
         modified, deleted = changed_outputs(state.get("output_files"), stage_dir / "outputs", hasher)
         if not modified:
