@@ -270,6 +270,7 @@ class CvtConfig:
         0,
         "Seed of the labeled_fraction subset; fixed by default so all modes and trials see the same subset. "
         "Null: the trial's seed.",
+        ge=0,  # numpy's generators take no negative seed: -1 was a bare ValueError when the stage started
     )
     task_weights: Literal["sqrt", "size", "uniform"] = knob(
         "sqrt", "Probability of a task for a labeled minibatch: proportional to sqrt(|D|) (thesis), |D|, or equal."

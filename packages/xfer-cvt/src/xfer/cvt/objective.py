@@ -30,8 +30,9 @@ bitwise equal to, one large batch (a translation teacher's target count is only 
 beam search, so a step-wide count would need every micro-batch first).
 
 Logged metrics: `sup_loss`/`sup_accuracy` on labeled steps and `cvt_loss` on unlabeled steps,
-each multiplied by the alternation period: the trainer averages a metric over every step of its
-log window, and each kind occurs in exactly half of them.
+each multiplied by the length of the trainer's log window over the number of steps of its kind in
+that window (`log_scale`): the trainer averages a metric over every step of its log window, so
+the logged value is the mean over the labeled (unlabeled) steps alone.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class CvtObjective(nn.Module):
         task_weights: dict[str, float] | None = None,
         seed: int = 0,
         period: int = 2,
+        log_every: int | None = None,
     ):
         super().__init__()
         self.encoder = encoder
@@ -93,8 +95,8 @@ class CvtObjective(nn.Module):
         self.heads = nn.ModuleDict(dict(zip(keys, modules.values(), strict=True)))
         self.settings, self.mode, self.teacher_pass, self.cvt_tasks = settings, mode, teacher, cvt_tasks
         self.task_weights = task_weights or {t: 1.0 for t in self.tasks}
-        self.seed, self.period = seed, period
-        self.step = 0
+        self.seed, self.period, self.log_every = seed, period, log_every
+        self.step, self.total_steps = 0, 0
         self.ema: Any = None  # the trainer's EMA, when the stage asks for EMA warm-up (see set_progress)
         self.ema_decay = 0.0
 
@@ -104,7 +106,7 @@ class CvtObjective(nn.Module):
     def set_progress(self, progress: TrainingProgress) -> None:
         """Called by the trainer before each step: the step count (seeds the `cvt_tasks: one` draw) and,
         with EMA warm-up, this step's decay min(decay, (1+t)/(10+t)) (a function of t: exact resume)."""
-        self.step = progress.step
+        self.step, self.total_steps = progress.step, progress.total_steps
         if self.ema is not None:
             self.ema.decay = min(self.ema_decay, (1.0 + progress.step) / (10.0 + progress.step))
 
@@ -124,8 +126,28 @@ class CvtObjective(nn.Module):
         terms, stats = module.supervised(states, batch, smoothing, s.dropout)
         loss = self.normalize(terms)
         accuracy = 100.0 * stats["correct"].float() / max(1, stats["total"])
-        scale = float(self.period)
+        scale = self.log_scale(labeled=True)
         return StepOutput(loss, {"sup_loss": loss.detach() * scale, "sup_accuracy": accuracy.detach() * scale})
+
+    def log_scale(self, labeled: bool) -> float:
+        """What this step's metric is multiplied by so that the trainer's mean over its log window
+        (over every step of the window, of both kinds) is the mean over the window's labeled (or
+        unlabeled) steps: the window's length over its number of steps of this kind.
+
+        The trainer's windows end at multiples of `log_every` and at the last step, and labeled
+        steps are the even ones (0, 2, ...): a window of odd length holds one labeled step more than
+        unlabeled ones. The alternation period alone assumed exactly half of each, so with
+        `log_every: 1` every labeled step logged twice its `sup_loss`, and with `log_every: 25` the
+        logged losses swung by 4% from window to window."""
+        if self.period == 1:
+            return 1.0
+        if self.log_every is None:  # not run by a trainer whose windows are known
+            return float(self.period)
+        start = self.step - self.step % self.log_every
+        end = min(start + self.log_every, max(self.total_steps, self.step + 1))
+        labeled_steps = (end + 1) // 2 - (start + 1) // 2  # even step indices in [start, end)
+        steps = labeled_steps if labeled else end - start - labeled_steps
+        return (end - start) / max(1, steps)
 
     def unlabeled_tasks(self) -> list[str]:
         if self.cvt_tasks == "all" or len(self.tasks) == 1:
@@ -158,7 +180,7 @@ class CvtObjective(nn.Module):
             for name, total, count in self.head(task).student_losses(states, batch, targets[task], s, primary_only):
                 terms.append((f"{task}/{name}", total, count))
         loss = self.normalize(terms)
-        return StepOutput(loss, {"cvt_loss": loss.detach() * float(self.period)})
+        return StepOutput(loss, {"cvt_loss": loss.detach() * self.log_scale(labeled=False)})
 
     def drop_words(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The word-dropout student's input: each word replaced by <removed> with probability

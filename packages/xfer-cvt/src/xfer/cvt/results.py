@@ -10,8 +10,8 @@ means and the mean training time per trial. It reads the shared results.json lay
 (`xfer.core.results`); a stage still running is listed with the trials it has finished.
 
 `--curve` prints, from each stage's metrics.jsonl, the dev score against the number of *labeled*
-minibatches taken (the semi-supervised modes alternate a labeled and an unlabeled minibatch, so
-step s of mode cvt or word_dropout has taken s/2 labeled ones): modes compared at equal labeled
+minibatches taken (the semi-supervised modes alternate a labeled and an unlabeled minibatch,
+labeled first, so step s of mode cvt or word_dropout has taken ceil(s/2) labeled ones): modes compared at equal labeled
 data, averaged over the trials that reached each point (their number in brackets where fewer
 trials than elsewhere in the table did). Rows are labelled run/stage.
 
@@ -244,7 +244,7 @@ def curve_table(groups: list[list[Path]], metric: str | None) -> list[str]:
             for stage in group:
                 for row in dev_rows(stage):
                     if _number(row.get(key)):
-                        points[int(row["step"]) // per_labeled].append(float(row[key]))
+                        points[labeled_minibatches(int(row["step"]), per_labeled)].append(float(row[key]))
             table[f"{label(group)} {key}"] = points
     columns = sorted({n for points in table.values() for n in points})
     most = max((len(v) for points in table.values() for v in points.values()), default=0)
@@ -256,6 +256,14 @@ def curve_table(groups: list[list[Path]], metric: str | None) -> list[str]:
         cells = [cell(points[n], most) if n in points else "" for n in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
+
+
+def labeled_minibatches(step: int, per_labeled: int) -> int:
+    """Labeled minibatches taken in the first `step` steps when every `per_labeled`-th step is one,
+    the first included (`AlternatingSource` starts with the labeled source): ceil(step / per_labeled).
+    `step // 2` left out the last one after an odd number of steps (a final evaluation at step 7 had
+    taken 4, it was plotted at 3, against a supervised run's score after 3)."""
+    return -(-step // per_labeled)
 
 
 def cell(values: list[float], most: int) -> str:

@@ -240,6 +240,38 @@ def prepare(
     return prepared
 
 
+def untrained_label_warnings(config: CvtConfig, tasks: list[TaskData], prepared: Prepared) -> list[str]:
+    """What to say of dev gold tags (relations) that are in a task's tag (relation) set but that no
+    labeled sentence of the trial shows: the model never learns to predict them, so each is a miss.
+
+    The Task contract's `UnseenTagsWarning` compares the dev set with the task's `labels`, the tag
+    set of its whole training file; the sentences a trial trains on are fewer: `labeled_fraction`
+    (at 1% of CoNLL-2000, 40 dev chunk tags, among them every B-SBAR), a dev set carved out of the
+    training file, `max_examples`. Those tags counted as misses without a word."""
+    messages = []
+    for t in tasks:
+        if t.kind not in ("tagging", "parsing"):
+            continue
+        trained = {label for item in prepared.items[t.name] for label in item.labels}
+        index = {label: i for i, label in enumerate(t.info.labels)}
+        missed = [
+            (gold, example.id)
+            for example in t.dev
+            for gold in (example.tags if t.kind == "tagging" else example.relations) or ()
+            if gold in index and index[gold] not in trained
+        ]
+        if missed:
+            what = "tag" if t.kind == "tagging" else "relation"
+            kinds = len({gold for gold, _ in missed})
+            messages.append(
+                f"{t.name}: {len(missed)} dev gold {what}{'s' if len(missed) != 1 else ''} ({kinds} of the task's "
+                f"{what}s, first {missed[0][0]!r} in example {missed[0][1]!r}) never occur in the "
+                f"{len(prepared.items[t.name])} labeled training sentences (labeled_fraction "
+                f"{config.labeled_fraction}): the model cannot learn them, so they count as misses"
+            )
+    return messages
+
+
 def make_collate(featurizer: Featurizer, kind: str) -> Any:
     """Collate for labeled items of a task kind, for `inputs` (items, no labels: evaluation), or
     for `unlabeled` sentences (lists of words)."""
@@ -411,6 +443,7 @@ def build_objective(
         task_weights=task_weights(config, prepared),
         seed=seed,
         period=1 if config.mode == "supervised" else 2,
+        log_every=config.train.log_every,
     )
 
 
@@ -493,6 +526,7 @@ def run_train(ctx: StageContext) -> None:
         train_config = replace(train_config, find_unused_parameters=True)  # modules idle on some steps
 
     runs: list[dict[str, Any]] = []
+    warned: set[str] = set()  # trials of one labeled subset (the default subset_seed) say it once
     for trial in range(config.trials):
         seed = ctx.seed + trial
         workdir = ctx.dir / "trials" / f"trial-{trial}"
@@ -502,6 +536,10 @@ def run_train(ctx: StageContext) -> None:
         if finished is not None:
             runs.append(finished)
             continue
+        for message in untrained_label_warnings(config, tasks, prepared):
+            if message not in warned:
+                warned.add(message)
+                ctx.warn(message)
         record = run_trial(ctx, config, train_config, tasks, prepared, corpus, transformer, vectors, trial, seed)
         runs.append(record)
         if ctx.is_main:
