@@ -17,6 +17,11 @@ from xfer.cvt.vocab import read_vectors
 # --- vectors files -------------------------------------------------------------------------------
 
 
+def _as_lists(vectors):
+    """read_vectors' float32 rows as lists, rounded back to the file's decimals."""
+    return {word: [round(x, 6) for x in vector.tolist()] for word, vector in vectors.items()}
+
+
 def test_a_vectors_file_with_cr_only_line_endings_is_refused_not_read_as_one_vector(tmp_path: Path) -> None:
     """Classic Mac (CR-only) endings: the file was one line, read as a single "word"
     ("a 1 2 3\\rb") holding the last line's vector; every other vector was dropped without a word."""
@@ -25,7 +30,7 @@ def test_a_vectors_file_with_cr_only_line_endings_is_refused_not_read_as_one_vec
     with pytest.raises(DataError, match=r"v\.txt:1: carriage return \(CR\) inside the line at column 8"):
         read_vectors(path, 3, None)
     path.write_bytes(b"a 1 2 3\r\nb 4 5 6\r\n")  # CRLF stays fine
-    assert read_vectors(path, 3, None) == {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}
+    assert _as_lists(read_vectors(path, 3, None)) == {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}
 
 
 # --- cvt.vectors ---------------------------------------------------------------------------------

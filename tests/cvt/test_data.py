@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from xfer.core.errors import DataError
 from xfer.cvt.data import Featurizer, PooledStream, UnlabeledCorpus, UnlabeledStream, subsample
@@ -13,6 +14,11 @@ from xfer.cvt.text import JOINER, detokenize, tokenize, tokenize_joined
 from xfer.cvt.vocab import BOW, EOW, MISSING, START, UNK, build_vocab, embedding_key, read_vectors, surface
 
 # --- labeled stream ----------------------------------------------------------------------------
+
+
+def _as_lists(vectors):
+    """read_vectors' float32 rows as lists, rounded back to the file's decimals."""
+    return {word: [round(x, 6) for x in vector.tolist()] for word, vector in vectors.items()}
 
 
 def take(stream, steps: int) -> list:
@@ -194,7 +200,7 @@ def test_featurizer_positions_and_char_rows():
 def test_vectors_file_formats_and_errors(tmp_path):
     glove = tmp_path / "glove.txt"
     glove.write_text("the 0.1 0.2\ndog 0.3 0.4\nthe 9 9\n", encoding="utf-8")
-    assert read_vectors(glove, 2, None) == {"the": [0.1, 0.2], "dog": [0.3, 0.4]}
+    assert _as_lists(read_vectors(glove, 2, None)) == {"the": [0.1, 0.2], "dog": [0.3, 0.4]}
     w2v = tmp_path / "w2v.txt"
     w2v.write_text("2 2\ncat 1 2 \nbat 3 4\n", encoding="utf-8")  # word2vec writes a trailing space
     assert list(read_vectors(w2v, 2, 1)) == ["cat"]
@@ -227,13 +233,13 @@ def test_vectors_limit_keeps_the_first_words_and_every_word_asked_for(tmp_path) 
     path = tmp_path / "glove.txt"
     path.write_text("the 0.1 0.2\nof 0.3 0.4\nparis 0.5 0.6\nrome 0.7 0.8\n", encoding="utf-8")
     assert list(read_vectors(path, 2, 1)) == ["the"]
-    assert read_vectors(path, 2, 0) == {}
+    assert _as_lists(read_vectors(path, 2, 0)) == {}
     kept = read_vectors(path, 2, 1, keep=lambda word: word == "rome")
-    assert kept == {"the": [0.1, 0.2], "rome": [0.7, 0.8]}
+    assert _as_lists(kept) == {"the": [0.1, 0.2], "rome": [0.7, 0.8]}
     # lines past the limit that are not wanted are skipped unparsed, as before `keep` (a file cut
     # short past the limit still reads)
     path.write_text("the 0.1 0.2\nof 0.3 0.4\nparis 0.5\n", encoding="utf-8")
-    assert read_vectors(path, 2, 1, keep=lambda word: word == "rome") == {"the": [0.1, 0.2]}
+    assert _as_lists(read_vectors(path, 2, 1, keep=lambda word: word == "rome")) == {"the": [0.1, 0.2]}
 
 
 @pytest.mark.parametrize(
@@ -252,7 +258,11 @@ def test_vectors_whose_word_has_spaces_are_kept_whole(tmp_path) -> None:
     """GloVe 840B has entries such as "at name@domain.com": the word is all before the numbers."""
     path = tmp_path / "glove.txt"
     path.write_text("\ufeffthe 0.1 0.2\r\n. . . 0.3 0.4\nat name@domain.com 0.5 0.6\n", encoding="utf-8")
-    assert read_vectors(path, 2, None) == {"the": [0.1, 0.2], ". . .": [0.3, 0.4], "at name@domain.com": [0.5, 0.6]}
+    assert _as_lists(read_vectors(path, 2, None)) == {
+        "the": [0.1, 0.2],
+        ". . .": [0.3, 0.4],
+        "at name@domain.com": [0.5, 0.6],
+    }
 
 
 @pytest.mark.parametrize(
@@ -267,3 +277,15 @@ def test_joined_tokens_detokenize_exactly(text):
     tokens = tokenize_joined(text)
     assert detokenize(tokens) == " ".join(text.split())
     assert [t.removeprefix(JOINER) for t in tokens] == tokenize(text)
+
+
+def test_vectors_are_kept_as_float32_rows(tmp_path):
+    """As lists of Python floats the default 100k GloVe vectors took ~1 GB (GloVe 840B without a limit
+    ~20 GB); float32 rows hold the same values the embedding takes, in an eighth of the memory."""
+    import numpy as np
+
+    path = tmp_path / "v.txt"
+    path.write_text("the 0.1 0.2\ndog 0.3 0.4\n")
+    vectors = read_vectors(path, 2, None)
+    assert all(isinstance(v, np.ndarray) and v.dtype == np.float32 and v.shape == (2,) for v in vectors.values())
+    assert vectors["dog"].tolist() == torch.tensor([0.3, 0.4]).tolist()  # as torch rounded the floats

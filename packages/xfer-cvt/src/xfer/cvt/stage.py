@@ -397,7 +397,7 @@ def build_objective(
             by_key = {embedding_key(w, prepared.vocab.lowercase): vec for w, vec in reversed(list(vectors.items()))}
             for i, key in enumerate(prepared.vocab.words[5:], start=5):
                 if key in by_key:
-                    weight[i] = torch.tensor(by_key[key])
+                    weight[i] = torch.from_numpy(by_key[key])
     modules: dict[str, torch.nn.Module] = {}
     for t in tasks:
         if t.kind == "tagging":
