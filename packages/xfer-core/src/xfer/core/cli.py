@@ -394,13 +394,16 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
 
 
 def cmd_results(args: argparse.Namespace, host: PluginHost) -> int:
-    from xfer.core.results import results_table
+    from xfer.core.results import missing_results, results_table, stage_groups
 
     table = results_table(args.paths)
     if table is None:
         print(
             f"no results yet under {', '.join(map(str, args.paths))} (no finished stage wrote outputs/results/results.json)"
         )
+        # which stage failed or was killed: "no results yet" alone read as a run still to be started
+        for note in missing_results(group[0] for group in stage_groups(args.paths) if len(group) == 1):
+            print(note)
         return 1
     print(table)
     return 0

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from xfer.core.atomic import read_json
 from xfer.core.errors import UserError
 from xfer.core.runs.stage_record import state_problem
 
@@ -50,6 +51,9 @@ HEADER = (
 
 def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
     """median / mean / std (sample; 0 for one run) / min / max of each metric over runs.
+
+    The median of an even number of runs is the mean of the two middle scores (as `statistics.median`),
+    so it may be no run's score: the model `transformer.finetune` exports is the lower middle run's.
 
     `metrics` defaults to every numeric key of the runs that is not bookkeeping, in the order they
     first appear (the first run's keys alone once dropped a metric that run had not recorded).
@@ -214,7 +218,13 @@ def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
         if s is None:
             rows.append(f"| {stage} | {task} | {main} | (no value) | | | {len(result['runs'])} | |")
             continue
-        others = ", ".join(f"{_cell(m)} {_stat(v, 'median')}" for m, v in summary.items() if m != result["main_metric"])
+        # bookkeeping left out: results.json files written before summaries covered metrics only hold the
+        # median trial number, seed and step count, which the table showed as scores ("seed 2.5")
+        others = ", ".join(
+            f"{_cell(m)} {_stat(v, 'median')}"
+            for m, v in summary.items()
+            if m != result["main_metric"] and m not in BOOKKEEPING
+        )
         spread = plus_minus(s["std"], len(result["runs"])) if "std" in s else ""
         rows.append(
             f"| {stage} | {task} | {main} | **{_stat(s, 'median')}** | {_stat(s, 'mean')}{spread} "
@@ -366,7 +376,42 @@ def pool_note(label: str, stages: list[Path]) -> str:
         differ = "; a stage.json with the signed config is missing, so their configs were not compared"
     else:
         differ = f"; their configs differ in {', '.join(differences)}" if differences else "; same config"
+        read = input_differences(stages)
+        if read:
+            differ += f"; what they read differs: {', '.join(read)}"
     return f"{label} pools {' + '.join(map(str, stages))}{differ}"
+
+
+def input_differences(stages: list[Path]) -> list[str]:
+    """What else the fingerprints (stage.json) of `stages` signed differently, besides their config and
+    seed: an upstream stage (the encoder fine-tuned, the vocabulary), the content of an input file set
+    (task data edited in place), a component's version. Equal configs were called "same config" while
+    the pooled trials fine-tuned two different pre-trained encoders or scored two versions of the dev
+    set. A part a stage did not record (an older stage.json) is not compared."""
+    signatures = [_signature(stage) for stage in stages]
+    found = []
+    for part, what in (("upstream", "upstream stage"), ("inputs", "input files"), ("components", "component")):
+        values = [signature.get(part) for signature in signatures]
+        if not all(isinstance(value, dict) for value in values):
+            continue
+        for key in dict.fromkeys(k for value in values for k in value):
+            if len({_signed_content(part, value.get(key)) for value in values}) > 1:
+                found.append(f"{what} {key}")
+    return found
+
+
+def _signed_content(part: str, value: Any) -> str:
+    """One signed item as comparable text; of an input file set its files' digests alone: the same
+    data at another path (another machine) is the same input (the path shows in the config)."""
+    if part == "inputs" and isinstance(value, dict):
+        value = sorted(map(str, value.values()))
+    return json.dumps(value, sort_keys=True)
+
+
+def _signature(stage: Path) -> dict[str, Any]:
+    """The signature stage.json records (empty when there is none to read: nothing is compared)."""
+    signature = (read_json(stage / "stage.json") or {}).get("signature")
+    return signature if isinstance(signature, dict) else {}
 
 
 def results_table(paths: Iterable[str | Path]) -> str | None:
@@ -389,6 +434,8 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
             labelled.append((run_label(group), markdown_rows(label, results)))
             if len(group) > 1:
                 notes.append(pool_note(label, group))
+        elif len(group) == 1:
+            notes += missing_results([group[0]])
     if not labelled:
         return None
     if len({run for run, _ in labelled}) > 1:
@@ -399,6 +446,23 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
         header = [HEADER]
         rows = [row for _, group_rows in labelled for row in group_rows]
     return "\n".join([*header, *rows, *(["", *notes] if notes else [])])
+
+
+def missing_results(stages: Iterable[Path]) -> list[str]:
+    """A note for each of `stages` that has no results.json but should have or may yet: it failed or
+    was killed before writing one, or its results.json was deleted after it completed. Such a stage
+    had no row and no word: the table of a run whose second fine-tuning failed read as a run of one
+    fine-tuning. A finished stage that reports nothing (a corpus, a vocabulary) gets no note."""
+    notes = []
+    for stage in stages:
+        if _has_results(stage):
+            continue
+        problem = stage_problem(stage)
+        if problem is not None:
+            notes.append(f"{stage} is {problem[0]} and has no results yet; `xfer status` says why")
+        elif _deleted_results(stage):
+            notes.append(f"{stage}: {_DELETED}")
+    return notes
 
 
 def run_label(group: list[Path]) -> str:
@@ -436,10 +500,8 @@ def stage_problem(stage: Path) -> tuple[str, str] | None:
     path = stage / "stage.json"
     if not path.exists():
         return None
-    record: Any = None
-    with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError):
-        record = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(record, dict):
+    record = read_json(path)
+    if record is None:
         return "damaged", f"{path} is unreadable (truncated or not a JSON object)"
     damage = state_problem(record)
     if damage is not None:
@@ -484,15 +546,26 @@ def _has_results(stage: Path) -> bool:
     return (stage / RESULTS_FILE).is_file()
 
 
+_DELETED = f"completed, but its {RESULTS_FILE} (recorded in stage.json when it completed) has been deleted since"
+
+
+def _deleted_results(stage: Path) -> bool:
+    """Whether the stage completed with a results.json (its stage.json recorded the file's sha256)
+    that is gone now: pruned or deleted by hand, it is no stage kind that reports nothing."""
+    recorded = (read_json(stage / "stage.json") or {}).get("output_files")
+    name = RESULTS_FILE.relative_to("outputs").as_posix()
+    return isinstance(recorded, dict) and name in recorded and not _has_results(stage)
+
+
 def _no_results(stage: Path) -> str:
     """Why a pooled stage folder has no results, from its recorded status: unfinished (pool it once
     it has finished), or finished without any (a stage kind that reports no dev scores)."""
-    record: Any = None
-    with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError):  # no record: status unknown
-        record = json.loads((stage / "stage.json").read_text(encoding="utf-8"))
-    status = record.get("status") if isinstance(record, dict) else None
+    record = read_json(stage / "stage.json")  # None: no record, status unknown
+    status = record.get("status") if record is not None else None
+    if status == "completed" and _deleted_results(stage):  # not "a transformer.finetune stage reports none"
+        return f"{stage}: {_DELETED}; nothing to pool"
     if status == "completed":
-        kind = record.get("kind") if isinstance(record, dict) else None
+        kind = record.get("kind") if record is not None else None
         which = f"a {kind} stage" if isinstance(kind, str) else "its stage"
         return f"{stage}: finished without results ({which} reports none); nothing to pool"
     state = f" ({status})" if isinstance(status, str) else ""

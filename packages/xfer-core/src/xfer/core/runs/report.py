@@ -63,6 +63,10 @@ was once read whole and every record kept as a dict (285 MB of memory for 200,00
 point drawn."""
 
 
+MAX_UNREAD = 10
+"""Line numbers of unreadable metrics.jsonl lines that report.md lists at most."""
+
+
 Curves = dict[tuple[str, str], dict[str, tuple[array, array]]]
 """(split, metric) -> curve label -> (steps, values), as compact float arrays."""
 
@@ -99,22 +103,29 @@ def _series_key(record: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "run"
 
 
-def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool]:
+def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool, tuple[int, list[int]]]:
     """(curves, count of values that are not finite per (split, metric), whether any record was
-    plottable), reading metrics.jsonl a line at a time: memory grows with the numbers, not the text.
-    A record without a split is a train record (as `_plottable` reads it)."""
+    plottable, (count, first MAX_UNREAD numbers) of the non-blank lines that are no plottable record),
+    reading metrics.jsonl a line at a time: memory grows with the numbers, not the text. A record
+    without a split is a train record (as `_plottable` reads it)."""
     curves: Curves = defaultdict(dict)
     not_finite: dict[tuple[str, str], int] = defaultdict(int)
     any_record = False
+    unread: list[int] = []
+    unread_count = 0
     if not path.exists():
-        return curves, not_finite, any_record
+        return curves, not_finite, any_record, (unread_count, unread)
     with open(path, encoding="utf-8", errors="replace") as lines:
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             try:
                 record = json.loads(line)
             except ValueError:
-                continue
+                record = None
             if not isinstance(record, dict) or not _plottable(record):
+                if line.strip():  # a hand-edited or damaged line: its points were left out without a word
+                    unread_count += 1
+                    if len(unread) < MAX_UNREAD:
+                        unread.append(number)
                 continue
             any_record = True
             split, step, label = record.get("split", "train"), float(record["step"]), None
@@ -130,7 +141,7 @@ def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool]:
                 steps, values = curves[split, k].setdefault(label, (array("d"), array("d")))
                 steps.append(step)
                 values.append(value)
-    return curves, not_finite, any_record
+    return curves, not_finite, any_record, (unread_count, unread)
 
 
 def _thin(steps: array, values: array) -> tuple[list[float], list[float]]:
@@ -195,7 +206,7 @@ def _plot_name(split: str, metric: str, taken: set[str]) -> str:
 
 def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: list[str]) -> Path:
     """Write `stage_dir/report.md` (and `plots/*.png`); returns the report path."""
-    curves, not_finite, any_record = _read_curves(stage_dir / "metrics.jsonl")
+    curves, not_finite, any_record, (unread_count, unread) = _read_curves(stage_dir / "metrics.jsonl")
     lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in header.items()]
     lines.append("")
@@ -220,17 +231,24 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
         lines += ["## Training curves", ""]
         lines += [f"![{split} {metric}](plots/{path.name})" for split, metric, path in plots]
         lines.append("")
-    if not_finite or failed:
+    if not_finite or failed or unread_count:
         # a diverged run's NaN/inf losses cannot be drawn; unsaid, its curve just ended early (or,
         # every value NaN, the report showed nothing at all)
         lines += ["## Values not drawn", ""]
         for (split, metric), count in sorted(not_finite.items()):
             total = count + sum(len(steps) for steps, _ in curves[split, metric].values())
             lines.append(f"- {split} {metric}: {count} of {total} values not finite (NaN or infinite)")
+        if unread_count:
+            shown = ", ".join(map(str, unread)) + (", ..." if unread_count > len(unread) else "")
+            plural = "s" if unread_count > 1 else ""
+            lines.append(
+                f"- metrics.jsonl: {unread_count} line{plural} not read (not a JSON object with a finite step "
+                f"and a string split): line{plural} {shown}"
+            )
         lines += [*failed, ""]
     if any_record and not draw:
         lines += ["_Training curves not drawn (XFER_REPORT_PLOTS=0)._", ""]
-    if not any_record:
+    if not any_record and not unread_count:
         lines.append("_No metrics were logged._")
     path = stage_dir / "report.md"
     earlier = _linked_plots(path)
