@@ -215,3 +215,23 @@ def test_a_run_without_any_results_names_the_stage_that_failed(
         f"no results yet under {run} (no finished stage wrote outputs/results/results.json)",
         f"{run / 'finetune'} is failed and has no results yet; `xfer status` says why",
     ]
+
+
+def test_a_completed_run_whose_results_table_fails_still_prints_its_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results.json the table cannot read (a plugin's own layout) made a run that had completed exit 2
+    without printing its run directory or reports."""
+    from xfer.core import cli, results
+    from xfer.core.errors import UserError
+
+    def unreadable(paths: object) -> str:
+        raise UserError("results.json: not in the shared layout")
+
+    monkeypatch.setattr(results, "results_table", unreadable)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\nseed: 1\nstages:\n  corpus: {kind: toy.corpus, sentences: 20}\n")
+    assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run")]) == 0
+    captured = capsys.readouterr()
+    assert "the results table could not be made: results.json: not in the shared layout" in captured.err
+    assert f"run directory: {(tmp_path / 'run').resolve()}" in captured.out

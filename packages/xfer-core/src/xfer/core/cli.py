@@ -383,7 +383,13 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     if dist.is_main():
         from xfer.core.results import results_table
 
-        table = results_table([result.run_dir / stage.name for stage in result.stages])
+        try:
+            table = results_table([result.run_dir / stage.name for stage in result.stages])
+        except UserError as exc:
+            # the run itself completed: a results.json the table cannot read (a plugin's own layout) is
+            # said, and the run directory and reports still printed; it exited 2 without them
+            print(f"warning: the results table could not be made: {exc}", file=sys.stderr)
+            table = None
         if table:
             print(f"\nResults (dev; every score in percent):\n{table}\n")
         print(f"run directory: {result.run_dir.resolve()}")
