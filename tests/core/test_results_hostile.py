@@ -235,3 +235,13 @@ def test_a_completed_run_whose_results_table_fails_still_prints_its_run_director
     captured = capsys.readouterr()
     assert "the results table could not be made: results.json: not in the shared layout" in captured.err
     assert f"run directory: {(tmp_path / 'run').resolve()}" in captured.out
+
+
+def test_a_stage_named_twice_is_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`xfer results R R` (or R and R/ft) printed the same row twice, while `R+R` is refused."""
+    run = tmp_path / "run"
+    write_run(run, "ft")
+    write_stage(run, "ft", {"status": "completed"}, {"t": task_result("accuracy", RUNS)})
+    for paths in ([run, run], [run, run / "ft"], [run / "ft", tmp_path / "." / "run" / "ft"]):
+        assert cli.main(["results", *map(str, paths)]) == 0
+        assert capsys.readouterr().out.count("| ft | t | accuracy | **85.0** |") == 1, paths

@@ -299,7 +299,11 @@ def stage_groups(paths: Iterable[str | Path]) -> list[list[Path]]:
                             f"{with_results[0]} has results; to pool only some stages, join stage folders (A/S+B/S)"
                         )
                 groups.append([stage for stages in found for stage in stages if stage.name == name])
-    return groups
+    # a stage named twice (`xfer results R R`, or R and R/finetune) is one row, not two equal ones
+    unique: dict[tuple[Path, ...], list[Path]] = {}
+    for group in groups:
+        unique.setdefault(tuple(stage.resolve() for stage in group), group)
+    return list(unique.values())
 
 
 def pool_parts(text: str) -> list[Path]:
