@@ -114,3 +114,16 @@ def test_a_negative_subset_seed_is_a_recipe_error_at_its_line(tmp_path: Path) ->
         RecipeError, match=r"recipe\.yaml:\d+:\d+: stages\.fit\.subset_seed: must be at least 0, got -1"
     ):
         load_recipe(write_recipe(tmp_path, recipe), host=make_host(autoload=True))
+
+
+def test_a_running_stages_finished_trials_are_listed_in_trial_order(tmp_path):
+    """Sorted as text, trial-10 came before trial-2 in the running stage's row of values."""
+    import json
+
+    from xfer.cvt.results import finished_trials
+
+    for trial in (0, 1, 2, 10, 11):
+        folder = tmp_path / "trials" / f"trial-{trial}"
+        folder.mkdir(parents=True)
+        (folder / "done.json").write_text(json.dumps({"trial": trial, "f1": float(trial)}))
+    assert [record["trial"] for record in finished_trials(tmp_path)] == [0, 1, 2, 10, 11]

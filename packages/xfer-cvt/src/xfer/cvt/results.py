@@ -96,7 +96,8 @@ def check_layout(stage: Path) -> None:
 def finished_trials(stage: Path) -> list[dict[str, Any]]:
     """The run records of the trials a running stage has finished (trials/trial-N/done.json)."""
     records = []
-    for done in sorted((stage / "trials").glob("trial-*/done.json")):
+    # in trial order: sorted as text, trial-10 came before trial-2
+    for done in sorted((stage / "trials").glob("trial-*/done.json"), key=_trial_number):
         try:
             record = json.loads(done.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -105,6 +106,13 @@ def finished_trials(stage: Path) -> list[dict[str, Any]]:
             raise UserError(f"{done}: not a trial record (a mapping of metric -> value)")
         records.append(record)
     return records
+
+
+def _trial_number(done: Path) -> tuple[int, str]:
+    """`trials/trial-N/done.json` -> (N, name); a folder whose N is not a number sorts last, by name."""
+    name = done.parent.name
+    number = name.removeprefix("trial-")
+    return (int(number), name) if number.isdecimal() else (1 << 62, name)
 
 
 def first_metric(record: dict[str, Any]) -> str | None:
