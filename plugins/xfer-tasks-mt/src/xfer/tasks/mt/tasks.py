@@ -124,6 +124,14 @@ class ParallelTextTask(Task):
         if split not in self._splits:
             source, target = self.files(split)
             for path in (source, target):
+                # "no dev file" for a folder of that name (a corpus unpacked as dev.en/...) or a
+                # data_dir that is itself a file sent the user looking for a file that is there
+                if path.is_dir():
+                    raise DataError(path, 0, f"is a directory, expected a file (the {split} sentences of one language)")
+                if path.parent.exists() and not path.parent.is_dir():
+                    raise DataError(
+                        path.parent, 0, "is a file, expected the folder of the parallel files (data_dir, file_pattern)"
+                    )
                 if not path.is_file():
                     raise DataError(path, 0, f"no {split} file (looked for {path.name} in {path.parent})")
             self._splits[split] = [
@@ -153,12 +161,16 @@ class ParallelTextTask(Task):
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
         """Corpus BLEU (percent) of the predicted strings against the references; the signature of
-        the computation is kept in `last_signature` (and in `info().extra`)."""
+        the computation is kept in `last_signature` (and in `info().extra`).
+
+        `predictions` must hold exactly the sentences of `examples`, as `write_predictions` asks: a
+        prediction for an id not among them (`dev-1014` against a dev file of 1013 lines) means
+        outputs of another split or another version of the file, every pair after a deleted line
+        shifted by one, and was scored without a word (a missing one is an error too)."""
+        check_prediction_ids(self.name, examples, predictions, "sentence")
         references, hypotheses = [], []
         for example in examples:
             assert isinstance(example, TranslationExample)
-            if example.id not in predictions:
-                raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
             if example.target is None:
                 raise ValueError(f"{self.name}: sentence {example.id!r} has no reference (unlabelled split?)")
             hypothesis = predictions[example.id]

@@ -12,7 +12,9 @@ question is never dropped.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,12 @@ and doing it for every question (as this reader once did, eagerly) made reading 
 30 MB train-v1.1.json quadratic: about half an hour before training could start."""
 
 
+class _QuestionId(str):
+    """A question id to locate: `_Locator` looks for it as the value of an `"id"` key first. The
+    id "3" of a file whose ids are numbers was found as the answer text "3" of an earlier question,
+    and its errors (a duplicate id's two lines too) named that line."""
+
+
 class _Locator:
     """Finds the line of a JSON string value in the raw text (1 if it cannot be found)."""
 
@@ -38,18 +46,18 @@ class _Locator:
         return lambda: self.line(*values)
 
     def line(self, *values: Any, occurrence: int = 1) -> int:
-        """The line of the `occurrence`-th appearance (1-based) of the first of `values` found."""
+        """The line of the `occurrence`-th appearance (1-based) of the first of `values` found
+        (a `_QuestionId` as the value of "id" if it is so anywhere)."""
         for value in values:
             if not isinstance(value, str) or not value:
                 continue
-            for needle in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
-                position = -1
-                for _ in range(occurrence):
-                    position = self.text.find(needle, position + 1)
-                    if position < 0:
-                        break
-                if position >= 0:
-                    return self.text.count("\n", 0, position) + 1
+            prefixes = (r'"id"\s*:\s*', "") if isinstance(value, _QuestionId) else ("",)
+            for prefix in prefixes:
+                for needle in dict.fromkeys((json.dumps(value), json.dumps(value, ensure_ascii=False))):
+                    found = re.compile(prefix + re.escape(needle)).finditer(self.text)
+                    match = next(itertools.islice(found, occurrence - 1, None), None)
+                    if match is not None:
+                        return self.text.count("\n", 0, match.start()) + 1
         return 1
 
 
@@ -70,7 +78,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         for key, _ in pairs:
             if key in seen:
                 # the question id first: it is the most distinctive string of a question
-                anchors = [v for k, v in sorted(pairs, key=lambda kv: kv[0] != "id") if isinstance(v, str)]
+                anchors = [
+                    _QuestionId(v) if k == "id" else v
+                    for k, v in sorted(pairs, key=lambda kv: kv[0] != "id")
+                    if isinstance(v, str)
+                ]
                 raise _DuplicateKey(key, anchors)
             seen.add(key)
     return obj
@@ -113,7 +125,13 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
     try:
         root = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as err:
-        raise DataError(path, err.lineno, f"malformed JSON: {err.msg} (column {err.colno})") from None
+        hint = ""
+        if err.msg == "Extra data" and err.colno == 1:  # a second value at the start of a line
+            hint = (
+                ": a second JSON value starts here: JSON Lines (one record per line, as Hugging Face datasets' "
+                f"to_json writes) or files concatenated? {_LAYOUT}"
+            )
+        raise DataError(path, err.lineno, f"malformed JSON: {err.msg} (column {err.colno}){hint}") from None
     except _DuplicateKey as dup:
         raise DataError(
             path,
@@ -125,11 +143,13 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
         raise DataError(path, 0, f"malformed JSON: {err}") from None
     except RecursionError:
         raise DataError(path, 0, "malformed JSON: arrays or objects nested too deeply") from None
+    _not_flat(root, "data", path, locate, "top level")
     articles = _require(root, "data", list, path, lambda: 1, "top level")
     examples: list[SpanQAExample] = []
     seen: set[str] = set()
     for a, article in enumerate(articles):
         title = article.get("title", "") if isinstance(article, dict) else ""
+        _not_flat(article, "paragraphs", path, locate, f"data[{a}]")
         paragraphs = _require(article, "paragraphs", list, path, locate.at(title), f"data[{a}]")
         if "title" in article:  # optional, but a title of null or 3 became the text 'None' or '3'
             title = _require(
@@ -151,12 +171,30 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
     return examples
 
 
+_LAYOUT = 'squad tasks read the official SQuAD JSON: {"data": [{"paragraphs": [{"context": ..., "qas": [...]}]}]}'
+
+
+def _not_flat(obj: Any, key: str, path: Path, locate: _Locator, where: str) -> None:
+    """A DataError saying so when `obj`, lacking `key`, is one flat question record
+    (`id`/`context`/`question`/`answers` side by side, as Hugging Face datasets hold SQuAD and
+    export it): "missing key data" or "paragraphs" alone sent the user to look for a key in a
+    file whose layout is the problem."""
+    if isinstance(obj, dict) and key not in obj and "question" in obj and "context" in obj:
+        qid = obj.get("id")
+        raise DataError(
+            path,
+            locate.line(_QuestionId(qid)) if isinstance(qid, str) else 1,
+            f"missing key in {where}: a flat question record (Hugging Face layout)? {_LAYOUT}",
+            key=key,
+        )
+
+
 def _first_qid(paragraph: Any) -> str | None:
     """The first question id of a paragraph: the best anchor to locate paragraph-level errors."""
     if isinstance(paragraph, dict) and isinstance(paragraph.get("qas"), list):
         for qa in paragraph["qas"]:
             if isinstance(qa, dict) and isinstance(qa.get("id"), str):
-                return qa["id"]
+                return _QuestionId(qa["id"])
     return None
 
 
@@ -165,10 +203,10 @@ def _question(
 ) -> SpanQAExample:
     hint = qa.get("question") if isinstance(qa, dict) else None
     qid = _require_text(qa, "id", path, locate.at(hint), where)
-    line = locate.at(qid)
+    line = locate.at(_QuestionId(qid))
     where = f"question {qid!r}"
     if qid in seen:  # the line of the repeat (the id's second appearance), naming the first
-        first, again = locate.line(qid), locate.line(qid, occurrence=2)
+        first, again = locate.line(_QuestionId(qid)), locate.line(_QuestionId(qid), occurrence=2)
         raise DataError(path, again, f"duplicate question id {qid!r} (first on line {first})", key="id")
     seen.add(qid)
     question = _require(qa, "question", str, path, line, where)
@@ -188,16 +226,34 @@ def _question(
         answer_where = f"{where}, answer {i}"
         answer_text = _require_text(answer, "text", path, line, answer_where)
         start = _require(answer, "answer_start", int, path, line, answer_where)
-        found = context[start : start + len(answer_text)] if start >= 0 else None
-        if found != answer_text:
+        if start < 0 or context[start : start + len(answer_text)] != answer_text:
             raise DataError(
                 path,
                 line(),
                 f"{answer_where}: answer_start {start} does not match the answer text {answer_text!r} "
-                f"(the context there reads {found!r})",
+                f"({_misplaced(context, answer_text, start)})",
                 key="answer_start",
             )
         answers.append(Answer(text=answer_text, start=start))
     return SpanQAExample(
         id=qid, question=question, context=context, answers=tuple(answers), is_impossible=impossible, title=title
     )
+
+
+def _misplaced(context: str, text: str, start: int) -> str:
+    """What the context holds at a wrong `answer_start`, and where `text` is nearest to it. A start
+    outside the context was reported as "the context there reads None" (or ''), and an offset off
+    by a few characters (a context stripped or edited after the offsets were computed) left the
+    user to search the context for the answer."""
+    if not 0 <= start < len(context):
+        there = f"outside the context, which has {len(context)} characters"
+    else:
+        there = f"the context there reads {context[start : start + len(text)]!r}"
+    found, position = None, context.find(text)
+    while position >= 0:
+        if found is None or abs(position - start) < abs(found - start):
+            found = position
+        position = context.find(text, position + 1)
+    if found is None:  # e.g. other whitespace or quotes than the context's
+        return f"{there}; the answer text is nowhere in the context"
+    return f"{there}; the answer text is at character {found}"
