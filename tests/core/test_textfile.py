@@ -48,3 +48,19 @@ def test_a_broken_symbolic_link_among_a_stages_files_is_named_not_dropped(tmp_pa
         ctx.resolve_files(Files((str(tmp_path / "*.txt"),)))
     (tmp_path / "b.txt").unlink()
     assert ctx.resolve_files(Files((str(tmp_path / "*.txt"),))) == [tmp_path / "a.txt"]
+
+
+def test_split_lines_refuses_a_bom_starting_a_line_for_every_reader(tmp_path):
+    """Each line reader (CoNLL, GLUE, scoring, translation) refused a BOM starting a later line with
+    a check of its own; one written from the scaffold or by a plugin author kept it glued to the
+    first word. `split_lines` refuses it; a BOM inside a line is the reader's business."""
+    from xfer.core.errors import DataError
+    from xfer.core.textfile import BOM_INSIDE, read_text, split_lines
+
+    path = tmp_path / "joined.txt"
+    path.write_bytes("\ufeffone\n\ufefftwo\nthree\ufeff\n".encode())
+    text = read_text(path)
+    with pytest.raises(DataError) as caught:
+        split_lines(path, text)
+    assert str(caught.value) == f"{path}:2: {BOM_INSIDE}"
+    assert split_lines(path, "one\nthree\ufeff\n") == ["one", "three\ufeff"]

@@ -150,7 +150,7 @@ def test_a_bom_inside_the_file_is_refused_as_concatenated_files(tmp_path):
     head = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n"
     part = ("\ufeff" + head + "1\t1\t2\tA man.\tA person.\r\n").encode()
     (tmp_path / "train.tsv").write_bytes(part + part)
-    with pytest.raises(DataError, match=rf"{tmp_path / 'train.tsv'}:3: encoding: byte-order mark \(U\+FEFF\)"):
+    with pytest.raises(DataError, match=rf"{tmp_path / 'train.tsv'}:3: byte-order mark \(U\+FEFF\)"):
         MRPCTask("glue/mrpc", GlueTaskConfig(data_dir=tmp_path)).examples("train")
     (tmp_path / "t.tsv").write_bytes(("\ufeff7\ta\tx\n" * 2).encode())
     for quoting in (False, True):
@@ -160,5 +160,5 @@ def test_a_bom_inside_the_file_is_refused_as_concatenated_files(tmp_path):
                 train=tmp_path / "t.tsv", header=False, id_column=0, text_a_column=1, quoting=quoting, labels=["x"]
             ),
         )
-        with pytest.raises(DataError, match=r"t\.tsv:2: encoding: byte-order mark"):
+        with pytest.raises(DataError, match=r"t\.tsv:2: byte-order mark"):
             task.examples("train")

@@ -16,8 +16,9 @@ from xfer.core.errors import DataError
 
 BOM_INSIDE = "byte-order mark (U+FEFF) at the start of a line inside the file: concatenated files? Remove it"
 """The message for a BOM that starts a later line (`read_text` drops the file's own): what `cat` leaves
-of concatenated files' BOMs. Readers of structured lines (columns, CoNLL-U, parallel text) refuse it:
-glued to the first word it made `\ufeff-DOCSTART-` a sentence and a reference word no hypothesis has."""
+of concatenated files' BOMs. `split_lines` refuses it for every line reader: glued to the first word it
+made `\ufeff-DOCSTART-` a one-word sentence, `\ufeffPeter` an unknown word and `\ufeffEine` a
+reference word no hypothesis has."""
 
 CARRIAGE_RETURN = (
     "carriage return (CR) inside the line at column {column}: "
@@ -135,7 +136,9 @@ def split_lines(path: str | Path, text: str) -> list[str]:
     `str.splitlines` would also split on U+2028 and friends, which are legitimate characters
     inside a token or a sentence. A CR anywhere but before LF is an error naming its line: a
     file with CR-only (classic Mac) line endings would otherwise be one long line, silently
-    merging every sentence into one (and `str.split()` cuts columns on it).
+    merging every sentence into one (and `str.split()` cuts columns on it). So is a byte-order
+    mark starting a line (`BOM_INSIDE`; `read_text` drops the file's own): every line reader
+    refused it with a check of its own, and one that did not kept it glued to the first word.
     """
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -146,6 +149,8 @@ def split_lines(path: str | Path, text: str) -> list[str]:
         column = line.find("\r") + 1
         if column:
             raise DataError(path, number, CARRIAGE_RETURN.format(column=column))
+        if line.startswith("\ufeff"):
+            raise DataError(path, number, BOM_INSIDE)
         out.append(line)
     return out
 

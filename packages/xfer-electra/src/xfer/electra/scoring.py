@@ -63,7 +63,7 @@ import torch
 from torch import Tensor, nn
 
 from xfer.core.errors import CheckpointError, DataError, UserError
-from xfer.core.textfile import BOM_INSIDE, read_text, split_lines
+from xfer.core.textfile import read_text, split_lines
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
 from xfer.electra.objective import recorded_objective
@@ -132,8 +132,6 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
     lines = []
     for number, raw in enumerate(rows, start=1):
         if fmt == "text":
-            if raw.startswith("\ufeff"):  # what `cat` of two files leaves of the second's BOM (the file's own is gone)
-                raise DataError(path, number, BOM_INSIDE)
             lines.append(Line(raw, str(path), number))
             continue
         if not raw.strip():

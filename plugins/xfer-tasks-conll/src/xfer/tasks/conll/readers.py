@@ -14,13 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xfer.core.errors import DataError
-from xfer.core.textfile import BOM_INSIDE, read_text, split_lines
+from xfer.core.textfile import read_text, split_lines
 
 DOCSTART = "-DOCSTART-"
-BOM = "\ufeff"
-"""A byte-order mark. `read_text` drops the one that starts a file; one that starts a later line is
-what `cat` leaves of the BOMs of concatenated files, and glued to the first word it made
-`\ufeff-DOCSTART-` a one-word sentence and `\ufeffPeter` an unknown word, silently."""
 SPACES = " \t"  # the column separators of `separator: whitespace`, and what a blank line may hold
 _SPACE_RUN = re.compile(f"[{SPACES}]+")
 
@@ -50,9 +46,7 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     current = ColumnSentence([], [])
     width = 0
     first_line = 0
-    for number, line in enumerate(split_lines(path, text), start=1):
-        if line.startswith(BOM):
-            raise DataError(path, number, BOM_INSIDE, key="encoding")
+    for number, line in enumerate(split_lines(path, text), start=1):  # a BOM starting a line is refused there
         if not line.strip(SPACES):
             if current.rows:
                 sentences.append(current)
@@ -237,9 +231,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
         start, sent_id, sent_id_line, token_line = 0, None, 0, 0
         rows, lines, ranges, empty_nodes = [], [], [], {}
 
-    for number, line in enumerate(split_lines(path, text), start=1):
-        if line.startswith(BOM):  # was "10 columns, found 1" for a `# sent_id` line
-            raise DataError(path, number, BOM_INSIDE, key="encoding")
+    for number, line in enumerate(split_lines(path, text), start=1):  # a BOM starting a line is refused there
         if not line.strip():
             close()
             continue

@@ -22,7 +22,7 @@ from typing import Any
 from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample, check_prediction_ids
-from xfer.core.textfile import BOM_INSIDE, lone_surrogate, read_text, split_lines
+from xfer.core.textfile import lone_surrogate, read_text, split_lines
 from xfer.tasks.mt.config import ParallelConfig
 
 SPLITS = ("train", "dev", "test")
@@ -32,7 +32,7 @@ BOM_IN_LINE = (
     "byte-order mark (U+FEFF) inside the line at column {column}: concatenated files, the first without a final "
     "newline? Two sentences would be read as one; split the line and remove the mark"
 )
-"""The message for a BOM within a line (`.format(column=...)`); `BOM_INSIDE` is the one for a line that starts with it."""
+"""The message for a BOM within a line (`.format(column=...)`); `split_lines` refuses one that starts a line."""
 
 
 def output_line(hypothesis: str) -> str:
@@ -56,17 +56,16 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
         raise DataError(target, 0, f"is the same file as {source}: every sentence would be its own translation")
     src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
     for path, lines in ((source, src), (target, tgt)):
-        # `read_text` drops a file's leading BOM; one starting a later line is what `cat` leaves of
-        # concatenated files' BOMs, and stayed glued to the sentence's first word (BLEU counted
-        # `\ufeffEine` as a word no hypothesis has). One inside a line is what `cat` leaves when the
-        # file before lacked its final newline: two sentences glued into one (in both files alike,
-        # nothing else noticed), around a character no hypothesis has.
+        # A BOM starting a line (`cat` of files with BOMs) is refused by `split_lines`: it stayed glued to
+        # the sentence's first word (BLEU counted `\ufeffEine` as a word no hypothesis has). One inside
+        # a line is what `cat` leaves when the file before lacked its final newline: two sentences glued
+        # into one (in both files alike, nothing else noticed), around a character no hypothesis has.
         bom = next(
             ((number, line.find("\ufeff")) for number, line in enumerate(lines, start=1) if "\ufeff" in line), None
         )
         if bom is not None:
             number, column = bom
-            raise DataError(path, number, BOM_INSIDE if column == 0 else BOM_IN_LINE.format(column=column + 1))
+            raise DataError(path, number, BOM_IN_LINE.format(column=column + 1))
     read = {source: len(src), target: len(tgt)}
     for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
         while lines and not lines[-1].strip():
