@@ -127,3 +127,27 @@ def test_a_running_stages_finished_trials_are_listed_in_trial_order(tmp_path):
         folder.mkdir(parents=True)
         (folder / "done.json").write_text(json.dumps({"trial": trial, "f1": float(trial)}))
     assert [record["trial"] for record in finished_trials(tmp_path)] == [0, 1, 2, 10, 11]
+
+
+def test_dev_references_longer_than_beam_search_may_output_are_said() -> None:
+    """Beam search stops at max_target_length tokens and at 2 x the source's words + 10: a longer
+    reference can never be matched, and BLEU fell through its brevity penalty without a word."""
+    from types import SimpleNamespace
+
+    from xfer.cvt.stage import unreachable_target_warnings
+
+    def pair(i: int, source: str, target: str | None) -> SimpleNamespace:
+        return SimpleNamespace(id=f"dev-{i}", source=source, target=target)
+
+    dev = [
+        pair(0, "a b", "x y z"),
+        pair(1, "a", " ".join("w" * 1 for _ in range(13))),  # 13 > 2 x 1 + 10
+        pair(2, "a " * 30, " ".join(["w"] * 40)),  # within 2 x 30 + 10, past max_target_length 30
+        pair(3, "a", None),  # unlabelled: nothing to compare
+    ]
+    task = SimpleNamespace(name="mt/parallel", kind="seq2seq", dev=dev)
+    [message] = unreachable_target_warnings(SimpleNamespace(max_target_length=30), [task])
+    assert message.startswith("mt/parallel: 2 of 4 dev references (first 'dev-1') are longer than beam search may")
+    assert unreachable_target_warnings(SimpleNamespace(max_target_length=100), [task]) != []  # dev-1 still
+    tagging = SimpleNamespace(name="conll/chunking", kind="tagging", dev=dev)
+    assert unreachable_target_warnings(SimpleNamespace(max_target_length=1), [tagging]) == []

@@ -272,6 +272,29 @@ def untrained_label_warnings(config: CvtConfig, tasks: list[TaskData], prepared:
     return messages
 
 
+def unreachable_target_warnings(config: CvtConfig, tasks: list[TaskData]) -> list[str]:
+    """What to say of dev references longer than beam search may output: `max_target_length`
+    tokens, and 2 x the source's words + 10 (`Seq2SeqModule.beam_search`). No translation can
+    match them in full, and BLEU fell through its brevity penalty without a word of why."""
+    messages = []
+    for t in tasks:
+        if t.kind != "seq2seq":
+            continue
+        longer = [
+            e.id
+            for e in t.dev
+            if e.target is not None
+            and len(tokenize_joined(e.target)) > min(config.max_target_length, 2 * len(source_words(t, e)) + 10)
+        ]
+        if longer:
+            messages.append(
+                f"{t.name}: {len(longer)} of {len(t.dev)} dev references (first {longer[0]!r}) are longer than beam "
+                f"search may output (max_target_length {config.max_target_length} tokens, and 2 x the source's "
+                "words + 10): their translations are cut there, and BLEU counts the missing words"
+            )
+    return messages
+
+
 def make_collate(featurizer: Featurizer, kind: str) -> Any:
     """Collate for labeled items of a task kind, for `inputs` (items, no labels: evaluation), or
     for `unlabeled` sentences (lists of words)."""
@@ -527,6 +550,8 @@ def run_train(ctx: StageContext) -> None:
 
     runs: list[dict[str, Any]] = []
     warned: set[str] = set()  # trials of one labeled subset (the default subset_seed) say it once
+    for message in unreachable_target_warnings(config, tasks):
+        ctx.warn(message)
     for trial in range(config.trials):
         seed = ctx.seed + trial
         workdir = ctx.dir / "trials" / f"trial-{trial}"
