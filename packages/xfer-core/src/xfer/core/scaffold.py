@@ -152,13 +152,14 @@ class TsvTask(Task):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xfer.core import UserError, knob
+from xfer.core import FieldError, UserError, knob
 from xfer.core.tasks import TaskInfo
 from xfer.transformer.encoder import Encoder
 from xfer.transformer.objectives import SequenceConfig, SequenceObjective
@@ -168,6 +169,15 @@ from xfer.transformer.tokenization import WordPieceTokenizer
 @dataclass
 class WeightedConfig(SequenceConfig):
     class_weights: list[float] = knob([], "One weight per label, in the task's label order (empty: all 1).")
+
+    def __post_init__(self) -> None:
+        # reported at the recipe's `class_weights:` line: a negative weight trained silently (it
+        # rewards getting that label wrong), and all zeros made the loss NaN at the first step,
+        # which read as a bug in the objective
+        if any(not math.isfinite(w) or w < 0 for w in self.class_weights):
+            raise FieldError("class_weights", f"weights must be finite and >= 0, got {{self.class_weights}}")
+        if self.class_weights and not any(self.class_weights):
+            raise FieldError("class_weights", "at least one weight must be > 0 (all zero: no loss to learn from)")
 
 
 class WeightedObjective(SequenceObjective):

@@ -70,8 +70,8 @@ class JsonlTask(Task):
                 raise DataError(path, number, f"invalid JSON: {type(exc).__name__}: {exc}") from None
             if not isinstance(record, dict):
                 raise DataError(path, number, "each line must be a JSON object")
-            text = self._field(record, config.text_field, path, number)
-            pair = self._field(record, config.pair_field, path, number) if config.pair_field else None
+            text = self._field(record, config.text_field, path, number, text=True)
+            pair = self._field(record, config.pair_field, path, number, text=True) if config.pair_field else None
             label = record.get(config.label_field)
             if label is None and split != "test":
                 raise DataError(path, number, "missing label", key=config.label_field)
@@ -89,12 +89,16 @@ class JsonlTask(Task):
         return examples
 
     @staticmethod
-    def _field(record: dict, field: str, path: Path, line: int) -> Any:
+    def _field(record: dict, field: str, path: Path, line: int, text: bool = False) -> Any:
+        """The field's value: a non-empty string (an id may be an integer too). A number or `true`
+        as a text passed here and failed later as the task's bug (`text_a int ..., not strings`),
+        not as this line of the user's file."""
         value = record.get(field)
         if value is None or value == "":
             raise DataError(path, line, "missing or empty", key=field)
-        if not isinstance(value, str | int):
-            raise DataError(path, line, f"expected a string, got {type(value).__name__}", key=field)
+        if isinstance(value, bool) or not isinstance(value, str if text else str | int):
+            got = "a JSON boolean" if isinstance(value, bool) else type(value).__name__
+            raise DataError(path, line, f"expected a string, got {got}", key=field)
         if isinstance(value, str) and (bad := lone_surrogate(value)):
             raise DataError(path, line, bad, key=field)
         return value
