@@ -544,3 +544,27 @@ def test_a_plugin_module_path_naming_an_object_registers_that_object(modules: Pa
     assert typo.error is not None and "frozen importlib" not in typo.error
     assert f"has no attribute 'plugn'; did you mean 'plugin'? (plugin path '{name}:plugn'" in typo.error
     assert "XFER_PLUGIN_MODULES" in typo.error
+
+
+def test_xfer_plugins_names_two_modules_on_one_namespace_and_what_to_drop(
+    modules: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The listing still said "registered by mine ((module) -) and mine ((module) -)" and "uninstall
+    one" (xfer-core?) for two XFER_PLUGIN_MODULES modules, where `get` names them."""
+    from xfer.core import cli
+    from xfer.core.plugins import set_default_host
+
+    first, other = f"first_{modules.name}", f"second_{modules.name}"
+    _module(modules, first, _MINE.format(metric="acc"))
+    _module(modules, other, _MINE.format(metric="acc"))
+    monkeypatch.setenv("XFER_PLUGIN_MODULES", f"{first},{other}")
+    set_default_host(None)
+    try:
+        cli.main(["plugins"])
+    finally:
+        set_default_host(None)
+    out = capsys.readouterr().out
+    assert f"CONFLICT: metric 'mine.acc' is registered twice, by module {first} and module {other}" in out
+    assert f"CONFLICT: namespace 'mine' claimed by module {first} and module {other}" in out
+    assert f"drop {first} or {other} from XFER_PLUGIN_MODULES" in out
+    assert "(module) -) and" not in out and "uninstall one" not in out

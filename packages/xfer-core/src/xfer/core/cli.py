@@ -627,11 +627,15 @@ def cmd_plugins(args: argparse.Namespace, host: PluginHost) -> int:
                 print(f"    BROKEN: {r.problems[c.name]}")
             for note in r.notes.get(c.name, []) if check else []:
                 print(f"    note: {note}")
-    for (kind, name), providers in host.conflicts.items():
-        print(f"CONFLICT: {kind} {name!r} registered by {' and '.join(providers)}")
+    for kind, name in host.conflicts:
+        try:
+            host.get(kind, name)
+        except PluginError as exc:  # names the two plugins (modules by their path) and what to do
+            print(f"CONFLICT: {exc}")
     for namespace, claims in host.namespace_conflicts.items():
         print(
-            f"CONFLICT: namespace {namespace!r} claimed by {' and '.join(claims)}: none of its components can be used; uninstall one"
+            f"CONFLICT: namespace {namespace!r} claimed by {' and '.join(claims)}: none of its components can be "
+            f"used; {host.conflict_fix(namespace)}"
         )
     if status:
         print("xfer plugins --check: problems found (FAILED, BROKEN or CONFLICT above)", file=sys.stderr)

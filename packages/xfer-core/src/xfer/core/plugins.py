@@ -549,12 +549,7 @@ class PluginHost:
         key = (kind, name)
         claims = self.namespace_conflicts.get(namespace_of(name))
         modules = [c for c in claims or [] if c.startswith("module ")]
-        fix = (
-            f"drop {' or '.join(c.removeprefix('module ') for c in modules)} from XFER_PLUGIN_MODULES, or give "
-            "that module a namespace of its own (XFER_NAMESPACE = '...' in it)"
-            if modules
-            else "uninstall one of them"
-        )
+        fix = self.conflict_fix(namespace_of(name))
         if key in self.conflicts:
             providers = self.conflicts[key]
             if claims and len(set(providers)) < len(providers):  # two modules: `mine ((module) -)` twice
@@ -570,6 +565,17 @@ class PluginHost:
         if spec is not None:
             return spec
         raise PluginError(self.missing_message(kind, name))
+
+    def conflict_fix(self, namespace: str) -> str:
+        """How to end two plugins' claim to `namespace`: drop a module from XFER_PLUGIN_MODULES (or
+        give it a namespace of its own), or uninstall a distribution; `xfer plugins` and `get` say it alike."""
+        modules = [c for c in self.namespace_conflicts.get(namespace, []) if c.startswith("module ")]
+        if modules:
+            return (
+                f"drop {' or '.join(c.removeprefix('module ') for c in modules)} from XFER_PLUGIN_MODULES, or give "
+                "that module a namespace of its own (XFER_NAMESPACE = '...' in it)"
+            )
+        return "uninstall one of them"
 
     def missing_message(self, kind: str, name: str) -> str:
         namespace = namespace_of(name)
