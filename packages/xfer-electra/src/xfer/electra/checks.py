@@ -4,6 +4,7 @@
 - an objective that is not a pre-training objective (a fine-tuning one, or a plugin class that
   does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
+- a local `dataset:` (a .csv/.tsv/.parquet file, a save_to_disk folder) without its `text_column`;
 - an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer, or with
   another number of embeddings than the `init` checkpoint, or of the other form (a masked-LM
   generator for a two-tower noise model, or the reverse);
@@ -47,6 +48,7 @@ def preflight(config: Any) -> list[UserError]:
     checks = [
         lambda: _objective_kind(config),
         lambda: _empty_corpus(config),
+        lambda: _dataset_column(config),
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
@@ -206,6 +208,61 @@ def _empty_corpus(config: Any) -> list[UserError]:
     if not paths or any(_has_text(p) for p in paths):
         return []
     return [DataError(str(paths[0]), 0, f"the corpus has no text ({len(paths)} file(s), all empty or blank)")]
+
+
+def _dataset_column(config: Any) -> list[UserError]:
+    """A local `dataset:` whose columns, read from its header, schema or saved features, lack
+    `text_column`: `xfer validate --data` said ok, and the stage found it only once the stages before
+    it had run (hours, for a recipe's second pre-training stage). The stage's own error, worded alike."""
+    corpus = config.corpus
+    if corpus.dataset is None:
+        return []
+    path = Path(str(corpus.dataset))
+    try:
+        columns = _local_columns(path, corpus.split)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return []  # unreadable here: the stage says why, with the file and line
+    if columns is None or corpus.text_column in columns:
+        return []
+    listed = ", ".join(columns) or "none"
+    return [
+        DataError(
+            str(path),
+            0,
+            f"no column {corpus.text_column!r} (columns: {listed}); set corpus.text_column",
+            key=corpus.text_column,
+        )
+    ]
+
+
+def _local_columns(path: Path, split: str) -> list[str] | None:
+    """The columns of a local .csv/.tsv (header line), .parquet (schema) or save_to_disk folder (its
+    features), or None when they cannot be known without loading it (JSON lines, Hub names, ...)."""
+    import csv
+    import json
+
+    suffix = path.suffix.lower()
+    if path.is_file() and suffix in (".csv", ".tsv"):
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            tsv = suffix == ".tsv"
+            header = next(
+                csv.reader(
+                    handle, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL
+                ),
+                None,
+            )
+        return header if header else None
+    if path.is_file() and suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if path.is_dir():
+        folder = path if (path / "state.json").is_file() else path / split
+        info = folder / "dataset_info.json"
+        if (folder / "state.json").is_file() and info.is_file():
+            features = json.loads(info.read_text(encoding="utf-8")).get("features")
+            return list(features) if isinstance(features, dict) else None
+    return None
 
 
 def _has_text(path: Path) -> bool:

@@ -11,7 +11,8 @@ Two kinds of source, exactly one per corpus:
 * `dataset`: anything `datasets` can load without code of ours: a folder written by
   `Dataset.save_to_disk`, a local `.json`/`.jsonl`/`.csv`/`.tsv`/`.parquet`/`.txt` file, or a
   dataset name / local dataset folder for `datasets.load_dataset`. Each row of `text_column` is
-  one line; an empty (or whitespace-only) row is a document boundary.
+  one line; an empty (or whitespace-only) row is a document boundary. A .csv/.tsv cell is the text
+  it holds ("NA", "null" or "007" included; a blank line is an empty row), and a .tsv has no quoting.
 """
 
 from __future__ import annotations

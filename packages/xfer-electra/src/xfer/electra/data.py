@@ -42,6 +42,7 @@ trainer's RNG), exact resume for both kinds of examples.
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import glob
 import hashlib
@@ -489,7 +490,14 @@ class _IterableRowSource:
         while chunk := self._next_rows(rows, index, part):
             if self.column not in chunk[0]:
                 raise _missing_column(self.name, self.column, list(chunk[0]))
-            yield _row_texts([r[self.column] for r in chunk], self.name, self.column, index)
+            values = [r[self.column] for r in chunk]
+            if any(v is not None and not isinstance(v, str) for v in values):
+                # a column typed Json by such a row also decodes its strings ("007" as 7, "null" as None), so
+                # the row found here may be text in the file: name the line that is not
+                located = _first_non_text_line(Path(self.name), self.column)
+                if located is not None:
+                    raise WorkerDataError(located.path, located.line, located.message, located.key)
+            yield _row_texts(values, self.name, self.column, index)
             index += len(chunk)
 
     def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:  # pragma: no cover - streams are not cached
@@ -560,8 +568,11 @@ def _open_source(
         raise _missing_column(name, column, loaded.column_names)
     feature = loaded.features[column]
     if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
-        raise DataError(name, 0, f"column {column!r} holds {feature}, not text", key=column)
-    loaded = loaded.select_columns([column])
+        located = _first_non_text_line(Path(name), column)
+        raise located or DataError(name, 0, f"column {column!r} holds {feature}, not text", key=column)
+    # rows as Python strings whatever format the folder was saved with: save_to_disk keeps a dataset's
+    # format, and an "arrow" one gave pyarrow scalars, refused as "row 1: expected text, got StringScalar"
+    loaded = loaded.select_columns([column]).with_format(None)
     if corpus.max_lines is not None and corpus.max_lines < len(loaded):
         loaded = loaded.select(range(corpus.max_lines))
     identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
@@ -574,6 +585,31 @@ def _open_source(
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
+
+
+def _first_non_text_line(path: Path, column: str) -> DataError | None:
+    """The first line of a local JSON-lines file whose `column` is not text (a number, a list, an
+    object), or None. One such row types the whole column `Json`, and the error said only "column
+    'text' holds Json(decode=True), not text": the user had to search a corpus of millions of lines
+    for it (a stream names its row, as `_row_texts` does here). Read only on that failure path."""
+    from xfer.core.textfile import stream_lines
+
+    if not path.is_file() or path.suffix.lower() not in (".json", ".jsonl"):
+        return None
+    try:
+        for number, line in stream_lines(path):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return None  # one JSON document over several lines, not JSON lines
+            cell = value.get(column) if isinstance(value, dict) else None
+            if cell is not None and not isinstance(cell, str):
+                return DataError(path, number, f"expected text, got {type(cell).__name__}", key=column)
+    except (DataError, OSError):
+        return None
+    return None
 
 
 def _files_with_cr(files: Sequence[Path], ends: Sequence[int], snapshot: _InputSnapshot, cache_dir: Path) -> list[bool]:
@@ -721,12 +757,7 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
     path = Path(name)
     try:
         if path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file()):
-            loaded = datasets.load_from_disk(str(path))
-            if isinstance(loaded, datasets.DatasetDict):
-                if split not in loaded:
-                    raise DataError(name, 0, f"no split {split!r} (splits: {', '.join(loaded)})", key="split")
-                loaded = loaded[split]
-            return loaded
+            return _load_saved(path, name, split)
         if not path.exists() and _names_a_path(name):
             raise DataError(name, 0, "no such file or folder")
         if path.exists() and not path.is_file() and not path.is_dir():  # was "Couldn't find any data file"
@@ -737,7 +768,7 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 raise DataError(
                     name, 0, f"unknown data file type {path.suffix!r} (use {', '.join(sorted(_FILE_BUILDERS))})"
                 )
-            options = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
+            options = _csv_options(path.suffix.lower(), corpus.text_column)
             return datasets.load_dataset(
                 builder,
                 data_files={split: str(path)},
@@ -747,12 +778,15 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
                 **options,
             )
         if path.is_dir():  # a load_dataset folder of data files: local, so cached with the stage
+            files = _folder_files(path)
+            kinds = {f.suffix.lower() for f in files if f.suffix.lower() in _FILE_BUILDERS}
             return datasets.load_dataset(
                 name,
                 corpus.dataset_config,
                 split=split,
-                cache_dir=_local_dataset_cache(cache_dir, _folder_files(path), corpus.streaming),
+                cache_dir=_local_dataset_cache(cache_dir, files, corpus.streaming),
                 streaming=corpus.streaming,
+                **(_csv_options(kinds.pop(), corpus.text_column) if len(kinds) == 1 else {}),  # all .csv, or .tsv
             )
         # A Hub name: the user's own datasets cache (HF_DATASETS_CACHE), as `datasets` and the GLUE
         # tasks' `source: hub` use it. A cache private to the stage would download the corpus again
@@ -771,6 +805,54 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
         raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}.{hint}") from None
 
 
+def _load_saved(path: Path, name: str, split: str) -> datasets.Dataset:
+    """A `save_to_disk` folder: a Dataset, or the split `split` of a DatasetDict.
+
+    Only the split read is opened: `load_from_disk` of a whole DatasetDict failed with a bare
+    "IndexError: list index out of range" when any split had no rows (an empty `validation`, say),
+    so its non-empty `train` could not be used; and a Dataset without rows said the same. Such a
+    split is the error "holds no rows" instead (an empty corpus)."""
+    splits = (read_json(path / "dataset_dict.json") or {}).get("splits")
+    folder = path
+    if not (path / "state.json").is_file() and isinstance(splits, list):
+        if split not in splits:
+            raise DataError(name, 0, f"no split {split!r} (splits: {', '.join(map(str, splits))})", key="split")
+        folder = path / split
+    state = read_json(folder / "state.json") or {}
+    if state.get("_data_files") == []:  # what save_to_disk writes for a dataset of no rows
+        what = f"split {split!r}" if folder != path else "the dataset"
+        raise DataError(name, 0, f"{what} holds no rows: the corpus is empty", key="split" if folder != path else None)
+    loaded = datasets.load_from_disk(str(folder))
+    if isinstance(loaded, datasets.DatasetDict):  # a dataset_dict.json we could not read
+        if split not in loaded:
+            raise DataError(name, 0, f"no split {split!r} (splits: {', '.join(loaded)})", key="split")
+        loaded = loaded[split]
+    return loaded
+
+
+def _csv_options(suffix: str, column: str) -> dict[str, Any]:
+    """`load_dataset("csv")` options that read a .csv/.tsv corpus's cells as the text they hold.
+
+    pandas' defaults made other text of it without a word: a blank line (a document end in a
+    one-column file) was skipped, so documents ran together; a cell reading "NA", "null", "None",
+    "N/A" or "nan" became a null, read as a document end, its text lost; a column of numbers-only
+    lines was loaded as integers ("007" as 7) or refused as not text. A .tsv is read as plain
+    tab-separated text (no quoting, as GLUE's TSV files and BERT's readers): with quoting, a line
+    starting with a quote that does not close on it ("Hello, he said.) swallowed every following
+    line, blank lines included, into one cell, its quotes removed. Other files are not affected."""
+    if suffix not in (".csv", ".tsv"):
+        return {}
+    options: dict[str, Any] = {
+        "keep_default_na": False,
+        "na_filter": False,
+        "skip_blank_lines": False,
+        "converters": {column: str},
+    }
+    if suffix == ".tsv":
+        options.update(delimiter="\t", quoting=csv.QUOTE_NONE)
+    return options
+
+
 def _locate_malformed(path: Path) -> DataError | None:
     """The first bad line of a local JSON-lines, CSV/TSV or text file that `datasets` failed to parse, or None.
 
@@ -778,7 +860,6 @@ def _locate_malformed(path: Path) -> DataError | None:
     to its log, 0-based, and not for every error): the user was left to bisect the file. Parsing it
     again line by line, only on that failure path, names the line: a bad byte, a line that is not a
     JSON object, a CSV/TSV row with another field count than the header (a text file: a bad byte)."""
-    import csv
 
     from xfer.core.textfile import read_text, stream_lines
 
@@ -808,7 +889,10 @@ def _locate_malformed(path: Path) -> DataError | None:
             for _ in stream_lines(path):  # bad bytes, with their line
                 pass
             with open(path, newline="", encoding="utf-8-sig") as handle:
-                reader = csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",")
+                tsv = suffix == ".tsv"  # read as `_csv_options` has datasets read it
+                reader = csv.reader(
+                    handle, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL
+                )
                 header = next(reader, [])
                 for row in reader:
                     if row and len(row) != len(header):
@@ -1254,12 +1338,29 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
         local = _THREAD_LOCKS.setdefault(os.path.realpath(lock_path), threading.Lock())  # one per file
     with local, open(lock_path, "a+b") as handle:
         if fcntl is not None:
-            fcntl.lockf(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                fcntl.lockf(handle.fileno(), fcntl.LOCK_EX)
+            except OSError as error:
+                raise _lock_error(lock_path, error) from None
         try:
             yield
         finally:
             if fcntl is not None:
                 fcntl.lockf(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _lock_error(lock_path: Path, error: OSError) -> DataError:
+    """The error for a cache folder whose file system refuses POSIX record locks: NFS without its lock
+    daemon (ENOLCK), Lustre mounted without `flock` (ENOSYS). It was a bare OSError traceback, after
+    the corpus had been hashed, that named neither the cache nor `data_cache`."""
+    return DataError(
+        lock_path.parent,
+        0,
+        f"cannot lock {lock_path.name} to build the pre-training examples here ({error.strerror or error}): "
+        "builds are serialised by a POSIX lock, which this file system refuses; set data_cache to a folder on "
+        "one that has them (a local disk)",
+        key="data_cache",
+    )
 
 
 # --- batches --------------------------------------------------------------------------------------
