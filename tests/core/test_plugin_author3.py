@@ -14,21 +14,10 @@ from xfer.core.config import Input, ObjectiveRef, TaskRef
 from xfer.core.errors import PluginError, RecipeError
 from xfer.core.hookspecs import hookimpl
 from xfer.core.recipes.recipe import load_recipe
-from xfer.core.specs import ComponentSpec
 from xfer.core.trainer import TrainConfig
 from xfer.testing import make_host, write_recipe
 
-
-def _host_with(config: type) -> tuple:
-    class Plugin:
-        @hookimpl
-        def xfer_stages(self) -> list:
-            return [ComponentSpec("stage", "author.fit", "xfer.testing.bow:run_fit", "1", config)]
-
-    host = make_host()
-    record = host.add_object(Plugin(), "author")
-    assert record.error is None, record.error
-    return host, record
+from .test_plugin_author2 import _host_with
 
 
 def _line_of(text: str) -> int:
