@@ -92,7 +92,9 @@ class ColumnsConfig(FilesConfig):
         "none: per-token tags (e.g. POS), scored with token accuracy.",
     )
     separator: Literal["whitespace", "tab"] = knob(
-        "whitespace", "whitespace: split on runs of spaces/tabs; tab: split on single tabs (words may hold spaces)."
+        "whitespace",
+        "whitespace: split on runs of spaces/tabs; tab: split on single tabs (words may hold spaces, but not "
+        "around them).",
     )
 
 
@@ -103,7 +105,7 @@ class UdParseConfig(FilesConfig):
     punctuation: Literal["form", "upos", "none"] = knob(
         "form",
         "Words left out of LAS/UAS. form: CoNLL-2007 eval.pl (the FORM is made only of Unicode "
-        "punctuation characters); upos: words tagged PUNCT; none: score every word.",
+        "punctuation characters); upos: words tagged PUNCT (every word needs a UPOS); none: score every word.",
     )
     relations: Literal["full", "universal"] = knob(
         "full",

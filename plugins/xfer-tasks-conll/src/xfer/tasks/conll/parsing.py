@@ -74,6 +74,7 @@ class UdParseTask(Task):
                 raise DataError(self.name, 0, f"no {split} file configured (set `{split}_file:` in the task config)")
             examples, seen = [], {}
             for number, tree in enumerate(self._read(path)):
+                self._check_upos(path, tree)
                 ident = tree.sent_id or f"{split}-{number}"
                 if ident in seen:
                     message = duplicate_sentence_id(ident, split, seen[ident], tree.line, not tree.sent_id)
@@ -84,6 +85,21 @@ class UdParseTask(Task):
                 )
             self._splits[split] = examples
         return self._splits[split]
+
+    def _check_upos(self, path: Path, tree: ConlluTree) -> None:
+        """Under `punctuation: upos` every word needs a UPOS: a missing one (`_`, as in a file
+        parsed without a tagger) is not PUNCT, so the punctuation it hides was silently scored."""
+        if self.config.punctuation != "upos":
+            return
+        for line, tag in zip(tree.lines, tree.upos, strict=True):
+            if tag == "_":
+                raise DataError(
+                    path,
+                    line,
+                    "no UPOS ('_'), but `punctuation: upos` leaves out the words tagged PUNCT: give every "
+                    "word a UPOS, or use `punctuation: form`",
+                    key="UPOS",
+                )
 
     def examples(self, split: Split) -> list[Example]:
         examples = self._load(split)
@@ -153,8 +169,11 @@ class UdParseTask(Task):
             raise ValueError(f"{self.name}: no prediction for sentence {example.id!r}")
         try:
             heads, relations = predictions[example.id]
+            heads, relations = list(heads), list(relations)  # a None or a number: a bare TypeError in len()
         except (TypeError, ValueError):
-            raise ValueError(f"{self.name}: prediction for {example.id!r} must be a pair (heads, relations)") from None
+            raise ValueError(
+                f"{self.name}: prediction for {example.id!r} must be a pair (heads, relations) of lists"
+            ) from None
         n = len(example.words)
         if len(heads) != n or len(relations) != n:
             raise ValueError(

@@ -40,6 +40,8 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     documents (and therefore sentences) and are not tokens. `separator="whitespace"` splits on
     runs of spaces and tabs only, not on every Unicode space as `str.split()` does: a no-break
     space inside a token (French `1\u00a0000`) stays in the token instead of becoming a column.
+    `separator="tab"` keeps spaces inside a field but refuses them around one (`NN ` next to `NN`);
+    a `-DOCSTART-` line is recognised by its first space-separated field under both separators.
     """
     text = read_text(path)
     sentences: list[ColumnSentence] = []
@@ -53,7 +55,10 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
                 current = ColumnSentence([], [])
             continue
         fields = line.split("\t") if separator == "tab" else _SPACE_RUN.split(line.strip(SPACES))
-        if fields[0] == DOCSTART:
+        # by its first space-separated field also under `separator: tab`: the original CoNLL-2003
+        # `-DOCSTART- -X- -X- O` kept in a file whose tokens were converted to tabs was read as a
+        # one-column token, and line 1 then set the file's column count for every later line
+        if _SPACE_RUN.split(fields[0].strip(SPACES), 1)[0] == DOCSTART:
             if current.rows:
                 sentences.append(current)
                 current = ColumnSentence([], [])
@@ -64,6 +69,14 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
             raise DataError(path, number, f"expected {width} columns (as on line {first_line}), found {len(fields)}")
         if any(not field for field in fields):
             raise DataError(path, number, "empty column (two separators in a row?)")
+        padded = next((i for i, f in enumerate(fields) if f != f.strip(SPACES)), None) if separator == "tab" else None
+        if padded is not None:  # a space an editor left before a tab made 'NN ' a tag of its own next to 'NN'
+            raise DataError(
+                path,
+                number,
+                f"column {padded} ({fields[padded]!r}) has leading or trailing spaces: `separator: tab` keeps "
+                "spaces inside a field, but around it they would make another word or tag",
+            )
         current.lines.append(number)
         current.rows.append(fields)
     if current.rows:

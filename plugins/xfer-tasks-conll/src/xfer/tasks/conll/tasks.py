@@ -64,14 +64,23 @@ def _gold_and_predicted(
 
 def _predicted_tags(task: str, example: TaggingExample, predicted: Any) -> list[str]:
     """A sentence's predicted tags, checked: a list of strings, one per word (a string "OO" would
-    be read as the tags O, O; a None tag failed deep in the writer)."""
-    if isinstance(predicted, str) or not all(isinstance(tag, str) for tag in predicted):
-        raise ValueError(f"{task}: prediction for {example.id!r} must be a list of tag strings")
-    if len(predicted) != len(example.words):
+    be read as the tags O, O; a None tag failed deep in the writer; a None or a number for the
+    whole sentence failed with a bare TypeError naming no sentence)."""
+    try:
+        tags = None if isinstance(predicted, str) else list(predicted)
+    except TypeError:
+        tags = None
+    if tags is None:
         raise ValueError(
-            f"{task}: sentence {example.id!r} has {len(example.words)} words but {len(predicted)} predicted tags"
+            f"{task}: prediction for {example.id!r} must be a list of tag strings, not {type(predicted).__name__}"
         )
-    return list(predicted)
+    if not all(isinstance(tag, str) for tag in tags):
+        raise ValueError(f"{task}: prediction for {example.id!r} must be a list of tag strings")
+    if len(tags) != len(example.words):
+        raise ValueError(
+            f"{task}: sentence {example.id!r} has {len(example.words)} words but {len(tags)} predicted tags"
+        )
+    return tags
 
 
 def span_scores(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], scheme: str) -> dict[str, float]:
