@@ -208,13 +208,18 @@ def resolve_path(node: Node, text: str) -> Path:
     expanded = os.path.expanduser(expand_env(text))
     if not expanded.strip():  # `${DATA:-}` alone named the folder of the YAML file: `init:` took it silently
         raise ValueError(f"{text!r} expands to an empty path (a variable set to nothing, or an empty default)")
-    first = _ENV_VAR.match(text)
-    if first and first[2] is None and os.environ.get(first[1]) == "" and text[first.end() :].startswith("/"):
+    empty, end = [], 0  # the variables set to nothing that the text starts with (`${ROOT}${SUB}/glue`: both)
+    while (var := _ENV_VAR.match(text, end)) and var[2] is None and os.environ.get(var[1]) == "":
+        empty.append(var[1])
+        end = var.end()
+    if empty and text[end:].startswith("/"):
         # `${XFER_DATA}/glue` with XFER_DATA set to "" was `/glue`, at the root: another folder, as an unset
         # variable would be (`${PREFIX}data`, with an empty prefix, stays the relative `data`)
+        names = " and ".join(empty)
         raise ValueError(
-            f"environment variable {first[1]} is set to nothing, which makes {text!r} the absolute path "
-            f"{expanded!r} (write ${{{first[1]}:-default}} to give a default)"
+            f"environment variable{'s' if len(empty) > 1 else ''} {names} {'are' if len(empty) > 1 else 'is'} "
+            f"set to nothing, which makes {text!r} the absolute path {expanded!r} "
+            f"(write ${{{empty[0]}:-default}} to give a default)"
         )
     if left := re.search(r"\$\{[^}]*\}?", expanded):  # `${A:-${B}}`, `${MY-VAR}`: a folder named `${B}`
         raise ValueError(
@@ -361,8 +366,12 @@ class Validator:
                 return self.error(node.loc, f"{path}: path not found: {result}{unexpanded_hint(node.value)}")
             return result
         if origin is Literal:
-            if node.value in args and not node.is_map and not node.is_seq:
-                return node.value
+            # True == 1: a plugin's `Literal[1, 2]` field took `yes` silently, as True; a choice is returned
+            # as declared (`1.0` is the choice 1, as an int field reads it, not the float 1.0)
+            scalar = not node.is_map and not node.is_seq
+            for choice in args:
+                if scalar and isinstance(node.value, bool) == isinstance(choice, bool) and node.value == choice:
+                    return choice
             choices = ", ".join(repr(a) for a in args)
             hint = did_you_mean(str(node.value), [str(a) for a in args]) if isinstance(node.value, str) else ""
             return self.error(
@@ -689,9 +698,12 @@ class Validator:
             return INVALID
         try:
             local = resolve_path(node, text)
-        except ValueError:  # an unset ${VAR}, a NUL: not a path, so a name (the consumer says if it is none)
+        except ValueError as exc:  # a NUL: not a path, so a name (the consumer says if it is none)
+            if "${" in text:  # an unset ${VAR}: no name holds one, and the loader failed on '${DS}' at run time
+                return self.error(node.loc, f"{path}: {exc}")
             return text
-        return local if os.path.exists(local) else text
+        # a name is expanded as a path is: `dataset: ${DS}` went to the loader as the name '${DS}'
+        return local if os.path.exists(local) else expand_env(text)
 
     def _is_reference(self, node: Node, text: str) -> bool:
         """Whether `text` names a stage output (`corpus.text`) rather than a path. `corpus.txt`, next to
@@ -712,8 +724,14 @@ class Validator:
         if not isinstance(node.value, str) or not node.value:
             return self.wrong_type(node, Input, path)
         text = node.value
-        match = _REFERENCE.match(text)
-        if self._is_reference(node, text):
+        try:
+            # What `${VAR}` names is read like written text: `init: ${MODEL}` with MODEL a Hub id, or
+            # `${INIT:-pretrain.discriminator}`, was looked for as a folder beside the recipe ("path not found")
+            name = expand_env(text)
+        except ValueError:  # an unset variable: resolve_path below says so
+            name = text
+        match = _REFERENCE.match(name)
+        if self._is_reference(node, name):
             stage, output = match.groups()
             declared = self.stage_outputs[stage]
             if declared is not None and output not in declared:  # None: the stage's kind is unknown
@@ -732,11 +750,11 @@ class Validator:
             return Input(path=resolved)
         from xfer.core import hub
 
-        snapshot = hub.cached_snapshot(text)
+        snapshot = hub.cached_snapshot(name)
         if snapshot is not None:  # `google/electra-small-discriminator`, from the local HF cache
             return Input(path=snapshot)
-        if hub.looks_like_hub_id(text):
-            return self.error(node.loc, f"{path}: path not found: {resolved}{hub.not_cached_hint(text)}")
+        if hub.looks_like_hub_id(name):
+            return self.error(node.loc, f"{path}: path not found: {resolved}{hub.not_cached_hint(name)}")
         if match:
             stage = match.group(1)
             hint = did_you_mean(stage, self.stage_outputs)

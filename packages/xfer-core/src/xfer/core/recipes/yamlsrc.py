@@ -357,6 +357,9 @@ def parse_override(text: str, index: int) -> tuple[list[str], Node]:
     path = key.strip().split(".")
     if any(not part for part in path):
         raise RecipeError([Diagnostic(Location(file, 1, 1), f"empty path segment in {key!r}")])
+    if len(path) > MAX_DEPTH:  # a file's limit: a path of 1200 keys made mappings so deep validation hit RecursionError
+        message = f"the key path has {len(path)} parts: nested more than {MAX_DEPTH} levels deep"
+        raise RecipeError([Diagnostic(Location(file, 1, 1), message)])
     if bracket := _BRACKET_INDEX.search(key):  # `tasks[0].name`: other tools' spelling of a list item
         dotted = _BRACKET_INDEX.sub(lambda m: f".{m.group(1)}", key.strip())
         message = f"list items are addressed by a dotted index: {dotted!r}, not {key.strip()!r}"
