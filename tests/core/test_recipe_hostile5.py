@@ -153,3 +153,29 @@ def test_variables_set_to_nothing_before_a_slash_are_an_error_too(
     monkeypatch.setenv("XFER_TEST_B", "")
     path.write_text(BARE + SECOND.format(init="${XFER_TEST_A}${XFER_TEST_B}tmp"))
     assert cli.main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_a_stage_output_in_a_variable_of_a_file_list_is_read_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`files: ${CORPUS:-corpus.text}` was looked for as a file named `corpus.text` beside the recipe,
+    while a stage input (`init:`) reads a stage output from a variable."""
+    from xfer.core.recipes.recipe import load_recipe
+    from xfer.testing import make_host
+
+    host = make_host(autoload=True)  # transformer.vocab
+    monkeypatch.delenv("XFER_TEST_CORPUS", raising=False)
+    path = write_recipe(
+        tmp_path,
+        "name: r\nseed: 1\nstages:\n  corpus: {kind: toy.corpus, sentences: 20}\n"
+        "  vocab: {kind: transformer.vocab, files: '${XFER_TEST_CORPUS:-corpus.text}', size: 60}\n",
+    )
+    recipe = load_recipe(path, host=host)
+    assert recipe.stages["vocab"].deps == ("corpus",)
+    assert [str(i) for i in recipe.stages["vocab"].config.files.inputs] == ["corpus.text"]
+    (tmp_path / "mine.txt").write_text("the cat sat .\n")
+    monkeypatch.setenv("XFER_TEST_CORPUS", str(tmp_path / "mine.txt"))
+    recipe = load_recipe(path, host=host)
+    assert recipe.stages["vocab"].deps == () and recipe.stages["vocab"].config.files.patterns == (
+        str(tmp_path / "mine.txt"),
+    )

@@ -776,8 +776,12 @@ class Validator:
                 self.wrong_type(item, str, item_path)
                 ok = False
                 continue
-            match = _REFERENCE.match(item.value)
-            if self._is_reference(item, item.value):
+            try:  # a variable may name a stage output, as in a stage input (`${CORPUS:-corpus.text}`)
+                name = expand_env(item.value)
+            except ValueError:  # an unset variable: resolve_path below says so
+                name = item.value
+            match = _REFERENCE.match(name)
+            if self._is_reference(item, name):
                 ref = self.input(item, item_path)
                 ok &= ref is not INVALID
                 if ref is not INVALID:
