@@ -88,7 +88,12 @@ class TrainConfig:
     def check_recipe(self) -> None:
         """Recipe-only checks: a Python caller may set `steps` after the fact (a stage converting
         epochs or a budget to steps), so these are not `__post_init__` rules."""
-        if self.steps is not None and self.warmup_steps is not None and self.warmup_steps > self.steps:
+        if (
+            self.schedule != "constant"  # the one schedule without warmup: the lr is train.lr from the first step
+            and self.steps is not None
+            and self.warmup_steps is not None
+            and self.warmup_steps > self.steps
+        ):
             # The lr would still be climbing when training stops: e.g. a stage default's 10k warmup
             # kept under `train: {steps: 100}`, silently training at a hundredth of `lr`.
             raise FieldError(

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import numbers
 import re
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,11 @@ from xfer.core.train_config import TrainConfig
 COUNT_METRIC = "tokens"
 """A metric with this name is a count (e.g. real tokens in the micro-batch): summed over
 accumulation micro-batches and ranks instead of averaged, and the trainer logs `tokens_per_s`."""
+
+TRAINER_METRICS = frozenset({"loss", "grad_norm", "lr", "epoch", "steps_per_s", f"{COUNT_METRIC}_per_s"})
+"""Names the trainer logs itself, which an objective's metrics must not take: a metric `loss` replaced
+the loss minimised in the log (and in the NaN check), one called `grad_norm` was added to the clipped
+gradient's norm, and `lr`, `epoch`, `steps_per_s` and `tokens_per_s` were overwritten, silently."""
 
 
 class StepOutput(NamedTuple):
@@ -261,7 +268,9 @@ class Trainer:
             config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
         )
         self.warmup_steps = warmup
-        if warmup > self.total_steps:  # steps from epochs or a budget, known only now: as recipes refuse it
+        # steps from epochs or a budget, known only now: as recipes refuse it (`constant` has no warmup: a
+        # stage default's warmup_steps above train.steps is no problem there, and was refused as one)
+        if warmup > self.total_steps and config.schedule != "constant":
             raise UserError(
                 f"train.warmup_steps {warmup} is more than the {self.total_steps} steps this stage trains (as its "
                 f"epochs or budget come out): the learning rate would never reach train.lr; give at most "
@@ -272,6 +281,22 @@ class Trainer:
         groups = param_groups(
             objective, config.lr, config.weight_decay, config.no_decay, config.layer_decay, config.top_layer_lr
         )
+        if config.layer_decay != 1.0 and groups and all(g["lr_scale"] == 1.0 for g in groups) and dist.is_main():
+            # A model without parameter depths (or whose names its parameter_depth does not know) trained every
+            # parameter at train.lr, silently: the recipe's layer_decay (fine-tuning's default 0.8) did nothing.
+            warnings.warn(
+                f"train.layer_decay {config.layer_decay} has no effect: no parameter of the "
+                f"{self._objective_label()} got a layer depth (that needs a submodule with `num_layers` whose "
+                "`parameter_depth(name)` gives 0 for embeddings and i+1 for layer i, see "
+                "xfer.core.optim.LayeredModel), so every parameter trains at train.lr",
+                UserWarning,
+                stacklevel=2,
+            )
+        if not groups:  # torch's "optimizer got an empty parameter list" traceback named neither whose nor why
+            raise PluginError(
+                f"{self._objective_label()} has no trainable parameters (none with requires_grad=True): "
+                "there is nothing for the optimizer to train"
+            )
         self.optimizer = make_optimizer(
             groups,
             config.optimizer,
@@ -486,6 +511,7 @@ class Trainer:
                 and loss.is_floating_point()
                 and type(metrics) is dict
                 and all(type(v) is torch.Tensor and v.dim() == 0 for v in metrics.values())
+                and TRAINER_METRICS.isdisjoint(metrics)
             ):
                 return  # the usual case, decided without a function call per value
         problem = _output_problem(out)
@@ -512,7 +538,10 @@ class Trainer:
 
     def _add(self, name: str, value: torch.Tensor) -> None:
         current = self._sums.get(name)
-        self._sums[name] = value.float() if current is None else current + value
+        # A copy to start the sum: `.float()` of a float32 tensor is the tensor itself, so a metric that is
+        # the objective's own buffer or parameter (`self.temperature`, a running count `self.seen += 1`)
+        # became the sum, and the in-place updates of the following steps rewrote what was summed.
+        self._sums[name] = value.to(torch.float32, copy=True) if current is None else current + value
 
     def _accumulate(self, out: StepOutput, accumulation: int) -> None:
         values = {"loss": out.loss, **out.metrics}
@@ -531,10 +560,16 @@ class Trainer:
     # --- boundaries ----------------------------------------------------------------------------
 
     def _check_finite(self) -> None:
-        bad = any(not torch.isfinite(self._sums[k]).all() for k in ("loss", "grad_norm") if k in self._sums)
-        if not bad and self.config.clip_norm is None:  # no gradient norm was tracked: look at the weights
-            bad = not bool(torch.isfinite(torch.stack(torch._foreach_norm(self.params))).all())
-        if dist.any_rank(bad, self.device):
+        # Which of them went bad is named in the error: "the loss or gradient" left the user to guess whether
+        # the objective's loss or the optimisation (the gradient, the weights) broke first.
+        bad = [k for k in ("loss", "grad_norm") if k in self._sums and not bool(torch.isfinite(self._sums[k]).all())]
+        if (
+            not bad
+            and self.config.clip_norm is None  # no gradient norm was tracked: look at the weights
+            and not bool(torch.isfinite(torch.stack(torch._foreach_norm(self.params))).all())
+        ):
+            bad = ["weights"]
+        if dist.any_rank(bool(bad), self.device):
             last = ckpt.latest_checkpoint(self.checkpoints)
             kept = (
                 f"last good checkpoint: {last} (step {ckpt.load_state(last)['step']})"
@@ -542,16 +577,23 @@ class Trainer:
                 else "no checkpoint had been written yet"
             )
             where = f"between step {self._last_good_step + 1} and step {self.step}; {kept}"
+            words = {
+                "loss": "the loss",
+                "grad_norm": f"the gradient norm (grad_norm, before clipping to train.clip_norm {self.config.clip_norm})",
+                "weights": "the weights (through their gradient; train.clip_norm is null, so no gradient norm is tracked)",
+            }
+            # another rank's: this one's sums are finite
+            what = " and ".join(words[k] for k in bad) if bad else "the loss or gradient on another rank"
             first = self._first_loss  # set on every rank alike, so every rank takes part in any_rank
             if first is not None and dist.any_rank(not bool(torch.isfinite(first).all()), self.device):
                 raise TrainingDiverged(
                     f"training stopped: the loss was already NaN/inf at the first step, before any update, "
                     f"so the {self._objective_label()} computes a non-finite loss from the initial weights: "
                     f"a bug in the objective (its loss or its inputs), not an optimisation problem — a lower "
-                    f"learning rate or clipping will not help (the loss or gradient became NaN/inf {where})"
+                    f"learning rate or clipping will not help ({what} became NaN/inf {where})"
                 )
             raise TrainingDiverged(
-                f"training stopped: the loss or gradient became NaN/inf {where}. "
+                f"training stopped: {what} became NaN/inf {where}. "
                 "Lower the learning rate, enable clipping, or use fp32."
             )
         self._last_good_step = self.step
@@ -600,10 +642,14 @@ class Trainer:
         with torch.random.fork_rng(devices=devices), torch.no_grad(), ema, self.autocast():
             results = self.evaluator(self.objective)
         self.objective.train()
+        # numpy scalars and one-number tensors as Python numbers: json (state.json, metrics.jsonl) refuses a
+        # numpy float32, and a tensor (`(predicted == gold).float().mean()`) beside the main metric ended the
+        # run in a bare TypeError when the checkpoint after the evaluation was written
+        if isinstance(results, Mapping):
+            results = {k: _plain_number(v) for k, v in results.items()}
         results = self._agreed(results)
         self._check_main_metric(results)
-        # numpy scalars as Python numbers: json (state.json, metrics.jsonl) refuses a numpy float32
-        results = {k: _plain_number(v) for k, v in results.items()}
+        self._check_writable(results)
         self.last_eval = results
         if self.events is not None:
             self.events.log(self.step, "dev", results)
@@ -640,6 +686,23 @@ class Trainer:
             f"evaluator {cls.__module__}.{cls.__qualname__}{whose} returned {got} at step {self.step}: its results "
             f"must hold a number for its main metric {main!r}"
         )
+
+    def _check_writable(self, results: Mapping[str, Any]) -> None:
+        """A PluginError naming the evaluator and the metric when one of its results cannot be written to
+        state.json and metrics.jsonl (a tensor or array of several numbers, an object): it was a bare
+        TypeError from json, raised while the checkpoint after the evaluation was written."""
+        for name, value in results.items():
+            try:
+                json.dumps({name: value})
+            except (TypeError, ValueError):
+                cls = type(self.evaluator)
+                shape = getattr(value, "shape", None)
+                what = f"{type(value).__name__} of shape {tuple(shape)}" if shape is not None else type(value).__name__
+                raise PluginError(
+                    f"evaluator {cls.__module__}.{cls.__qualname__} returned a {what} as {name!r} at step "
+                    f"{self.step}: dev results are written to state.json and metrics.jsonl, so each must be a "
+                    "number (a one-number tensor is taken as one), a string, or a list of them"
+                ) from None
 
     def _agreed(self, results: dict[str, float]) -> dict[str, float]:
         """Rank 0's dev results, once every rank is known to have the same ones (up to rounding).
@@ -801,12 +864,13 @@ def _same_results(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def _plain_number(value: Any) -> Any:
-    """`value` as a Python int/float when it is a numpy scalar (`np.float32(0.5)` -> 0.5), else itself."""
-    if (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, (int, float))
-        and callable(getattr(value, "item", None))
-    ):
+    """`value` as a Python number when it is a numpy scalar (`np.float32(0.5)` -> 0.5) or a tensor or
+    array of one number (`torch.tensor(0.5)`, `np.array(0.5)`), else itself."""
+    if type(value) in (bool, int, float, str):  # not isinstance: np.float64 is a float, but not a plain one
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value
+    if callable(getattr(value, "item", None)) and getattr(value, "size", None) == 1:  # numpy scalars and arrays
         return value.item()
     return value
 
@@ -839,6 +903,11 @@ def _output_problem(out: Any) -> str | None:
     if not isinstance(metrics, Mapping):
         return f"returned metrics of type {type(metrics).__name__}, expected a dict of scalar tensors or numbers"
     for name, value in metrics.items():
+        if name in TRAINER_METRICS:
+            return (
+                f"returned metric {name!r}, a name the trainer logs itself ({', '.join(sorted(TRAINER_METRICS))}): "
+                "give it another name (the loss it returns is logged as 'loss' already)"
+            )
         if isinstance(value, torch.Tensor):
             if value.numel() != 1:
                 return f"returned metric {name!r} of shape {tuple(value.shape)}, expected a scalar"
