@@ -152,6 +152,7 @@ class PretrainConfig:
             and self.budget.steps is not None
             and warmup is not None
             and warmup > self.budget.steps
+            and self.train.schedule != "constant"  # no warmup there: the lr is train.lr from the first step
         ):
             raise FieldError(
                 ("train", "warmup_steps"),
