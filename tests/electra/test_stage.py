@@ -669,7 +669,11 @@ def test_warmup_longer_than_the_training_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"train\.warmup_steps: 2 is more than the budget's 1 steps"):
         load_recipe(path, ["stages.fit.budget={steps: 1}"], host())
     # the constant schedule has no warmup: a stage default's warmup_steps above the budget is no problem there
-    load_recipe(path, ["stages.fit.budget={steps: 1}", "stages.fit.train.schedule=constant"], host())
+    load_recipe(
+        path,
+        ["stages.fit.budget={steps: 1}", "stages.fit.train.steps=null", "stages.fit.train.schedule=constant"],
+        host(),
+    )
     # steps bought by a budget (or epochs) are known only when training starts: refused then, before step 1
     overrides = [
         "stages.fit.budget={tokens: 1000}",
