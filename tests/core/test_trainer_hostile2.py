@@ -222,3 +222,21 @@ def test_dev_results_json_cannot_hold_are_refused_naming_the_evaluator(tmp_path:
         "are written to state.json and metrics.jsonl"
     )
     assert ckpt.latest_checkpoint(tmp_path / "checkpoints") is None, "refused before the checkpoint"
+
+
+def test_bf16_asked_on_a_cpu_that_only_emulates_it_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`precision: bf16` on an AVX2-only CPU ran emulated, ~5x slower than fp32, without a word."""
+    import warnings
+
+    from xfer.core import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "_cpu_has_fast_bf16", lambda: False)
+    with pytest.warns(
+        UserWarning, match=r"precision bf16 on a CPU without native bf16 .* `precision: auto` picks fp32"
+    ):
+        assert trainer_module.resolve_precision("bf16", torch.device("cpu")) is torch.bfloat16
+    assert trainer_module.resolve_precision("auto", torch.device("cpu")) is None
+    monkeypatch.setattr(trainer_module, "_cpu_has_fast_bf16", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert trainer_module.resolve_precision("bf16", torch.device("cpu")) is torch.bfloat16

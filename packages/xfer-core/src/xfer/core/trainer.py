@@ -75,6 +75,14 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     if precision == "fp32":
         return None
     if precision == "bf16":
+        if device.type == "cpu" and not _cpu_has_fast_bf16():
+            # as asked, but said: on an AVX2-only CPU bf16 autocast is emulated, several times slower than fp32
+            warnings.warn(
+                "precision bf16 on a CPU without native bf16 (no AMX or AVX512-BF16): emulated, several times "
+                "slower than fp32; `precision: auto` picks fp32 here",
+                UserWarning,
+                stacklevel=2,
+            )
         return torch.bfloat16
     if device.type == "cuda":
         # Plain `is_bf16_supported()` also says yes for pre-Ampere GPUs (T4, V100) that only emulate
