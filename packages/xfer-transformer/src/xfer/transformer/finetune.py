@@ -16,6 +16,7 @@ Outputs:
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,9 @@ from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.data import BatchStream
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
-from xfer.core.results import HEADER, markdown_rows, score_order, task_result
+from xfer.core.results import HEADER, markdown_rows, score_order, strict_json, task_result
 from xfer.core.stage import StageContext, finished_trial
-from xfer.core.tasks import Task, nonempty_examples, task_slug
+from xfer.core.tasks import Task, check_examples, nonempty_examples, task_slug
 from xfer.core.trainer import Trainer
 from xfer.transformer.collapse import warn_if_collapsed
 from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
@@ -50,6 +51,49 @@ def load_initial(config: FinetuneConfig, ctx: StageContext) -> tuple[Any, dict[s
     folder = ctx.resolve(config.init)
     encoder_config, state, _ = read_encoder(folder)
     return with_overrides(encoder_config, config.encoder, folder), state, folder
+
+
+TASK_HEAD_ARCHITECTURES = (
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForQuestionAnswering",
+    "ForMultipleChoice",
+)
+"""Endings of HF `architectures` whose checkpoint holds a fine-tuned task head."""
+
+
+def task_head_message(folder: Path, key: str = "init") -> str | None:
+    """A warning when the checkpoint `folder` holds a fine-tuned task head, which this stage does
+    not use (every task gets a new, randomly initialised head), else None.
+
+    Why: starting from a model fine-tuned on a task (this stage's own `models/<task>`, or an HF
+    `*ForSequenceClassification` folder) dropped its trained head without a word, so continuing
+    to fine-tune it, or "evaluating" it with a few steps, silently scored a random head. A new
+    head is the fine-tuning protocol (and intermediate-task transfer is legitimate), so this says
+    so rather than refuses. Pre-training heads (ELECTRA's discriminator) are not task heads."""
+    try:
+        meta = folder / "xfer_model.json"
+        if meta.is_file():
+            document = json.loads(meta.read_text(encoding="utf-8"))
+            task = document.get("task")
+            if task is None or "head" not in document.get("modules", {}):
+                return None
+            what = f"a model fine-tuned on {task} ({meta})"
+        else:
+            config = folder / "config.json"
+            if not config.is_file():
+                return None
+            architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+            heads = [a for a in architectures if isinstance(a, str) and a.endswith(TASK_HEAD_ARCHITECTURES)]
+            if not heads:
+                return None
+            what = f"a checkpoint of {heads[0]} ({config})"
+    except (OSError, ValueError, AttributeError):
+        return None  # an unreadable description is refused by the checks that read it
+    return (
+        f"{key}: {folder} is {what}: only its encoder is used, and each task here gets a new, randomly "
+        "initialised head; its trained head is not loaded"
+    )
 
 
 def load_tokenizer(config: FinetuneConfig, ctx: StageContext, init_folder: Path | None) -> Any:
@@ -94,6 +138,7 @@ def run_finetune(ctx: StageContext) -> None:
         for message in (
             generator_init_message(init_folder),
             untrained_positions_message(init_folder, config.max_length),
+            task_head_message(init_folder),
         ):
             if message:
                 ctx.warn(message)
@@ -143,7 +188,11 @@ def _finetune_task(
     splits = {"dev": (dev_examples, dev_features)}
     for split in config.predict:
         if split not in splits:
+            # the task contract, as train and dev get it: a repeated id collapsed into one
+            # prediction, and the submission file gave both rows the last one's label, silently
+            # (the pre-flight checks this too, but not for tasks that skip it, e.g. hub downloads)
             examples = task.examples(split)
+            check_examples(task, split, examples)
             splits[split] = (examples, featurizer.featurize(examples))
     del featurizer
     source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
@@ -278,7 +327,9 @@ def _save_models(
             "labels": list(info.labels),
             "objective": type(objective).__name__,
             "trial": trial,
-            "metrics": {k: v for k, v in record.items() if k not in BOOKKEEPING},
+            # strict JSON, as results.json: a diverged trial's bare NaN token made the description
+            # unreadable to jq, JavaScript and Go
+            "metrics": strict_json({k: v for k, v in record.items() if k not in BOOKKEEPING}),
         }
         save_model_dir(target, {"encoder": objective.encoder, "head": objective.head}, meta)
         tokenizer.save(target)

@@ -82,7 +82,9 @@ class FinetuneConfig:
     objective: ObjectiveRef | None = knob(
         None, "Objective for every task; default by task type (transformer.sequence/tagging/span_qa)."
     )
-    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).", ge=2)
+    # ge=3: [CLS] [SEP] alone (2) hold no text, and a sentence pair's [CLS] [SEP] [SEP] or a tagged
+    # word's [CLS] piece [SEP] did not fit: the tokenizer's bare ValueError, after earlier stages ran
+    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).", ge=3)
     trials: int = knob(
         1, "Fine-tuning runs per task with seeds seed, seed+1, ...; the report gives their median.", ge=1
     )

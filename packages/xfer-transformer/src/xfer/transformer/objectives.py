@@ -149,7 +149,13 @@ class SequenceObjective(FinetuneObjective):
         texts_a = [e.text_a for e in examples]  # type: ignore[union-attr]
         pairs = any(e.text_b is not None for e in examples)  # type: ignore[union-attr]
         texts_b = [e.text_b or "" for e in examples] if pairs else None  # type: ignore[union-attr]
+        if pairs and self.max_length < 3:  # the tokenizer's bare ValueError ended the stage on a traceback
+            raise UserError(
+                f"{self.info.name}: max_length={self.max_length} cannot hold a sentence pair's [CLS] and two [SEP] "
+                "tokens, let alone its texts: set max_length to at least 3 (128 is the usual)"
+            )
         encodings = self.tokenizer.encode_pairs(texts_a, texts_b, max_length=self.max_length)
+        self._warn_truncated(examples, texts_a, texts_b, encodings)
         return [
             {
                 "id": e.id,
@@ -159,6 +165,38 @@ class SequenceObjective(FinetuneObjective):
             }  # type: ignore[union-attr]
             for e, enc in zip(examples, encodings, strict=True)
         ]
+
+    def _warn_truncated(
+        self,
+        examples: Sequence[Example],
+        texts_a: list[str],
+        texts_b: list[str] | None,
+        encodings: Sequence[Any],
+    ) -> None:
+        """Warn (the stage's report shows it) how many examples were cut to `max_length` tokens.
+
+        Why: a sentence (pair) longer than `max_length` lost its end without a word, so a
+        `max_length` far below the data's lengths (32 on RTE, say) silently scored on a fraction
+        of each text. Only encodings that fill `max_length` can have been cut; those alone are
+        encoded again without a limit to tell a cut one from one that fits exactly."""
+        full = [i for i, enc in enumerate(encodings) if len(enc.input_ids) >= self.max_length]
+        if not full:
+            return
+        again = self.tokenizer.encode_pairs(
+            [texts_a[i] for i in full],
+            None if texts_b is None else [texts_b[i] for i in full],
+            max_length=1 << 30,
+        )
+        lengths = {i: len(enc.input_ids) for i, enc in zip(full, again, strict=True)}
+        cut = [i for i in full if lengths[i] > self.max_length]
+        if cut:
+            warnings.warn(
+                f"{self.info.name}: {len(cut)} of {len(examples)} examples are longer than "
+                f"max_length={self.max_length} tokens and were cut to it (the longest has "
+                f"{max(lengths[i] for i in cut)} tokens; first {examples[cut[0]].id!r}); raise max_length "
+                "to keep their whole text",
+                stacklevel=2,
+            )
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, Tensor]:
         batch = _padded_inputs(features, self.tokenizer.pad_id)
@@ -216,6 +254,11 @@ class TaggingObjective(FinetuneObjective):
         self.tag_index = {tag: i for i, tag in enumerate(info.labels)}
 
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
+        if self.max_length < 3:  # the tokenizer's bare ValueError ended the stage on a traceback
+            raise UserError(
+                f"{self.info.name}: max_length={self.max_length} cannot hold [CLS], a word's first piece and "
+                "[SEP]: set max_length to at least 3 (128 is the usual)"
+            )
         features = []
         for position, example in enumerate(examples):
             assert isinstance(example, TaggingExample)
