@@ -65,6 +65,8 @@ def test_a_valid_student_recipe(tmp_path: Path) -> None:
         ),
         ("    teachers: teachers.predictions\n    temperature: 5\n", 11, "only used by sampling: temperature"),
         ("    teachers: teachers.predictions\n    model: mini\n", 11, "'mini' would be ignored: with `init:`"),
+        # as transformer.finetune: a sentence pair's [CLS] and two [SEP]s do not fit in 2
+        ("    teachers: teachers.predictions\n    max_length: 2\n", 11, "max_length: must be at least 3"),
     ],
 )
 def test_student_mistakes(tmp_path: Path, extra: str, line: int, message: str) -> None:

@@ -80,7 +80,8 @@ class ModelSource:
         "Fine-tuning objective for every task; default by task type (transformer.sequence / transformer.tagging). "
         "BAM needs an objective with `scores(batch)` (those two and their subclasses).",
     )
-    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).", ge=2)
+    # ge=3, as transformer.finetune: a sentence pair's [CLS] and two [SEP]s (2 passed, then the tokenizer failed)
+    max_length: int = knob(128, "Maximum tokens per input (longer tagging sentences are split, never cut).", ge=3)
     trials: int = knob(1, "Runs with seeds seed, seed+1, ...; results report median/mean/std over them.", ge=1)
     eval_batch_size: int = knob(128, "Batch size for evaluation and for computing teacher predictions.", ge=1)
     cache_dir: Path | None = knob(
