@@ -744,3 +744,39 @@ def test_run_stops_before_training_on_a_plugin_bug(tmp_path: Path, host, capsys)
 def test_a_clean_recipe_still_validates(tmp_path: Path, host) -> None:
     path = write_recipe(tmp_path, RECIPE.replace("TASK", "bad/cls").replace("BUG", "none"))
     assert cli.main(["validate", str(path), "--data"]) == 0
+
+
+@pytest.mark.parametrize("score_range", [(5, 5), (5.0, 0.0), (0, float("inf")), ("low", "high"), (1,)])
+def test_a_regression_score_range_that_cannot_scale_targets_is_a_contract_error(score_range: Any) -> None:
+    """(5, 5) was a bare ZeroDivisionError in the fine-tuning objective after earlier stages had run,
+    and (5, 0) flipped every target silently."""
+    from xfer.core.tasks import TaskInfo
+
+    regression = type(
+        "Scored",
+        (MemTask,),
+        {
+            "type": "regression",
+            "label_set": (),
+            "info": lambda self: TaskInfo(self.name, "regression", (), "pearson", extra={"score_range": score_range}),
+        },
+    )
+    t = regression("mine/task", None, {"train": sentences("train", 1.0, 2.0), "dev": sentences("dev", 1.5)})
+    error = contract_error(t, "train")
+    assert "info().extra['score_range']" in str(error) and "low < high" in str(error)
+
+
+def test_a_regression_score_range_in_order_passes() -> None:
+    from xfer.core.tasks import TaskInfo
+
+    regression = type(
+        "Scored",
+        (MemTask,),
+        {
+            "type": "regression",
+            "label_set": (),
+            "info": lambda self: TaskInfo(self.name, "regression", (), "pearson", extra={"score_range": (0, 5)}),
+        },
+    )
+    t = regression("mine/task", None, {"train": sentences("train", 1.0, 2.0)})
+    check_examples(t, "train", t.examples("train"))

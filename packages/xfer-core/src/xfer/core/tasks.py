@@ -393,6 +393,27 @@ def _check_labels(task: Task, kind: str) -> tuple[str, ...]:
     return tuple(labels)
 
 
+def _check_score_range(task: Task) -> None:
+    """A regression task's `score_range` (TaskInfo.extra), which objectives scale targets by, must be
+    two finite numbers, low < high: (5, 5) was a bare ZeroDivisionError in the objective, once the
+    stages before it had run, and (5, 0) flipped every target silently."""
+    score_range = task.info().extra.get("score_range")
+    if score_range is None:
+        return
+    try:
+        low, high = (float(v) for v in score_range)
+        ok = math.isfinite(low) and math.isfinite(high) and low < high
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise TaskContractError(
+            task.name,
+            None,
+            f"info().extra['score_range'] is {score_range!r}: it must be (low, high), two finite numbers with "
+            "low < high (the range of the gold scores); plugin bug",
+        )
+
+
 def _gold(example: Any) -> Any:
     """The gold annotation of an example (None when unlabelled). A span-QA question is labelled by
     its answers or by `is_impossible`; one with neither is an unlabelled question (a hidden test
@@ -585,6 +606,8 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
             f"examples() returned a {type(examples).__name__}, not a list of {expected.__name__}s; plugin bug",
         )
     labels: tuple[str, ...] = _check_labels(task, kind) if kind in ("classification", "tagging", "parsing") else ()
+    if kind == "regression":
+        _check_score_range(task)
     label_set = frozenset(labels)
     # tagging and parsing: labels is the training tag / relation set; dev/test ones outside it are
     # counted, not refused (parsing without a relation set: relations need only be strings)
