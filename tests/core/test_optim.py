@@ -288,3 +288,22 @@ def test_normalization_layers_are_never_decayed_whatever_their_names() -> None:
     groups = _scale_and_decay(param_groups(model, 0.1, 0.01, ["bias"]))
     assert groups[id(model.attn_norm.weight)][1] == 0.0 and groups[id(model.attn_norm.bias)][1] == 0.0
     assert groups[id(model.proj.weight)][1] == 0.01
+
+
+@pytest.mark.parametrize("depth", [3, -1, 1.5, True])
+def test_a_parameter_depth_outside_the_layers_is_a_plugin_error(depth: object) -> None:
+    """A depth past the top (3 for 2 layers) gave a learning-rate multiplier above 1, silently."""
+    from xfer.core.errors import PluginError
+
+    class Layered(nn.Module):
+        num_layers = 2
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(2, 2)
+
+        def parameter_depth(self, name: str) -> object:
+            return depth
+
+    with pytest.raises(PluginError, match=r"parameter_depth\('layer\.weight'\) returned .*: a depth is 0"):
+        param_groups(Layered(), 1e-3, 0.0, (), layer_decay=0.8)

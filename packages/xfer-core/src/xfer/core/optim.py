@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.optim.adam import adam as functional_adam
 
+from xfer.core.errors import PluginError
 from xfer.core.train_config import Schedule
 
 
@@ -96,6 +97,15 @@ def param_groups(
             prefix, sub = layered
             if name.startswith(prefix + "." if prefix else ""):
                 depth = sub.parameter_depth(name[len(prefix) + 1 :] if prefix else name)
+                if depth is not None and (
+                    isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= sub.num_layers
+                ):
+                    # a depth past the top gave a learning-rate multiplier above 1 (layer_decay ** -k), silently
+                    raise PluginError(
+                        f"{type(sub).__module__}.{type(sub).__qualname__}.parameter_depth({name!r}) returned "
+                        f"{depth!r}: a depth is 0 (embeddings) to num_layers {sub.num_layers}, or None above "
+                        "the encoder"
+                    )
                 if depth is not None:
                     scale = layer_decay ** (offset + sub.num_layers - depth)
         excluded = id(param) in normalization or any(p in name.lower() for p in patterns)
