@@ -131,3 +131,16 @@ def test_errors_name_the_line_of_the_question_id_not_an_answer_equal_to_it(tmp_p
     line = _line(path, '"id": "3"')
     with pytest.raises(DataError, match=rf"train\.json:{line}: id: key 'id' twice"):
         read_squad(path, version=1)
+
+
+@pytest.mark.parametrize("key", ["context", "question"])
+def test_a_nul_character_in_a_text_is_refused_naming_the_question(tmp_path: Path, key: str) -> None:
+    """JSON's \\u0000 escape passed, where text files refuse a NUL byte: the normaliser deletes it,
+    gluing the words on either side ("Re\\u0000eve" read as "Reeve")."""
+    qa = {"id": "q1", "question": "Where does the dog sleep?", "answers": [{"text": "the house", "answer_start": 20}]}
+    paragraph = {"context": CONTEXT, "qas": [qa]}
+    (paragraph if key == "context" else qa)[key] = "The\u0000dog" + (CONTEXT[7:] if key == "context" else " sleep?")
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps({"data": [{"title": "Dogs", "paragraphs": [paragraph]}]}), encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{key}: .*NUL character \(\\u0000\) at character 3"):
+        read_squad(path, version=1)

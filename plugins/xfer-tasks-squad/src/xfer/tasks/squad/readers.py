@@ -99,6 +99,15 @@ def _require(obj: Any, key: str, kind: type | tuple[type, ...], path: Path, line
         raise DataError(path, line(), f"{where}: expected {names}, found {type(value).__name__}", key=key)
     if isinstance(value, str) and (bad := lone_surrogate(value)):
         raise DataError(path, line(), f"{where}: {bad}", key=key)
+    if isinstance(value, str) and "\x00" in value:
+        # JSON's \u0000 escape: the text readers refuse a NUL byte, and the WordPiece normaliser deletes it,
+        # gluing the words on either side ("Re\u0000eve" read as "Reeve"), and moving answer offsets
+        raise DataError(
+            path,
+            line(),
+            f"{where}: NUL character (\\u0000) at character {value.index(chr(0))}: a damaged file? (text holds none)",
+            key=key,
+        )
     return value
 
 
