@@ -269,6 +269,15 @@ class StudentConfig(ModelSource):
             )
         if self.lambda_schedule != "constant" and self.lambda_value != 0.0:
             raise FieldError("lambda_value", f"only used by lambda_schedule: constant (it is {self.lambda_schedule!r})")
+        if self.lambda_schedule == "constant" and self.lambda_value == 1.0:
+            # λ = 1 weighs the teacher by 0 at every step: the teachers were required (and had to be
+            # trained first), read and listed in the report, yet taught nothing, as with `none` above
+            raise FieldError(
+                "lambda_value",
+                "1 gives the teachers no weight at any step (the target is the gold label alone), so teachers "
+                "would be ignored: use lambda_schedule: none without teachers for plain multi-task training, "
+                "or a lambda_value below 1",
+            )
         # like lambda_value: a knob of another scheme would be silently ignored (a value equal to the
         # default cannot be told from no key, and passes)
         for knob_name, scheme, default in (("alpha", "power", 0.75), ("temperature", "temperature", 2.0)):
@@ -298,7 +307,7 @@ class StudentConfig(ModelSource):
         """Also the type and label order of a `teachers:` folder's predictions against each task's: a
         label order that differs (the same labels permuted) is refused when the stage starts
         (`stage.check_compatible`), so say it before the stages ahead of this one train."""
-        problems = super().check_task_infos(infos)
+        problems = super().check_task_infos(infos) + self._own_loss_problems()
         index = self._teachers_index([])
         for position, ref in enumerate(self.tasks):
             entry, info = (index or {}).get(ref.key), infos.get(ref.key)
@@ -313,6 +322,29 @@ class StudentConfig(ModelSource):
                     )
                 )
         return problems
+
+    def _own_loss_problems(self) -> list[UserError]:
+        """An `objective` that overrides `loss()` (a focal loss) has no form for the mixed target a
+        student distils (`objective.DistillationObjective` refuses it): say so before the teachers train."""
+        if self.objective is None or self.lambda_schedule == "none":
+            return []
+        from xfer.bam.objective import has_own_loss
+        from xfer.core.errors import PluginError
+        from xfer.core.plugins import default_host
+
+        try:
+            objective_class = default_host().load("objective", self.objective.name)
+        except PluginError:
+            return []  # recipe validation reports an objective it cannot load
+        if not has_own_loss(objective_class):
+            return []
+        return [
+            UserError(
+                f"objective: {self.objective.name} overrides loss(), which has no form for the mixed target "
+                f"λ·gold + (1−λ)·teacher of lambda_schedule {self.lambda_schedule!r}: distil with the built-in "
+                "objective (remove `objective:`), or train without teachers (lambda_schedule: none)"
+            )
+        ]
 
     def _teachers_index(self, problems: list[UserError]) -> dict[str, Any] | None:
         """The task entries of a `teachers:` folder's index.json (None for a stage output or no

@@ -13,6 +13,10 @@ student never runs a teacher. Per task type (`TASK_KINDS`):
 end, as the original `percent_done`), `constant` (λ fixed: 0 = pure distillation), `none` (no
 teacher: λ = 1, plain supervised multi-task training).
 
+Gold-only training (`none`: the teachers, plain Multi) uses a task objective's own `loss(scores,
+gold)` where its class overrides it (a focal loss); a student distilling from teachers refuses such
+an objective, as that loss has no form for a mixed target.
+
 A batch mixes tasks; its loss is the mean over its examples of each example's task loss (a task's
 part contributes its mean loss weighted by its number of examples; for tagging the per-example
 loss is the mean over the part's words). Heads of tasks absent from a batch get a zero gradient
@@ -91,6 +95,15 @@ TASK_KINDS: Mapping[str, TaskKind] = {
 }
 
 
+def has_own_loss(objective: nn.Module | type) -> bool:
+    """Whether the task objective (or its class) overrides `SequenceObjective.loss(scores, gold)` (the
+    documented way to change a fine-tuning loss: `xfer-example`'s focal loss, `xfer new`'s scaffold)."""
+    from xfer.transformer.objectives import SequenceObjective
+
+    loss = getattr(objective if isinstance(objective, type) else type(objective), "loss", None)
+    return loss is not None and loss is not SequenceObjective.loss
+
+
 def task_kind(task: str, task_type: str) -> TaskKind:
     if task_type not in TASK_KINDS:
         raise UserError(f"{task}: BAM handles {', '.join(TASK_KINDS)} tasks, not {task_type} tasks")
@@ -105,6 +118,18 @@ class DistillationObjective(nn.Module):
         self.model = model
         self.schedule, self.value = schedule, value
         self.kinds = {t: task_kind(t, model.infos[t].type) for t in model.task_names}
+        # gold-only training (teachers, Multi) uses an objective's own loss: BAM's cross-entropy
+        # replaced it silently, so a focal-loss teacher trained with plain cross-entropy
+        self.own_losses = [t for t in model.task_names if has_own_loss(model.objective(t))]
+        if self.own_losses and schedule != "none":
+            task = self.own_losses[0]
+            raise UserError(
+                f"{task}: objective {type(model.objective(task)).__name__} overrides loss(), which has no form "
+                "for the mixed target λ·gold + (1−λ)·teacher that a student distils (BAM would train it with "
+                "cross-entropy / squared error instead): give this student the built-in objective "
+                "(transformer.sequence / transformer.tagging), or train without teachers (lambda_schedule: none), "
+                "where its own loss is used"
+            )
         self.lam = gold_weight(schedule, 0.0, value)
 
     def set_progress(self, progress: TrainingProgress) -> None:
@@ -123,7 +148,10 @@ class DistillationObjective(nn.Module):
             sub = part["batch"]
             scores = self.model.part_scores(task, hidden[part["start"] : part["end"]], sub)
             kind = self.kinds[task]
-            loss = kind.loss(scores, sub[kind.gold_key], part.get("teacher"), self.lam)
+            if task in self.own_losses:  # only with schedule none (gold only), see __init__
+                loss = self.model.objective(task).loss(scores, sub[kind.gold_key])
+            else:
+                loss = kind.loss(scores, sub[kind.gold_key], part.get("teacher"), self.lam)
             total = total + loss * (part["end"] - part["start"])
         loss = total / hidden.shape[0]
         for task in self.model.task_names:
