@@ -256,11 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             _note_run_failure(args, f"{type(exc).__name__}: {exc}")
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(
-            f"error: {where}{exc.strerror}; fix that and re-run the same command "
-            "(completed stages and the last checkpoint are kept)",
-            file=sys.stderr,
-        )
+        print(f"error: {where}{exc.strerror}; fix that and re-run the same command{_kept(args)}", file=sys.stderr)
         return 1
     except Exception as exc:
         if args.command == "run" and _lost_a_peer(exc):
@@ -270,9 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             _note_run_failure(args, f"{type(exc).__name__}: {exc}")
             raise
         print(
-            f"error: {os.strerror(number)} ({exc}); fix that and re-run the same command "
-            "(completed stages and the last checkpoint are kept)",
-            file=sys.stderr,
+            f"error: {os.strerror(number)} ({exc}); fix that and re-run the same command{_kept(args)}", file=sys.stderr
         )
         return 1
     except Terminated:
@@ -280,6 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """What survives a machine error, said only for `xfer run`: `xfer compare > /dev/full` or a
+    `new-plugin` on a full disk were told that "completed stages and the last checkpoint are
+    kept", which sent users looking for a run that does not exist."""
+    return " (completed stages and the last checkpoint are kept)" if args.command == "run" else ""
 
 
 def _note_run_failure(args: argparse.Namespace, error: str) -> None:

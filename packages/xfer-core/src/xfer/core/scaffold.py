@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import keyword
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
+from xfer.core.atomic import as_created
 from xfer.core.errors import UserError
 
 _FILES: dict[str, str] = {
@@ -259,10 +263,29 @@ def scaffold_plugin(name: str, directory: Path | None = None, taken: Collection[
     if importlib.util.find_spec(f"xfer.{name}") is not None:
         raise UserError(f"plugin name {name!r} is taken: package xfer.{name} is already installed")
     target = directory or Path(f"xfer-{name}")
+    # a file (or a dangling symlink) in the way was a bare NotADirectoryError/FileExistsError traceback
+    if (target.exists() or target.is_symlink()) and not target.is_dir():
+        raise UserError(f"{target} already exists and is not a directory; give a new or empty directory")
     if target.exists() and any(target.iterdir()):
         raise UserError(f"{target} already exists and is not empty")
-    for relative, template in _FILES.items():
-        path = target / relative.format(name=name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template.format(name=name), encoding="utf-8")
+    # Written into a temporary sibling folder and renamed into place: a write failing half-way (a
+    # full disk) left a partial plugin under `target`, and the same command run again was refused
+    # ("not empty") until the user found and removed it.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        for relative, template in _FILES.items():
+            path = staging / relative.format(name=name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(template.format(name=name), encoding="utf-8")
+        if target.is_dir():  # an empty folder given: keep it (its owner, mode, a mount point), fill it
+            for child in staging.iterdir():
+                os.replace(child, target / child.name)
+            staging.rmdir()
+        else:
+            as_created(staging)  # not mkdtemp's 0o700: as a folder made by mkdir would be
+            os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return target

@@ -42,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--min-frequency",
-        type=_positive_int,
+        type=_min_frequency,
         default=2,
         metavar="K",
         help="merge only pairs seen at least K times (default: 2)",
@@ -139,6 +139,17 @@ def _make_out_dir(out: Path) -> None:
     except OSError as error:
         what = "is a file, not a directory" if out.is_file() else f"cannot be created: {error.strerror or error}"
         raise UserError(f"vocab train: --out {out} {what}") from None
+
+
+_MAX_FREQUENCY = 2**64 - 1
+"""The largest `--min-frequency` the trainer (Rust, u64) takes; a larger one was a bare OverflowError traceback."""
+
+
+def _min_frequency(text: str) -> int:
+    value = _positive_int(text)
+    if value > _MAX_FREQUENCY:
+        raise argparse.ArgumentTypeError(f"{value} is too large (at most {_MAX_FREQUENCY})")
+    return value
 
 
 def _positive_int(text: str) -> int:
