@@ -21,6 +21,22 @@ from xfer.transformer.objectives import SequenceObjective, TaggingObjective
 from xfer.transformer.presets import preset
 from xfer.transformer.tokenization import WordPieceTokenizer
 
+TOY_FINETUNE = """\
+name: ft
+seed: 4
+stages:
+  corpus: {{kind: toy.corpus, sentences: 100}}
+  vocab: {{kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}}
+  finetune:
+    kind: transformer.finetune
+    tokenizer: vocab.tokenizer
+    encoder: {{num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}}
+    max_length: 64
+{extra}    tasks: [{{name: toy/agreement, train_size: 16, dev_size: 8{test_size}}}]
+    train: {{epochs: 1, batch_size: 8, log_every: 1, precision: fp32}}
+"""
+"""A tiny toy fine-tuning run; `extra` adds stage keys (lines), `test_size` a test split."""
+
 
 def _tokenizer(tmp_path: Path) -> WordPieceTokenizer:
     corpus = tmp_path / "c.txt"
@@ -121,21 +137,7 @@ def test_a_nan_metric_is_written_to_the_saved_models_description_as_strict_json(
         return {**evaluate(self, examples, predictions), "mcc": math.nan}
 
     monkeypatch.setattr(ToyAgreementTask, "evaluate", diverged)
-    recipe = """\
-name: ft
-seed: 4
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 64
-    save_models: all
-    tasks: [{name: toy/agreement, train_size: 16, dev_size: 8}]
-    train: {epochs: 1, batch_size: 8, log_every: 1, precision: fp32}
-"""
+    recipe = TOY_FINETUNE.format(extra="    save_models: all\n", test_size="")
     run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", make_host(autoload=True))
     description = tmp_path / "run/finetune/outputs/models/toy-agreement/trial-0/xfer_model.json"
 
@@ -165,21 +167,7 @@ def test_test_examples_with_a_repeated_id_are_refused_not_given_one_prediction(
         return found
 
     monkeypatch.setattr(ToyAgreementTask, "examples", repeated)
-    recipe = """\
-name: ft
-seed: 4
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 64
-    predict: [dev, test]
-    tasks: [{name: toy/agreement, train_size: 16, dev_size: 8, test_size: 8}]
-    train: {epochs: 1, batch_size: 8, log_every: 1, precision: fp32}
-"""
+    recipe = TOY_FINETUNE.format(extra="    predict: [dev, test]\n", test_size=", test_size: 8")
     with pytest.raises(Refused) as refused:
         run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", make_host(autoload=True))
     assert "(test)" in str(refused.value) and "the same id 'test-000000'" in str(refused.value), refused.value
@@ -193,20 +181,7 @@ def test_an_init_checkpoint_with_a_fine_tuned_head_says_the_head_is_not_used(
     *ForSequenceClassification folder) dropped its trained head silently: a run meant to continue
     fine-tuning it scored a random head. Now a warning (stderr and report.md) says so; an HF
     pre-training checkpoint (no task head) gets none."""
-    recipe = """\
-name: ft
-seed: 4
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 64
-    tasks: [{name: toy/agreement, train_size: 16, dev_size: 8}]
-    train: {epochs: 1, batch_size: 8, log_every: 1, precision: fp32}
-"""
+    recipe = TOY_FINETUNE.format(extra="", test_size="")
     run_recipe_file(write_recipe(tmp_path / "a", recipe), tmp_path / "a/run", make_host(autoload=True))
     model = tmp_path / "a/run/finetune/outputs/models/toy-agreement"
     again = f"""\
