@@ -78,6 +78,7 @@ from xfer.core.config import ComponentRef, Files, Input, bound_problem
 from xfer.core.errors import PluginError
 from xfer.core.recipes.schema import (
     _article,
+    _default_problem,
     config_class_notes,
     config_class_problems,
     dataclasses_in,
@@ -913,21 +914,10 @@ def _literal_union_problem(value: Any, tp: Any) -> str | None:
     choices = [choice for m in literals for choice in typing.get_args(m)]
     if any(type(choice) is type(value) and choice == value for choice in choices):
         return None
-    if any(_fits_scalar(value, m) for m in scalars):
+    if any(_default_problem(value, m) is None for m in scalars):  # as a recipe's value would fit (2.0 an int)
         return None
     shown = ", ".join(repr(choice) for choice in choices)
     return f"{value!r} is not one of {shown}" + "".join(f" nor {_article(m.__name__)} {m.__name__}" for m in scalars)
-
-
-def _fits_scalar(value: Any, tp: type) -> bool:
-    """As a recipe's value would: an int takes 2.0 but not 1.5 or True, a float any number but a bool."""
-    if tp is bool or isinstance(value, bool):
-        return tp is bool and isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if tp is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, str)
 
 
 def _wanted_type(tp: Any) -> Any:
