@@ -324,11 +324,12 @@ class StudentConfig(ModelSource):
         return problems
 
     def _own_loss_problems(self) -> list[UserError]:
-        """An `objective` that overrides `loss()` (a focal loss) has no form for the mixed target a
-        student distils (`objective.DistillationObjective` refuses it): say so before the teachers train."""
+        """An `objective` that overrides `loss()` (a focal loss) or `forward()` (an auxiliary penalty) has
+        no form for the mixed target a student distils (`objective.DistillationObjective` refuses it):
+        say so before the teachers train."""
         if self.objective is None or self.lambda_schedule == "none":
             return []
-        from xfer.bam.objective import has_own_loss
+        from xfer.bam.objective import own_loss_method
         from xfer.core.errors import PluginError
         from xfer.core.plugins import default_host
 
@@ -336,11 +337,12 @@ class StudentConfig(ModelSource):
             objective_class = default_host().load("objective", self.objective.name)
         except PluginError:
             return []  # recipe validation reports an objective it cannot load
-        if not has_own_loss(objective_class):
+        method = own_loss_method(objective_class)
+        if method is None:
             return []
         return [
             UserError(
-                f"objective: {self.objective.name} overrides loss(), which has no form for the mixed target "
+                f"objective: {self.objective.name} overrides {method}, which has no form for the mixed target "
                 f"λ·gold + (1−λ)·teacher of lambda_schedule {self.lambda_schedule!r}: distil with the built-in "
                 "objective (remove `objective:`), or train without teachers (lambda_schedule: none)"
             )

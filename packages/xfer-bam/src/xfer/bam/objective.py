@@ -14,8 +14,9 @@ end, as the original `percent_done`), `constant` (λ fixed: 0 = pure distillatio
 teacher: λ = 1, plain supervised multi-task training).
 
 Gold-only training (`none`: the teachers, plain Multi) uses a task objective's own `loss(scores,
-gold)` where its class overrides it (a focal loss); a student distilling from teachers refuses such
-an objective, as that loss has no form for a mixed target.
+gold)` where its class overrides it (a focal loss), and its own `forward(batch)` where it overrides
+that (an auxiliary penalty: BAM never called it, so the change was dropped without a word); a
+student distilling from teachers refuses such an objective, as that loss has no form for a mixed target.
 
 A batch mixes tasks; its loss is the mean over its examples of each example's task loss (a task's
 part contributes its mean loss weighted by its number of examples; for tagging the per-example
@@ -104,6 +105,23 @@ def has_own_loss(objective: nn.Module | type) -> bool:
     return loss is not None and loss is not SequenceObjective.loss
 
 
+def has_own_forward(objective: nn.Module | type) -> bool:
+    """Whether the task objective (or its class) overrides the built-in objectives' `forward(batch)` (an
+    auxiliary penalty, label smoothing...): BAM computes the loss from `scores(batch)` and never calls
+    the objective's `forward`, so such a change was dropped without a word, by teachers and students."""
+    from xfer.transformer.objectives import SequenceObjective, TaggingObjective
+
+    forward = getattr(objective if isinstance(objective, type) else type(objective), "forward", None)
+    return forward is not None and forward not in (SequenceObjective.forward, TaggingObjective.forward)
+
+
+def own_loss_method(objective: nn.Module | type) -> str | None:
+    """`forward()` or `loss()` when the objective changes its training loss there (forward first), else None."""
+    if has_own_forward(objective):
+        return "forward()"
+    return "loss()" if has_own_loss(objective) else None
+
+
 def task_kind(task: str, task_type: str) -> TaskKind:
     if task_type not in TASK_KINDS:
         raise UserError(f"{task}: BAM handles {', '.join(TASK_KINDS)} tasks, not {task_type} tasks")
@@ -118,13 +136,14 @@ class DistillationObjective(nn.Module):
         self.model = model
         self.schedule, self.value = schedule, value
         self.kinds = {t: task_kind(t, model.infos[t].type) for t in model.task_names}
-        # gold-only training (teachers, Multi) uses an objective's own loss: BAM's cross-entropy
-        # replaced it silently, so a focal-loss teacher trained with plain cross-entropy
+        # gold-only training (teachers, Multi) uses an objective's own loss (or own forward): BAM's
+        # cross-entropy replaced it silently, so a focal-loss teacher trained with plain cross-entropy
         self.own_losses = [t for t in model.task_names if has_own_loss(model.objective(t))]
-        if self.own_losses and schedule != "none":
-            task = self.own_losses[0]
+        self.own_forwards = [t for t in model.task_names if has_own_forward(model.objective(t))]
+        own = {t: own_loss_method(model.objective(t)) for t in model.task_names}
+        if schedule != "none" and (task := next((t for t in model.task_names if own[t]), None)) is not None:
             raise UserError(
-                f"{task}: objective {type(model.objective(task)).__name__} overrides loss(), which has no form "
+                f"{task}: objective {type(model.objective(task)).__name__} overrides {own[task]}, which has no form "
                 "for the mixed target λ·gold + (1−λ)·teacher that a student distils (BAM would train it with "
                 "cross-entropy / squared error instead): give this student the built-in objective "
                 "(transformer.sequence / transformer.tagging), or train without teachers (lambda_schedule: none), "
@@ -136,6 +155,21 @@ class DistillationObjective(nn.Module):
         """Called by the trainer before every optimizer step: λ follows the fraction of training done."""
         self.lam = gold_weight(self.schedule, progress.fraction, self.value)
 
+    def _own_forward_loss(self, task: str, hidden: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        """The loss of the task objective's own `forward(batch)` on the shared encoder's `hidden` rows."""
+        objective = self.model.objective(task)
+        objective.encoder.provide(hidden[:, : batch["input_ids"].shape[1]])
+        try:
+            return objective(batch).loss
+        except RuntimeError as exc:
+            if "HiddenStates" not in str(exc):
+                raise
+            raise UserError(
+                f"{task}: objective {type(objective).__name__}'s forward() runs the encoder more than once per "
+                "batch, which BAM's shared encoder (one pass per mixed batch) cannot serve: compute the scores "
+                "once (self.scores(batch)) in forward()"
+            ) from exc
+
     def forward(self, batch: Mapping[str, Any] | TaggedBatch) -> StepOutput:
         if isinstance(batch, TaggedBatch):  # mixing: batch (core MultiTaskSource) wraps the mixed batch
             batch = batch.batch
@@ -146,12 +180,15 @@ class DistillationObjective(nn.Module):
             task = part["task"]
             seen.add(task)
             sub = part["batch"]
-            scores = self.model.part_scores(task, hidden[part["start"] : part["end"]], sub)
             kind = self.kinds[task]
-            if task in self.own_losses:  # only with schedule none (gold only), see __init__
-                loss = self.model.objective(task).loss(scores, sub[kind.gold_key])
+            if task in self.own_forwards:  # only with schedule none (gold only): the objective's own step
+                loss = self._own_forward_loss(task, hidden[part["start"] : part["end"]], sub)
             else:
-                loss = kind.loss(scores, sub[kind.gold_key], part.get("teacher"), self.lam)
+                scores = self.model.part_scores(task, hidden[part["start"] : part["end"]], sub)
+                if task in self.own_losses:  # only with schedule none (gold only), see __init__
+                    loss = self.model.objective(task).loss(scores, sub[kind.gold_key])
+                else:
+                    loss = kind.loss(scores, sub[kind.gold_key], part.get("teacher"), self.lam)
             total = total + loss * (part["end"] - part["start"])
         loss = total / hidden.shape[0]
         for task in self.model.task_names:
