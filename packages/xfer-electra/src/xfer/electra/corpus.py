@@ -13,6 +13,8 @@ Two kinds of source, exactly one per corpus:
   dataset name / local dataset folder for `datasets.load_dataset`. Each row of `text_column` is
   one line; an empty (or whitespace-only) row is a document boundary. A .csv/.tsv cell is the text
   it holds ("NA", "null" or "007" included; a blank line is an empty row), and a .tsv has no quoting.
+  A JSON-lines row without the `text_column` key is an error naming its line, as a CSV row missing
+  its cell is (a null is an empty row); a streamed local file is parsed once before training starts.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class CorpusConfig:
         "(relative to the recipe's folder; signed by the run's fingerprint like files), "
         "or a datasets.load_dataset name or folder (a Hub name is read through your datasets cache, "
         "HF_DATASETS_CACHE; offline, with HF_DATASETS_OFFLINE=1, it must be there already). "
-        "Each row of text_column is one line; an empty row ends a document.",
+        "Each row of text_column is one line; an empty row ends a document (a JSON-lines row without the key "
+        "is an error naming its line). A streamed local file is parsed once before training starts.",
     )
     dataset_config: str | None = knob(
         None, "Configuration name passed to datasets.load_dataset (e.g. wikitext-2-raw-v1)."

@@ -27,7 +27,9 @@
   packed on the fly while training (same examples as the map-style build, for files and
   `save_to_disk` folders). Text files are checked after every block read as above (a corpus
   edited while it is streamed stops the run), and a line longer than an example is warned about
-  (stderr, once per process) when first met: nothing is counted ahead.
+  (stderr, once per process) when first met: nothing is counted ahead. A streamed local data file
+  (`dataset:` a .json/.jsonl/.csv/.tsv/.txt file) is parsed once, a line at a time, before the
+  stream is returned (`_check_streamed_file`): a bad line fails the stage before training, with its line.
 
 Columns: `input_ids` (int32 list, `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`) and
 `segment_split` (int32: index of the first token of segment b, i.e. where token type 1 starts;
@@ -183,6 +185,8 @@ def build_examples(
         if isinstance(source, _TextSource):
             _check_streamed_text(source, cache_dir)
             _mark_layout(stream, source)
+        elif isinstance(source, _IterableRowSource):
+            _check_streamed_file(corpus, cache_dir)
         return stream
     parts = {
         "format": CACHE_FORMAT,
@@ -494,7 +498,7 @@ class _IterableRowSource:
             if any(v is not None and not isinstance(v, str) for v in values):
                 # a column typed Json by such a row also decodes its strings ("007" as 7, "null" as None), so
                 # the row found here may be text in the file: name the line that is not
-                located = _first_non_text_line(Path(self.name), self.column)
+                located = _json_lines_problem(Path(self.name), self.column)
                 if located is not None:
                     raise WorkerDataError(located.path, located.line, located.message, located.key)
             yield _row_texts(values, self.name, self.column, index)
@@ -512,11 +516,15 @@ class _IterableRowSource:
         except DataError:
             raise
         except Exception as error:  # datasets raises many types (pyarrow, pandas, fsspec, connection)
-            # a byte that is not UTF-8 in a local file said "at or after row 1" and a position in pyarrow's
-            # chunk: name its line, as `corpus.files` and a map-style dataset do
+            # a byte that is not UTF-8 or a bad JSON line in a local file said "at or after row 1" and a
+            # position in pyarrow's chunk: name its line, as `corpus.files` and a map-style dataset do
+            # (the file passed `_check_streamed_file` before training: it was changed since)
             path = Path(self.name)
-            bad_bytes = isinstance(error, UnicodeDecodeError) and path.is_file()
-            located = _locate_malformed(path) if bad_bytes else None
+            located = None
+            if path.is_file() and path.suffix.lower() in (".json", ".jsonl"):
+                located = _json_lines_problem(path, self.column)  # a line at a time, never the file whole
+            elif path.is_file():  # .csv/.tsv/.txt: streamed a line at a time too
+                located = _locate_malformed(path)
             if located is not None:
                 raise WorkerDataError(located.path, located.line, located.message, located.key) from None
             raise WorkerDataError(
@@ -563,18 +571,32 @@ def _open_source(
     if isinstance(loaded, datasets.IterableDataset):
         if loaded.column_names is not None and column not in loaded.column_names:
             raise _missing_column(name, column, loaded.column_names)
+        # a typed source (parquet) says on opening what the map-style build says: a column of numbers
+        # failed only at the first training step, as "row 1: expected text, got int"
+        feature = (loaded.features or {}).get(column)
+        if feature is not None and not (
+            isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string", "null")
+        ):
+            located = _json_lines_problem(Path(name), column)
+            raise located or DataError(name, 0, f"column {column!r} holds {feature}, not text", key=column)
         return _IterableRowSource(loaded, name, column, corpus.max_lines)
     if column not in loaded.column_names:
         raise _missing_column(name, column, loaded.column_names)
     feature = loaded.features[column]
     if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
-        located = _first_non_text_line(Path(name), column)
+        located = _json_lines_problem(Path(name), column)
         raise located or DataError(name, 0, f"column {column!r} holds {feature}, not text", key=column)
     # rows as Python strings whatever format the folder was saved with: save_to_disk keeps a dataset's
     # format, and an "arrow" one gave pyarrow scalars, refused as "row 1: expected text, got StringScalar"
     loaded = loaded.select_columns([column]).with_format(None)
     if corpus.max_lines is not None and corpus.max_lines < len(loaded):
         loaded = loaded.select(range(corpus.max_lines))
+    if loaded.data.column(column).null_count:  # a JSON-lines row without the key is loaded as a null too
+        files = _split_data_files(corpus) if corpus.max_lines is None or Path(name).is_file() else []
+        for path in files:
+            problem = _json_lines_problem(path, column, corpus.max_lines)
+            if problem is not None:
+                raise problem
     identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
     cache_files = [f["filename"] for f in loaded.cache_files]
     snapshot = _InputSnapshot()
@@ -587,27 +609,56 @@ def _open_source(
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
 
 
-def _first_non_text_line(path: Path, column: str) -> DataError | None:
-    """The first line of a local JSON-lines file whose `column` is not text (a number, a list, an
-    object), or None. One such row types the whole column `Json`, and the error said only "column
-    'text' holds Json(decode=True), not text": the user had to search a corpus of millions of lines
-    for it (a stream names its row, as `_row_texts` does here). Read only on that failure path."""
+def _json_lines_problem(path: Path, column: str, max_rows: int | None = None) -> DataError | None:
+    """The first line of a local JSON-lines file that is not a row of text, or None: a line that is
+    not a JSON object, an object without `column`, or one whose `column` is not text (a number, a
+    list, an object; null is an empty row, a document end, as an empty CSV cell). Reads the file
+    once, a line at a time (never whole); stops after `max_rows` rows (`corpus.max_lines`).
+
+    Why each: one non-text row types the whole column `Json`, and the error said only "column 'text'
+    holds Json(decode=True), not text"; a row without the key was loaded as a null, i.e. silently
+    read as a document end, its text lost (a misspelt key, a record of another kind): a CSV row
+    missing its cell is an error too. A file whose first record is not an object on one line (one
+    JSON document, an array) is not JSON lines: None, `datasets` reads it whole."""
     from xfer.core.textfile import stream_lines
 
     if not path.is_file() or path.suffix.lower() not in (".json", ".jsonl"):
         return None
+    rows = 0
     try:
         for number, line in stream_lines(path):
             if not line.strip():
                 continue
+            if max_rows is not None and rows >= max_rows:
+                return None
+            rows += 1
             try:
                 value = json.loads(line)
-            except ValueError:
-                return None  # one JSON document over several lines, not JSON lines
-            cell = value.get(column) if isinstance(value, dict) else None
+            except ValueError as bad:
+                if rows == 1:
+                    return None  # one JSON document over several lines, not JSON lines
+                return DataError(
+                    path, number, f"not valid JSON at column {bad.colno}: {bad.msg} (one JSON object per line)"
+                )
+            if not isinstance(value, dict):
+                if rows == 1:
+                    return None
+                return DataError(path, number, f"a JSON {type(value).__name__}, not an object")
+            if column not in value:
+                keys = ", ".join(map(repr, value)) or "none"
+                return DataError(
+                    path,
+                    number,
+                    f"no {column!r} key (keys: {keys}): a row without the text column is not a document end "
+                    f'(write "{column}": "" for one), or set corpus.text_column',
+                    key=column,
+                )
+            cell = value[column]
             if cell is not None and not isinstance(cell, str):
                 return DataError(path, number, f"expected text, got {type(cell).__name__}", key=column)
-    except (DataError, OSError):
+    except DataError as located:  # a byte that is not UTF-8, a NUL: with its line
+        return located
+    except OSError:
         return None
     return None
 
@@ -681,6 +732,71 @@ def _check_streamed_text(source: _TextSource, cache_dir: Path) -> None:
         entries = [json.loads(m) for m in sorted(checked.union(passed))]
         with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
             write_json(record, {"checked": entries}, indent=None)
+
+
+def _check_streamed_file(corpus: CorpusConfig, cache_dir: Path) -> None:
+    """Parse a streamed local data file (`dataset:` a .json/.jsonl/.csv/.tsv/.txt file, or those of the
+    split read from a load_dataset folder) once, before training starts, and raise the first problem
+    with its line.
+
+    A stream is parsed only while training reads it: a malformed line late in the file stopped the run
+    hours in (as "reading failed at or after row 1 of shard 0", the line not named), and a JSON-lines row
+    without the text key was read as a document end without a word, while `files:` corpora are decoded
+    whole before training (`_check_streamed_text`). One sequential read, a line at a time, no tokenizing
+    (a .parquet file is typed and its column checked on opening: not read). A file that passed is
+    recorded in `cache_dir` by its identity, as `_check_streamed_text` records text files, so a resume
+    does not read it again; a file modified within `RACY_SECONDS` of the check is not recorded."""
+    from xfer.core.runs.fingerprint import RACY_SECONDS
+
+    files = _split_data_files(corpus)
+    if len(files) > 1 and corpus.max_lines is not None:
+        return  # a prefix over several files: which rows it holds is the stream's business
+    record = cache_dir / _CHECKED_TEXT
+    checked = {json.dumps(entry) for entry in (read_json(record) or {}).get("checked", [])}
+    passed: set[str] = set()
+    for path in files:
+        suffix = path.suffix.lower()
+        identity = _identity(str(path))
+        mark = json.dumps([str(path.resolve()), identity, f"rows {corpus.text_column} {corpus.max_lines}"])
+        if identity is None or mark in checked:
+            continue
+        started = time.time()
+        if suffix in (".json", ".jsonl"):
+            problem = _json_lines_problem(path, corpus.text_column, corpus.max_lines)
+        else:
+            problem = _locate_malformed(path)  # bad bytes (with their line), ragged CSV/TSV rows: streams the file
+        if problem is not None:
+            raise problem
+        if _identity(str(path)) != identity:
+            raise _changed_while_read(str(path))
+        if started - identity[1] / 1e9 > RACY_SECONDS:
+            passed.add(mark)
+    if passed:
+        entries = [json.loads(m) for m in sorted(checked | passed)]
+        with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
+            write_json(record, {"checked": entries}, indent=None)
+
+
+def _split_data_files(corpus: CorpusConfig) -> list[Path]:
+    """The local line-based data files (.json/.jsonl/.csv/.tsv/.txt) `corpus.dataset` reads for its split:
+    the file itself, or those a load_dataset folder (no configuration named) resolves for the split by
+    `datasets`' own file-name patterns; none when that cannot be told (the checks are then skipped)."""
+    path = Path(str(corpus.dataset))
+    kinds = (".json", ".jsonl", ".csv", ".tsv", ".txt")
+    if path.is_file():
+        return [path] if path.suffix.lower() in kinds else []
+    if not path.is_dir() or corpus.dataset_config is not None or (path / "README.md").exists():
+        return []  # a configuration (or a dataset card's YAML) may choose other files
+    if (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
+        return []  # a save_to_disk folder: Arrow files, typed
+    try:
+        from datasets.data_files import DataFilesDict, get_data_patterns
+
+        resolved = DataFilesDict.from_patterns(get_data_patterns(str(path)), base_path=str(path))
+        files = [Path(f) for f in resolved.get(corpus.split, [])]
+    except Exception:  # no pattern matched, an unknown layout: datasets' own error, or nothing to check
+        return []
+    return [f for f in files if f.is_file() and f.suffix.lower() in kinds]
 
 
 def _local_dataset_cache(cache_dir: Path, files: Sequence[Path], streaming: bool) -> str:
@@ -1243,9 +1359,25 @@ def _forking_build() -> Iterator[None]:
         _BUILDER_PID = previous
 
 
+def _available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, e.g. under taskset or a batch scheduler's
+    cgroup cpuset), else `os.cpu_count()`: more packing processes than that only contend."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _build(spec: _PackSpec, key: str, parts: dict[str, Any], folder: Path, num_proc: int) -> dict[str, Any]:
     blocks = datasets.Dataset.from_dict({"block": list(range(spec.source.num_blocks))})
-    workers = min(num_proc, spec.source.num_blocks)
+    workers = min(num_proc, spec.source.num_blocks, _available_cpus())
+    if workers < num_proc:  # `num_proc: 64` on 2 cores forked 64 processes fighting over them
+        print(
+            f"note: corpus.num_proc {num_proc}: packing with {workers} process(es) "
+            f"({_available_cpus()} CPU(s) available, {spec.source.num_blocks} block(s)); the examples are the same",
+            file=sys.stderr,
+            flush=True,
+        )
     stats_dir = folder / _PACK_STATS
     stats_dir.mkdir()
     with _forking_build() if workers > 1 else contextlib.nullcontext():
