@@ -40,7 +40,9 @@ pluggy documents. As in pytest, a function named like a hookspec is an implement
 without the `@hookimpl` marker. Lifecycle observers stay isolated: each (non-wrapper) lifecycle
 implementation is guarded when its plugin registers, so an exception in one is reported as a
 warning and the other observers and the run go on; each gets its own copy of the dicts and the
-config it is handed (editing them in place reaches neither the run nor the other observers).
+config it is handed (editing them in place reaches neither the run nor the other observers). Hook
+wrappers of lifecycle hooks are not guarded, but they too are handed copies (one copy, shared by the
+wrappers), so editing those in place cannot reach the run either.
 
 A namespace has one owner: two distributions or two `XFER_PLUGIN_MODULES` modules claiming one
 make its components unusable (an error naming both), and a plugin claiming a built-in namespace
@@ -695,8 +697,14 @@ class PluginHost:
         for name, default in hookspecs.HOOK_ARG_DEFAULTS.get(hook, {}).items():
             if name not in kwargs:
                 kwargs[name] = default()
+        caller = getattr(self.pm.hook, hook)
+        if any(impl.hookwrapper or impl.wrapper for impl in caller.get_hookimpls()):
+            # a hook wrapper is not guarded (it must yield), so it got the caller's own dicts: one
+            # editing `metrics` in place changed the dev results the trainer picks the best checkpoint
+            # from (and writes to state.json), one editing `config` the running stage's settings
+            kwargs = {name: _own_copy(value) for name, value in kwargs.items()}
         try:
-            getattr(self.pm.hook, hook)(**kwargs)
+            caller(**kwargs)
         except Exception as exc:
             warnings.warn(f"{hook} failed in a hook wrapper: {_short_error(exc)}", stacklevel=1)
 

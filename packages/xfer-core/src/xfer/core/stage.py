@@ -11,6 +11,7 @@ its report with `ctx.report(...)`. Every rank runs the stage; only rank 0 writes
 from __future__ import annotations
 
 import glob
+import math
 import os
 import sys
 import time
@@ -26,9 +27,9 @@ import torch
 from xfer.core import distributed as dist
 from xfer.core.atomic import atomic_write_text, read_json
 from xfer.core.config import Files, Input
-from xfer.core.errors import DataError
+from xfer.core.errors import DataError, PluginError
 from xfer.core.plugins import PluginHost
-from xfer.core.runs.report import metric_json, metric_lines
+from xfer.core.runs.report import TAGS_KEY, metric_json, metric_lines
 
 
 @dataclass
@@ -175,7 +176,28 @@ class StageContext:
         return path
 
     def events(self, **tags: Any) -> RunLog:
-        """Trainer events that append to metrics.jsonl with `tags` (e.g. trial=2, task='glue/rte')."""
+        """Trainer events that append to metrics.jsonl with `tags` (e.g. trial=2, task='glue/rte').
+
+        A tag named like a key every record has (`step`, `split`, `time`, `tags`) is refused: it
+        was overwritten in metrics.jsonl by that key, so the runs it told apart were merged. So is a
+        value JSON does not give back equal: a Path failed the first log with a bare TypeError, and
+        a tuple (read back a list) or NaN (read back "NaN") never matched its records again, so a
+        resume kept the killed attempt's records and each redone step was logged twice."""
+        reserved = sorted(set(tags) & {"step", "split", "time", TAGS_KEY})
+        if reserved:
+            raise PluginError(
+                f"stage {self.name!r} ({self.kind}): ctx.events() tag {', '.join(map(repr, reserved))} is a key "
+                "every metrics.jsonl record has; name the tag otherwise"
+            )
+        for key, value in tags.items():
+            # what metrics.jsonl gives back equal: a resume finds its run's records by comparing them
+            plain = value is None or isinstance(value, (str, int, float))
+            if not plain or (isinstance(value, float) and not math.isfinite(value)):
+                kind = f"float {value}" if plain else type(value).__name__
+                raise PluginError(
+                    f"stage {self.name!r} ({self.kind}): ctx.events() tag {key!r} is a {kind} ({value!r}); a tag "
+                    "must be a str, int, float, bool or None (it is written to and matched in metrics.jsonl)"
+                )
         return RunLog(self, tags)
 
     def report(self, markdown: str) -> None:
@@ -229,14 +251,17 @@ class RunLog:
     """Writes metrics.jsonl lines and forwards lifecycle events to plugins (rank 0 only).
 
     One RunLog per training run (its `tags` tell runs of a stage apart, in metrics.jsonl and in
-    the `tags` argument of the `xfer_metrics_logged` and `xfer_checkpoint_saved` hooks). In a stage run again
-    after an interruption, the records the earlier attempt wrote past the point this run starts
-    from are dropped before the first new one is written, so each step is logged once: from
-    the checkpoint resumed from (`resumed`), or from the first step when no checkpoint was left.
+    the `tags` argument of the `xfer_metrics_logged` and `xfer_checkpoint_saved` hooks). A tagged
+    record also lists its tag names under `TAGS_KEY`, so a numeric tag (`fold=2`) is read as a tag,
+    not as a metric. In a stage run again after an interruption, the records the earlier attempt
+    wrote past the point this run starts from are dropped before the first new one is written, so
+    each step is logged once: from the checkpoint resumed from (`resumed`), or from the first step
+    when no checkpoint was left.
     """
 
     def __init__(self, ctx: StageContext, tags: dict[str, Any]):
         self.ctx, self.tags = ctx, tags
+        self._warned = False  # about metrics named like a key of the record (once per run)
         self._synced = not ctx.resumed  # a fresh stage folder holds no earlier attempt's records
 
     @property
@@ -249,7 +274,9 @@ class RunLog:
             return
         if not self._synced:  # started over (no intact checkpoint): everything from `step` on is redone
             self._drop_records_from(step)
-        record = {"step": step, "split": split, **self.tags, **metrics, "time": round(time.time(), 3)}
+        record = {"step": step, "split": split, **self.tags, **self._renamed(metrics), "time": round(time.time(), 3)}
+        if self.tags:  # which keys are tags: the report took a numeric one (fold=2) for a metric and drew it
+            record[TAGS_KEY] = sorted(self.tags)
         with open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
             out.write(metric_json(record) + "\n")  # strict JSON: a diverged loss as "NaN"
         self.ctx.host.notify(
@@ -261,6 +288,25 @@ class RunLog:
             metrics=metrics,
             tags=dict(self.tags),
         )
+
+    def _renamed(self, metrics: dict[str, float]) -> dict[str, float]:
+        """`metrics` with a name that is also a key of the record (`step`, `split`, `time`, `tags`, a
+        tag) written as `metric/<name>`: it replaced that key, so the logged step became the metric's
+        value (a resume then dropped the wrong records) or the metric was lost, without a word.
+        Renamed, not refused: this runs on rank 0 only, where an error would hang the other ranks."""
+        taken = {"step", "split", "time", TAGS_KEY, *self.tags}
+        clashes = sorted(taken.intersection(metrics))
+        if not clashes:
+            return metrics
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"stage {self.ctx.name!r}: metric {', '.join(map(repr, clashes))} is named like a key every "
+                f"metrics.jsonl record has (or a tag); written as {', '.join(repr(f'metric/{n}') for n in clashes)}",
+                UserWarning,
+                stacklevel=2,
+            )
+        return {(f"metric/{k}" if k in taken else k): v for k, v in metrics.items()}
 
     def checkpoint_saved(self, step: int, path: Path) -> None:
         self.ctx.host.notify(

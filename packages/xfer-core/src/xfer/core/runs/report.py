@@ -25,7 +25,18 @@ from typing import Any
 from xfer.core.atomic import atomic_write_text, atomic_write_with
 from xfer.core.results import json_number, strict_json
 
-_SKIP = {"step", "split", "time", "epoch"}
+TAGS_KEY = "tags"
+"""The key of a metrics.jsonl record that lists the names of its run's tags (`ctx.events(**tags)`),
+written only when there are tags: without it a numeric tag (`fold=2`, `seed=7`) could not be told
+from a metric, was drawn as a curve of its own and merged the runs' curves into one."""
+
+_SKIP = {"step", "split", "time", "epoch", TAGS_KEY}
+
+
+def _tag_names(record: dict[str, Any]) -> set[str]:
+    """The keys `record` says are tags (none in a record written before `TAGS_KEY` existed)."""
+    names = record.get(TAGS_KEY)
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -93,12 +104,14 @@ def _plottable(record: dict[str, Any]) -> bool:
 
 
 def _series_key(record: dict[str, Any]) -> str:
-    """Records with the same non-numeric tags (task, ...) and trial number form one curve ("NaN" is
-    a number: `metric_json`'s spelling of one)."""
+    """Records with the same tags form one curve: the keys the record lists under `TAGS_KEY`, else (a
+    record written before it) its non-numeric values (task, ...) and trial number ("NaN" is a number:
+    `metric_json`'s spelling of one)."""
+    named = _tag_names(record)
     tags = {
         k: v
         for k, v in record.items()
-        if k not in _SKIP and (k == "trial" or not isinstance(json_number(v), (int, float)))
+        if k in named or (k not in _SKIP and (k == "trial" or not isinstance(json_number(v), (int, float))))
     }
     return ", ".join(f"{k}={v}" for k, v in sorted(tags.items())) or "run"
 
@@ -129,9 +142,10 @@ def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool, 
                 continue
             any_record = True
             split, step, label = record.get("split", "train"), float(record["step"]), None
+            tags = _tag_names(record)
             for k, v in record.items():
                 value = _number(v)
-                if k in _SKIP or k == "trial" or value is None:
+                if k in _SKIP or k == "trial" or k in tags or value is None:
                     continue
                 if not math.isfinite(value):
                     not_finite[split, k] += 1
