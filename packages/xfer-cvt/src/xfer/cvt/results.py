@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import UserError
+from xfer.core.runs.report import TAGS_KEY
 from xfer.core.results import (
     BOOKKEEPING,
     RESULTS_FILE,
@@ -48,7 +49,8 @@ from xfer.core.results import (
     stage_problem,
 )
 
-NOT_METRICS = BOOKKEEPING | {"step", "split", "time"}
+NOT_METRICS = BOOKKEEPING | {"step", "split", "time", TAGS_KEY}
+"""Keys of a metrics.jsonl record that are not dev metrics (TAGS_KEY lists a tagged record's tag names)."""
 
 
 def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
