@@ -243,6 +243,8 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
         root = _load_with_includes(path, diagnostics, layers=layers)
     except RecipeError as exc:
         raise RecipeError(exc.diagnostics + diagnostics) from None
+    written_stages = root.get("stages")  # the stages the files wrote, before overrides replace any
+    file_stages = list(written_stages.value) if written_stages is not None and written_stages.is_map else []
     given: dict[tuple[str, ...], tuple[int, str]] = {}  # key path -> (index, text) of its override
     for index, text in enumerate(overrides, start=1):
         try:
@@ -305,7 +307,12 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
     elif not stages_node.is_map or not stages_node.value:
         validator.error(stages_node.loc, "'stages' must be a non-empty mapping of stage name -> stage config")
     else:
-        written = [n for n, node in stages_node.value.items() if not node.created_by_override]
+        for stage_name, node in stages_node.value.items():
+            if stage_name not in file_stages and node.origin.startswith("override "):
+                # `stages={other: {...}}` added a stage no file wrote, which `stages.other={...}` may not:
+                # an override sets what the recipe has, and a misspelt name would run as a stage of its own
+                node.created_by_override = True
+        written = file_stages
         folded: dict[str, str] = {}  # stage name in lower case -> the first stage so named
         for stage_name, node in stages_node.value.items():
             spec = _stage_spec(host, stage_name, node, validator, written)
@@ -410,7 +417,9 @@ def _stage_spec(
 ) -> ComponentSpec | None:
     where = node.key_loc or node.loc
     if node.created_by_override:
-        hint = did_you_mean(stage_name, stages) or f" (stages: {', '.join(stages)})"
+        hint = did_you_mean(stage_name, stages) or (
+            f" (stages: {', '.join(stages)})" if stages else " (the recipe writes no stage, and an override adds none)"
+        )
         validator.error(where, f"override matches no stage {stage_name!r}{hint}")
         return None
     if not _STAGE_NAME.match(stage_name):

@@ -172,24 +172,31 @@ NAME_MAX = 255
 """The longest file or folder name (in bytes) of common file systems."""
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ESCAPED = "$${"
+"""Written for a literal `${` in a path (a folder named `a${b}`, a glob): without it no path could hold
+one (`${b}` is a variable, and what is left unexpanded is refused), and `$${B}` silently became `$` + B."""
+_ENV_VAR_OR_ESCAPED = re.compile(re.escape(_ESCAPED) + "|" + _ENV_VAR.pattern)
 
 
-def expand_env(text: str) -> str:
+def expand_env(text: str, *, escaped: str = "${") -> str:
     """`${VAR}` / `${VAR:-default}` in paths, so one recipe serves machines with data elsewhere.
 
     An unset variable without a default is an error (a silently empty path would point elsewhere;
     `resolve_path` refuses one set to nothing too). `:-` means what it means in a shell: the default
     replaces an unset *or empty* variable; `XFER_DATA= xfer run` turned `${XFER_DATA:-../data}/glue`
-    into `/glue`."""
+    into `/glue`. `$${` is a literal `${` (`escaped`: what it becomes, for a check of what is left
+    unexpanded); a `$` elsewhere is text."""
 
     def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == _ESCAPED:
+            return escaped
         name, default = match.group(1), match.group(2)
         value = os.environ.get(name)
         if value is None and default is None:
             raise ValueError(f"environment variable {name} is not set (write ${{{name}:-default}} to give a default)")
         return value if value or default is None else default
 
-    return _ENV_VAR.sub(substitute, text)
+    return _ENV_VAR_OR_ESCAPED.sub(substitute, text)
 
 
 _UNEXPANDED = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -221,10 +228,11 @@ def resolve_path(node: Node, text: str) -> Path:
             f"set to nothing, which makes {text!r} the absolute path {expanded!r} "
             f"(write ${{{empty[0]}:-default}} to give a default)"
         )
-    if left := re.search(r"\$\{[^}]*\}?", expanded):  # `${A:-${B}}`, `${MY-VAR}`: a folder named `${B}`
+    # `${A:-${B}}`, `${MY-VAR}`: a folder named `${B}` (a `$${` written for a literal `${` is no such leftover)
+    if left := re.search(r"\$\{[^}]*\}?", expand_env(text, escaped="$")):
         raise ValueError(
             f"{text!r}: {left[0]!r} is not expanded (a variable name is letters, digits and '_', and a default "
-            "cannot hold another ${VAR})"
+            "cannot hold another ${VAR}; write $${ for a literal ${)"
         )
     if "\0" in expanded:
         raise ValueError(f"{text!r}: a path cannot contain a NUL character")

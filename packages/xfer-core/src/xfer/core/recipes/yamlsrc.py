@@ -123,6 +123,8 @@ _NUMBER_TEXT = {
         r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*",
         re.ASCII,
     ),
+    # PyYAML's null ignores the text: `task: !!null 'toy/agreement'` was null, the key's default, silently
+    "tag:yaml.org,2002:null": re.compile(r"|~|null|Null|NULL"),
 }
 
 
@@ -168,6 +170,12 @@ class _Converter:
             self.error(node.start_mark, f"unsupported YAML tag {node.tag!r}: recipes may only use plain YAML values")
             return Node(None, loc, origin=str(loc))
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            written = "tag:yaml.org,2002:map" if isinstance(node, yaml.MappingNode) else "tag:yaml.org,2002:seq"
+            if node.tag != written:  # `!!str {a: 1}` was the mapping, `!!int [1]` the list: the tag ignored silently
+                what = "a mapping" if isinstance(node, yaml.MappingNode) else "a list"
+                tag = node.tag.rsplit(":", 1)[-1]
+                self.error(node.start_mark, f"invalid value: {what} cannot be read as !!{tag}")
+                return Node(None, loc, origin=str(loc))
             if id(node) in self.inside:
                 self.error(node.start_mark, "recursive YAML alias: this anchor is used inside its own value")
                 return Node(None, loc, origin=str(loc))
@@ -198,12 +206,14 @@ class _Converter:
                 self.error(node.start_mark, f"invalid value: {node.value!r} cannot be read as !!{tag}")
                 return Node(None, loc, origin=str(loc))
         quoted = isinstance(node, yaml.ScalarNode) and node.style is not None  # quotes or | >
-        surprise = None if quoted else _non_decimal_number(node)
+        # Quoted text is a number only under an explicit tag, which reads it the same way: `seed: !!int '010'`
+        # was 8 and `!!int '0x10'` 16, silently (a quoted scalar without a tag is a string, never checked here).
+        surprise = _non_decimal_number(node)
         if surprise is not None:
             self.error(
                 node.start_mark,
                 f"{node.value!r} reads as a YAML 1.1 {surprise} ({value!r}); write the number in decimal, "
-                "or quote it if it is text",
+                + ("or drop the tag if it is text" if quoted else "or quote it if it is text"),
             )
         text = node.value if not quoted and (value is None or isinstance(value, bool)) else ""
         return Node(value, loc, origin=str(loc), quoted=quoted, text=text)
