@@ -9,6 +9,7 @@ eval.pl's rule (a token whose form consists only of Unicode punctuation characte
 from __future__ import annotations
 
 import unicodedata
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from xfer.core.tasks import (
     first_unknown_label,
 )
 from xfer.tasks.conll.config import UdParseConfig
-from xfer.tasks.conll.readers import ConlluTree, duplicate_sentence_id, read_conllu_trees
+from xfer.tasks.conll.readers import ConlluTree, duplicate_sentence_id, read_conllu_trees, tree_problem
 
 SPLITS = ("train", "dev", "test")
 
@@ -50,6 +51,7 @@ class UdParseTask(Task):
         super().__init__(name, config if config is not None else UdParseConfig())
         self._trees: dict[Path, list[ConlluTree]] = {}
         self._splits: dict[str, list[ParsingExample]] = {}
+        self._raw: dict[str, dict[str, list[str]]] = {}  # split -> sentence id -> its lines as read
         self._labels: tuple[str, ...] | None = None
 
     def file_of(self, split: Split) -> Path | None:
@@ -72,7 +74,7 @@ class UdParseTask(Task):
             path = self.file_of(split)
             if path is None:
                 raise DataError(self.name, 0, f"no {split} file configured (set `{split}_file:` in the task config)")
-            examples, seen = [], {}
+            examples, seen, raw = [], {}, {}
             for number, tree in enumerate(self._read(path)):
                 self._check_upos(path, tree)
                 ident = tree.sent_id or f"{split}-{number}"
@@ -80,10 +82,12 @@ class UdParseTask(Task):
                     message = duplicate_sentence_id(ident, split, seen[ident], tree.line, not tree.sent_id)
                     raise DataError(path, tree.line, message, key="sent_id")
                 seen[ident] = (tree.line, not tree.sent_id)
+                raw[ident] = tree.raw
                 examples.append(
                     ParsingExample(ident, tuple(tree.words), tuple(tree.heads), tuple(tree.relations), tuple(tree.upos))
                 )
             self._splits[split] = examples
+            self._raw[split] = raw
         return self._splits[split]
 
     def _check_upos(self, path: Path, tree: ConlluTree) -> None:
@@ -200,19 +204,71 @@ class UdParseTask(Task):
     def write_predictions(
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
-        """CoNLL-U with the predicted HEAD and DEPREL (ID, FORM, UPOS kept; other columns `_`),
-        `# sent_id` comments, in example order. File: `<split>.conllu`."""
+        """CoNLL-U in example order, a blank line after each sentence. File: `<split>.conllu`.
+
+        A sentence read from the split's file is written as read (comments, multiword tokens,
+        empty nodes, every column) with only HEAD and DEPREL of its words replaced: the CoNLL 2018
+        evaluator refuses a file whose multiword tokens are missing when a token is not its words
+        joined (French `du` = `de le`), and the file compares line by line with the gold one.
+        A sentence not read from it (built in code) gets `# sent_id`, ID, FORM, UPOS, HEAD and
+        DEPREL, the other columns `_`.
+
+        Predictions that are not trees (argmax decoding can predict cycles and several root
+        words) are written as predicted, with a warning: the CoNLL 2018 evaluator, and this
+        task reading the file back, refuse them."""
         check_prediction_ids(self.name, examples, predictions, "sentence")
+        read = self._raw.get(split, {})
         lines: list[str] = []
+        not_trees: list[tuple[str, str]] = []
         for example in examples:
             assert isinstance(example, ParsingExample)
             heads, relations = self._checked(example, predictions)
-            lines.append(f"# sent_id = {example.id}\n")
-            upos = example.upos or ("_",) * len(example.words)
-            for i, (word, tag, head, rel) in enumerate(zip(example.words, upos, heads, relations, strict=True)):
-                lines.append(f"{i + 1}\t{word}\t_\t{tag}\t_\t_\t{head}\t{rel}\t_\t_\n")
+            problem = tree_problem(heads)
+            if problem is not None:
+                not_trees.append((example.id, problem))
+            raw = read.get(example.id)
+            if raw is not None and _words_of(raw) == list(example.words):
+                lines.extend(_with_arcs(line, heads, relations) + "\n" for line in raw)
+            else:
+                lines.append(f"# sent_id = {example.id}\n")
+                upos = example.upos or ("_",) * len(example.words)
+                for i, (word, tag, head, rel) in enumerate(zip(example.words, upos, heads, relations, strict=True)):
+                    lines.append(f"{i + 1}\t{word}\t_\t{tag}\t_\t_\t{head}\t{rel}\t_\t_\n")
             lines.append("\n")
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{split}.conllu"
         atomic_write_text(path, "".join(lines))  # checked first, replaced whole: never a shorter file
+        if not_trees:
+            first, problem = not_trees[0]
+            warnings.warn(
+                f"{self.name}: {len(not_trees)} of {len(examples)} predicted sentence(s) written to {path} are "
+                f"not trees (first {first!r}: {problem}); the CoNLL 2018 evaluator (conll18_ud_eval.py) refuses "
+                "the file: decode trees (CVT `parse_decoding: mst`) to evaluate it with that script",
+                stacklevel=2,
+            )
         return path
+
+
+def _word_id(line: str) -> int | None:
+    """The ID of a CoNLL-U word line (an integer), None for comments, multiword tokens (`3-4`)
+    and empty nodes (`5.1`), which carry no basic HEAD/DEPREL."""
+    if line.startswith("#"):
+        return None
+    ident = line.split("\t", 1)[0]
+    return int(ident) if ident.isascii() and ident.isdigit() else None
+
+
+def _words_of(raw: Sequence[str]) -> list[str]:
+    """FORMs of the word lines of a sentence's lines as read."""
+    return [line.split("\t")[1] for line in raw if _word_id(line) is not None]
+
+
+def _with_arcs(line: str, heads: Sequence[int], relations: Sequence[str]) -> str:
+    """`line` with HEAD and DEPREL (columns 7 and 8) of a word line replaced by its prediction;
+    any other line unchanged."""
+    ident = _word_id(line)
+    if ident is None:
+        return line
+    fields = line.split("\t")
+    fields[6], fields[7] = str(heads[ident - 1]), relations[ident - 1]
+    return "\t".join(fields)

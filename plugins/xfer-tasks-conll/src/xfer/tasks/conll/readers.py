@@ -10,7 +10,7 @@ format defines as not being syntactic words).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from xfer.core.errors import DataError
@@ -99,12 +99,15 @@ class ConlluSentence:
 
 @dataclass
 class ConlluRows:
-    """One CoNLL-U sentence as read: the 10 fields of each syntactic word and its line."""
+    """One CoNLL-U sentence as read: the 10 fields of each syntactic word and its line, and
+    `raw`, every line of the sentence as read (comments, multiword tokens, empty nodes and words,
+    without the line ending), so a prediction file can keep them (`UdParseTask.write_predictions`)."""
 
     line: int  # first line of the sentence (comment or word)
     sent_id: str | None
     rows: list[list[str]]
     lines: list[int]
+    raw: list[str] = field(default_factory=list)
 
 
 _TAG_INDEX = {"upos": 3, "xpos": 4}
@@ -217,7 +220,8 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
 
     Word lines have an integer ID (1, 2, ...); ranges `1-2` (multiword tokens) and decimal IDs
     `1.1` (empty nodes) are skipped, as the format prescribes for word-level annotation, once
-    their IDs are checked against the words around them (`_check_skipped_id`). Every
+    their IDs are checked against the words around them (`_check_skipped_id`), but kept with the
+    comments in `raw`. Every
     non-comment line must have exactly 10 tab-separated columns, none of them empty and only
     FORM, LEMMA and MISC holding spaces (`_bad_field`), and word IDs must count 1, 2, ...
     """
@@ -226,12 +230,13 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
     start, sent_id, sent_id_line, token_line = 0, None, 0, 0
     rows: list[list[str]] = []
     lines: list[int] = []
+    raw: list[str] = []
 
     ranges: list[tuple[int, int, int]] = []  # (line, first word, last word) of multiword tokens
     empty_nodes: dict[int, int] = {}  # word k -> last m of the empty nodes k.m read so far
 
     def close() -> None:
-        nonlocal start, sent_id, sent_id_line, token_line, rows, lines, ranges, empty_nodes
+        nonlocal start, sent_id, sent_id_line, token_line, rows, lines, raw, ranges, empty_nodes
         if start:
             if not rows:
                 raise DataError(path, start, "sentence has no words (comments without word lines)")
@@ -240,15 +245,16 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
                     raise DataError(
                         path, line, f"multiword token {low}-{high} ends after the last word ({len(rows)})", key="ID"
                     )
-            sentences.append(ConlluRows(start, sent_id, rows, lines))
+            sentences.append(ConlluRows(start, sent_id, rows, lines, raw))
         start, sent_id, sent_id_line, token_line = 0, None, 0, 0
-        rows, lines, ranges, empty_nodes = [], [], [], {}
+        rows, lines, raw, ranges, empty_nodes = [], [], [], [], {}
 
     for number, line in enumerate(split_lines(path, text), start=1):  # a BOM starting a line is refused there
         if not line.strip():
             close()
             continue
         start = start or number
+        raw.append(line)
         if line.startswith("#"):
             _check_comment(path, number, line, token_line, sent_id_line)
             key, sep, value = line[1:].partition("=")
@@ -329,6 +335,7 @@ class ConlluTree:
     relations: list[str]
     upos: list[str]
     lines: list[int]
+    raw: list[str] = field(default_factory=list)  # the sentence's lines as read (`ConlluRows.raw`)
 
 
 def read_conllu_trees(path: Path) -> list[ConlluTree]:
@@ -376,9 +383,22 @@ def read_conllu_trees(path: Path) -> list[ConlluTree]:
                 [fields[7] for fields in sentence.rows],
                 [fields[3] for fields in sentence.rows],
                 list(sentence.lines),
+                sentence.raw,
             )
         )
     return trees
+
+
+def tree_problem(heads: list[int]) -> str | None:
+    """Why `heads` (1-based, 0 = ROOT) is not a UD tree (several words attached to ROOT, or a
+    cycle, a word its own head included), or None when it is one."""
+    roots = [position for position, head in enumerate(heads, start=1) if head == 0]
+    if len(roots) != 1:
+        return f"{len(roots)} words attached to ROOT ({', '.join(str(w) for w in roots)})"
+    cycle = _first_cycle(heads)
+    if cycle:
+        return f"heads form a cycle through words {', '.join(str(w) for w in cycle)}"
+    return None
 
 
 def _first_cycle(heads: list[int]) -> list[int]:
