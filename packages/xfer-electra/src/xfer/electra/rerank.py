@@ -302,7 +302,7 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         raise DataError(path, number, "missing: the dev file needs a reference to choose λ", key="reference")
     if reference is not None and not isinstance(reference, str):
         raise DataError(path, number, f"must be a string, got {type(reference).__name__}", key="reference")
-    if (problem := unwritable(reference) or _bom_in_text(reference)) is not None:
+    if (problem := unwritable(reference) or bom_in_text(reference)) is not None:
         raise DataError(path, number, problem, key="reference")
     raw = value.get("hypotheses")
     if not isinstance(raw, list) or not raw:
@@ -328,13 +328,13 @@ def _entry(value: dict[str, Any], path: Path, number: int, need_reference: bool)
         for name, item_value in (("text", text), *extra.items()):
             if (problem := unwritable(item_value) or unwritable(name)) is not None:
                 raise DataError(path, number, problem, key=f"{where}.{name}")
-        if (problem := _bom_in_text(text)) is not None:
+        if (problem := bom_in_text(text)) is not None:
             raise DataError(path, number, problem, key=f"{where}.text")
         hypotheses.append(Hypothesis(text, float(score), extra))
     return NBestList(identifier, tuple(hypotheses), reference, str(path), number, "id" not in value)
 
 
-def _bom_in_text(text: Any) -> str | None:
+def bom_in_text(text: Any) -> str | None:
     """The message for a byte-order mark (U+FEFF) in a hypothesis or reference text, or None. It is
     what a generator leaves when it read its source with the BOM (`open(f).read()` keeps it on the
     first line) or read concatenated files. The tokenizer drops it, so "\\ufeffthe" was scored as

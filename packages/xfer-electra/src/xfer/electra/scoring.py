@@ -67,7 +67,7 @@ from xfer.core.textfile import read_text, split_lines
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
 from xfer.electra.objective import recorded_objective
-from xfer.electra.rerank import NON_FINITE, NBestList, check_plls, json_object, unwritable
+from xfer.electra.rerank import NON_FINITE, NBestList, bom_in_text, check_plls, json_object, unwritable
 from xfer.transformer.encoder import Encoder
 
 METHODS = ("auto", "electric", "mlm", "electra-tt", "two-tower")
@@ -118,7 +118,8 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
     (classic Mac) endings the whole file would otherwise be one text, silently. In JSONL, blank
     lines hold no record and are skipped; every other line must be an object with a string
     `text_field` (an optional `id` is carried to the output), no key given twice, and no NaN,
-    Infinity or lone surrogate escape in the text or the id (`rerank.unwritable`).
+    Infinity or lone surrogate escape in the text or the id (`rerank.unwritable`), and no byte-order
+    mark in the text (`rerank.bom_in_text`, as a text file's line and an n-best text).
     """
     path = Path(path)
     sniff = fmt == "auto"
@@ -147,6 +148,10 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
         for key, value in ((text_field, text), ("id", record.get("id"))):
             if (problem := unwritable(value)) is not None:
                 raise DataError(path, number, problem, key=key)
+        # a BOM starting a text line is refused (`split_lines`), and in an n-best text too: in a JSON
+        # string it was scored silently ("the\ufeffcat" is one unknown word, a single [UNK] piece)
+        if (problem := bom_in_text(text)) is not None:
+            raise DataError(path, number, problem, key=text_field)
         lines.append(Line(text, str(path), number, record.get("id")))
     if not lines:
         raise DataError(path, 0, "no records to score")
