@@ -15,6 +15,7 @@ file's first character (concatenated files), one file read as both languages.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
     """(line number, source, target) for each line pair; both files must have the same number of
     lines and no empty line (after stripping surrounding whitespace) but at their ends, and be two
     files: one file read as both sides (a symlink, or language suffixes differing only in case on a
-    case-insensitive file system) made every sentence its own translation, and BLEU near 100."""
+    case-insensitive file system) made every sentence its own translation, and BLEU near 100. Two
+    files with the same sentences (a copy) are read, with a warning (`_warn_copy`)."""
     try:
         same = source.samefile(target)
     except OSError:  # a missing or unreadable file is reported when it is read
@@ -93,7 +95,24 @@ def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
         )
     if not src:
         raise DataError(source, 1, "no sentences in file")
-    return [(number, a.strip(), b.strip()) for number, (a, b) in enumerate(zip(src, tgt, strict=True), start=1)]
+    pairs = [(number, a.strip(), b.strip()) for number, (a, b) in enumerate(zip(src, tgt, strict=True), start=1)]
+    _warn_copy(source, target, pairs)
+    return pairs
+
+
+def _warn_copy(source: Path, target: Path, pairs: list[tuple[int, str, str]]) -> None:
+    """A warning when every target sentence equals its source sentence: the target file is then a
+    copy of the source (a `cp train.en train.de` slip, a corpus whose other side was never
+    written), the split teaches or measures copying, and the identity scores BLEU 100 on it, all
+    without a word. A warning, not an error: a copy task (an auto-encoder, a denoising baseline)
+    is legitimate, and the two files differing only in whitespace or line endings is the same
+    case. Multi30k has no identical pair at all."""
+    if all(a == b for _, a, b in pairs):
+        warnings.warn(
+            f"{target}: each of its {len(pairs)} sentences is the same as in {source}: a copy of the source file? "
+            "Copying the input would score BLEU 100 on this split",
+            stacklevel=3,
+        )
 
 
 class ParallelTextTask(Task):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,8 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
     Checks: well-formed JSON without duplicate keys or lone surrogate escapes, required keys and
     their types, unique non-empty question ids, non-empty answer texts, each `answer_start`
     pointing at its answer text in the context, and `is_impossible` consistent with the answers
-    (v2) or absent/false (v1, which has no unanswerable questions).
+    (v2) or absent/false (v1, which has no unanswerable questions). Empty question texts are
+    kept with a warning (`_warn_empty_questions`).
     `plausible_answers` of unanswerable v2 questions are not kept.
     """
     text = read_text(path)
@@ -177,7 +179,42 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
                 examples.append(_question(qa, context, title, f"{where}.qas[{q}]", path, locate, version, seen))
     if not examples:
         raise DataError(path, 1, "no questions in file")
+    _warn_empty_questions(path, locate, examples)
+    if version == 2 and not any(example.is_impossible for example in examples):
+        _warn_no_unanswerable(path, root.get("version"), len(examples))
     return examples
+
+
+def _warn_no_unanswerable(path: Path, file_version: Any, count: int) -> None:
+    """A warning that a file read by squad/v2 has no unanswerable question: a SQuAD 1.1 file
+    (`train-v1.1.json` given to squad/v2) was read without a word, and then trained a model that
+    never sees "no answer" while its null score may still answer "" (0 on every such question),
+    under the v2 metric names (`exact`, not `exact_match`): numbers that compare with neither
+    SQuAD 1.1 nor 2.0 results. A warning, not an error: the v2 scores of such a file are well
+    defined, and a small file of one's own may simply have no unanswerable question."""
+    said = f" and its version field says {file_version!r}" if isinstance(file_version, str) else ""
+    warnings.warn(
+        f"{path}: none of its {count} questions is unanswerable (is_impossible){said}: a SQuAD 1.1 file? "
+        "squad/v1 scores SQuAD 1.1 (exact_match, f1, never a no-answer)",
+        stacklevel=3,
+    )
+
+
+def _warn_empty_questions(path: Path, locate: _Locator, examples: list[SpanQAExample]) -> None:
+    """A warning (count, first id and its line) for questions whose text is empty or only
+    whitespace. They were read without a word: the model then sees `[CLS] [SEP] context` and
+    answers from the context alone, a dev or test score measuring no question. They are kept, not
+    refused, as the GLUE readers keep QQP's empty sentences: the official files are crowd-sourced,
+    and no copy was at hand to prove them free of such a record (the shared data has no SQuAD),
+    which must not make an official file unreadable; the official scorer scores it like any other."""
+    empty = [example.id for example in examples if not example.question.strip()]
+    if empty:
+        line = locate.line(_QuestionId(empty[0]))
+        warnings.warn(
+            f"{path}:{line}: {len(empty)} of {len(examples)} question(s) have an empty or whitespace-only question "
+            f"text (first {empty[0]!r}); kept, answered from the context alone",
+            stacklevel=3,
+        )
 
 
 _LAYOUT = 'squad tasks read the official SQuAD JSON: {"data": [{"paragraphs": [{"context": ..., "qas": [...]}]}]}'
