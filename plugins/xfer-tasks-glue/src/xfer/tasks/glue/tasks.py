@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from xfer.core.atomic import atomic_write_text
+from xfer.core.atomic import atomic_write_text, fsync_dir
 from xfer.core.errors import DataError, UserError
 from xfer.core.tasks import Example, SentenceExample, Split, Task, TaskInfo, check_prediction_ids
 from xfer.tasks.glue import scoring
@@ -243,16 +243,38 @@ class MNLITask(GlueTask):
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
         """MNLI's file as every GLUE task's; the diagnostic examples among the test split's go to
-        `AX.tsv` beside it (`ax.tsv` when `max_examples` cut the split: no submission file then)."""
+        `AX.tsv` beside it (`ax.tsv` when `max_examples` cut the split: no submission file then).
+
+        The pair is published in one order: MNLI's file is removed first and written last, so it
+        marks a complete pair. Written one after the other over an older run's pair, a kill between
+        the two writes left the new model's AX.tsv beside the old model's MNLI-m.tsv, a mismatched
+        submission that looked complete; now that kill leaves MNLI-m.tsv missing, which the GLUE
+        server (and any packer) refuses, and the re-run writes both."""
         diagnostic = [e for e in examples if e.id.startswith(f"{AX_SPEC.key}-")]
         if split != "test" or not diagnostic:
+            if split == "test":
+                # An AX file beside it is an older model's (`diagnostic` was on then): left in place it
+                # made a pair with the new MNLI-m.tsv that looked like one complete submission. Removed
+                # after the checks (bad predictions leave the old pair intact) and before the write (a
+                # kill in between leaves no mismatched pair either).
+                check_prediction_ids(self.name, examples, predictions)
+                self._submission_text(examples, predictions)
+                whole = len(examples) >= self._rows.get("test", 0)
+                stale = directory / (AX_SPEC.submission if whole else "ax.tsv")
+                if stale.exists():
+                    stale.unlink()
+                    fsync_dir(directory)
             return super().write_predictions(directory, split, examples, predictions)
         check_prediction_ids(self.name, examples, predictions)
         whole = len(examples) >= self._rows.get("test", 0)
         mnli = [e for e in examples if not e.id.startswith(f"{AX_SPEC.key}-")]
         texts = self._submission_text(diagnostic, predictions), self._submission_text(mnli, predictions)
-        _write(directory / (AX_SPEC.submission if whole else "ax.tsv"), texts[0])  # both checked first
-        return _write(directory / (self.spec.submission if whole else "test.tsv"), texts[1])
+        mnli_path = directory / (self.spec.submission if whole else "test.tsv")
+        mnli_path.unlink(missing_ok=True)  # both checked first; from here the pair is incomplete until the end
+        if directory.is_dir():
+            fsync_dir(directory)  # the removal must be durable before the new AX.tsv is
+        _write(directory / (AX_SPEC.submission if whole else "ax.tsv"), texts[0])
+        return _write(mnli_path, texts[1])
 
 
 class MNLIMismatchedTask(GlueTask):
