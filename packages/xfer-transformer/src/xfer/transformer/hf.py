@@ -161,17 +161,31 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
 
     directory = Path(directory)
     single, index, legacy = (directory / n for n in _WEIGHT_FILES)
-    try:
-        if single.is_file():
+    # each error names the file that does not read (not only the folder): in a folder of shards,
+    # "cannot read safetensors weights" alone left the user to find which of them is damaged
+    if single.is_file():
+        try:
             return load_file(single)
-        if index.is_file():
-            weight_map = json.loads(index.read_text())["weight_map"]
-    except Exception as e:  # corrupt header, unreadable index, ...
-        raise CheckpointError(f"{directory}: cannot read safetensors weights: {e}") from e
+        except Exception as e:  # corrupt header, truncated file, unreadable, ...
+            raise CheckpointError(f"{single}: cannot read safetensors weights (truncated or damaged?): {e}") from e
     if index.is_file():
-        return _read_shards(directory, index, weight_map)
+        try:
+            document = json.loads(index.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{index}: cannot read the shard index: {e}") from e
+        if not isinstance(document, dict) or "weight_map" not in document:
+            raise CheckpointError(f"{index}: not a shard index (a JSON object with a 'weight_map' of tensor -> shard)")
+        return _read_shards(directory, index, document["weight_map"])
     if legacy.is_file():
         return _load_bin(legacy)
+    sharded_bin = directory / "pytorch_model.bin.index.json"
+    if sharded_bin.is_file():
+        # "no weights file" in a folder of weight files sent the user looking for a missing download
+        raise CheckpointError(
+            f"{sharded_bin}: sharded pytorch_model-*.bin weights are not read (only model.safetensors, its shards, "
+            "or a single pytorch_model.bin): convert the checkpoint to safetensors in a trusted environment "
+            "(transformers: `from_pretrained(...).save_pretrained(folder)`)"
+        )
     # a shard a snapshot's index names can be a dangling link as well: any dangling link means the download is incomplete
     raise CheckpointError(incomplete_download(directory) or f"{directory}: {NO_WEIGHTS}")
 
@@ -205,7 +219,9 @@ def _read_shards(directory: Path, index: Path, weight_map: Any) -> dict[str, Ten
             loaded = load_file(directory / shard)
         except Exception as e:  # corrupt header, missing shard, ...
             hint = incomplete_download(directory, (shard,))
-            raise CheckpointError(hint or f"{directory}: cannot read safetensors weights: {e}") from e
+            raise CheckpointError(
+                hint or f"{directory / shard}: cannot read safetensors weights (a shard {index.name} lists): {e}"
+            ) from e
         for name, t in loaded.items():
             if name in origin:
                 raise CheckpointError(
@@ -229,6 +245,8 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
     """Weights-only load: arbitrary pickled objects are refused, never executed."""
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as e:  # a zip cut short in its first 64 KiB (torch seeks before its start: EINVAL), unreadable
+        raise CheckpointError(f"{path}: cannot read (truncated or damaged?): {e}") from e
     except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError) as e:
         raise CheckpointError(
             f"{path}: refused: not loadable as weights only (it contains pickled objects other than tensors, or is "
@@ -274,6 +292,16 @@ def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") 
     pos = config.get("position_embedding_type", "absolute")
     if pos != "absolute":
         raise CheckpointError(f"{source}: unsupported position_embedding_type {pos!r} (only 'absolute')")
+    for key in ("is_decoder", "add_cross_attention"):
+        # a decoder (BertLMHeadModel, an encoder-decoder's half) attends causally, and with cross-attention
+        # to an encoder too: its weights loaded into xfer's bidirectional encoder computed another
+        # function than in transformers, without a word
+        if config.get(key):  # as transformers tests it
+            raise CheckpointError(
+                f"{source}: {key} is {config[key]!r}: a decoder checkpoint (causal attention"
+                f"{', cross-attention' if key == 'add_cross_attention' else ''}), which the xfer encoder "
+                "(bidirectional self-attention only) cannot compute; use an encoder checkpoint"
+            )
     archs = config.get("architectures")
     if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
         # a bare string's first letter was taken for the class: the head was dropped without a word
@@ -393,11 +421,23 @@ def hf_to_xfer(bare: dict[str, Tensor], config: EncoderConfig, source: str) -> t
         )
     for name, t in state.items():
         _check_shape(name, t, shapes[name], source)
-    # encoder layers beyond num_hidden_layers would otherwise be silently ignored
+    # encoder layers beyond num_hidden_layers, or parts of a layer the xfer encoder does not have,
+    # would otherwise be silently ignored
     extra_layers = sorted(n for n in bare if n.startswith("encoder.layer.") and n not in used)
-    if extra_layers:
+    beyond = [
+        n for n in extra_layers if not (m := re.match(r"encoder\.layer\.(\d+)\.", n)) or int(m[1]) >= config.num_layers
+    ]
+    if beyond:
         raise CheckpointError(
-            f"{source}: tensors for layers beyond num_hidden_layers={config.num_layers}: {extra_layers[0]}, ..."
+            f"{source}: tensors for layers beyond num_hidden_layers={config.num_layers}: {beyond[0]}, ..."
+        )
+    if extra_layers:
+        # within the layer count: no missing layer, but a part the layer has in another variant
+        # (cross-attention, relative positions); "beyond num_hidden_layers" named the wrong cause
+        more = f" (+{len(extra_layers) - 1} more)" if len(extra_layers) > 1 else ""
+        raise CheckpointError(
+            f"{source}: tensor {extra_layers[0]!r}{more} (without the model prefix) is not part of a BERT/ELECTRA encoder "
+            "layer as the xfer encoder computes it (a variant with cross-attention or other extra layer weights?)"
         )
     return state, used
 
@@ -637,7 +677,8 @@ def export_hf(
 
     head_kind defaults to the head's own `kind`; its registered HF map (head registry of `host`,
     default the process-wide plugin host) gives the HF class and tensor names. extra_tensors (HF names, e.g. `HeadInfo.remaining`
-    from `load_hf`) are written as given, unless one names a tensor of the model (a ValueError);
+    from `load_hf`) are written as given (floating ones in the encoder's dtype), unless one names a
+    tensor of the model (a ValueError);
     extra_config entries override config.json fields (e.g.
     real `id2label`), except those that describe the weights (`_ARCHITECTURE_KEYS`: a value that
     differs is a ValueError). A BertModel needs its pooler (`pooler.dense.*`) in extra_tensors, else
@@ -690,7 +731,11 @@ def export_hf(
             f"{[written[n.removeprefix(prefix)] for n in clash[:3]]}: extra tensors are for what the model "
             "does not hold (HeadInfo.remaining)"
         )
-    tensors |= extra_tensors or {}
+    # in the model's dtype: `HeadInfo.remaining` of a bf16 checkpoint (a BERT's pooler) written as
+    # bf16 beside fp32 weights made transformers' default `dtype="auto"` (it takes the first
+    # floating tensor's dtype when config.json names none) load the whole exported model in bf16
+    dtype = encoder.embeddings.word.weight.dtype
+    tensors |= {n: t.to(dtype) if t.is_floating_point() else t for n, t in (extra_tensors or {}).items()}
     derived = _hf_config(config, model_type, arch, extra_cfg)
     for key, value in (extra_config or {}).items():
         if key in _ARCHITECTURE_KEYS and value != derived.get(key):
@@ -699,6 +744,12 @@ def export_hf(
                 f"config.json's {key} must describe the weights written (the encoder config sets it)"
             )
     hf_config = _hf_config(config, model_type, arch, {**extra_cfg, **(extra_config or {})})
+    # serialised before the folder is touched: a value JSON cannot hold (a numpy label) failed only
+    # when config.json was written, after the earlier export's config.json and weights were gone
+    try:
+        config_text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"extra_config: config.json would not be JSON: {e}") from e
 
     directory = Path(directory)
     own_tokenizer = vocab_file is not None and Path(vocab_file).resolve() == (directory / "vocab.txt").resolve()
@@ -735,9 +786,7 @@ def export_hf(
     elif vocab_file is not None and not own_tokenizer:
         _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
     _atomic_write(directory / "model.safetensors", lambda p: save_file(plain, p, metadata={"format": "pt"}))
-    _atomic_write(
-        directory / "config.json", lambda p: Path(p).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
-    )
+    _atomic_write(directory / "config.json", lambda p: Path(p).write_text(config_text))
     return directory
 
 
