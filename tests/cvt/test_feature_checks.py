@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from xfer.core.errors import DataError, RecipeError
+from xfer.core.errors import CheckpointError, DataError, RecipeError
 from xfer.core.recipes.recipe import load_recipe
 from xfer.core.runs.preflight import preflight
 from xfer.cvt.testing import tiny_cvt_recipe, write_tiny_data
@@ -116,3 +116,22 @@ def test_a_generator_and_untrained_positions_are_said(tmp_path: Path) -> None:
     report = (tmp_path / "run" / "fit" / "report.md").read_text(encoding="utf-8")
     assert f"features.init: {folder} is the generator of an electra.rtd pre-training" in report
     assert f"features.max_length 12 is more than the 8 tokens per example {folder} was pre-trained on" in report
+
+
+def test_a_features_checkpoint_missing_encoder_tensors_is_refused_before_training(tmp_path: Path) -> None:
+    """An xfer model dir whose weights lack an encoder tensor (a hand-pruned or half-converted file) passed
+    the pre-flight: it was found only when the CVT stage loaded it, after the stages before it had run."""
+    from safetensors.torch import load_file, save_file
+
+    folder = save_checkpoint(tmp_path / "electra")
+    weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    dropped = next(name for name in sorted(tensors) if "layers.1." in name or "layer.1." in name)
+    del tensors[dropped]
+    save_file(tensors, weights)
+    recipe = features_recipe(tmp_path, "{init: electra, max_length: 12}")
+    host = make_host(autoload=True)
+    (problem,) = preflight(load_recipe(recipe, host=host), host)
+    assert "missing" in problem and str(weights.name) in problem
+    with pytest.raises(CheckpointError, match="missing tensors of module 'encoder'"):
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))

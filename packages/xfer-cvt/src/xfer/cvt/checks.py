@@ -39,9 +39,15 @@ def features_problems(init: Path, tokenizer: Path | None, max_length: int, layer
     checkpoint's own), `features.max_length` and `features.layer`."""
     from xfer.transformer.finetune_config import checkpoint_format_problem, read_vocabulary, vocabulary_mismatch
 
+    from xfer.transformer.modelio import encoder_weights_problem
+
     unusable = checkpoint_format_problem(init, "features.init")
     if unusable is not None:
         return [unusable]
+    # missing or extra encoder tensors of an xfer model dir passed the pre-flight and were found only when
+    # the stage loaded them, after earlier stages ran (`transformer.finetune`'s pre-flight refuses them too)
+    if (tensors := encoder_weights_problem(init)) is not None:
+        return [tensors]
     sizes = checkpoint_sizes(init)
     problems: list[UserError] = []
     ours = read_vocabulary(tokenizer if tokenizer is not None else init)
