@@ -38,7 +38,6 @@ def features_problems(init: Path, tokenizer: Path | None, max_length: int, layer
     """Every problem of the `features.init` folder with its tokenizer folder (None: the
     checkpoint's own), `features.max_length` and `features.layer`."""
     from xfer.transformer.finetune_config import checkpoint_format_problem, read_vocabulary, vocabulary_mismatch
-
     from xfer.transformer.modelio import encoder_weights_problem
 
     unusable = checkpoint_format_problem(init, "features.init")
