@@ -9,7 +9,8 @@ Layout of `checkpoints/`:
       rng.safetensors     torch CPU/CUDA generator states
       metric_sums.safetensors  training metrics summed since the last log (resume logs the same averages)
       state.json          step, data cursor, Python/NumPy RNG, best metric, ...
-      manifest.json       size and sha256 of every file above, written last
+      manifest.json       size and sha256 of every file above, written last; its `format` (FORMAT)
+                          above this xfer's is refused (NewerCheckpointError), never taken for damage
     corrupt-step-000400-20261124T120000/   a damaged checkpoint moved aside on resume
     latest                text file naming the newest complete checkpoint
     best                  text file naming the best checkpoint (by the evaluator's metric)
@@ -23,8 +24,9 @@ Damage after the fact (a truncated copy, a flipped byte, a filesystem that lied 
 is caught by `manifest.json`: `verify_checkpoint` re-hashes every file before a resume.
 `load_latest_intact` (what the trainer resumes through) moves a damaged checkpoint aside to
 `corrupt-step-...`, says so naming the file and the step it falls back to, and resumes from the
-newest intact one, or starts fresh. How far back it can fall depends on `keep_checkpoints`
-(the default 1 keeps only the latest plus the best): the previous checkpoint is pruned as soon
+newest intact one, or starts fresh; the checkpoint `best` names is checked (and moved aside) too.
+How far back it can fall depends on `keep_checkpoints` (the default 1 keeps only the latest plus
+the best): the previous checkpoint is pruned as soon
 as the new one is complete, so keeping a spare costs disk and is the user's choice. Checkpoints
 written before manifests existed are checked structurally (safetensors headers against file
 sizes, the optimizer zip's CRCs, state.json parsing).
@@ -59,6 +61,13 @@ from xfer.core.errors import CheckpointError
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 MANIFEST = "manifest.json"
+FORMAT = 1
+"""The checkpoint layout this xfer writes (`format` in manifest.json) and the newest it can read."""
+
+
+class NewerCheckpointError(CheckpointError):
+    """A checkpoint written in a newer layout than this xfer reads (its manifest's `format`): not damage,
+    so resume must not move it aside and start over, and loading it as this layout could misread it."""
 
 
 def write_pointer(path: Path, target: str) -> None:
@@ -164,7 +173,7 @@ def _write_checkpoint_files(tmp: Path, payload: CheckpointPayload) -> None:
     for file in files:
         as_created(file)  # safetensors writes its files 0600
         fsync_file(file)
-    manifest = {"format": 1, "files": {f.name: _describe(f) for f in files}}
+    manifest = {"format": FORMAT, "files": {f.name: _describe(f) for f in files}}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
     fsync_file(tmp / MANIFEST)
 
@@ -231,9 +240,21 @@ def _manifest(path: Path) -> dict[str, Any] | None:
     if not manifest_file.exists():
         return None
     try:
-        entries = dict(json.loads(manifest_file.read_text(encoding="utf-8"))["files"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        entries = dict(manifest["files"])
+        version = manifest.get("format", FORMAT)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"{manifest_file}: unreadable checkpoint manifest: {exc}") from None
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CheckpointError(f"{manifest_file}: unreadable checkpoint manifest: format {version!r}")
+    if version > FORMAT:
+        # A newer xfer's checkpoint (a run directory shared with a newer install) was read as this layout,
+        # or, if anything in it failed to load, moved aside as damaged and the stage started over.
+        raise NewerCheckpointError(
+            f"{path}: written by a newer xfer (checkpoint format {version}; this one reads format {FORMAT} "
+            f"and older): resume it with that xfer (upgrade this one), or delete {path.parent} to train "
+            "from the start"
+        )
     return entries
 
 
@@ -313,12 +334,14 @@ def move_aside(path: Path) -> Path:
 
 
 def _select_intact(directory: Path, warn: Callable[[str], None]) -> Path | None:
-    """Newest checkpoint that verifies; damaged ones on the way are moved aside. Rank 0 only."""
+    """Newest checkpoint that verifies, and the best one checked too; damaged ones are moved aside. Rank 0 only."""
     damaged: list[tuple[Path, Path, str]] = []
 
     def intact(path: Path) -> bool:
         try:
             verify_checkpoint(path)
+        except NewerCheckpointError:
+            raise  # not damage: never moved aside, and no older checkpoint taken in its place
         except CheckpointError as exc:
             damaged.append((path, move_aside(path), str(exc)))
             return False
@@ -329,11 +352,14 @@ def _select_intact(directory: Path, warn: Callable[[str], None]) -> Path | None:
         if intact(candidate):
             chosen = candidate
             break
-    if not damaged:
-        return chosen
-    best = read_pointer(directory / "best")  # damage rarely comes alone: check the other survivor too
+    # The best checkpoint too, even behind an intact latest one: `select: best` loads it when training
+    # ends, and a damaged one failed the stage there on every re-run, after the resume had found nothing
+    # wrong. Moved aside, the trainer chooses the best one again (`Trainer._reconcile_best`).
+    best = read_pointer(directory / "best")
     if best is not None and best != chosen:
         intact(best)
+    if not damaged:
+        return chosen
     if chosen is not None:
         write_pointer(directory / "latest", chosen.name)
     else:
@@ -354,11 +380,25 @@ def load_latest_intact(directory: Path, warn: Callable[[str], None] = _warn) -> 
     Rank 0 verifies candidates newest first (manifest sizes and hashes), moves damaged ones aside
     with a warning that names the file and the step resumed from, and repoints `latest`; every
     rank then gets the same answer. Every process of a distributed run must call it.
+
+    A CheckpointError of rank 0's (a checkpoint from a newer xfer) is raised on every rank, as each
+    rank's own error: the others waited for rank 0's answer until its exit closed the connection, and
+    ended in gloo's "Connection closed by peer", said as a process lost "without an error of its own".
+    Other errors (an OSError) are not passed on: raised on the other ranks too, the runner could name
+    one of them as the rank that failed ("rank 1 failed: rank 0 failed: ...").
     """
-    chosen = None
+    chosen, failure, error = None, None, None
     if dist.is_main() and directory.exists():
-        chosen = _select_intact(directory, warn)
-    name = dist.broadcast_object(None if chosen is None else chosen.name)
+        try:
+            chosen = _select_intact(directory, warn)
+        except CheckpointError as exc:  # raised below, after the other ranks have heard of it
+            failure, error = exc, (isinstance(exc, NewerCheckpointError), str(exc))
+    name, error = dist.broadcast_object((None if chosen is None else chosen.name, error))
+    if failure is not None:
+        raise failure
+    if error is not None:
+        newer, message = error
+        raise NewerCheckpointError(message) if newer else CheckpointError(message)
     return None if name is None else directory / name
 
 

@@ -35,17 +35,33 @@ class RankFailed(UserError):
 
 class PeerLost(UserError):
     """Another rank vanished without recording an error (SIGKILL, the out-of-memory killer, a lost
-    node), which ended this rank's collectives: said without the backend's traceback."""
+    node, or a SIGTERM sent to that rank alone: a scheduler's preemption, `kill PID`), which ended this
+    rank's collectives: said without the backend's traceback.
+
+    A rank stopped by SIGTERM records no error either (it was stopped, it did not fail), so this is
+    what the other ranks see of it too: the message named only a kill or a lost node, and kept gloo's
+    "This is typically caused by a remote worker crashing ... GLHF!", which sent users looking for a
+    crash that never happened."""
 
     exit_code = 1
 
     def __init__(self, error: str) -> None:
         super().__init__(
             "another process of this torchrun launch stopped without an error of its own (killed, e.g. by "
-            "the out-of-memory killer, or its node was lost; torchrun's summary names its rank), and this "
-            f"one lost it: {error}; re-run the same command to resume from the last checkpoint"
+            "the out-of-memory killer, or stopped by a SIGTERM sent to it alone, e.g. by a scheduler or `kill`, "
+            "or its node was lost; torchrun's summary names its rank and exit code: 143 for SIGTERM), and "
+            f"this one lost it: {_without_advice(error)}; re-run the same command to resume from the last "
+            "checkpoint"
         )
         _RELAYED[str(self)] = None
+
+
+def _without_advice(error: str) -> str:
+    """The backend's lost-peer error up to the end of the sentence that says so: gloo goes on with
+    "This is typically caused by a remote worker crashing. Check the logs ... GLHF! 🏖️"."""
+    found = _PEER_LOST.search(error)
+    end = error.find(". ", found.end()) if found else -1
+    return (error if end < 0 else error[:end]).rstrip(".")
 
 
 _RELAYED: dict[str, tuple[int, str] | None] = {}
