@@ -4,6 +4,11 @@
 head of every node (heads[0] = -1) of the highest-scoring tree, with exactly one word attached to
 ROOT when `single_root` (UD and the PTB conversions have one root word): if the unconstrained
 tree has several, every word is tried as the only root child and the best tree wins.
+
+A NaN score (a model's overflow, inf - inf) is an impossible arc, as -inf is: numpy's argmax takes
+NaN for the maximum, so one NaN arc was chosen over every finite one, and the tree returned scored
+below the best (finite) tree. When every tree needs an impossible arc, `max_tree` returns one with
+the fewest, the best by its other arcs.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ def _cycle(heads: np.ndarray) -> list[int]:
 def chu_liu_edmonds(scores: np.ndarray) -> np.ndarray:
     """Heads of the maximum spanning arborescence rooted at node 0 (no constraint on its children)."""
     s = np.array(scores, dtype=np.float64)
+    s[np.isnan(s)] = -np.inf  # impossible (see the module docstring), not the maximum argmax takes it for
     np.fill_diagonal(s, -np.inf)
     s[:, 0] = -np.inf
     heads = s.argmax(axis=0)
@@ -71,19 +77,23 @@ def tree_score(scores: np.ndarray, heads: np.ndarray) -> float:
 
 def max_tree(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
     """Heads (heads[0] = -1) of the best tree; see the module docstring."""
-    heads = chu_liu_edmonds(scores)
+    scores = np.where(np.isnan(scores), -np.inf, np.asarray(scores, dtype=np.float64))
+    # Impossible arcs become very bad but finite, so that when every tree needs one, the tree with
+    # the fewest, then the best other arcs, wins (at -inf, the contraction of a cycle that only
+    # impossible arcs enter broke it at its first node, and the first root word tried won).
+    finite = np.where(scores == -np.inf, _IMPOSSIBLE, scores)
+    heads = chu_liu_edmonds(finite)
     if not single_root or int((heads[1:] == 0).sum()) <= 1:
         return heads
-    # Impossible arcs become very bad but finite, and other ROOT arcs worse still, so that a tree
-    # with one root is found even when every such tree uses an impossible arc.
-    finite = np.where(np.isfinite(scores), scores, _IMPOSSIBLE)
+    # Other ROOT arcs worse still, so that a tree with one root is found even when every such tree
+    # uses an impossible arc.
     best, best_score = heads, None
     for root in range(1, len(heads)):
         constrained = finite.copy()
         constrained[0, :] = _SECOND_ROOT
         constrained[0, root] = finite[0, root]
         candidate = chu_liu_edmonds(constrained)
-        value = tree_score(scores, candidate)
+        value = tree_score(finite, candidate)
         if best_score is None or value > best_score:
             best, best_score = candidate, value
     return best

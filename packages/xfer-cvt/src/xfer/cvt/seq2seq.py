@@ -186,9 +186,13 @@ class Seq2seqModule(nn.Module):
         hypothesis that holds its source's length limit of output tokens (2 x source words + 10, at
         most `max_length`; the </s> after them not counted) can only emit </s>, and the search stops
         when every hypothesis has ended. The limit counted the </s>: `max_target_length: N` gave at
-        most N - 1 tokens, and 1 gave every source an empty output. Among the
-        final `beam` hypotheses of a source, the best normalised score wins. <pad> and <s> are
-        never emitted: no target holds them, yet an undertrained decoder could rank them first
+        most N - 1 tokens, and 1 gave every source an empty output. Each step keeps the `beam`
+        candidates of a source with the best normalised score (finished ones included; TF's
+        BeamSearchDecoder prunes by its penalised score too), and among the final ones the best
+        wins; with length_penalty 0 that is the raw log p, and a beam of 1 is greedy decoding (a
+        row's candidates share one length). Kept by raw log p, a finished short hypothesis held its
+        slot against longer ones that ranked above it, and a beam of 2 returned an output a beam of
+        3 beat. <pad> and <s> are never emitted: no target holds them, yet an undertrained decoder could rank them first
         (a <pad> then vanished from the output its hypothesis was scored as, and a CVT teacher
         target lost a token; a <s> was printed as the text "<s>")."""
         memory, (h, c) = self.memory(states)
@@ -215,10 +219,16 @@ class Seq2seqModule(nn.Module):
             logp[last] = torch.where(torch.arange(vocab, device=device) == EOS, logp[last], float("-inf"))
             logp[ended] = float("-inf")
             logp[ended, T_PAD] = 0.0
-            top_scores, top = (scores.view(-1, 1) + logp).view(batch, beam * vocab).topk(beam, dim=-1)
+            totals = (scores.view(-1, 1) + logp).view(batch, beam * vocab)
+            # kept by the score they are ranked by: by raw log p, a finished short hypothesis (its
+            # score frozen) held its slot against longer ones of a better normalised score
+            grown = (lengths + (~ended).float()).clamp_min(1.0)  # every candidate of a row: same length
+            ranked = totals.view(rows, vocab) / grown[:, None] ** length_penalty if length_penalty > 0 else totals
+            top = ranked.view(batch, beam * vocab).topk(beam, dim=-1).indices
+            top_scores = totals.gather(1, top)
             source = (offsets + top // vocab).view(-1)
             token = (top % vocab).view(-1)
-            lengths = lengths[source] + (~ended[source]).float()
+            lengths = grown[source]
             ended = ended[source] | (token == EOS)
             tokens = torch.cat([tokens[source], token[:, None]], dim=1)
             h, c = h[:, source], c[:, source]
