@@ -18,6 +18,7 @@ so masks are drawn on the fly and resume stays exact.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -48,11 +49,34 @@ def candidates(input_ids: Tensor, attention_mask: Tensor, special_ids: Tensor) -
     return attention_mask.bool() & ~torch.isin(input_ids, special_ids)
 
 
-def target_count(n_tokens: Tensor, mask_prob: float, rounding: str = "round") -> Tensor:
+def has_float64(device: torch.device) -> bool:
+    """Whether tensors of `device` may be float64: Apple's MPS has no float64 at all (creating one
+    raises TypeError), CPU and CUDA have it."""
+    return device.type != "mps"
+
+
+@functools.lru_cache(maxsize=32)
+def _count_table(mask_prob: float, max_tokens: int, rounding: str, device: torch.device) -> Tensor:
+    """int64 [max_tokens + 1]: `target_count` of n = 0 .. max_tokens, computed on the CPU (float64 for
+    "ceil": the same IEEE operations as on any float64 device; float32 for "round", whose ties round
+    to even there) and copied once to `device`. Looking counts up there is exact integer work: no
+    float64 on the device (MPS has none), no device-specific rounding, no host sync per step."""
+    return target_count(torch.arange(max_tokens + 1), mask_prob, rounding).long().to(device)
+
+
+def target_count(n_tokens: Tensor, mask_prob: float, rounding: str = "round", max_tokens: int | None = None) -> Tensor:
     """mask_prob x n per sequence, before the cap and the candidate count (`xfer.electra.flops`
     costs the same numbers). "round": the original ELECTRA's float32 round, ties included. "ceil"
     (Electric's k): in float64, a product within 1e-9 of a whole number taken as that number; in
-    float32, 0.15 x 100 = 15.000001 gave k = 16 where the thesis's ceil(0.15 n) is 15."""
+    float32, 0.15 x 100 = 15.000001 gave k = 16 where the thesis's ceil(0.15 n) is 15.
+
+    With `max_tokens` (a bound on the integer counts `n_tokens`, as `select` knows: the sequence
+    length), the counts are looked up (int64) in a table computed on the CPU (`_count_table`)
+    instead of computed on `n_tokens`'s device: the same values, and a run with `--device mps` no
+    longer fails at its first Electric step on MPS's missing float64."""
+    if max_tokens is not None:
+        table = _count_table(float(mask_prob), int(max_tokens), rounding, n_tokens.device)
+        return table[n_tokens.long().clamp(0, max_tokens)]
     if rounding == "ceil":
         return torch.ceil(n_tokens.double() * mask_prob - 1e-9)
     return torch.round(n_tokens.float() * mask_prob)
@@ -68,7 +92,7 @@ def select(
 ) -> Selection:
     """A fixed count of distinct candidate positions per sequence, uniformly at random."""
     allowed = candidates(input_ids, attention_mask, special_ids)
-    raw = target_count(attention_mask.sum(-1), mask_prob, rounding)
+    raw = target_count(attention_mask.sum(-1), mask_prob, rounding, max_tokens=input_ids.shape[1])
     count = torch.minimum(raw.long().clamp(1, cap), allowed.sum(-1))
     # The top-`count` of i.i.d. uniform scores over the candidates is a uniform draw without replacement.
     scores = torch.rand(input_ids.shape, device=input_ids.device).masked_fill_(~allowed, -1.0)

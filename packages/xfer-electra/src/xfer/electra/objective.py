@@ -138,8 +138,13 @@ def detection_metrics(logits: Tensor, replaced: Tensor) -> dict[str, Tensor]:
     ordered = logits.sort().values
     below = torch.searchsorted(ordered, logits, right=False)  # values strictly below each logit
     through = torch.searchsorted(ordered, logits, right=True)  # ... and those equal to it
-    ranks = (below + through + 1).double() / 2  # the average of the 1-based ranks below+1 .. through
-    u = ranks[labels].sum() - n_pos.double() * (n_pos + 1) / 2
+    # Twice the rank sums, exactly in int64 (average ranks are half-integers): the old float64 ranks
+    # failed on MPS, which has no float64, and their boolean-mask indexing synced with the host.
+    twice_ranks = below + through + 1  # 2 x the average of the 1-based ranks below+1 .. through
+    twice_u = torch.where(labels, twice_ranks, 0).sum() - n_pos * (n_pos + 1)
+    # divided in float64 where the device has it (the same bits as before on CPU/CUDA), else float32
+    dtype = torch.float64 if masking.has_float64(logits.device) else torch.float32
+    u = twice_u.to(dtype) / 2
     auc = torch.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg).clamp(min=1), torch.full_like(u, 0.5))
     return {
         "disc_accuracy": 100.0 * (predicted == labels).float().mean(),
@@ -164,6 +169,23 @@ def _cross_entropy(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
     accuracy = 100.0 * (logits.detach().argmax(-1) == targets).float().mean() if targets.numel() else loss.detach()
     return loss, accuracy
+
+
+def _copy_mixture_argmax(log_softmax: Tensor, copy_logit: Tensor, inputs: Tensor) -> Tensor:
+    """The token All-Tokens MLM predicts: the argmax of D [v = input] + (1 - D) softmax[v], i.e. the
+    input token unless the softmax's best other token outweighs D + (1 - D) softmax[input].
+
+    Its accuracy used to be the softmax's argmax alone, over every token: a model that copies the
+    ~85% of tokens the generator left unchanged (D near 1, the softmax then untrained there) read
+    near 0% while predicting them right, and the figure was quoted next to electra.mlm's accuracy
+    at the masked positions."""
+    log_softmax, copy_logit = log_softmax.detach(), copy_logit.detach()
+    best = log_softmax.argmax(-1)
+    log_input = torch.logaddexp(
+        F.logsigmoid(copy_logit), F.logsigmoid(-copy_logit) + log_softmax.gather(1, inputs[:, None]).squeeze(1)
+    )
+    log_best = F.logsigmoid(-copy_logit) + log_softmax.gather(1, best[:, None]).squeeze(1)
+    return torch.where((best == inputs) | (log_input >= log_best), inputs, best)
 
 
 # --- ELECTRA ---------------------------------------------------------------------------------------
@@ -287,7 +309,13 @@ class RTDObjective(PretrainingObjective):
             log_copy = F.logsigmoid(copy_logit).masked_fill(~is_input, float("-inf"))
             log_generate = F.logsigmoid(-copy_logit) + log_softmax.gather(1, targets[:, None]).squeeze(1)
             main = -torch.logaddexp(log_copy, log_generate).mean()
-            metrics["mlm_accuracy"] = 100.0 * (log_softmax.detach().argmax(-1) == targets).float().mean()
+            correct = (
+                _copy_mixture_argmax(log_softmax, copy_logit, corrupted.reshape(-1).index_select(0, real)) == targets
+            )
+            # at the masked positions, as `mlm_accuracy` of replace_mlm and electra.mlm; every token's too
+            at_selection = torch.searchsorted(real, selection.flat)
+            metrics["mlm_accuracy"] = 100.0 * correct.index_select(0, at_selection).float().mean()
+            metrics["all_tokens_accuracy"] = 100.0 * correct.float().mean()
             loss = self.config.gen_weight * gen_loss + main
         metrics["main_loss"] = main.detach()
         return StepOutput(loss, metrics)
