@@ -176,11 +176,15 @@ def _finetune_task(
         return objective_cls(encoder, info, tokenizer, config.max_length, objective_ref.config)
 
     train_examples, dev_examples = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
+    if (constant := _constant_gold_message(ref.key, info.type, dev_examples)) is not None:
+        ctx.warn(constant)
     featurizer = build(ctx.seed)  # featurisation does not depend on weights: do it once per task
     if config.export_hf and config.save_models != "none":  # no model saved, nothing exported
         problem = _hf_export_problem(ref.key, featurizer)
         if problem is not None:
             raise problem
+        if (note := _hf_encoder_only_message(ref.key, featurizer)) is not None:
+            ctx.warn(note)
     train_features = featurizer.featurize(train_examples)  # its warnings reach report.md (the runner)
     dev_features = featurizer.featurize(dev_examples)
     # the other splits to predict, read and featurised before training: a test file that only this
@@ -250,6 +254,24 @@ def _finetune_task(
         runs.append(record)
     _save_models(ctx, config, ref.key, runs, build, tokenizer, info, info.main_metric)
     return task_result(info.main_metric, runs)
+
+
+def _constant_gold_message(task: str, task_type: str, examples: list) -> str | None:
+    """A warning when a regression task's labelled dev examples all have one score, else None.
+
+    Why: Pearson and Spearman are undefined on a constant gold column; the metrics score it 0 (not
+    NaN), so every trial reported 0 whatever it predicted, and the report read as a failed
+    fine-tuning rather than a dev set that cannot be scored this way."""
+    if task_type != "regression":
+        return None
+    golds = {float(e.label) for e in examples if getattr(e, "label", None) is not None}
+    if len(golds) != 1:
+        return None
+    return (
+        f"{task}: every labelled dev example has the score {golds.pop():g}: correlations (Pearson, Spearman) are "
+        "undefined on a constant gold column and are reported as 0 whatever the model predicts; use a dev set "
+        "with varied scores"
+    )
 
 
 BOOKKEEPING = ("trial", "seed", "steps", "checkpoint")
@@ -343,6 +365,22 @@ def _exported_head(objective: Any) -> Any:
     if getattr(head, "pooler", None) == "none":
         return None  # the original ELECTRA head has no HF class: export the encoder alone
     return head
+
+
+def _hf_encoder_only_message(task: str, objective: Any) -> str | None:
+    """A warning when `export_hf: true` will write this objective's encoder without its head, else None.
+
+    Why: the default sentence head (`pooler: none`, the original ELECTRA [CLS] head) has no Hugging
+    Face class, so `hf/` held a bare `ElectraModel` and the fine-tuned classifier was left out
+    without a word; loading it as `ElectraForSequenceClassification` gave a random head."""
+    if _exported_head(objective) is not None:
+        return None
+    return (
+        f"{task}: `export_hf: true` writes only the encoder (ElectraModel) to models/{task_slug(task)}/hf: the "
+        "objective's head (pooler: none, the original ELECTRA [CLS] head) has no Hugging Face class, so the "
+        "fine-tuned classifier is only in the xfer model directory; set the objective's `pooler: gelu` "
+        "(ElectraForSequenceClassification) to export it"
+    )
 
 
 def _hf_export_problem(task: str, objective: Any) -> UserError | None:

@@ -16,7 +16,8 @@ and uses through this small protocol (see `FinetuneObjective`):
 Built-ins: `transformer.sequence` (classification and regression from [CLS]),
 `transformer.tagging` (first sub-token of each word) and `transformer.span_qa` (start/end,
 optional joint end and answerability). Third parties subclass one of them (e.g. to change the
-loss) or `FinetuneObjective` itself, and register it with `xfer_objectives`.
+loss: the sentence and tagging objectives' `loss(scores, gold)`, see `ScoredObjective`) or
+`FinetuneObjective` itself, and register it with `xfer_objectives`.
 """
 
 from __future__ import annotations
@@ -81,6 +82,38 @@ class FinetuneObjective(nn.Module):
         return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
 
 
+class ScoredObjective(FinetuneObjective):
+    """An objective whose training loss is `loss(scores(batch), gold)`: sentence and tagging tasks.
+
+    `forward` goes through `loss`, so a subclass overriding `loss` (focal loss, class weights)
+    changes what `transformer.finetune` trains, and BAM, which calls the same `loss` on the same
+    scores, trains what fine-tuning trains. One `loss` for both: BAM tells an overridden loss
+    from the built-in one by identity with `SequenceObjective.loss`."""
+
+    def scores(self, batch: dict[str, Tensor]) -> Tensor:
+        raise NotImplementedError
+
+    def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
+        """The training loss of `scores` against the collated gold `labels`. Override to change it
+        (see the xfer-example plugin's focal loss). Shapes, as `forward` and BAM pass them:
+
+        - classification: logits [B, C] and label ids [B];
+        - regression: outputs [B, 1] and targets [B] scaled to [0, 1] (mean squared error);
+        - tagging: padded per-word logits [B, W, C] (W = the batch's most words in a window) and
+          tag ids [B, W], -100 at padding words and at dev/test tags outside the training set
+          (ignored, as `F.cross_entropy`'s `ignore_index`).
+
+        The mean is over the positions that have a label, 0 when none has: a micro-batch of
+        sentences without words (the task contract allows them) was a NaN loss, and the run
+        stopped as "diverged" at its first step (BAM's loss is 0 there too).
+        """
+        if self.info.type == "regression":
+            return F.mse_loss(scores.squeeze(-1), labels)
+        gold = labels.flatten()
+        total = F.cross_entropy(scores.flatten(0, -2), gold, ignore_index=-100, reduction="sum")
+        return total / (gold != -100).sum().clamp_min(1)
+
+
 def in_fp32(head: Any, hidden: Tensor, *args: Any, **kwargs: Any) -> Any:
     """`head(hidden, *args, **kwargs)` in fp32, outside the trainer's bf16 autocast (`precision: auto`).
 
@@ -113,7 +146,7 @@ class SequenceConfig:
     dropout: float = knob(0.1, "Dropout before the output layer.", ge=0, lt=1)
 
 
-class SequenceObjective(FinetuneObjective):
+class SequenceObjective(ScoredObjective):
     """[CLS] -> head; cross-entropy for classification, MSE on targets scaled to [0, 1] for regression.
 
     Regression targets are scaled by the task's `score_range` (TaskInfo.extra, e.g. (0, 5) for
@@ -156,6 +189,7 @@ class SequenceObjective(FinetuneObjective):
             )
         encodings = self.tokenizer.encode_pairs(texts_a, texts_b, max_length=self.max_length)
         self._warn_truncated(examples, texts_a, texts_b, encodings)
+        self._warn_out_of_range(examples)
         return [
             {
                 "id": e.id,
@@ -165,6 +199,26 @@ class SequenceObjective(FinetuneObjective):
             }  # type: ignore[union-attr]
             for e, enc in zip(examples, encodings, strict=True)
         ]
+
+    def _warn_out_of_range(self, examples: Sequence[Example]) -> None:
+        """Warn (the stage's report shows it) how many regression scores lie outside the task's
+        declared `score_range`.
+
+        Why: targets are scaled by that range to [0, 1] (ELECTRA asserts every score is within it);
+        a score outside it (a plugin declaring (0, 5) for 0-100 ratings) trained on targets far
+        past 1 without a word, and predictions were scaled back by a range the data did not have."""
+        if not self.regression or "score_range" not in self.info.extra:
+            return
+        low, high = (float(v) for v in self.info.extra["score_range"])
+        scores = [(e.id, e.label) for e in examples if e.label is not None]  # type: ignore[union-attr]
+        outside = [(ident, score) for ident, score in scores if not low <= float(score) <= high]
+        if outside:
+            warnings.warn(
+                f"{self.info.name}: {len(outside)} of {len(examples)} examples have a score outside the task's "
+                f"score_range ({low:g}, {high:g}), first {outside[0][0]!r} with {outside[0][1]!r} "
+                "(targets are scaled by that range to [0, 1]): check the data or the task's score_range",
+                stacklevel=3,
+            )
 
     def _warn_truncated(
         self,
@@ -207,12 +261,6 @@ class SequenceObjective(FinetuneObjective):
     def scores(self, batch: dict[str, Tensor]) -> Tensor:
         return in_fp32(self.head, self.hidden(batch)).float()
 
-    def loss(self, scores: Tensor, labels: Tensor) -> Tensor:
-        """Override to change the loss (see the xfer-example plugin's focal loss)."""
-        if self.regression:
-            return F.mse_loss(scores.squeeze(-1), labels)
-        return F.cross_entropy(scores, labels)
-
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         scores = self.scores(batch)
         loss = self.loss(scores, batch["labels"])
@@ -235,7 +283,7 @@ class TaggingConfig:
     dropout: float = knob(0.1, "Dropout before the tag classifier.", ge=0, lt=1)
 
 
-class TaggingObjective(FinetuneObjective):
+class TaggingObjective(ScoredObjective):
     """Tags each word from its first sub-token (BERT/ELECTRA). Sentences longer than
     `max_length` are split into windows of whole words; no word is dropped."""
 
@@ -296,7 +344,7 @@ class TaggingObjective(FinetuneObjective):
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         scores = self.scores(batch)
-        loss = F.cross_entropy(scores.flatten(0, 1), batch["tags"].flatten(), ignore_index=-100)
+        loss = self.loss(scores, batch["tags"])  # a subclass's own loss, as BAM uses it
         real = batch["tags"] != -100
         accuracy = 100.0 * ((scores.argmax(-1) == batch["tags"]) & real).sum() / real.sum().clamp_min(1)
         return StepOutput(loss, {"accuracy": accuracy})
