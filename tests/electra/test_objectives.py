@@ -405,10 +405,8 @@ def test_electric_nce_correction_and_all_replaced_positions_are_noise(
     out = objective(batch)
     torch.manual_seed(10)
     selection = objective.select(batch, rounding="ceil")
-    assert selection.count.tolist() == [
-        math.ceil(0.15 * 128) if math.ceil(0.15 * 128) <= 19 else 19,
-        math.ceil(0.15 * 41),
-    ]
+    # k = ceil(0.15 n) (METHODS.md), 20 at n = 128: ELECTRA's masking cap (19 at 128) cut it to 19
+    assert selection.count.tolist() == [math.ceil(0.15 * 128), math.ceil(0.15 * 41)] == [20, 7]
     real = batch["attention_mask"].reshape(-1).nonzero().squeeze(1)
     noised = batch["input_ids"].reshape(-1).index_copy(0, selection.flat, torch.full_like(selection.flat, 7))
     labels = torch.zeros(batch["input_ids"].numel(), dtype=torch.bool)
