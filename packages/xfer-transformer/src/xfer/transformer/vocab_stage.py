@@ -98,3 +98,31 @@ def run_vocab(ctx: StageContext) -> None:
         )
         tokenizer.save(out)
         ctx.report(f"Trained a WordPiece vocabulary of {tokenizer.vocab_size} tokens on {len(files)} file(s).")
+        problem = size_mismatch(config, tokenizer.vocab_size)
+        if problem is not None:
+            ctx.warn(problem)
+
+
+def size_mismatch(config: VocabConfig, trained: int) -> str | None:
+    """What to say when the trained vocabulary has not `size` tokens, or None when it has.
+
+    The model's embedding table takes its size from the vocabulary, not from `size`, so a
+    vocabulary of a third of `size` (a small corpus, or a `min_frequency` no further pair reaches)
+    or above it (an alphabet larger than `size`) changed the model without a word: only the token
+    count in report.md showed it, next to nothing that said it was not the one asked for.
+    """
+    if trained < config.size:
+        why = (
+            "every word of the files is already one token (more text gives more)"
+            if config.min_frequency == 1
+            else f"no further pair of pieces occurs min_frequency={config.min_frequency} times in the files "
+            "(more text or a lower min_frequency gives more)"
+        )
+        return f"size: the vocabulary has {trained} tokens, fewer than size={config.size}: {why}"
+    if trained > config.size:
+        return (
+            f"size: the vocabulary has {trained} tokens, more than size={config.size}: the 5 special tokens and "
+            "the alphabet (each character with its ## form) are always kept; lower limit_alphabet "
+            f"({config.limit_alphabet}) or raise size"
+        )
+    return None

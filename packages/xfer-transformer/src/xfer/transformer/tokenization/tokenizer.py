@@ -206,6 +206,10 @@ class WordPieceTokenizer:
                 return tokenizer
         if directory.is_file():  # `tokenizer: tok/vocab.txt`: the recipe knobs take its folder
             raise DataError(directory, 0, f"is a file; give the folder that holds it ({directory.parent})")
+        if not directory.exists():
+            # a mistyped or not yet written folder was "no tokenizer.json or vocab.txt in this
+            # directory", as if it existed and had lost its files
+            raise DataError(directory, 0, f"no such directory, so no {TOKENIZER_FILE} or {VOCAB_FILE} to load")
         raise DataError(directory, 0, f"no {TOKENIZER_FILE} or {VOCAB_FILE} in this directory")
 
     def save(self, directory: Path | str) -> Path:

@@ -37,8 +37,9 @@ def train_wordpiece(
 ) -> Tokenizer:
     """Train a BERT-style WordPiece tokenizer on plain-text files (one or more sentences a line).
 
-    Special tokens get the first ids in the order given, so with the default order the ids are
-    fixed: `[PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4` (models can hard-wire `padding_idx=0`).
+    Special tokens get the first ids in the order given (extra ones are matched whole in text, as
+    the five are), so with the default order the ids are fixed: `[PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3,
+    [MASK]=4` (models can hard-wire `padding_idx=0`).
     The `limit_alphabet` most frequent characters (after normalisation) come next, sorted by code
     point, then their `##` continuation forms, then the learned merges; the alphabet is always
     kept, so the result can exceed `vocab_size` when the alphabet alone is that large, and can
@@ -90,7 +91,12 @@ def train_wordpiece(
     for expected_id, token in enumerate(specials):
         if vocab.get(token) != expected_id:  # pragma: no cover - guards a tokenizers behaviour change
             raise RuntimeError(f"trained vocabulary has {token} at id {vocab.get(token)}, expected {expected_id}")
-    return build_bert_tokenizer(vocab, lowercase=lowercase)
+    tokenizer = build_bert_tokenizer(vocab, lowercase=lowercase)
+    # The rebuild keeps only the five BERT tokens special; the extra ones asked for ("[E1]", "<ent>")
+    # must stay matched in text as `tokenizers`' own training leaves them, or the pre-tokenizer split
+    # each into "[", "e", "##1", "]" (or [UNK]s) and no text could ever produce its id.
+    tokenizer.add_special_tokens([t for t in specials if t not in SPECIAL_TOKENS])
+    return tokenizer
 
 
 def build_bert_tokenizer(vocab: dict[str, int], lowercase: bool) -> Tokenizer:
