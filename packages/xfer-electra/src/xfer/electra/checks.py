@@ -5,6 +5,9 @@
   does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
 - a local `dataset:` (a .csv/.tsv/.parquet file, a save_to_disk folder) without its `text_column`;
+- a local `dataset:` file with a line the stage refuses when it starts (`xfer.electra.data.check_local_dataset`):
+  a JSON-lines row that is not JSON, not an object, without the text key or not text; streamed, also a
+  CSV/TSV row with another field count than the header and bytes that are not UTF-8;
 - an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer, or with
   another number of embeddings than the `init` checkpoint, or of the other form (a masked-LM
   generator for a two-tower noise model, or the reverse);
@@ -12,6 +15,8 @@
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
   `transformer.finetune` (`xfer.transformer.finetune_config.checkpoint_problems`);
+- an `encoder:` override of an architecture field (`hidden_size`, `num_layers`, ...) that differs from
+  the `init` checkpoint's (`xfer.transformer.modelio.with_overrides`, which the stage runs on reading it);
 - a compute budget that does not buy a single step (in FLOPs: when the tokenizer and `init:` are
   folders, not earlier stages' outputs, whose sizes the stage checks when it starts);
 - a generator `size` that gives a generator narrower than 1 unit, or `layers` that give it no layer,
@@ -49,9 +54,11 @@ def preflight(config: Any) -> list[UserError]:
         lambda: _objective_kind(config),
         lambda: _empty_corpus(config),
         lambda: _dataset_column(config),
+        lambda: _dataset_lines(config),
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
+        lambda: _encoder_against_init(config, init),
         lambda: _generator_shape(config, init),
         lambda: init_generator_vocabulary(config.init_generator.path if config.init_generator else None, tokenizer),
         lambda: _init_generator_size(config, init),
@@ -197,6 +204,29 @@ def _generator_shape(config: Any, init: Path | None) -> list[UserError]:
     return problems
 
 
+def _encoder_against_init(config: Any, init: Path | None) -> list[UserError]:
+    """`encoder:` overrides of architecture fields against the `init` checkpoint folder, with the stage's
+    own check (`with_overrides`): `xfer validate --data` said ok to `encoder: {hidden_size: 32}` on a
+    64-wide checkpoint, and the stage refused it only once the stages before it had run. An unreadable
+    checkpoint is `checkpoint_problems`' to report."""
+    from xfer.transformer.presets import ARCHITECTURE_FIELDS
+
+    if init is None or not any(name in ARCHITECTURE_FIELDS for name in config.encoder):
+        return []
+    from xfer.core.errors import CheckpointError
+    from xfer.electra.stage import checkpoint_encoder_config
+    from xfer.transformer.modelio import with_overrides
+
+    encoder_config = checkpoint_encoder_config(init)  # (its description only: no weights read)
+    if encoder_config is None:
+        return []  # a damaged description: reported on its own
+    try:
+        with_overrides(encoder_config, config.encoder, init)
+    except CheckpointError as problem:
+        return [problem]
+    return []
+
+
 def _empty_corpus(config: Any) -> list[UserError]:
     files = config.corpus.files
     if files is None or files.inputs:  # text from an earlier stage: not there yet
@@ -233,6 +263,24 @@ def _dataset_column(config: Any) -> list[UserError]:
             key=corpus.text_column,
         )
     ]
+
+
+def _dataset_lines(config: Any) -> list[UserError]:
+    """The lines of a local `dataset:` file, checked as the stage checks them when it starts (the same
+    functions): `xfer validate --data` said ok to a streamed JSON-lines file with a bad line or a row
+    without the text key, and the stage refused it only once the stages before it had run. Passed files
+    are recorded in `data_cache` when that folder exists (the stage then does not read them again)."""
+    corpus = config.corpus
+    if corpus.dataset is None or not Path(str(corpus.dataset)).exists():
+        return []  # a Hub name, or a folder an earlier stage writes: the stage checks it
+    from xfer.electra.data import check_local_dataset  # (imports datasets and torch: only when needed)
+
+    cache = config.data_cache if config.data_cache is not None and Path(config.data_cache).is_dir() else None
+    try:
+        check_local_dataset(corpus, cache)
+    except DataError as problem:
+        return [problem]
+    return []
 
 
 def _local_columns(path: Path, split: str) -> list[str] | None:

@@ -593,10 +593,7 @@ def _open_source(
         loaded = loaded.select(range(corpus.max_lines))
     if loaded.data.column(column).null_count:  # a JSON-lines row without the key is loaded as a null too
         files = _split_data_files(corpus) if corpus.max_lines is None or Path(name).is_file() else []
-        for path in files:
-            problem = _json_lines_problem(path, column, corpus.max_lines)
-            if problem is not None:
-                raise problem
+        _check_json_rows(files, corpus, cache_dir)  # (a file that passed before is not read again)
     identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
     cache_files = [f["filename"] for f in loaded.cache_files]
     snapshot = _InputSnapshot()
@@ -734,7 +731,7 @@ def _check_streamed_text(source: _TextSource, cache_dir: Path) -> None:
             write_json(record, {"checked": entries}, indent=None)
 
 
-def _check_streamed_file(corpus: CorpusConfig, cache_dir: Path) -> None:
+def _check_streamed_file(corpus: CorpusConfig, cache_dir: Path | None) -> None:
     """Parse a streamed local data file (`dataset:` a .json/.jsonl/.csv/.tsv/.txt file, or those of the
     split read from a load_dataset folder) once, before training starts, and raise the first problem
     with its line.
@@ -744,37 +741,76 @@ def _check_streamed_file(corpus: CorpusConfig, cache_dir: Path) -> None:
     without the text key was read as a document end without a word, while `files:` corpora are decoded
     whole before training (`_check_streamed_text`). One sequential read, a line at a time, no tokenizing
     (a .parquet file is typed and its column checked on opening: not read). A file that passed is
-    recorded in `cache_dir` by its identity, as `_check_streamed_text` records text files, so a resume
-    does not read it again; a file modified within `RACY_SECONDS` of the check is not recorded."""
-    from xfer.core.runs.fingerprint import RACY_SECONDS
-
+    recorded in `cache_dir` (None: not recorded) by its identity, as `_check_streamed_text` records text
+    files, so a resume does not read it again; a file modified within `RACY_SECONDS` of the check is not
+    recorded."""
     files = _split_data_files(corpus)
     if len(files) > 1 and corpus.max_lines is not None:
         return  # a prefix over several files: which rows it holds is the stream's business
-    record = cache_dir / _CHECKED_TEXT
-    checked = {json.dumps(entry) for entry in (read_json(record) or {}).get("checked", [])}
+
+    def problem(path: Path) -> DataError | None:
+        if path.suffix.lower() in (".json", ".jsonl"):
+            return _json_lines_problem(path, corpus.text_column, corpus.max_lines)
+        return _locate_malformed(path)  # bad bytes (with their line), ragged CSV/TSV rows: streams the file
+
+    _check_files_once(files, corpus, cache_dir, problem)
+
+
+def _check_json_rows(files: Sequence[Path], corpus: CorpusConfig, cache_dir: Path | None) -> None:
+    """`_json_lines_problem` on the JSON-lines files among `files`, each read once per identity: a map-style
+    dataset with legitimate nulls (empty rows as `"text": null`) was parsed whole again at every stage
+    start and every resume. The record is the streamed check's (`_check_streamed_file` runs the same
+    check on a JSON-lines file), so one passed either way is not read again by the other."""
+    json_files = [path for path in files if path.suffix.lower() in (".json", ".jsonl")]
+    _check_files_once(
+        json_files, corpus, cache_dir, lambda path: _json_lines_problem(path, corpus.text_column, corpus.max_lines)
+    )
+
+
+def _check_files_once(
+    files: Sequence[Path], corpus: CorpusConfig, cache_dir: Path | None, problem: Callable[[Path], DataError | None]
+) -> None:
+    """Raise the first `problem` of `files`, skipping those recorded in `cache_dir` as passed under this
+    identity, column and `max_lines`, and record the files that pass (not those modified within
+    `RACY_SECONDS`: a next write could keep their identity). `cache_dir` None: nothing read or recorded."""
+    from xfer.core.runs.fingerprint import RACY_SECONDS
+
+    record = cache_dir / _CHECKED_TEXT if cache_dir is not None else None
+    checked = {json.dumps(entry) for entry in (read_json(record) or {}).get("checked", [])} if record else set()
     passed: set[str] = set()
     for path in files:
-        suffix = path.suffix.lower()
         identity = _identity(str(path))
         mark = json.dumps([str(path.resolve()), identity, f"rows {corpus.text_column} {corpus.max_lines}"])
         if identity is None or mark in checked:
             continue
         started = time.time()
-        if suffix in (".json", ".jsonl"):
-            problem = _json_lines_problem(path, corpus.text_column, corpus.max_lines)
-        else:
-            problem = _locate_malformed(path)  # bad bytes (with their line), ragged CSV/TSV rows: streams the file
-        if problem is not None:
-            raise problem
+        found = problem(path)
+        if found is not None:
+            raise found
         if _identity(str(path)) != identity:
             raise _changed_while_read(str(path))
         if started - identity[1] / 1e9 > RACY_SECONDS:
             passed.add(mark)
-    if passed:
+    if passed and record is not None:
         entries = [json.loads(m) for m in sorted(checked | passed)]
         with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
             write_json(record, {"checked": entries}, indent=None)
+
+
+def check_local_dataset(corpus: CorpusConfig, cache_dir: Path | None = None) -> None:
+    """The checks of a local `dataset:` file's lines the stage runs when it starts, for the pre-flight
+    (`xfer validate --data`, `xfer run` before any stage trains): a streamed file parsed as
+    `_check_streamed_file` does, a map-style one's JSON-lines files as `_open_source` does (a row without
+    the text key, a bad line, a value that is not text). Reads no more than those; raises the first
+    problem (DataError with its line). `cache_dir`: where passed files are recorded (the stage's
+    `data_cache`), None to record nothing."""
+    if corpus.dataset is None:
+        return
+    if corpus.streaming:
+        _check_streamed_file(corpus, cache_dir)
+        return
+    single = Path(str(corpus.dataset)).is_file()
+    _check_json_rows(_split_data_files(corpus) if corpus.max_lines is None or single else [], corpus, cache_dir)
 
 
 def _split_data_files(corpus: CorpusConfig) -> list[Path]:

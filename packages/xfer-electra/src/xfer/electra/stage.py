@@ -546,7 +546,9 @@ def planned_encoder(config: PretrainConfig, vocab_size: int | None) -> Any:
     from xfer.transformer.presets import preset
 
     if config.init is not None and config.init.path is not None:
-        return read_checkpoint(config.init.path)[0]
+        # its description only: the weights (GBs for a large model) were read by `xfer validate` and `xfer
+        # flops`, and a damaged weights file was reported twice, by `checkpoint_problems` and from here
+        return checkpoint_encoder_config(config.init.path) or read_checkpoint(config.init.path)[0]
     size = {"vocab_size": vocab_size} if vocab_size else {}
     return preset(config.model, **{**size, **config.encoder})
 
@@ -811,7 +813,10 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entrop
     if collapsed:
         return collapsed
     tail = [r for r in rows if {"main_loss", "replaced", "disc_auc"} <= set(r)][-last:]
-    if len(tail) < last:
+    if len(tail) < last or any(r["replaced"] <= 0 for r in tail):
+        # a log window without a replaced token (the generator reproduced every masked token) has nothing
+        # to detect: its AUC is the placeholder 50 and any loss above ~0 passed for "the entropy of the
+        # replaced fraction", so a discriminator that was right about every token was called collapsed
         return None
     for row in tail:
         p = min(max(row["replaced"] / 100.0, 1e-6), 1 - 1e-6)
@@ -841,3 +846,22 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entrop
         f"{unigram_entropy:.2f}) but the discriminator does not yet detect its samples: it learns context more "
         f"slowly than its generator at this budget. Train for more steps; {see}."
     )
+
+
+def checkpoint_encoder_config(folder: Path) -> Any | None:
+    """The EncoderConfig an xfer model dir (`xfer_model.json`) or an HF folder (`config.json`) describes,
+    as `read_checkpoint` reads it but without loading the weights; None when the description does not
+    read (`read_checkpoint` then says why)."""
+    from xfer.transformer.encoder import EncoderConfig
+    from xfer.transformer.finetune_config import checkpoint_encoder
+    from xfer.transformer.hf import encoder_config_from_hf
+
+    values = checkpoint_encoder(folder)
+    if values is None:
+        return None
+    try:
+        if (folder / "xfer_model.json").is_file():  # the file `checkpoint_encoder` read, as `read_encoder` chooses
+            return EncoderConfig.from_dict(values)
+        return encoder_config_from_hf(values, str(folder / "config.json"))
+    except (UserError, KeyError, TypeError, ValueError):
+        return None
