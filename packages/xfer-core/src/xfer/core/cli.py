@@ -29,7 +29,7 @@ import sys
 import threading
 import typing
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +66,32 @@ def _command_word(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _nearest(word: str, names: Iterable[str]) -> str | None:
+    """The name closest to a mistyped `word` (difflib's ratio of at least 0.6), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(word, [str(name) for name in names], n=1)
+    return found[0] if found else None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a did-you-mean for a mistyped choice: `xfer rn` listed all 13 commands (and
+    `xfer explain stag ...` every kind) without naming the one meant. Sub-command parsers, plugins'
+    included, are of this class too (`add_subparsers` makes them of their parent's class)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        choices = ", ".join(map(repr, action.choices))
+        nearest = _nearest(str(value), action.choices) if isinstance(value, str) else None
+        hint = f"; did you mean {nearest!r}?" if nearest is not None else ""
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {choices})")
+
+
 def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; a plugin command's `configure` is imported only when that command is invoked
     (`argv`), so a broken plugin command breaks only itself and `xfer --help` stays fast."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="xfer",
         description="Efficient transfer learning for NLP, run from YAML recipes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps --version's one line per package
@@ -103,8 +125,8 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     add_recipe_arguments(show)
 
     status = sub.add_parser("status", help="show the stages of a run directory")
-    status.add_argument("run_dir", type=Path)
-    status.add_argument("--json", action="store_true")
+    status.add_argument("run_dir", type=Path, help="a run directory (runs/<recipe name>, or a run's --run-dir)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     results = sub.add_parser("results", help="print the dev results of runs or stages as one Markdown table")
     results.add_argument(
@@ -115,7 +137,7 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     )
 
     plugins = sub.add_parser("plugins", help="list plugins, their hooks and components")
-    plugins.add_argument("--json", action="store_true")
+    plugins.add_argument("--json", action="store_true", help="print JSON instead of a listing")
     plugins.add_argument(
         "--check",
         action="store_true",
@@ -123,12 +145,12 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     )
 
     components = sub.add_parser("components", help="list registered components")
-    components.add_argument("kind", nargs="?", choices=KINDS)
-    components.add_argument("--json", action="store_true")
+    components.add_argument("kind", nargs="?", choices=KINDS, help="only components of this kind")
+    components.add_argument("--json", action="store_true", help="print JSON instead of a listing")
 
     explain = sub.add_parser("explain", help="document a component's config")
-    explain.add_argument("kind", choices=KINDS)
-    explain.add_argument("name")
+    explain.add_argument("kind", choices=KINDS, help="the component's kind")
+    explain.add_argument("name", help="its registered name, e.g. transformer.finetune (see xfer components)")
 
     new_plugin = sub.add_parser("new-plugin", help="scaffold a plugin distribution")
     new_plugin.add_argument("name", help="plugin namespace, e.g. mytasks")
@@ -151,6 +173,12 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
                     f"command {command.name!r} from plugin {command.provider!r} is broken: "
                     f"{type(exc).__name__}: {exc} (in {command.configure})"
                 ) from None
+    # `xfer run --help` said nothing of what the command does (only `xfer --help` listed that): each
+    # sub-command's own help leads with its one-line summary, unless it has a description of its own
+    for choice in sub._choices_actions:
+        command_parser = sub.choices[choice.dest]
+        if command_parser.description is None:
+            command_parser.description = choice.help
     # No option abbreviations (`--for` for `--fork`): a typo must not silently become another
     # flag, and a flag added later must not change what an existing abbreviation meant.
     for command_parser in (parser, *sub.choices.values()):
@@ -170,8 +198,24 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         args.overrides = [*args.overrides, *trailing]
         extra = [a for a in extra if a not in trailing]
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # the sub-command's parser says it (its usage, not `xfer COMMAND ...`'s) with the option meant
+        command = _command_parser(parser, args)
+        options = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
+        typo = next((a.partition("=")[0] for a in extra if a.startswith("--")), None)
+        nearest = _nearest(typo, options) if typo is not None else None
+        hint = f"; did you mean {nearest}?" if nearest is not None else ""
+        command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     return args
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command `args` names: `xfer vocab train`'s for `xfer vocab train ...`."""
+    while True:
+        action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, action.dest, None) if action is not None else None
+        if action is None or name not in action.choices:
+            return parser
+        parser = action.choices[name]
 
 
 _MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
@@ -248,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:  # `xfer ... | head`
         if args.command == "run":
-            return _run_lost_its_output()
+            return _run_lost_its_output(args)
         sys.stderr.close()
         return 0
     except OSError as exc:
@@ -256,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             _note_run_failure(args, f"{type(exc).__name__}: {exc}")
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror}; fix that and re-run the same command{_kept(args)}", file=sys.stderr)
+        print(f"error: {where}{exc.strerror}; fix that and {_rerun(args)}{_kept(args)}", file=sys.stderr)
         return 1
     except Exception as exc:
         if args.command == "run" and _lost_a_peer(exc):
@@ -265,15 +309,39 @@ def main(argv: list[str] | None = None) -> int:
         if number not in _MACHINE_ERRNOS:
             _note_run_failure(args, f"{type(exc).__name__}: {exc}")
             raise
-        print(
-            f"error: {os.strerror(number)} ({exc}); fix that and re-run the same command{_kept(args)}", file=sys.stderr
-        )
+        print(f"error: {os.strerror(number)} ({exc}); fix that and {_rerun(args)}{_kept(args)}", file=sys.stderr)
         return 1
     except Terminated:
         return _terminated(args)
     except KeyboardInterrupt:
-        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        # only a run resumes: `xfer validate --data` or `xfer vocab train` stopped by Ctrl-C start over
+        print(f"interrupted; {_rerun(args)} to resume" if args.command == "run" else "interrupted", file=sys.stderr)
         return 130
+
+
+def _rerun(args: argparse.Namespace) -> str:
+    """How to go on after `xfer run` stopped: "re-run the same command", except after a `--fork NEW`
+    that got as far as creating NEW. The same command is then refused ("--fork target NEW already
+    exists"), so the advice printed on Ctrl-C, SIGTERM or a full disk led nowhere: the fork resumes as
+    `--run-dir NEW`, and a copy cut short (no recipe.resolved.yaml yet) is deleted first. A fork target
+    that held anything before this command (`_fork_was_free`) is the user's, never called a copy."""
+    fork: Path | None = getattr(args, "fork", None)
+    if args.command != "run" or fork is None or not getattr(args, "_fork_was_free", False):
+        return "re-run the same command"
+    if (fork / "recipe.resolved.yaml").is_file():
+        return f"re-run it with --run-dir {fork} in place of --fork {fork} (the fork exists now)"
+    if _holds_more_than_a_lock(fork):
+        return f"delete {fork} (a copy of the run directory cut short) and re-run the same command"
+    return "re-run the same command"
+
+
+def _holds_more_than_a_lock(folder: Path) -> bool:
+    """An existing folder with anything in it besides a run lock file (as the runner judges a fork target)."""
+    from xfer.core.runs import runlock
+
+    with contextlib.suppress(OSError):
+        return folder.is_dir() and any(p.name != runlock.LOCK_FILE for p in folder.iterdir())
+    return True  # unreadable: not ours to call a copy
 
 
 def _kept(args: argparse.Namespace) -> str:
@@ -327,11 +395,11 @@ def _terminated(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print("terminated (SIGTERM); re-run the same command to resume", file=sys.stderr)
+    print(f"terminated (SIGTERM); {_rerun(args)} to resume", file=sys.stderr)
     return 143
 
 
-def _run_lost_its_output() -> int:
+def _run_lost_its_output(args: argparse.Namespace) -> int:
     """`xfer run ... | head` (or a pager quit early): the next line the run printed raised
     BrokenPipeError, which stopped it between or inside stages. That is no success: exit 141 (what
     SIGPIPE gives any Unix writer) and say so on stderr if it is still open, instead of exit 0 for
@@ -342,7 +410,7 @@ def _run_lost_its_output() -> int:
     with contextlib.suppress(OSError, ValueError):
         print(
             "error: the run's output pipe was closed (`| head`?): the run stopped there; "
-            "re-run the same command to resume (completed stages and the last checkpoint are kept)",
+            f"{_rerun(args)} to resume (completed stages and the last checkpoint are kept)",
             file=sys.stderr,
             flush=True,
         )
@@ -370,6 +438,8 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.runs.preflight import check_data
     from xfer.core.runs.runner import run_recipe
 
+    # whether a --fork target is this command's to call a copy after a stop (`_rerun`), not the user's
+    args._fork_was_free = args.fork is None or not _holds_more_than_a_lock(args.fork)
     # SIGTERM stops like Ctrl-C from the start, not only once the stages run: a large data set's check
     # takes minutes, and torchrun stops this rank with SIGTERM when another one failed meanwhile (its
     # own check, say). Without the handler then, the process died without a word (exit -15), and
@@ -377,6 +447,9 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     with _sigterm_stops_like_ctrl_c():
         recipe = load_recipe(args.recipe, args.overrides, host)
         only = None if args.only is None else recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip())
+        # a device this machine lacks (`--device cuda` on a CPU machine, a typo) was refused by the runner,
+        # after the data check, which reads every data file first: minutes on a large data set
+        dist.select_device(args.device)
         check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
         result = run_recipe(
             recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
@@ -664,7 +737,15 @@ def cmd_components(args: argparse.Namespace, host: PluginHost) -> int:
 
 
 def cmd_explain(args: argparse.Namespace, host: PluginHost) -> int:
-    spec = host.get(args.kind, args.name)
+    try:
+        spec = host.get(args.kind, args.name)
+    except PluginError as exc:
+        # `xfer explain task transformer.finetune` said "plugin 'transformer' provides: no tasks", and
+        # `explain stage glue/rte` "no stages", without a word that the name is a component of another kind
+        other = next((kind for kind in KINDS if kind != args.kind and (kind, args.name) in host.components), None)
+        if other is None:
+            raise
+        raise PluginError(f"{exc}; {args.name} is a {other}: xfer explain {other} {args.name}") from None
     print(f"{spec.kind} {spec.name}  (version {spec.version}, from {spec.provider})")
     if spec.summary:
         print(f"  {spec.summary}")

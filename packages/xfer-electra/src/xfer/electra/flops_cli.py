@@ -136,6 +136,15 @@ def _planned_encoder(recipe: Any, name: str) -> tuple[Any, str]:
     vocab = _tokenizer_vocab_size(config)
     source = "tokenizer" if vocab is not None else "preset"
     tokenizer = config.tokenizer
+    if vocab is None and tokenizer is not None and not tokenizer.is_reference and tokenizer.path is not None:
+        # a folder without vocab.txt or tokenizer.json (the stage's `outputs/`, not `outputs/tokenizer`)
+        # was costed as the preset's 30,522 tokens, a count for a stage that cannot load its tokenizer
+        from xfer.core.errors import UserError
+
+        raise UserError(
+            f"stage {name!r}: tokenizer: {tokenizer.path} holds no vocab.txt or tokenizer.json to read the "
+            "vocabulary from: give a WordPiece tokenizer folder (a transformer.vocab stage's outputs/tokenizer)"
+        )
     if vocab is None and tokenizer is not None and tokenizer.is_reference:
         upstream = _upstream(recipe, name, "tokenizer", tokenizer, ("transformer.vocab", "electra.pretrain"))
         if recipe.stages[upstream].kind == "transformer.vocab":
