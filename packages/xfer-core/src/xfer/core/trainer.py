@@ -336,6 +336,7 @@ class Trainer:
         self._last_good_step = 0
         self._first_loss: torch.Tensor | None = None  # step 1's loss (fresh fit) until the first finite check
         self._seconds_before = 0.0  # training time up to the checkpoint resumed from
+        self._best_lost: str | None = None  # the best checkpoint a resume found gone (see `_reconcile_best`)
         self._started = time.perf_counter()
 
     def _settings(self) -> dict[str, Any]:
@@ -413,11 +414,31 @@ class Trainer:
                 self._save(best=is_best)
 
     def load_weights(self, which: Literal["best", "last"] = "best") -> Path:
-        """Load the best (falls back to last) or last checkpoint's weights — EMA weights if EMA is on."""
+        """Load the best (falls back to last) or last checkpoint's weights — EMA weights if EMA is on.
+
+        A fallback from `best` after evaluations ran is said (a UserWarning, which a stage's report shows):
+        it happens when no dev score was a number (every one NaN) or the best checkpoint was moved aside as
+        damaged after training ended, and the stage went on with the last weights without a word."""
         path = ckpt.read_pointer(self.checkpoints / "best") if which == "best" else None
+        fallback = path is None and which == "best"
         path = path or ckpt.latest_checkpoint(self.checkpoints)
         if path is None:
             raise ckpt.CheckpointError(f"{self.checkpoints}: no checkpoint to load")
+        if fallback and self.evaluator is not None and self.eval_every and dist.is_main():
+            if self.best_metric is not None:
+                why = f"{self.checkpoints / 'best'} names no complete checkpoint"
+            elif self._best_lost is not None:
+                why = (
+                    f"its best checkpoint {self._best_lost} is gone (moved aside as damaged) and no evaluation "
+                    "after it chose another"
+                )
+            else:
+                why = f"no dev evaluation gave a number as {self.evaluator.main_metric} (every one was NaN)"
+            warnings.warn(
+                f"{self.checkpoints}: no best checkpoint to load ({why}): using the last one, {path.name}",
+                UserWarning,
+                stacklevel=2,
+            )
         ckpt.load_module(path, "model", self.objective)
         if self.ema is not None:
             self.ema.load(ckpt.load_tensors(path, "ema"))
@@ -549,7 +570,9 @@ class Trainer:
         # A copy to start the sum: `.float()` of a float32 tensor is the tensor itself, so a metric that is
         # the objective's own buffer or parameter (`self.temperature`, a running count `self.seen += 1`)
         # became the sum, and the in-place updates of the following steps rewrote what was summed.
-        self._sums[name] = value.to(torch.float32, copy=True) if current is None else current + value
+        # Added in the sum's dtype: a float64 metric tensor promoted the float32 sum to float64, which went into
+        # the checkpoint and failed the resume's `.to(device)` on a device without float64 (MPS).
+        self._sums[name] = value.to(torch.float32, copy=True) if current is None else current + value.to(current.dtype)
 
     def _accumulate(self, out: StepOutput, accumulation: int) -> None:
         values = {"loss": out.loss, **out.metrics}
@@ -782,10 +805,19 @@ class Trainer:
         if path is None:
             return False
         state = ckpt.load_state(path)
-        if state.get("world_size", 1) != dist.world_size():
+        written = state.get("world_size", 1)  # checkpoints older than the field were single-process ones
+        if written != dist.world_size():
+            # It said "written with None processes" for a checkpoint without the field (compared as 1), and
+            # gave no way out: relaunch with the checkpoint's process count, or train this run over.
+            relaunch = (
+                f"`torchrun --nproc_per_node={written} -m xfer.core.cli ...`"
+                if written != 1
+                else "a single process (without torchrun)"
+            )
             raise ckpt.CheckpointError(
-                f"{path}: written with {state.get('world_size')} processes, resuming with {dist.world_size()}; "
-                "exact resume needs the same world size"
+                f"{path}: written by {written} process(es), resuming with {dist.world_size()}; exact resume needs "
+                f"the same world size: relaunch with {relaunch}, or delete {self.checkpoints} to train this run "
+                "again from step 0"
             )
         ckpt.load_module(path, "model", self.objective)
         self.optimizer.load_state_dict(ckpt.load_torch_state(path, "optimizer", self.device))
@@ -794,7 +826,16 @@ class Trainer:
         data_state = state["data"]
         if isinstance(data_state, list):  # one cursor per rank (see `_save`)
             data_state = data_state[dist.rank()]
-        self.data.load_state_dict(data_state)
+        try:
+            self.data.load_state_dict(data_state)
+        except ValueError as exc:
+            # A source's "data changed since the checkpoint ...; cannot resume exactly" (BatchStream and the
+            # others say it this way) ended the stage in a bare traceback that named neither the checkpoint
+            # nor a way on; as docs/recipes.md says, the way on is to start the training over.
+            raise ckpt.CheckpointError(
+                f"{path}: its data cursor does not fit this run's training data ({exc}): delete {self.checkpoints} "
+                "to train this run again from step 0, or finish it with the xfer and data that started it"
+            ) from None
         self.step = state["step"]
         self._last_good_step = self.step
         best = state.get("best_metric")
@@ -834,12 +875,19 @@ class Trainer:
             pointer = self.checkpoints / "best"
             known = isinstance(name, str) and re.fullmatch(r"step-\d+", name) is not None
             if name is not None and not (known and (self.checkpoints / name / "state.json").exists()):
+                # "chosen again from here on" was wrong for a finished training: no evaluation is left
+                then = (
+                    "the best checkpoint is chosen again among the evaluations from here on"
+                    if state.get("step", 0) < self.total_steps
+                    else "training is complete, so no evaluation is left to choose another: a best checkpoint "
+                    "asked for is the last one"
+                )
                 print(
-                    f"warning: {path}: its best checkpoint {name} (score {best}) is gone; the best checkpoint "
-                    "is chosen again among the evaluations from here on",
+                    f"warning: {path}: its best checkpoint {name} (score {best}) is gone; {then}",
                     file=sys.stderr,
                     flush=True,
                 )
+                self._best_lost = name
                 name, best = None, None
             if name is None:  # no checkpoint holds a best score: neither may the pointer nor the metric
                 pointer.unlink(missing_ok=True)

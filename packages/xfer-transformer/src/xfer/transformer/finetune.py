@@ -17,6 +17,7 @@ Outputs:
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -353,8 +354,13 @@ def _save_models(
             # unreadable to jq, JavaScript and Go
             "metrics": strict_json({k: v for k, v in record.items() if k not in BOOKKEEPING}),
         }
-        save_model_dir(target, {"encoder": objective.encoder, "head": objective.head}, meta)
-        tokenizer.save(target)
+        # The tokenizer goes in with the weights (`files`), so the folder appears whole or not at all: saved
+        # after the atomic save_model_dir, a crash between the two left a complete-looking model (its
+        # xfer_model.json written) without vocab.txt and tokenizer.json, which nothing could load.
+        with tempfile.TemporaryDirectory(prefix="xfer-tokenizer-") as staged:
+            tokenizer.save(staged)
+            files = sorted(Path(staged).iterdir())
+            save_model_dir(target, {"encoder": objective.encoder, "head": objective.head}, meta, files=files)
         if config.export_hf:
             _export_hf(target / "hf", objective, tokenizer, info)
 
