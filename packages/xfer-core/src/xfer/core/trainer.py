@@ -583,7 +583,10 @@ class Trainer:
             # No sync in the hot loop: `.to` is a no-op for a tensor already there (a CPU scalar is staged at
             # once, so non_blocking is safe), and a number is a fill on the device, not a blocking copy.
             if isinstance(value, torch.Tensor):
-                value = value.detach().to(self.device, non_blocking=True)
+                value = value.detach()
+                if value.dtype == torch.float64:  # summed in float32 anyway; MPS has no float64 to move it to
+                    value = value.float()
+                value = value.to(self.device, non_blocking=True)
             else:
                 value = torch.full((), float(value), device=self.device)
             self._add(name, value / accumulation if accumulation > 1 and name != COUNT_METRIC else value)
@@ -850,7 +853,12 @@ class Trainer:
         )
         if "metric_steps" in state:  # not in checkpoints older than the field: the first log then averages less
             sums = ckpt.load_tensors(path, "metric_sums")
-            self._sums = {k[len(prefix) :]: v.to(self.device) for k, v in sums.items() if k.startswith(prefix)}
+            # float32 (an older xfer stored a float64 metric's sum as float64, which MPS cannot hold)
+            self._sums = {
+                k[len(prefix) :]: (v.float() if v.dtype == torch.float64 else v).to(self.device)
+                for k, v in sums.items()
+                if k.startswith(prefix)
+            }
             self._sum_steps = int(state["metric_steps"])
         if self.events is not None:
             self.events.resumed(self.step)
