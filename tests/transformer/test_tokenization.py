@@ -189,6 +189,8 @@ RUST_LONGEST_FIRST = {
 def test_truncation_arithmetic(tokenizer: WordPieceTokenizer) -> None:
     """Runs without transformers: single-piece words make the segment lengths visible."""
     for (n_a, n_b), (keep_a, keep_b) in RUST_LONGEST_FIRST.items():
+        if n_b == 0:  # an empty second text is a single sequence, as Google's run_classifier (test_tokenizer_hostile4)
+            continue
         ids = tokenizer.encode_pair("a " * n_a, "a " * n_b, max_length=7 + 3).input_ids
         assert ids.index(tokenizer.sep_id) - 1 == keep_a and len(ids) - keep_a - 3 == keep_b, (n_a, n_b)
     assert tokenizer.encode_pair("a " * 2, "a " * 8, max_length=10, truncation="only_second").length == 10
@@ -449,7 +451,7 @@ def test_empty_or_unreadable_file_is_a_data_error(corpus: list[Path], tmp_path: 
         train_wordpiece([corpus[0], empty], 200)
     blank = tmp_path / "blank.txt"
     blank.write_text("  \n\t\n\x00\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"blank\.txt: file is empty"):
+    with pytest.raises(DataError, match=r"blank\.txt:3: NUL byte at column 1"):
         train_wordpiece([blank], 200)
     with pytest.raises(DataError, match=r"missing\.txt: file not found"):
         train_wordpiece([tmp_path / "missing.txt"], 200)

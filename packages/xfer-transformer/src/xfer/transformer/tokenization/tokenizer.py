@@ -358,7 +358,13 @@ class WordPieceTokenizer:
         `BertTokenizerFast` exactly: `longest_first` keeps the shorter text whole when cutting the
         longer one suffices and otherwise splits the room evenly; `only_first`/`only_second` cut
         that text alone and raise ValueError when it is too short to make the pair fit (HF raises
-        too). A single text is simply cut with `longest_first`/`only_first`.
+        too). A single text is simply cut with `longest_first`/`only_first`; `only_second` raises
+        ValueError when a single text must be cut (there is no second text to cut), as HF does.
+
+        A `text_b` with no word pieces ("", spaces, control characters) gives the single sequence
+        `[CLS] a [SEP]`, as Google's BERT and ELECTRA do (`if tokens_b:`): an empty question of
+        QQP, or a single-text example in a batch of pairs (passed as ""), got a second `[SEP]` of
+        type 1, an input the reference code never builds, and one that depended on its batch.
         """
         texts_b = None if text_b is None else [text_b]
         return self.encode_pairs([text_a], texts_b, max_length=max_length, truncation=truncation)[0]
@@ -388,6 +394,8 @@ class WordPieceTokenizer:
         return [self._assemble_pair(a, b, max_length, truncation) for a, b in zip(firsts, seconds, strict=True)]
 
     def _assemble_pair(self, a: list[int], b: list[int] | None, max_length: int, strategy: str) -> Encoding:
+        if not b:  # no second text, or one without pieces: a single sequence (see `encode_pair`)
+            b = None
         budget = max_length - (2 if b is None else 3)
         if budget < 0:
             raise ValueError(f"max_length={max_length} cannot even hold the special tokens")

@@ -106,14 +106,16 @@ def build_bert_tokenizer(vocab: dict[str, int], lowercase: bool) -> Tokenizer:
     lower-casing, also strips accents (as the original uncased BERT did); BertPreTokenizer splits
     on whitespace and punctuation; the post-processor adds `[CLS]`/`[SEP]` with type ids 0/1.
     """
-    missing = [t for t in (UNK, CLS, SEP) if t not in vocab]
+    # All five, at once: checking only these three here (the others in `WordPieceTokenizer`) made a
+    # vocab.txt lacking e.g. [UNK] and [PAD] fail twice, one token each time.
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise ValueError(f"vocabulary lacks {', '.join(missing)}")
+        raise ValueError(f"vocabulary lacks the special token(s) {', '.join(missing)}")
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100))
     tokenizer.normalizer = _bert_normalizer(lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
-    tokenizer.add_special_tokens([t for t in SPECIAL_TOKENS if t in vocab])
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
     tokenizer.post_processor = _bert_post_processor(vocab[CLS], vocab[SEP])
     return tokenizer
 
@@ -158,10 +160,10 @@ def _count_characters(paths: list[Path], normalizer: normalizers.BertNormalizer)
             for normalized in normalizer.normalize_str(char):
                 if not normalized.isspace():
                     counts[normalized] += count
+        if "\x00" in raw:  # before the empty test: the normaliser deletes NULs, so a file of only
+            raise _nul_error(path)  # NULs (a zeroed or binary file) was called "empty", line unsaid
         if not counts:
             raise DataError(path, 0, "file is empty: no text to train a vocabulary on")
-        if "\x00" in raw:
-            raise _nul_error(path)
         total.update(counts)
     return total
 
@@ -173,6 +175,8 @@ def _nul_error(path: Path) -> DataError:
     """
     line = 1
     for text in _read_text_blocks(path):  # blocks of whole lines, as counted
+        if line == 1:  # columns after a UTF-8 BOM, as `read_text` (the corpus reader) counts them
+            text = text.removeprefix("\ufeff")
         nul = text.find("\x00")
         if nul >= 0:
             column = nul - (text.rfind("\n", 0, nul) + 1) + 1
