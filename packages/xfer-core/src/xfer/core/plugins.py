@@ -589,6 +589,19 @@ class PluginHost:
         known = self.names(kind)
         hint = did_you_mean(name, known)
         if not any(r.name == namespace for r in self.plugins.values()):
+            if namespace == name:
+                # `xfer explain model tiny` said "pip install xfer-tiny": `tiny` is a preset, a value of
+                # a component's field, and a name without a namespace is no distribution's to provide
+                unqualified = (
+                    f"unknown {kind} {name!r}: component names are namespaced (`plugin.name` or `plugin/name`)"
+                )
+                tails = [n for n in known if n[len(namespace_of(n)) + 1 :] == name]  # `rte` for glue/rte
+                if tails:
+                    return f"{unqualified}; did you mean {' or '.join(map(repr, tails))}?"
+                return (
+                    f"{unqualified}, so no plugin can provide {name!r}; a preset or other value of a component's "
+                    f"field is no component{hint or f'; {kind}s: ' + (', '.join(known) or 'none installed')}"
+                )
             installed = ", ".join(sorted(r.name for r in self.plugins.values() if not r.error))
             return (
                 f"unknown {kind} {name!r}: no installed plugin provides namespace {namespace!r} "

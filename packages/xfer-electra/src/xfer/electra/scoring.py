@@ -87,6 +87,9 @@ class Line:
     path: str
     line: int
     id: Any = None
+    has_id: bool = False
+    """The record had an `id` key: `"id": null` is carried to the output as null. Output records
+    left the key out for a null id, so that line's record had no `id` while its neighbours had one."""
 
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -152,7 +155,7 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
         # string it was scored silently ("the\ufeffcat" is one unknown word, a single [UNK] piece)
         if (problem := bom_in_text(text)) is not None:
             raise DataError(path, number, problem, key=text_field)
-        lines.append(Line(text, str(path), number, record.get("id")))
+        lines.append(Line(text, str(path), number, record.get("id"), "id" in record))
     if not lines:
         raise DataError(path, 0, "no records to score")
     return lines
@@ -950,7 +953,7 @@ def _precision(precision: str, device: torch.device) -> Iterator[None]:
 def record(line: Line, score: TextScore, method: str, tokenizer: Any = None) -> dict[str, Any]:
     """The output JSON object of one line; with `tokenizer`, its pieces and per-piece scores too."""
     out: dict[str, Any] = {"line": line.line}
-    if line.id is not None:
+    if line.has_id or line.id is not None:
         out["id"] = line.id
     out |= {"pll": score.pll, "tokens": score.tokens, "method": method}
     if score.windows > 1:
