@@ -16,7 +16,9 @@
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
   `transformer.finetune` (`xfer.transformer.finetune_config.checkpoint_problems`);
 - an `encoder:` override of an architecture field (`hidden_size`, `num_layers`, ...) that differs from
-  the `init` checkpoint's (`xfer.transformer.modelio.with_overrides`, which the stage runs on reading it);
+  the `init` checkpoint's (`xfer.transformer.modelio.with_overrides`, which the stage runs on reading it;
+  also shared, `checkpoint_problems`), and a tokenizer folder the tokenizer loader refuses (no vocab.txt
+  or tokenizer.json, a damaged one);
 - a compute budget that does not buy a single step (in FLOPs: when the tokenizer and `init:` are
   folders, not earlier stages' outputs, whose sizes the stage checks when it starts);
 - a generator `size` that gives a generator narrower than 1 unit, or `layers` that give it no layer,
@@ -58,7 +60,6 @@ def preflight(config: Any) -> list[UserError]:
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
-        lambda: _encoder_against_init(config, init),
         lambda: _generator_shape(config, init),
         lambda: init_generator_vocabulary(config.init_generator.path if config.init_generator else None, tokenizer),
         lambda: _init_generator_size(config, init),
@@ -202,29 +203,6 @@ def _generator_shape(config: Any, init: Path | None) -> list[UserError]:
         if problem:
             problems.append(UserError(f"objective.generator.layers: {problem}"))
     return problems
-
-
-def _encoder_against_init(config: Any, init: Path | None) -> list[UserError]:
-    """`encoder:` overrides of architecture fields against the `init` checkpoint folder, with the stage's
-    own check (`with_overrides`): `xfer validate --data` said ok to `encoder: {hidden_size: 32}` on a
-    64-wide checkpoint, and the stage refused it only once the stages before it had run. An unreadable
-    checkpoint is `checkpoint_problems`' to report."""
-    from xfer.transformer.presets import ARCHITECTURE_FIELDS
-
-    if init is None or not any(name in ARCHITECTURE_FIELDS for name in config.encoder):
-        return []
-    from xfer.core.errors import CheckpointError
-    from xfer.electra.stage import checkpoint_encoder_config
-    from xfer.transformer.modelio import with_overrides
-
-    encoder_config = checkpoint_encoder_config(init)  # (its description only: no weights read)
-    if encoder_config is None:
-        return []  # a damaged description: reported on its own
-    try:
-        with_overrides(encoder_config, config.encoder, init)
-    except CheckpointError as problem:
-        return [problem]
-    return []
 
 
 def _empty_corpus(config: Any) -> list[UserError]:

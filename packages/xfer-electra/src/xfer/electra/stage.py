@@ -43,6 +43,7 @@ from xfer.electra.objective import (
 )
 from xfer.electra.stage_config import PretrainConfig
 from xfer.transformer.collapse import REPRESENTATION_COLLAPSE
+from xfer.transformer.finetune_config import checkpoint_encoder_config
 
 
 def run_pretrain(ctx: StageContext) -> None:
@@ -846,22 +847,3 @@ def detection_collapse(rows: list[dict[str, Any]], last: int = 3, unigram_entrop
         f"{unigram_entropy:.2f}) but the discriminator does not yet detect its samples: it learns context more "
         f"slowly than its generator at this budget. Train for more steps; {see}."
     )
-
-
-def checkpoint_encoder_config(folder: Path) -> Any | None:
-    """The EncoderConfig an xfer model dir (`xfer_model.json`) or an HF folder (`config.json`) describes,
-    as `read_checkpoint` reads it but without loading the weights; None when the description does not
-    read (`read_checkpoint` then says why)."""
-    from xfer.transformer.encoder import EncoderConfig
-    from xfer.transformer.finetune_config import checkpoint_encoder
-    from xfer.transformer.hf import encoder_config_from_hf
-
-    values = checkpoint_encoder(folder)
-    if values is None:
-        return None
-    try:
-        if (folder / "xfer_model.json").is_file():  # the file `checkpoint_encoder` read, as `read_encoder` chooses
-            return EncoderConfig.from_dict(values)
-        return encoder_config_from_hf(values, str(folder / "config.json"))
-    except (UserError, KeyError, TypeError, ValueError):
-        return None

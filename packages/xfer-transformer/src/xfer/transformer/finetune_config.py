@@ -340,6 +340,10 @@ def checkpoint_format_problem(folder: Path, key: str) -> UserError | None:
     """Why `folder` (given at `key`) is no checkpoint to start from, or None: missing, neither an xfer
     model directory nor an HF checkpoint, or a description file that is damaged. For stages whose
     `init` was found only when they read it, after the stages before them had trained."""
+    if folder.is_file():  # a file inside a checkpoint (its model.safetensors, config.json): name the folder
+        from xfer.transformer.hf import not_a_folder
+
+        return CheckpointError(f"{key}: {not_a_folder(folder)}")
     if not folder.is_dir():
         return CheckpointError(f"{key}: {folder} does not exist")
     for name in ("xfer_model.json", "config.json"):  # the file read_encoder reads, in its order
@@ -347,13 +351,13 @@ def checkpoint_format_problem(folder: Path, key: str) -> UserError | None:
             if not checkpoint_encoder(folder):  # truncated, empty, or not a checkpoint's description
                 return CheckpointError(f"{key}: {folder / name} does not describe an encoder (damaged?)")
             return None
-    from xfer.transformer.hf import incomplete_download
+    from xfer.transformer.hf import checkpoints_below, incomplete_download
 
     if (interrupted := incomplete_download(folder, ("xfer_model.json", "config.json"))) is not None:
         return CheckpointError(f"{key}: {interrupted}")
     return CheckpointError(
         f"{key}: {folder} is neither an xfer model directory (xfer_model.json) nor a Hugging Face checkpoint "
-        "(config.json)"
+        f"(config.json){checkpoints_below(folder)}"
     )
 
 
@@ -367,7 +371,7 @@ def weights_problem(folder: Path) -> UserError | None:
         return None  # said by the checks that read its config
     from safetensors import safe_open
 
-    from xfer.transformer.hf import NO_WEIGHTS, check_weight_map, incomplete_download
+    from xfer.transformer.hf import NO_WEIGHTS, check_weight_map, incomplete_download, sharded_bin_problem
 
     if (interrupted := incomplete_download(folder)) is not None:  # a Hub snapshot whose blobs are gone
         return CheckpointError(interrupted)
@@ -385,6 +389,8 @@ def weights_problem(folder: Path) -> UserError | None:
         files = [folder / shard for shard in sorted(set(weight_map.values()))]
     elif (folder / "pytorch_model.bin").is_file():
         return None  # a weights-only .bin: not read here (reading it means loading it)
+    elif (sharded_bin := sharded_bin_problem(folder)) is not None:  # the loader's refusal, not "no weights file"
+        return CheckpointError(sharded_bin)
     else:  # a Hub snapshot of config and tokenizer only, a copy without its weights: found after earlier stages ran
         return CheckpointError(f"{folder}: {NO_WEIGHTS}")
     for file in files:
@@ -399,12 +405,12 @@ def weights_problem(folder: Path) -> UserError | None:
 
 
 def tokenizer_problem(folder: Path) -> UserError | None:
-    """Why the stage could not load the tokenizer files in `folder`, or None (also when it holds
-    none: the checks that need them say so). The pre-flight read vocab.txt for its checks, so a
-    damaged tokenizer.json next to it (the file the tokenizer prefers) passed, and the stage
-    stopped on it after every earlier stage had run."""
-    if not folder.is_dir() or not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
-        return None
+    """Why the stage could not load the tokenizer files in `folder`, or None. The pre-flight read
+    vocab.txt for its checks, so a damaged tokenizer.json next to it (the file the tokenizer
+    prefers) passed, and the stage stopped on it after every earlier stage had run. A folder with
+    neither vocab.txt nor tokenizer.json (a tokenizer: given as another folder, a Hugging Face
+    checkpoint copied without its tokenizer) passed too: every stage that runs these checks loads
+    its tokenizer from this folder, so the loader's own error is given here."""
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     try:
@@ -418,20 +424,32 @@ def checkpoint_problems(
     tokenizer: Path | None, init: Path | None, encoder: Mapping[str, Any], max_length: int, *, random_init: bool
 ) -> list[UserError]:
     """What a stage's tokenizer folder (by default the init checkpoint's own), init checkpoint and
-    `encoder:` overrides disagree on, each error naming the files. Empty when they fit; folders
+    `encoder:` overrides disagree on, each error naming the files; also an init path that is no
+    checkpoint (`checkpoint_format_problem`), architecture overrides it contradicts
+    (`encoder_override_problems`) and a tokenizer folder the loader refuses. Empty when they fit; folders
     that are earlier stages' outputs (None here) are not there yet and are checked by the stage.
 
     A vocabulary that differs from the one the checkpoint was trained with was accepted when it
     was not larger: its ids then meant other words for every pre-trained embedding, silently.
     """
     problems: list[UserError] = []
-    if init is not None and (unreadable := weights_problem(init)) is not None:
+    # a file, a missing folder or no checkpoint: transformer.finetune's pre-flight passed
+    # `init: ckpt/model.safetensors`, and the stage refused it once the stages before it had run
+    unusable = checkpoint_format_problem(init, "init") if init is not None else None
+    if unusable is not None:
+        problems.append(unusable)
+    elif init is not None and (unreadable := weights_problem(init)) is not None:
         problems.append(unreadable)
     elif init is not None:  # missing or extra encoder tensors: a bare RuntimeError of load_state_dict, after training
         from xfer.transformer.modelio import encoder_weights_problem
 
         if (tensors := encoder_weights_problem(init)) is not None:
             problems.append(tensors)
+    if init is not None and unusable is None:
+        problems += encoder_override_problems(init, encoder)
+    same_folder = tokenizer is not None and init is not None and tokenizer.absolute() == init.absolute()
+    if unusable is not None and same_folder:
+        return problems  # the tokenizer is the checkpoint's own: one error for one wrong path
     if tokenizer is not None and (unloadable := tokenizer_problem(tokenizer)) is not None:
         problems.append(unloadable)
     vocabulary = read_vocabulary(tokenizer) if tokenizer is not None else None
@@ -482,6 +500,47 @@ def checkpoint_problems(
             )
         )
     return problems
+
+
+def checkpoint_encoder_config(folder: Path) -> Any | None:
+    """The EncoderConfig an xfer model dir (`xfer_model.json`) or an HF folder (`config.json`) describes,
+    as `modelio.read_encoder` reads it but without loading the weights; None when the description does
+    not read (the checks that read it, and the stage, say why). Imports torch (EncoderConfig's module)."""
+    from xfer.transformer.encoder import EncoderConfig
+    from xfer.transformer.hf import encoder_config_from_hf
+
+    values = checkpoint_encoder(folder)
+    if values is None:
+        return None
+    try:
+        if (folder / "xfer_model.json").is_file():  # the file `checkpoint_encoder` read, as `read_encoder` chooses
+            return EncoderConfig.from_dict(values)
+        return encoder_config_from_hf(values, str(folder / "config.json"))
+    except (UserError, KeyError, TypeError, ValueError):
+        return None
+
+
+def encoder_override_problems(init: Path, encoder: Mapping[str, Any]) -> list[UserError]:
+    """`encoder:` overrides of architecture fields against the `init` checkpoint folder, with the check
+    the stages run when they read it (`modelio.with_overrides`): `xfer validate --data` said ok to
+    `encoder: {hidden_size: 32}` on a 64-wide checkpoint, and the stage refused it only once the stages
+    before it had run. Its description only is read; an unreadable one is reported by the other checks."""
+    from xfer.transformer.presets import ARCHITECTURE_FIELDS
+
+    if not any(name in ARCHITECTURE_FIELDS for name in encoder):
+        return []
+    config = checkpoint_encoder_config(init)
+    if config is None:
+        return []
+    from xfer.transformer.modelio import with_overrides
+
+    try:
+        with_overrides(config, dict(encoder), init)
+    except CheckpointError as problem:
+        return [problem]
+    except (TypeError, ValueError):
+        return []  # a value EncoderConfig refuses: recipe validation reports it at its key
+    return []
 
 
 def vocabulary_mismatch(

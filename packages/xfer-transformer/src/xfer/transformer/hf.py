@@ -133,9 +133,41 @@ def incomplete_download(directory: Path, wanted: tuple[str, ...] = ()) -> str | 
     )
 
 
+def not_a_folder(path: Path) -> str:
+    """What to say about a checkpoint path that is no folder. A file inside one (`init:
+    ckpt/model.safetensors`, `.../config.json`) was "does not exist", which sent the user
+    looking for a file that is there: name the folder to give instead, as the tokenizer loader does."""
+    if path.is_file():
+        return f"{path}: is a file; give the folder that holds it ({path.parent})"
+    return f"{path}: checkpoint directory does not exist"
+
+
+def checkpoints_below(folder: Path) -> str:
+    """A hint naming the checkpoints in `folder`'s sub-folders (two levels: a stage's folder holds
+    `outputs/<name>`), for a folder that is no checkpoint itself; "" when there are none. A run's or
+    a stage's folder given for the checkpoint in it was only "neither an xfer model directory nor a
+    Hugging Face checkpoint", which did not say that the one meant was right there."""
+    found: list[Path] = []
+    try:
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith(".") or not child.is_dir():
+                continue
+            for candidate in (child, *sorted(child.iterdir())):
+                if candidate.name.startswith(".") or not candidate.is_dir():
+                    continue
+                if any((candidate / name).is_file() for name in ("xfer_model.json", "config.json")):
+                    found.append(candidate)
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    shown = ", ".join(str(p) for p in found[:3]) + (f" (+{len(found) - 3} more)" if len(found) > 3 else "")
+    return f"; it holds checkpoints in sub-folders: give one of them ({shown})"
+
+
 def _read_config(directory: Path) -> dict[str, Any]:
     if not directory.is_dir():
-        raise CheckpointError(f"{directory}: checkpoint directory does not exist")
+        raise CheckpointError(not_a_folder(directory))
     path = directory / "config.json"
     if not path.is_file():
         raise CheckpointError(
@@ -178,16 +210,25 @@ def read_hf_tensors(directory: str | Path) -> dict[str, Tensor]:
         return _read_shards(directory, index, document["weight_map"])
     if legacy.is_file():
         return _load_bin(legacy)
-    sharded_bin = directory / "pytorch_model.bin.index.json"
-    if sharded_bin.is_file():
-        # "no weights file" in a folder of weight files sent the user looking for a missing download
-        raise CheckpointError(
-            f"{sharded_bin}: sharded pytorch_model-*.bin weights are not read (only model.safetensors, its shards, "
-            "or a single pytorch_model.bin): convert the checkpoint to safetensors in a trusted environment "
-            "(transformers: `from_pretrained(...).save_pretrained(folder)`)"
-        )
+    if (sharded_bin := sharded_bin_problem(directory)) is not None:
+        raise CheckpointError(sharded_bin)
     # a shard a snapshot's index names can be a dangling link as well: any dangling link means the download is incomplete
     raise CheckpointError(incomplete_download(directory) or f"{directory}: {NO_WEIGHTS}")
+
+
+def sharded_bin_problem(directory: Path) -> str | None:
+    """The error text for a folder whose weights are sharded `pytorch_model-*.bin` files (with their
+    `pytorch_model.bin.index.json`), which are not read, else None. Shared by the loader and the
+    pre-flight (`finetune_config.weights_problem`): "no weights file" in a folder of weight files
+    sent the user looking for a missing download."""
+    index = directory / "pytorch_model.bin.index.json"
+    if not index.is_file():
+        return None
+    return (
+        f"{index}: sharded pytorch_model-*.bin weights are not read (only model.safetensors, its shards, "
+        "or a single pytorch_model.bin): convert the checkpoint to safetensors in a trusted environment "
+        "(transformers: `from_pretrained(...).save_pretrained(folder)`)"
+    )
 
 
 def check_weight_map(index: Path, weight_map: Any) -> None:

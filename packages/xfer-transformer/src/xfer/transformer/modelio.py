@@ -356,6 +356,10 @@ def _read_model_dir(path: Path) -> ModelDir:
     from safetensors.torch import load_file
 
     meta_path = path / META_FILE
+    if path.is_file():  # a file inside a model directory (its model.safetensors): name the folder
+        from xfer.transformer.hf import not_a_folder
+
+        raise CheckpointError(not_a_folder(path))
     if not meta_path.is_file():
         raise CheckpointError(f"{path}: not an xfer model directory (no {META_FILE})")
     try:
@@ -405,17 +409,22 @@ def detect_format(path: str | Path) -> str:
     """ "xfer" (xfer_model.json) or "hf" (config.json); CheckpointError otherwise."""
     path = Path(path)
     _wait_for_swap(path)
+    if path.is_file():  # `init: ckpt/model.safetensors`: "does not exist" named a file that is there
+        from xfer.transformer.hf import not_a_folder
+
+        raise CheckpointError(not_a_folder(path))
     if not path.is_dir():
         raise CheckpointError(f"{path}: model directory does not exist{_interrupted_swap(path)}")
     if (path / META_FILE).is_file():
         return "xfer"
     if (path / "config.json").is_file():
         return "hf"
-    from xfer.transformer.hf import incomplete_download
+    from xfer.transformer.hf import checkpoints_below, incomplete_download
 
     raise CheckpointError(
         incomplete_download(path, (META_FILE, "config.json"))
         or f"{path}: neither an xfer model directory ({META_FILE}) nor a HF checkpoint (config.json)"
+        + checkpoints_below(path)
     )
 
 
