@@ -7,8 +7,13 @@ Every word t gets one distribution over (head, relation) pairs, head in {ROOT} â
 with a relation-specific W_r and a W shared by all relations (the dependent side is projected
 to D = `parse_dim` dimensions first, as in the original code, which keeps the R relation matrices
 small). ROOT is a learned vector h_ROOT in the head's hidden space, scored the same way (plus a
-per-relation bias); arcs from ROOT may only carry relations seen with head 0 in training. Self
-loops and arcs from padding or <start>/<end> are impossible.
+per-relation bias); arcs from ROOT may only carry relations seen with head 0 in training and,
+the mirror, arcs between words only relations seen with a word head (`word_relations`), else a
+word hung from another word could be labelled `root` and a predicted tree carried two `root`
+relations (UD validation and the CoNLL 2018 evaluator reject that). Without `word_relations`,
+training is unrestricted (a word-headed `root` in the data keeps a finite loss) and predictions
+never put UD's `root` (or a subtype) seen with head 0 on an arc between words. Self loops and
+arcs from padding or <start>/<end> are impossible.
 
 Views: the primary (teacher) and `full` modules read [h1; h2] on both sides; the auxiliaries
 fwd-fwd, fwd-bwd, bwd-fwd, bwd-bwd read one layer-1 direction for the candidate head (first
@@ -86,12 +91,20 @@ class ParsingModule(nn.Module):
         relations: Sequence[str],
         root_relations: Sequence[str],
         views: Sequence[str],
+        word_relations: Sequence[str] | None = None,
     ):
         super().__init__()
         self.relations = list(relations)
         r = len(self.relations)
         self.register_buffer(
             "root_allowed", torch.tensor([rel in set(root_relations) for rel in self.relations]), persistent=False
+        )
+        words = set(self.relations if word_relations is None else word_relations)
+        self.register_buffer("word_allowed", torch.tensor([rel in words for rel in self.relations]), persistent=False)
+        if word_relations is None:  # UD's `root` (any subtype) labels the ROOT arc and no other
+            words -= {rel for rel in root_relations if rel.split(":")[0].lower() == "root"}
+        self.register_buffer(  # what predictions may put on an arc between words
+            "word_output", torch.tensor([rel in words for rel in self.relations]), persistent=False
         )
         self.primary = ArcScorer(1, full_size, hidden, dim, r)
         self.full = ArcScorer(1, full_size, hidden, dim, r) if "full" in views else None
@@ -116,6 +129,7 @@ class ParsingModule(nn.Module):
         arcs = self._arc_mask(states).flatten(0, 1)[index]  # [N, 1+T, 1]
         relations = torch.ones(rows.shape[-2:], dtype=torch.bool, device=rows.device)
         relations[0] = self.root_allowed  # arcs from ROOT carry root relations only
+        relations[1:] = self.word_allowed  # and arcs from words word relations only (no second `root`)
         rows = rows.masked_fill(~(arcs & relations)[None], float("-inf"))
         return F.log_softmax(rows.flatten(2), dim=-1)
 
@@ -185,6 +199,7 @@ class ParsingModule(nn.Module):
         out, start = [], 0
         for n in (states.lengths - 2).tolist():
             rows = logprobs[start : start + n].view(n, width + 1, r)[:, : n + 2]  # columns ROOT, <start>, words
+            rows = torch.cat([rows[:, :1], rows[:, 1:].masked_fill(~self.word_output, float("-inf"))], dim=1)
             start += n
             if settings.parse_decoding == "mst":
                 marginal = torch.logsumexp(rows, dim=-1).cpu().numpy()  # [dep, column]
