@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 EPILOG = """\
 SYSTEM is a stage folder with outputs/results (bam.teachers, bam.student), optionally named
@@ -17,13 +18,50 @@ Stars mark a significant improvement over EVERY baseline (Holm-Bonferroni-correc
 bootstrap p < .05 *, .01 **, .001 ***)."""
 
 
+def _names_a_folder(spec: str) -> bool:
+    """Whether `spec` is a SYSTEM rather than a baseline NAME: an existing folder, or NAME=FOLDER with
+    an existing folder after one of its '=' (as `xfer.bam.compare` splits it)."""
+    return Path(spec).is_dir() or any(
+        char == "=" and spec[i + 1 :] and Path(spec[i + 1 :]).is_dir() for i, char in enumerate(spec)
+    )
+
+
+class _Baselines(argparse.Action):
+    """`--baseline NAME...` that leaves the systems after its names to SYSTEM.
+
+    `nargs="+"` took every argument after `--baseline`: `xfer compare --baseline A A=x B=y` read
+    "A A=x B=y" as three baselines and stopped with "the following arguments are required: SYSTEM".
+    The trailing arguments that all name folders (`_names_a_folder`) are systems, as given; at least
+    the first argument stays a baseline name."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        names = list(values)
+        first_system = len(names)
+        while first_system > 1 and _names_a_folder(names[first_system - 1]):
+            first_system -= 1
+        systems = names[first_system:]
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *names[:first_system]])
+        # not into `systems` itself: argparse sets that positional after the options, to [] when
+        # nothing stood before `--baseline`; `all_systems` joins the two
+        namespace.systems_after_baseline = [*getattr(namespace, "systems_after_baseline", []), *systems]
+
+
+def all_systems(args: argparse.Namespace) -> list[str]:
+    """The SYSTEM arguments in the order given: those before `--baseline` and those after its names."""
+    return [*args.systems, *getattr(args, "systems_after_baseline", [])]
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("systems", nargs="+", metavar="SYSTEM", help="[NAME=]FOLDER of a stage or a run")
+    # "*", not "+": systems may follow `--baseline NAME...` (`_Baselines`); none at all is refused in `run`
+    parser.add_argument("systems", nargs="*", metavar="SYSTEM", help="[NAME=]FOLDER of a stage or a run")
     parser.add_argument(
         "--baseline",
         nargs="+",
+        action=_Baselines,
         metavar="NAME",
         help="systems every other system is tested against (default: the first system; a run folder gives its stages in recipe order)",
     )
@@ -42,5 +80,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from xfer.bam.compare import main
+    from xfer.core.errors import UserError
+
+    args.systems = all_systems(args)
+    if not args.systems:
+        raise UserError(
+            "no SYSTEM to compare: give [NAME=]FOLDER of a stage or a run"
+            + (f" (--baseline took {' '.join(args.baseline)} as names of baselines)" if args.baseline else "")
+        )
 
     return main(args)

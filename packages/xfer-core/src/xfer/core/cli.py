@@ -436,7 +436,7 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core import distributed as dist
     from xfer.core.recipes.recipe import load_recipe
     from xfer.core.runs.preflight import check_data
-    from xfer.core.runs.runner import run_recipe
+    from xfer.core.runs.runner import check_run_dir, run_recipe
 
     # whether a --fork target is this command's to call a copy after a stop (`_rerun`), not the user's
     args._fork_was_free = args.fork is None or not _holds_more_than_a_lock(args.fork)
@@ -450,6 +450,12 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
         # a device this machine lacks (`--device cuda` on a CPU machine, a typo) was refused by the runner,
         # after the data check, which reads every data file first: minutes on a large data set
         dist.select_device(args.device)
+        # a run directory in use, of another recipe, or a fork target taken: refused before the data
+        # check, not after it had read every data file (`run_recipe` checks again under the lock).
+        # Not under torchrun: there `run_recipe` refuses on every rank at once, after they have met;
+        # a rank refusing alone here was stopped by torchrun, maybe before it could say why
+        if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):
+            check_run_dir(recipe, args.run_dir, force=args.force, fork=args.fork)
         check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
         result = run_recipe(
             recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only

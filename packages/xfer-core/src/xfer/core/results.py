@@ -7,7 +7,8 @@ A stage that reports dev scores writes `outputs/results/results.json`:
                 "runs": [{"trial": 0, "seed": 1, "<metric>": 87.5, ...}, ...]}, ...}
 
 Every score is in percent (see `xfer.core.metrics`); `summary` covers metrics only, never the
-bookkeeping a run record also carries. The file is strict JSON: a score that is not finite (a
+bookkeeping a run record also carries. A task whose main metric is lower-is-better (a perplexity)
+also holds `"greater_is_better": false`; its summary then counts a NaN run as the highest (worst). The file is strict JSON: a score that is not finite (a
 diverged trial's NaN, an infinite perplexity) is written as the string "NaN", "Infinity" or
 "-Infinity" (`strict_json`), which `read_results` reads back as the float; a bare NaN token, as
 files written before 2026-11-28 hold, is read too. `xfer results` and the end of `xfer run` print these
@@ -49,8 +50,14 @@ HEADER = (
 )
 
 
-def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
+def summarize(
+    runs: list[dict[str, Any]], metrics: Iterable[str] | None = None, lower_is_better: Iterable[str] = ()
+) -> dict[str, dict[str, float]]:
     """median / mean / std (sample; 0 for one run) / min / max of each metric over runs.
+
+    A NaN score (a diverged run) counts as the worst (`score_order`): the lowest of a metric where
+    greater is better, the highest of one in `lower_is_better` (a perplexity, a WER). Sorted lowest
+    there, a diverged run stood next to the best runs and pulled the median toward them.
 
     The median of an even number of runs is the mean of the two middle scores (as `statistics.median`),
     so it may be no run's score: the model `transformer.finetune` exports is the lower middle run's.
@@ -61,22 +68,26 @@ def summarize(runs: list[dict[str, Any]], metrics: Iterable[str] | None = None) 
     than raising: `statistics.stdev` failed on inf with an AttributeError after every trial ran."""
     if metrics is None:
         metrics = dict.fromkeys(k for r in runs for k, v in r.items() if k not in BOOKKEEPING and _number(v))
+    lower = set(lower_is_better)
     out: dict[str, dict[str, float]] = {}
     for metric in metrics:
         if metric in BOOKKEEPING:
             continue
-        values = sorted((r[metric] for r in runs if _number(r.get(metric))), key=score_order)
+        values = sorted(
+            (r[metric] for r in runs if _number(r.get(metric))),
+            key=lambda value, better=metric not in lower: score_order(value, better),
+        )
         if not values:
             continue
         middle = len(values) // 2
         out[metric] = {
-            # on the NaN-lowest order: `statistics.median`, `min` and `max` gave whatever the position
+            # on the NaN-worst order: `statistics.median`, `min` and `max` gave whatever the position
             # of a NaN (a diverged trial's score) happened to make them
             "median": values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2,
             "mean": _mean(values),  # NaN with a NaN run (stdev raised on one)
             "std": _std(values),
-            "min": values[0],
-            "max": values[-1],
+            "min": values[0],  # NaN when a run diverged and greater is better (NaN is the worst end)
+            "max": values[-1],  # NaN when a run diverged and lower is better
         }
     return out
 
@@ -99,23 +110,38 @@ def _std(values: list[float]) -> float:
         return math.inf
 
 
-def score_order(value: float) -> tuple[bool, float]:
-    """Sort key of scores with NaN (a diverged run's) lowest: NaN compares false with everything,
-    so sorting floats that hold one gives an order that depends on where it stood."""
-    return (False, 0.0) if isinstance(value, float) and math.isnan(value) else (True, value)
+def score_order(value: float, greater_is_better: bool = True) -> tuple[bool, float]:
+    """Sort key of scores with NaN (a diverged run's) as the worst: lowest where greater is better,
+    highest where lower is better (a perplexity). NaN compares false with everything, so sorting
+    floats that hold one gives an order that depends on where it stood; and lowest whatever the
+    direction, a diverged run of a lower-is-better metric sorted next to the best runs."""
+    if isinstance(value, float) and math.isnan(value):
+        return (not greater_is_better, 0.0)
+    return (greater_is_better, value)
 
 
-def task_result(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def task_result(main_metric: str, runs: list[dict[str, Any]], greater_is_better: bool = True) -> dict[str, Any]:
     """One task's entry of results.json, in strict JSON (`strict_json`): a stage writes it as it is.
+
+    `greater_is_better` is the main metric's direction (`TaskInfo.greater_is_better`); False is
+    recorded in the entry (`"greater_is_better": false`), so a pool of it sorts a NaN run as the
+    worst too.
 
     Python's json wrote a diverged trial's NaN as a bare `NaN` token, which `jq`, JavaScript and
     Go's decoders refuse: the whole results file became unreadable to them."""
-    return strict_json(_task_entry(main_metric, runs))
+    return strict_json(_task_entry(main_metric, runs, greater_is_better))
 
 
-def _task_entry(main_metric: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _task_entry(main_metric: str, runs: list[dict[str, Any]], greater_is_better: bool = True) -> dict[str, Any]:
     """One task's entry with its scores as floats (what the table and pools compute with)."""
-    return {"main_metric": main_metric, "summary": summarize(runs), "runs": runs}
+    entry: dict[str, Any] = {
+        "main_metric": main_metric,
+        "summary": summarize(runs, lower_is_better=() if greater_is_better else (main_metric,)),
+        "runs": runs,
+    }
+    if not greater_is_better:  # absent: greater is better (every results.json written before)
+        entry["greater_is_better"] = False
+    return entry
 
 
 NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -226,6 +252,8 @@ def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
             if m != result["main_metric"] and m not in BOOKKEEPING
         )
         spread = plus_minus(s["std"], len(result["runs"])) if "std" in s else ""
+        if result.get("greater_is_better", True) is False:
+            main += " (lower is better)"
         rows.append(
             f"| {stage} | {task} | {main} | **{_stat(s, 'median')}** | {_stat(s, 'mean')}{spread} "
             f"| {_stat(s, 'min')}–{_stat(s, 'max')} | {len(result['runs'])} | {others} |"
@@ -323,6 +351,7 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
     if len(stages) == 1:
         return read_results(stages[0])
     pooled: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+    direction: dict[str, bool] = {}  # task -> greater_is_better
     holder: dict[tuple[str, Any], Path] = {}
     for stage in stages:
         results = read_results(stage)
@@ -340,6 +369,12 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
             main, runs = pooled.setdefault(task, (result["main_metric"], []))
             if result["main_metric"] != main:
                 raise UserError(f"{stage}: {task}'s main metric {result['main_metric']} is {main} in {stages[0]}")
+            better = direction.setdefault(task, result.get("greater_is_better", True))
+            if result.get("greater_is_better", True) != better:
+                raise UserError(
+                    f"{stage}: {task}'s {main} is recorded as {_direction(not better)} is better, in {stages[0]} "
+                    f"as {_direction(better)}; not pooled"
+                )
             for run in result["runs"]:
                 if "seed" not in run:
                     raise UserError(f"{stage / RESULTS_FILE}: a {task} run without a seed; cannot check the pool")
@@ -350,7 +385,11 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
                     )
                 holder[task, run["seed"]] = stage
                 runs.append(run)
-    return {task: _task_entry(main, runs) for task, (main, runs) in pooled.items()}
+    return {task: _task_entry(main, runs, direction[task]) for task, (main, runs) in pooled.items()}
+
+
+def _direction(greater_is_better: bool) -> str:
+    return "greater" if greater_is_better else "lower"
 
 
 def config_differences(stages: list[Path]) -> list[str] | None:
@@ -436,6 +475,7 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
                 label = f"{label} [{problem[0]}]"
                 notes.append(f"{group[0]} is {problem[0]}: {problem[1]}; `xfer status` says why")
             labelled.append((run_label(group), markdown_rows(label, results)))
+            notes += diverged_notes(label, results)
             if len(group) > 1:
                 notes.append(pool_note(label, group))
         elif len(group) == 1:
@@ -450,6 +490,23 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
         header = [HEADER]
         rows = [row for _, group_rows in labelled for row in group_rows]
     return "\n".join([*header, *rows, *(["", *notes] if notes else [])])
+
+
+def diverged_notes(stage: str, results: dict[str, Any]) -> list[str]:
+    """A note for each task of `results` with runs whose main metric is NaN (diverged): the median
+    counts them as the worst runs, and the row's run count alone ("3") did not say that only 2 of
+    them trained, nor why the median is the worse of those two."""
+    notes = []
+    for task, entry in results.items():
+        result = _decoded(entry)
+        main = result["main_metric"]
+        nan = sum(1 for run in result["runs"] if isinstance(v := run.get(main), float) and math.isnan(v))
+        if nan:
+            notes.append(
+                f"{stage} / {task}: {nan} of {len(result['runs'])} runs have a NaN {main} (diverged); "
+                "the median and range count them as the worst runs"
+            )
+    return notes
 
 
 def missing_results(stages: Iterable[Path]) -> list[str]:
@@ -632,6 +689,8 @@ def _task_problem(result: dict[str, Any]) -> str | None:
     main, summary, runs = result["main_metric"], result["summary"], result["runs"]
     if not isinstance(main, str):
         return f"main_metric is {main!r}, not a metric name"
+    if not isinstance(result.get("greater_is_better", True), bool):
+        return f"greater_is_better is {result['greater_is_better']!r}, not true or false"
     if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
         return "runs is not a list of run records (mappings)"
     if not isinstance(summary, dict) or not all(

@@ -151,6 +151,14 @@ def no_writer(run_dir: Path, purpose: str, attempts: int = 5, wait: float = 0.1)
         os.close(fd)  # drops the lock
 
 
+def check_free(run_dir: Path, remedy: str = "wait for it to finish or stop it first") -> None:
+    """Raise RunDirError, as `RunLock.acquire` would, when another process holds `run_dir`'s lock:
+    a look before work that comes ahead of taking the lock (`xfer run`'s data check), which then
+    went on for minutes only to be refused."""
+    if holder(run_dir) is not None:
+        raise RunDirError(f"run directory {run_dir} is in use by {_owner_text(Path(run_dir) / LOCK_FILE)}; {remedy}")
+
+
 def holder(run_dir: Path) -> dict[str, Any] | None:
     """Who holds the run directory's lock ({"pid", "host", "started"}, possibly empty), or None if nobody.
 

@@ -278,20 +278,13 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
             if not (force or fork is not None):
                 raise
             previous = {}  # rewritten below; each stage is still judged by its own stage.json
-        changes = diff(previous, without_new_unsigned(resolved, recipe.resolved(signing=True), previous))
-        speed_only = speed_only_paths(recipe)
-        changes = [c for c in changes if c[2:].partition(": ")[0] not in speed_only]
+        changes = _recipe_changes(recipe, previous)
         if changes and fork is None and not force:
-            listing = "\n".join(f"  {c}" for c in changes)
-            raise RunDirError(
-                f"{run_dir} was made by a different recipe:\n{listing}\n"
-                f"Use --fork NEW_DIR to run the changed recipe in a copy (unchanged stages are reused), "
-                f"or --force to re-run the changed stages here (a stage whose trials grew keeps its finished ones)."
-            )
+            raise RunDirError(_different_recipe(run_dir, changes))
     if fork is not None:
         # the fork target may already hold our lock file (taken before preparing), nothing else
         if _holds_more_than_a_lock(fork):
-            raise RunDirError(f"--fork target {fork} already exists")
+            raise RunDirError(_fork_target_taken(recipe, fork))
         if run_dir.exists():
             with runlock.no_writer(run_dir, f"fork it to {fork}"):
                 # recipe.resolved.yaml is left out and written below, last: a copy cut short (Ctrl-C, a
@@ -305,6 +298,71 @@ def _prepare_on_main(recipe: Recipe, run_dir: Path, force: bool, fork: Path | No
         run_dir = fork
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _different_recipe(run_dir: Path, changes: list[str]) -> str:
+    listing = "\n".join(f"  {c}" for c in changes)
+    return (
+        f"{run_dir} was made by a different recipe:\n{listing}\n"
+        f"Use --fork NEW_DIR to run the changed recipe in a copy (unchanged stages are reused), "
+        f"or --force to re-run the changed stages here (a stage whose trials grew keeps its finished ones)."
+    )
+
+
+def check_run_dir(recipe: Recipe, run_dir: Path | None, *, force: bool = False, fork: Path | None = None) -> None:
+    """The refusals of `run_recipe` that need only a look at the run directory, raised before
+    `xfer run`'s data check: a run directory in use by another `xfer run`, made by a different recipe,
+    a fork target taken, a folder xfer did not make. The data check reads every data file (minutes on
+    a large data set), and only then did `run_recipe` refuse for one of these. Read-only, so every rank
+    may call it before the processes meet; `run_recipe` checks again, under the lock."""
+    source = run_dir or default_run_dir(recipe)
+    if source.exists() and not source.is_dir():  # as `runlock.RunLock.acquire` refuses it
+        raise RunDirError(f"run directory {source} is a file; pass a directory (--run-dir)")
+    if fork is not None:
+        _check_fork_target(source, fork)
+        if _holds_more_than_a_lock(fork):
+            raise RunDirError(_fork_target_taken(recipe, fork))
+        # the copy is refused while a run writes the source (`runlock.no_writer`)
+        runlock.check_free(source, f"fork it to {fork} once that run has finished or been stopped")
+    _check_not_foreign(source)
+    runlock.check_free(fork if fork is not None else source)
+    recipe_file = source / "recipe.resolved.yaml"
+    if fork is None and not force and recipe_file.is_file():
+        previous = read_resolved_recipe(recipe_file, RunDirError, "use --force to rewrite it (or --fork NEW_DIR)")
+        changes = _recipe_changes(recipe, previous)
+        if changes:
+            raise RunDirError(_different_recipe(source, changes))
+
+
+def _recipe_changes(recipe: Recipe, previous: dict[str, Any]) -> list[str]:
+    """The key-level diff from a run directory's recipe.resolved.yaml (`previous`) to `recipe`, less
+    what only changes speed (`speed_only_paths`): empty when the directory is this recipe's."""
+    changes = diff(previous, without_new_unsigned(recipe.resolved(), recipe.resolved(signing=True), previous))
+    speed_only = speed_only_paths(recipe)
+    return [c for c in changes if c[2:].partition(": ")[0] not in speed_only]
+
+
+def _fork_target_taken(recipe: Recipe, fork: Path) -> str:
+    """Why an existing `--fork` target is refused, and what to do instead. The same `--fork B` command
+    run again, after a kill, a reboot or its own completion, said only "already exists": B is then
+    this recipe's run directory, which runs (resumes, or skips what is done) as `--run-dir B`."""
+    taken = f"--fork target {fork} already exists"
+    recipe_file = fork / "recipe.resolved.yaml"
+    if not recipe_file.is_file():
+        return (
+            f"{taken} and is not an xfer run directory (no recipe.resolved.yaml: a folder of yours, or a "
+            "--fork copy cut short, which can be deleted); give a new directory"
+        )
+    try:
+        previous = read_resolved_recipe(recipe_file, RunDirError, "")
+    except RunDirError:
+        return f"{taken} and its {recipe_file.name} is damaged; give a new directory"
+    if not _recipe_changes(recipe, previous):
+        return (
+            f"{taken} as a run directory of this recipe (a fork made before, finished or interrupted): "
+            f"to resume it or see it is done, run with --run-dir {fork} in place of --fork {fork}"
+        )
+    return f"{taken} as the run directory of a different recipe; give a new directory to fork to"
 
 
 def _check_not_foreign(run_dir: Path) -> None:
