@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from xfer.core.errors import UserError
-from xfer.core.runs.report import TAGS_KEY
 from xfer.core.results import (
     BOOKKEEPING,
     RESULTS_FILE,
@@ -48,6 +47,7 @@ from xfer.core.results import (
     stage_groups,
     stage_problem,
 )
+from xfer.core.runs.report import TAGS_KEY
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time", TAGS_KEY}
 """Keys of a metrics.jsonl record that are not dev metrics (TAGS_KEY lists a tagged record's tag names)."""
@@ -60,10 +60,11 @@ def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
         return f"| {stage} | {task} {main} | (no value) | | | {len(runs)} | | |"
     mean = statistics.fmean(values)
     # a diverged trial's NaN score: `statistics.stdev` raised a bare AttributeError on it, and
-    # min/max gave whatever its position made them; NaN sorts lowest, as in `xfer results`
+    # min/max gave whatever its position made them; NaN sorts as the worst, as in `xfer results`
     diverged = any(math.isnan(v) for v in values)
     std = math.nan if diverged else statistics.stdev(values) if len(values) > 1 else 0.0
-    ordered = sorted(values, key=score_order)
+    better = result.get("greater_is_better", True) is not False
+    ordered = sorted(values, key=lambda value: score_order(value, better))
     others = ", ".join(f"{m} {s['mean']:.1f}" for m, s in summary.items() if m != main)
     per_trial = " / ".join(f"{v:.1f}" for v in values)
     seconds = [float(r["seconds"]) for r in runs if _number(r.get("seconds"))]  # a missing time is not 0 s

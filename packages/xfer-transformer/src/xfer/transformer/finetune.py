@@ -254,7 +254,7 @@ def _finetune_task(
             write_json(done, record, indent=None)
         runs.append(record)
     _save_models(ctx, config, ref.key, runs, build, tokenizer, info, info.main_metric)
-    return task_result(info.main_metric, runs)
+    return task_result(info.main_metric, runs, info.greater_is_better)
 
 
 def _constant_gold_message(task: str, task_type: str, examples: list) -> str | None:
@@ -311,9 +311,10 @@ def _default_objective(task: str, task_type: str) -> str:
     return DEFAULT_OBJECTIVES[task_type]
 
 
-def _median_trial(runs: list[dict[str, Any]], metric: str) -> int:
-    """The trial whose model is exported: the (lower) median by `metric`, a NaN score lowest."""
-    ordered = sorted(runs, key=lambda r: (score_order(r[metric]), r["trial"]))
+def _median_trial(runs: list[dict[str, Any]], metric: str, greater_is_better: bool = True) -> int:
+    """The trial whose model is exported: the (lower) median by `metric`, a NaN score the worst (lowest
+    where greater is better, highest where lower is better, as `xfer.core.results.summarize` orders)."""
+    ordered = sorted(runs, key=lambda r: (score_order(r[metric], greater_is_better), r["trial"]))
     return ordered[(len(ordered) - 1) // 2]["trial"]
 
 
@@ -332,7 +333,11 @@ def _save_models(
 
     if config.save_models == "none" or not ctx.is_main:
         return
-    trials = [r["trial"] for r in runs] if config.save_models == "all" else [_median_trial(runs, metric)]
+    trials = (
+        [r["trial"] for r in runs]
+        if config.save_models == "all"
+        else [_median_trial(runs, metric, info.greater_is_better)]
+    )
     for trial in trials:
         checkpoints = ctx.dir / "trials" / task_slug(name) / f"trial-{trial}" / "checkpoints"
         record = next(r for r in runs if r["trial"] == trial)
