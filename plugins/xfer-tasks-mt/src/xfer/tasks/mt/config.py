@@ -17,7 +17,10 @@ class ParallelConfig:
     """Line-aligned parallel files `<data_dir>/<split>.<lang>` (the Multi30k layout)."""
 
     data_dir: ExistingPath | None = knob(
-        None, "Folder with the parallel files (relative paths resolve against the recipe).", required=True
+        None,
+        "Folder with the parallel files (relative paths resolve against the recipe). A test split may have its "
+        "source file only: a blind test set, predicted and written, not scored.",
+        required=True,
     )
     source_lang: str = knob("en", "Source language suffix: train.<source_lang> is the input.")
     target_lang: str = knob("de", "Target language suffix: train.<target_lang> is the reference.")

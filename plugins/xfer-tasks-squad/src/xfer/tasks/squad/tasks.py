@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,6 +76,13 @@ class SquadTask(Task):
                 raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {prediction!r}")
             if self.version == 1 and not example.answers:
                 raise ValueError(f"{self.name}: question {example.id!r} has no gold answer")
+            if not example.answers and not example.is_impossible:
+                # The Task contract's unlabelled question (a hidden test set's): the official v2.0
+                # scorer takes no answers for "unanswerable", so "" scored it 100, a score of nothing.
+                raise ValueError(
+                    f"{self.name}: question {example.id!r} has no answers and is not is_impossible: an unlabelled "
+                    "question (a hidden test set?) cannot be scored"
+                )
             golds.append([answer.text for answer in example.answers])
             preds.append(prediction)
         return official.evaluate(golds, preds, version=self.version)
@@ -144,10 +152,21 @@ class SquadTask(Task):
         return checked
 
     def _odds(self, qid: str, value: Any) -> float:
-        """A finite JSON number: +-inf (no span at all) as +-1e30; NaN (a diverged model) is an error."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        """A finite JSON number: +-inf (no span at all) as +-1e30; NaN (a diverged model) is an error.
+
+        Any real number is taken (`numbers.Real`, not a bool): a third-party objective's numpy
+        float32 odds (a softmax computed in numpy) were refused as "must be a number", which they
+        are. NaN is refused saying so: "must be a number, not nan" alone sent the user looking for
+        a type error where the model had diverged."""
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{self.name}: null odds for {qid!r} must be a number, not {value!r}")
-        return math.copysign(_INFINITE_ODDS, value) if math.isinf(value) else float(value)
+        odds = float(value)
+        if math.isnan(odds):
+            raise ValueError(
+                f"{self.name}: null odds for {qid!r} must be a number, not {value!r}: NaN, from a diverged model or "
+                "a 0/0 in the objective; the official threshold search cannot order it"
+            )
+        return math.copysign(_INFINITE_ODDS, odds) if math.isinf(odds) else odds
 
 
 class SquadV1Task(SquadTask):
