@@ -1,181 +1,268 @@
-"""squad/v1 and squad/v2 task components.
+"""`mt/parallel`: translation from line-aligned parallel text, scored with sacrebleu BLEU.
 
-Predictions are answer strings keyed by question id ("" = no answer, meaningful for v2); the
-metrics are the official scripts' (see `official.py`), x100 like every task metric in xfer.
-SQuAD 2.0 prediction files come with the best non-null answers and null odds that the official
-script's no-answer threshold search needs (see `SquadTask.write_predictions`).
+Examples are `TranslationExample`s holding raw (untokenised) text; the model consumer
+tokenises. Predictions are detokenised output strings, scored against the raw references with
+sacrebleu's corpus BLEU (13a tokenisation by default), so scores compare with published
+sacrebleu numbers; `info().extra["bleu_signature"]` carries sacrebleu's signature string, which
+belongs next to every reported score.
+
+Bad input is an error naming file and line, never a skip: files of different lengths, an empty
+line on either side (a sentence without a translation), invalid UTF-8, a CR that does not end a
+line (CR-only line endings would make a whole file one sentence), a byte-order mark past the
+file's first character (concatenated files), one file read as both languages.
+
+A test split may be blind: a test source file without its target file is read as unlabelled
+sentences (`target` None, as GLUE test sets' labels), to be translated and written, not scored.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import numbers
+import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from xfer.core.atomic import atomic_write_text
 from xfer.core.errors import DataError, UserError
-from xfer.core.tasks import Example, SpanQAExample, Split, Task, TaskInfo, check_prediction_ids
-from xfer.tasks.squad import official
-from xfer.tasks.squad.config import SquadConfig
-from xfer.tasks.squad.readers import read_squad
+from xfer.core.tasks import Example, Split, Task, TaskInfo, TranslationExample, check_prediction_ids
+from xfer.core.textfile import lone_surrogate, read_text, split_lines
+from xfer.tasks.mt.config import ParallelConfig
 
 SPLITS = ("train", "dev", "test")
-_EXTRAS = ("non-null-predictions", "null-odds")
-"""`<split>-<name>.json` files written beside SQuAD 2.0 predictions for the official threshold search."""
-_INFINITE_ODDS = 1e30
-"""Null odds written for +-inf (a question without any candidate span): JSON has no Infinity."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""What ends a line for a reader of an output file (Python's universal newlines; xfer refuses a bare CR)."""
+BOM_IN_LINE = (
+    "byte-order mark (U+FEFF) inside the line at column {column}: concatenated files, the first without a final "
+    "newline? Two sentences would be read as one; split the line and remove the mark"
+)
+"""The message for a BOM within a line (`.format(column=...)`); `split_lines` refuses one that starts a line."""
 
 
-class SquadTask(Task):
-    """Shared logic of both versions; subclasses fix `version`."""
+def output_line(hypothesis: str) -> str:
+    """`hypothesis` as one line of a predictions file: a line break inside it (LF, CR or CRLF)
+    becomes a space. `evaluate` scores this text too, so that its BLEU is the BLEU of the file
+    (`sacrebleu ref.de -i dev.de`): sacrebleu's 13a tokenizer deletes a hyphen before a LF
+    ("Hund-\\nKatze" was scored as "HundKatze", and written as "Hund- Katze")."""
+    return _LINE_BREAK.sub(" ", hypothesis)
 
-    type = "span_qa"
-    main_metric = "f1"
-    version: ClassVar[int]
 
-    def __init__(self, name: str, config: SquadConfig | None = None):
-        super().__init__(name, config if config is not None else SquadConfig())
-        self._cache: dict[str, list[SpanQAExample]] = {}
+def read_parallel(source: Path, target: Path) -> list[tuple[int, str, str]]:
+    """(line number, source, target) for each line pair; both files must have the same number of
+    lines and no empty line (after stripping surrounding whitespace) but at their ends, and be two
+    files: one file read as both sides (a symlink, or language suffixes differing only in case on a
+    case-insensitive file system) made every sentence its own translation, and BLEU near 100. Two
+    files with the same sentences (a copy) are read, with a warning (`_warn_copy`)."""
+    try:
+        same = source.samefile(target)
+    except OSError:  # a missing or unreadable file is reported when it is read
+        same = False
+    if same:
+        raise DataError(target, 0, f"is the same file as {source}: every sentence would be its own translation")
+    src, tgt = split_lines(source, read_text(source)), split_lines(target, read_text(target))
+    for path, lines in ((source, src), (target, tgt)):
+        _check_bom(path, lines)
+    read = {source: len(src), target: len(tgt)}
+    for lines in (src, tgt):  # blank lines that end a file are a formatting accident, not sentences
+        while lines and not lines[-1].strip():
+            lines.pop()
+    # An empty line inside a file is the likelier cause of a length mismatch (a sentence lost or
+    # an extra line break shifts every later pair): name it before comparing lengths, which would
+    # point at the end of the shorter file, past the damage.
+    empty = [
+        (number, path)
+        for path, lines in ((source, src), (target, tgt))
+        for number, line in enumerate(lines, start=1)
+        if not line.strip()
+    ]
+    if empty:
+        number, path = min(empty, key=lambda item: item[0])
+        lengths = "" if len(src) == len(tgt) else f" ({source.name} has {len(src)} lines, {target.name} {len(tgt)})"
+        raise DataError(path, number, f"empty line: every sentence needs a translation{lengths}")
+    if len(src) != len(tgt):
+        shorter, longer = (source, target) if len(src) < len(tgt) else (target, source)
+        n = min(len(src), len(tgt))
+        if read[shorter] > n:  # a blank line facing a sentence of the other file
+            raise DataError(shorter, n + 1, "empty line: every sentence needs a translation")
+        raise DataError(
+            shorter, n + 1, f"has {n} lines but {longer} has {max(len(src), len(tgt))}: files are not aligned"
+        )
+    if not src:
+        raise DataError(source, 1, "no sentences in file")
+    pairs = [(number, a.strip(), b.strip()) for number, (a, b) in enumerate(zip(src, tgt, strict=True), start=1)]
+    _warn_copy(source, target, pairs)
+    return pairs
 
-    def info(self) -> TaskInfo:
-        info = super().info()
-        info.extra.update(squad_version="1.1" if self.version == 1 else "2.0", unanswerable=self.version == 2)
-        return info
 
-    def examples(self, split: Split) -> list[Example]:
+def read_source(source: Path) -> list[tuple[int, str]]:
+    """(line number, sentence) for each line of a source file without its translations (a blind
+    test set), under `read_parallel`'s rules for one file: no empty line but at its end (nothing
+    to translate, and every later output would be written one line off the hidden references),
+    no byte-order mark past its first character, at least one sentence."""
+    lines = split_lines(source, read_text(source))
+    _check_bom(source, lines)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    empty = next((number for number, line in enumerate(lines, start=1) if not line.strip()), None)
+    if empty is not None:
+        raise DataError(
+            source, empty, "empty line: no sentence to translate (every later output would be one line off)"
+        )
+    if not lines:
+        raise DataError(source, 1, "no sentences in file")
+    return [(number, line.strip()) for number, line in enumerate(lines, start=1)]
+
+
+def _check_bom(path: Path, lines: list[str]) -> None:
+    """A DataError at the first line with a byte-order mark inside it. One starting a line (`cat`
+    of files with BOMs) is refused by `split_lines`: it stayed glued to the sentence's first word
+    (BLEU counted `\ufeffEine` as a word no hypothesis has). One inside a line is what `cat` leaves
+    when the file before lacked its final newline: two sentences glued into one (in both files
+    alike, nothing else noticed), around a character no hypothesis has."""
+    bom = next(((number, line.find("\ufeff")) for number, line in enumerate(lines, start=1) if "\ufeff" in line), None)
+    if bom is not None:
+        number, column = bom
+        raise DataError(path, number, BOM_IN_LINE.format(column=column + 1))
+
+
+def _warn_copy(source: Path, target: Path, pairs: list[tuple[int, str, str]]) -> None:
+    """A warning when every target sentence equals its source sentence: the target file is then a
+    copy of the source (a `cp train.en train.de` slip, a corpus whose other side was never
+    written), the split teaches or measures copying, and the identity scores BLEU 100 on it, all
+    without a word. A warning, not an error: a copy task (an auto-encoder, a denoising baseline)
+    is legitimate, and the two files differing only in whitespace or line endings is the same
+    case. Multi30k has no identical pair at all."""
+    if all(a == b for _, a, b in pairs):
+        warnings.warn(
+            f"{target}: each of its {len(pairs)} sentences is the same as in {source}: a copy of the source file? "
+            "Copying the input would score BLEU 100 on this split",
+            stacklevel=3,
+        )
+
+
+class ParallelTextTask(Task):
+    """Source -> target translation; ids are `<split>-<line>` (1-based line in the files). The test
+    split is unlabelled (a blind test set: translated, not scored) when its target file is absent."""
+
+    type = "seq2seq"
+    main_metric = "bleu"
+
+    def __init__(self, name: str, config: ParallelConfig | None = None):
+        super().__init__(name, config if config is not None else ParallelConfig())
+        self._splits: dict[str, list[TranslationExample]] = {}
+        self.last_signature: str | None = None
+
+    def files(self, split: Split) -> tuple[Path, Path]:
         if split not in SPLITS:
             raise UserError(f"{self.name}: unknown split {split!r} (expected one of {', '.join(SPLITS)})")
-        if split not in self._cache:
-            path = getattr(self.config, f"{split}_file")
-            if path is None:
-                # A DataError (a UserError) as the Task contract asks for missing splits; "file" = the task.
-                raise DataError(self.name, 0, f"no {split} file configured (set `{split}_file:` in the task config)")
-            self._cache[split] = read_squad(Path(path), version=self.version)
-        examples = self._cache[split]
+        if self.config.data_dir is None:
+            raise UserError(f"{self.name}: data_dir is not set")
+        folder = Path(self.config.data_dir)
+
+        def path(lang: str) -> Path:
+            return folder / self.config.file_pattern.format(split=split, lang=lang)
+
+        return path(self.config.source_lang), path(self.config.target_lang)
+
+    def examples(self, split: Split) -> list[Example]:
+        if split not in self._splits:
+            source, target = self.files(split)
+            # A blind test set (WMT's, a shared task's) comes without references: its source file
+            # alone is unlabelled sentences to translate. Absent means no entry at all: a dangling
+            # symlink or a folder in its place is an error as for any split, and so is an absent
+            # train or dev target (training and selection need references).
+            blind = split == "test" and source.is_file() and not target.exists() and not target.is_symlink()
+            for path in (source,) if blind else (source, target):
+                # "no dev file" for a folder of that name (a corpus unpacked as dev.en/...) or a
+                # data_dir that is itself a file sent the user looking for a file that is there
+                if path.is_dir():
+                    raise DataError(path, 0, f"is a directory, expected a file (the {split} sentences of one language)")
+                if path.parent.exists() and not path.parent.is_dir():
+                    raise DataError(
+                        path.parent, 0, "is a file, expected the folder of the parallel files (data_dir, file_pattern)"
+                    )
+                if not path.is_file():
+                    raise DataError(path, 0, f"no {split} file (looked for {path.name} in {path.parent})")
+            self._splits[split] = (
+                [TranslationExample(f"{split}-{number}", a) for number, a in read_source(source)]
+                if blind
+                else [TranslationExample(f"{split}-{number}", a, b) for number, a, b in read_parallel(source, target)]
+            )
+        examples = self._splits[split]
         limit = self.config.max_examples
         return list(examples if limit is None else examples[:limit])
 
-    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
-        """The official scores of `predictions`, which must hold exactly the questions of `examples`.
+    def _bleu(self) -> Any:
+        from sacrebleu.metrics import BLEU
 
-        The official scripts print a line for a missing prediction (v1.1 scores it 0, v2.0 leaves
-        it out of the total) and ignore predictions for question ids not in the dataset. Here
-        both are a ValueError naming the first id and the count: a prediction for an unknown id
-        means predictions of another split or file, whose scores would otherwise look valid while
-        measuring other questions than the caller meant (`write_predictions` refused them already)."""
-        check_prediction_ids(self.name, examples, predictions, "question")
-        golds: list[list[str]] = []
-        preds: list[str] = []
+        return BLEU(tokenize=self.config.bleu_tokenize, lowercase=self.config.lowercase)
+
+    def signature(self) -> str:
+        """sacrebleu's signature of the BLEU this task computes (one reference per sentence)."""
+        bleu = self._bleu()
+        bleu.corpus_score(["x"], [["x"]])  # sacrebleu knows the reference count only after scoring
+        return str(bleu.get_signature())
+
+    def info(self) -> TaskInfo:
+        info = super().info()
+        info.extra.update(
+            source_lang=self.config.source_lang, target_lang=self.config.target_lang, bleu_signature=self.signature()
+        )
+        return info
+
+    def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
+        """Corpus BLEU (percent) of the predicted strings against the references; the signature of
+        the computation is kept in `last_signature` (and in `info().extra`).
+
+        `predictions` must hold exactly the sentences of `examples`, as `write_predictions` asks: a
+        prediction for an id not among them (`dev-1014` against a dev file of 1013 lines) means
+        outputs of another split or another version of the file, every pair after a deleted line
+        shifted by one, and was scored without a word (a missing one is an error too)."""
+        check_prediction_ids(self.name, examples, predictions, "sentence")
+        references, hypotheses = [], []
         for example in examples:
-            assert isinstance(example, SpanQAExample)
-            prediction = predictions[example.id]
-            if not isinstance(prediction, str):
-                raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {prediction!r}")
-            if self.version == 1 and not example.answers:
-                raise ValueError(f"{self.name}: question {example.id!r} has no gold answer")
-            if not example.answers and not example.is_impossible:
-                # The Task contract's unlabelled question (a hidden test set's): the official v2.0
-                # scorer takes no answers for "unanswerable", so "" scored it 100, a score of nothing.
+            assert isinstance(example, TranslationExample)
+            if example.target is None:
                 raise ValueError(
-                    f"{self.name}: question {example.id!r} has no answers and is not is_impossible: an unlabelled "
-                    "question (a hidden test set?) cannot be scored"
+                    f"{self.name}: sentence {example.id!r} has no reference (unlabelled split: a test split without "
+                    f"its {self.config.target_lang} file is a blind test set, to predict and write, not to score)"
                 )
-            golds.append([answer.text for answer in example.answers])
-            preds.append(prediction)
-        return official.evaluate(golds, preds, version=self.version)
+            hypothesis = predictions[example.id]
+            if not isinstance(hypothesis, str):
+                raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {hypothesis!r}")
+            references.append(example.target)
+            hypotheses.append(output_line(hypothesis))  # what write_predictions writes
+        if not references:
+            raise ValueError(f"{self.name}: cannot evaluate zero sentences")
+        bleu = self._bleu()
+        result = bleu.corpus_score(hypotheses, [references])
+        self.last_signature = str(bleu.get_signature())
+        return {"bleu": float(result.score)}
 
     def write_predictions(
         self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
     ) -> Path:
-        """The official prediction file `<split>-predictions.json`: one JSON object
-        `{question id: answer text}` in example order ("" = no answer), answers verbatim.
+        """One output sentence per line in example order, named `<split>.<target_lang>` (sacrebleu
+        CLI input: `sacrebleu ref.de -i dev.de`): as many lines as `examples`, an empty output
+        as an empty line.
 
-        The official scripts `json.load` it from `open(path)` in the locale's encoding, so the
-        file is pure ASCII (non-ASCII characters as `\\uXXXX` escapes, which decode to the same
-        strings): it reads back identically under any locale, not only a UTF-8 one.
-        Every question needs exactly one string prediction (a missing one would count as 0 in
-        the official scores, `None` would become the answer "None"), and a prediction for an
-        unknown question id means predictions of another split: each is a ValueError and
-        nothing is written. The file is replaced atomically (never half written).
-
-        SQuAD 2.0, when `predictions` carries them (the `best_non_null` and `null_odds`
-        attributes of `transformer.span_qa`'s `SpanQAPredictions`), also writes beside it what
-        the official script's `--na-prob-file` threshold search needs, as ELECTRA does:
-        `<split>-non-null-predictions.json` (every question's best non-empty answer) and
-        `<split>-null-odds.json` (`{question id: odds}`, "no answer" when above the threshold;
-        no candidate span at all: 1e30, strict JSON having no Infinity). Evaluate the two
-        together (`evaluate-v2.0.py dev-v2.0.json dev-non-null-predictions.json --na-prob-file
-        dev-null-odds.json --na-prob-thresh T`): the search on `<split>-predictions.json`, whose
-        "" answers our own `null_threshold` chose, scores those as unanswerable at every threshold.
+        A line break inside an output (LF, CR or CRLF) becomes a space: it would otherwise shift
+        every later line against the references (and a CR is an error for xfer's own readers).
+        Why the checks: a missing prediction, one for an id that is not among `examples`
+        (another split's), or a non-string (`None` would be written as "None") is a ValueError
+        and nothing is written; the file is replaced atomically, so an error or a crash never
+        leaves a shorter file in place of a good one.
         """
-        check_prediction_ids(self.name, examples, predictions, "question")
-        answers = self._answer_strings(examples, predictions, "prediction")
-        extras: dict[str, str] = {}
-        non_null = getattr(predictions, "best_non_null", None)
-        odds = getattr(predictions, "null_odds", None)
-        if self.version == 2 and non_null is not None and odds is not None:
-            check_prediction_ids(self.name, examples, non_null, "question")
-            check_prediction_ids(self.name, examples, odds, "question")
-            extras["non-null-predictions"] = json.dumps(
-                self._answer_strings(examples, non_null, "best non-null answer"), ensure_ascii=True
-            )
-            extras["null-odds"] = json.dumps(
-                {example.id: self._odds(example.id, odds[example.id]) for example in examples}, allow_nan=False
-            )
-        directory.mkdir(parents=True, exist_ok=True)
-        # An earlier call's extras go first, the new ones come last: each file is atomic but the
-        # three are not, and writing the extras one by one over the old ones left, when the run
-        # stopped in between (killed, disk full), new best non-null answers beside the OLD null
-        # odds, a pair that the official threshold search scores without a word. Now an
-        # interruption leaves at worst a pair with a file missing.
-        for name in _EXTRAS:
-            (directory / f"{split}-{name}.json").unlink(missing_ok=True)
-        path = directory / f"{split}-predictions.json"
-        atomic_write_text(path, json.dumps(answers, ensure_ascii=True) + "\n")
-        for name, text in extras.items():
-            atomic_write_text(directory / f"{split}-{name}.json", text + "\n")
-        return path
-
-    def _answer_strings(self, examples: Sequence[Example], answers: Mapping[str, Any], what: str) -> dict[str, str]:
-        """`{question id: answer}` in example order, each answer checked to be a string."""
-        checked: dict[str, str] = {}
+        check_prediction_ids(self.name, examples, predictions, "sentence")
+        lines = []
         for example in examples:
-            answer = answers[example.id]
-            if not isinstance(answer, str):
-                raise ValueError(
-                    f'{self.name}: {what} for {example.id!r} must be a string ("" = no answer), not {answer!r}'
-                )
-            checked[example.id] = answer
-        return checked
-
-    def _odds(self, qid: str, value: Any) -> float:
-        """A finite JSON number: +-inf (no span at all) as +-1e30; NaN (a diverged model) is an error.
-
-        Any real number is taken (`numbers.Real`, not a bool): a third-party objective's numpy
-        float32 odds (a softmax computed in numpy) were refused as "must be a number", which they
-        are. NaN is refused saying so: "must be a number, not nan" alone sent the user looking for
-        a type error where the model had diverged."""
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{self.name}: null odds for {qid!r} must be a number, not {value!r}")
-        odds = float(value)
-        if math.isnan(odds):
-            raise ValueError(
-                f"{self.name}: null odds for {qid!r} must be a number, not {value!r}: NaN, from a diverged model or "
-                "a 0/0 in the objective; the official threshold search cannot order it"
-            )
-        return math.copysign(_INFINITE_ODDS, odds) if math.isinf(odds) else odds
-
-
-class SquadV1Task(SquadTask):
-    """squad/v1: SQuAD 1.1, every question answerable; metrics exact_match and f1."""
-
-    version = 1
-
-
-class SquadV2Task(SquadTask):
-    """squad/v2: SQuAD 2.0 with unanswerable questions; exact, f1 and HasAns_/NoAns_ breakdowns."""
-
-    version = 2
+            hypothesis = predictions[example.id]
+            if not isinstance(hypothesis, str):
+                raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {hypothesis!r}")
+            if problem := lone_surrogate(hypothesis):
+                raise ValueError(f"{self.name}: prediction for {example.id!r}: {problem}")
+            lines.append(output_line(hypothesis) + "\n")
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{split}.{self.config.target_lang}"
+        atomic_write_text(path, "".join(lines))
+        return path
