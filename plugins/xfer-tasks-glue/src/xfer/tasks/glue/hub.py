@@ -7,11 +7,27 @@ model trained on either source predicts the same strings.
 
 from __future__ import annotations
 
+import struct
+
 from xfer.core.errors import UserError
 from xfer.core.tasks import SentenceExample
 from xfer.tasks.glue.benchmark import GlueSpec
 
 HUB_DATASET = "nyu-mll/glue"
+
+_NLI3 = ("entailment", "neutral", "contradiction")
+HUB_CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "cola": ("unacceptable", "acceptable"),
+    "sst2": ("negative", "positive"),
+    "mrpc": ("not_equivalent", "equivalent"),
+    "qqp": ("not_duplicate", "duplicate"),
+    "mnli": _NLI3,
+    "ax": _NLI3,
+    "qnli": ("entailment", "not_entailment"),
+    "rte": ("entailment", "not_entailment"),
+    "wnli": ("not_entailment", "entailment"),
+}
+"""nyu-mll/glue's ClassLabel names, in class-id order: the order `GlueSpec.hub_labels` assumes."""
 
 
 def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -> list[SentenceExample]:
@@ -28,27 +44,58 @@ def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -
     try:
         data = datasets.load_dataset(HUB_DATASET, spec.hub_subset, split=hub_split)
     except Exception as err:  # datasets raises many types (ConnectionError, OSError, HfHubHTTPError, ...)
+        if isinstance(err, ValueError) and "Unknown split" in str(err):
+            # The copy was found (so not an offline problem) but lacks this split: "Are you offline?"
+            # sent the user after the network for a dataset that was right there.
+            raise UserError(
+                f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} has no split {hub_split!r} in the copy "
+                f"that `datasets` found ({err}); the {split} split of {task} cannot be read from it"
+            ) from None
         raise UserError(
             f"{task}: could not load {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} from the "
             f"Hugging Face Hub ({type(err).__name__}: {err}). Are you offline? Download GLUE once and use "
             "source: local with data_dir, or pre-fill the `datasets` cache."
         ) from err
     col_a, col_b = spec.hub_text
+    _check_columns(data, [col_a, *([col_b] if col_b else []), "label", "idx"], task, spec, hub_split)
+    _check_class_names(data, task, spec, hub_split)
     examples = []
+    seen: set[object] = set()
     for row in data:
+        if row["idx"] in seen:
+            # Two rows with one idx made two examples with one id: the predictions of one replaced the
+            # other's, reported only as a "plugin bug" by the Task contract (the TSV reader names the line).
+            raise UserError(
+                f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r}: duplicate row idx "
+                f"{row['idx']!r} (the idx column must number the rows uniquely: it is the example id)"
+            )
+        seen.add(row["idx"])
+        for column in (col_a, col_b):
+            if column and not isinstance(row[column], str):
+                # A null text (a copy converted from a table with missing values) passed: a null second
+                # sentence made a pair task's example a single sentence, silently (the Task contract
+                # allows text_b None), where the TSV reader keeps an empty field as an empty sentence.
+                raise UserError(
+                    f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} row idx "
+                    f"{row['idx']}: {column} is {row[column]!r}, not a string"
+                )
         label: str | float | None
         raw = row["label"]
-        if raw is None or (spec.type == "classification" and raw < 0):
-            label = None  # GLUE test splits carry label -1
+        if raw is None or raw == -1:
+            # GLUE's test splits carry label -1. Nothing else means unlabelled: any negative did, so a
+            # score of -0.5 (or class id -2) in a labelled split became a missing label, reported at
+            # stage time as "has no label" instead of as the bad value it is.
+            label = None
         elif spec.type == "regression":
-            label = None if raw < 0 else float(raw)
+            label = float(raw)
             # A score outside GLUE's 0-5 range would silently skew training and Pearson/Spearman.
-            if label is not None and not 0.0 <= label <= 5.0:
+            if not 0.0 <= label <= 5.0:
                 raise UserError(
                     f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} row idx "
                     f"{row['idx']}: score {raw!r} is outside the 0-5 range"
                 )
-        elif not isinstance(raw, int) or raw >= len(spec.hub_labels):
+            label = _as_written(label)
+        elif not isinstance(raw, int) or not 0 <= raw < len(spec.hub_labels):
             # A bare IndexError (or a wrong label from a float index) would not say which row is bad.
             raise UserError(
                 f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} row idx "
@@ -65,3 +112,51 @@ def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -
             )
         )
     return examples
+
+
+def _check_columns(data: object, needed: list[str], task: str, spec: GlueSpec, hub_split: str) -> None:
+    """Every column the conversion reads must be there: a copy without one (another dataset's
+    layout, a column renamed before `save_to_disk`) failed with a bare KeyError on the first row."""
+    columns = getattr(data, "column_names", None)
+    if columns is None:  # a plain sequence of rows: its first row's keys
+        first = next(iter(data), None)  # type: ignore[call-overload]
+        columns = list(first) if isinstance(first, dict) else None
+    if columns is None:
+        return  # no rows: nothing is read
+    missing = [name for name in needed if name not in columns]
+    if missing:
+        raise UserError(
+            f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} has no column(s) "
+            f"{missing} (its columns: {list(columns)}); GLUE's {spec.hub_subset} needs {needed}"
+        )
+
+
+def _as_written(score: float) -> float:
+    """A float32 score as the decimal the GLUE file has: nyu-mll/glue stores STS-B's scores as
+    float32, so 3.8 came back as 3.799999952316284 while the TSV reader gives 3.8, and the two
+    sources of one task had different gold scores (and training targets). The shortest decimal
+    that is the same float32 is the written one; a score float32 cannot hold is kept as it is."""
+    as_float32 = struct.unpack("f", struct.pack("f", score))[0]
+    if as_float32 != score:
+        return score
+    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+        decimal = float(f"{score:.{digits}g}")
+        if struct.unpack("f", struct.pack("f", decimal))[0] == score:
+            return decimal
+    return score
+
+
+def _check_class_names(data: object, task: str, spec: GlueSpec, hub_split: str) -> None:
+    """The copy's class ids must mean what `spec.hub_labels` says: class ids are mapped by position,
+    so a copy whose ClassLabel has another order (say re-encoded with `class_encode_column`, which
+    sorts the names: contradiction/entailment/neutral for MNLI) swapped labels silently."""
+    expected = HUB_CLASS_NAMES.get(spec.hub_subset)
+    features = getattr(data, "features", None)
+    names = getattr(features.get("label"), "names", None) if isinstance(features, dict) else None
+    if expected is None or names is None or tuple(names) == expected:
+        return
+    raise UserError(
+        f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r}: the label column's class "
+        f"names are {list(names)}, not nyu-mll/glue's {list(expected)}; its class ids would map to the "
+        "wrong labels (a re-encoded copy?)"
+    )
