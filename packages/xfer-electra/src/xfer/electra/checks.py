@@ -39,9 +39,11 @@ from xfer.core.errors import DataError, UserError
 from xfer.electra.config import GeneratorConfig, generator_depth_problem, generator_width_problem
 from xfer.transformer.finetune_config import (
     checkpoint_encoder,
+    checkpoint_format_problem,
     checkpoint_problems,
     read_vocabulary,
     vocabulary_mismatch,
+    weights_problem,
 )
 
 _PROBE_BYTES = 1 << 20
@@ -143,10 +145,17 @@ def _tokenizer_vocab_size(config: Any) -> int | None:
 
 def _init_generator_form(config: Any) -> list[UserError]:
     """A masked-LM generator folder for a two-tower noise model (Electric's, ELECTRA-TT's), or a
-    two-tower one for a masked-LM generator: the stage finds either once the corpus is packed."""
+    two-tower one for a masked-LM generator: the stage finds either once the corpus is packed.
+    First, a path that is no checkpoint at all (a file inside one, a folder with none, a missing
+    path), or whose weights do not open (a model.safetensors cut short), as `init:`'s: both were
+    skipped here, and the stage refused them once the stages before it had run."""
     folder = config.init_generator.path if config.init_generator is not None else None
-    if folder is None or not folder.is_dir():
+    if folder is None:
         return []
+    if (unusable := checkpoint_format_problem(folder, "init_generator")) is not None:
+        return [unusable]
+    if (unreadable := weights_problem(folder)) is not None:
+        return [unreadable]
     generator = getattr(config.objective.config, "generator", None)
     kind = getattr(generator, "kind", None) or ("two_tower" if config.objective.name == "electric.nce" else "mlm")
     problem = generator_form_problem(folder, kind == "two_tower", config.objective.name)
