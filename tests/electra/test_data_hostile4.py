@@ -18,7 +18,8 @@ from xfer.electra.corpus import CorpusConfig
 from xfer.electra.data import build_examples
 from xfer.transformer.tokenization import WordPieceTokenizer
 
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "big", "red", "hello", "said"]
+from .test_data_hostile3 import WORDS, offline, rows  # noqa: F401 (offline: an autouse fixture)
+
 LINES = [" ".join(WORDS[i : i + 3 + i % 4]) for i in range(9)]
 
 
@@ -30,15 +31,6 @@ def vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = WordPieceTokenizer.train([text], vocab_size=80)
     tokenizer.save(root / "vocab")
     return root / "vocab"
-
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-
-
-def rows(examples) -> list[tuple[tuple[int, ...], int]]:
-    return [(tuple(r["input_ids"]), r["segment_split"]) for r in examples]
 
 
 def build(vocab: Path, cache: Path, *, files: Path | None = None, dataset: Path | None = None, **kw):
