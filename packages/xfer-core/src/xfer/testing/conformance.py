@@ -16,15 +16,18 @@ Subclass it in your plugin's tests and describe a tiny recipe that uses your com
 
 The checks: the recipe uses the component at `config_path` (a recipe that names another
 component there would let every other check pass without it); the component is registered
-with a documented config; the resolved recipe round-trips through YAML; an unknown key in the
-component's config is reported at its line; one training step runs; two runs give bitwise-identical weights; and a run killed
+with a documented config (nested sections' fields too); the resolved recipe round-trips through YAML;
+an unknown key in the component's config is reported at its line; a task scores its own gold labels,
+given as predictions, in percent without changing what it was handed, and writes them inside the
+folder it is given; one training step runs; two runs give bitwise-identical weights; and a run killed
 with SIGKILL at `kill_at_step`, then resumed, ends with the same weights as an
 uninterrupted one. Keep `log_every: 1` so the kill lands exactly.
 
 A stage that does not train (it writes files: a corpus, a report, predictions of a given
 model) sets `trains = False`: "one step runs" becomes "the recipe runs and the stage writes
-files under its outputs", determinism compares those files byte for byte, and the
-kill-and-resume check is skipped (there are no checkpoints to resume from).
+files under its outputs", determinism compares those files byte for byte with a second run as
+`xfer run` in a fresh interpreter (another string-hash salt: a set written in iteration order is
+caught), and the kill-and-resume check is skipped (there are no checkpoints to resume from).
 
 The kill-and-resume check costs two fresh interpreters (~5-10 s). A family of components that
 share one code path (e.g. GLUE tasks with the same file layout) may set
@@ -34,15 +37,20 @@ skipped with that reason, visibly, instead of repeated.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
+import numbers
+import os
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import yaml
 
-from xfer.core.errors import RecipeError
+from xfer.core.errors import RecipeError, UserError
 from xfer.core.recipes.recipe import load_recipe
 from xfer.testing.helpers import (
     assert_same_weights,
@@ -102,7 +110,7 @@ class ComponentConformance:
         cls = host.config_class(kind, name)
         if cls is not None:
             assert dataclasses.is_dataclass(cls)
-            undocumented = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("doc")]
+            undocumented = _undocumented(cls)
             assert not undocumented, f"{name}: config fields without knob(..., doc): {undocumented}"
 
     def test_config_round_trip(self, tmp_path: Path) -> None:
@@ -182,6 +190,74 @@ class ComponentConformance:
         assert hits, f"unknown key not reported; got: {caught.value}"
         assert hits[0].location.line == line and hits[0].location.file == str(path.resolve()), str(hits[0])
 
+    def test_task_scores_and_writes_gold_predictions(self, tmp_path: Path) -> None:
+        """A task's `evaluate` and `write_predictions` on its own dev (else train) gold labels as predictions.
+
+        A run checks only that `evaluate` returns a number for `main_metric`: a task scoring fractions
+        (0.93 for 93%) ran, its results tables mixed scales with every other task's; an `evaluate` that
+        reordered or trimmed the examples or predictions it was handed made the prediction files written
+        after it wrong or refused; and a `write_predictions` writing beside its folder (`directory.parent`)
+        left files in the stage folder no output names. The model is not needed for any of these."""
+        kind, name = self.component
+        if kind != "task":
+            pytest.skip(f"checks a task; {name!r} is a {kind}")
+        host = self.host()
+        plan = load_recipe(self.recipe_file(tmp_path / "recipe"), host=host)
+        ref = self._typed_node(plan)
+        task = host.load("task", ref.name)(ref.key, ref.config)
+        where = f"{type(self).__name__} ({name})"
+        for split in ("dev", "train"):
+            try:
+                examples = list(task.examples(split))
+            except UserError:
+                continue
+            if examples and all(_gold(e) is not None for e in examples):
+                break
+        else:
+            pytest.skip(f"{where}: neither its dev nor its train split gives labelled examples to score")
+        golds = {e.id: _gold(e) for e in examples}
+        handed, predictions = list(examples), copy.deepcopy(golds)
+        results = task.evaluate(handed, predictions)
+        assert handed == examples and predictions == golds, (
+            f"{where}: evaluate() changed the examples or predictions it was handed; the stage writes its "
+            "prediction files from the same objects after evaluating: copy them instead"
+        )
+        main = task.info().main_metric
+        value = results.get(main) if isinstance(results, Mapping) else None
+        assert isinstance(value, numbers.Real) and not isinstance(value, bool), (
+            f"{where}: evaluate() of the gold labels returned {results!r}: it must hold a number for its "
+            f"main_metric {main!r}"
+        )
+        if task.greater_is_better and math.isfinite(value):
+            scored = f"{where}: the gold labels, scored as predictions, get {main} = {value!r}"
+            assert -1e-6 <= value <= 100.0 + 1e-6, f"{scored}: every metric a task returns is in percent, 0 to 100"
+            assert not 0.0 < value <= 1.0, (
+                f"{scored}: a fraction? every metric a task returns is in percent (xfer.core.metrics' convention, "
+                "100 for perfect predictions)"
+            )
+        box = tmp_path / "stage"
+        directory = box / "predictions"
+        written = Path(task.write_predictions(directory, split, list(examples), copy.deepcopy(golds)))
+        outside = sorted(str(f.relative_to(box)) for f in box.rglob("*") if not f.is_relative_to(directory))
+        assert not outside, f"{where}: write_predictions() wrote outside the folder it was given: {outside}"
+        assert written.is_file() and written.resolve().is_relative_to(directory.resolve()), (
+            f"{where}: write_predictions() must return the file it wrote in {directory}, returned {written}"
+        )
+
+    def _typed_node(self, plan: Any) -> Any:
+        """The validated config object at `config_path` (a `TaskRef` for a task) in a loaded recipe."""
+        self.component_node(yaml.safe_load(textwrap.dedent(self.recipe)))  # a path that leads nowhere says so
+        parts = self.config_path.split(".")
+        node: Any = plan.stages[parts[1]].config
+        for part in parts[2:]:
+            if isinstance(node, (list, tuple)):
+                node = node[int(part)]
+            elif isinstance(node, Mapping):
+                node = node[part]
+            else:
+                node = getattr(node, part)
+        return node
+
     def outputs(self, run_dir: Path) -> dict:
         """What determinism compares: the weights of a training stage, every file's bytes otherwise."""
         return output_tensors(run_dir, self.stage) if self.trains else output_files(run_dir, self.stage)
@@ -206,11 +282,26 @@ class ComponentConformance:
 
     def test_deterministic(self, reference: tuple[Path, dict], tmp_path: Path) -> None:
         path, expected = reference
-        run_recipe_file(path, tmp_path / "again", self.host())
         if self.trains:
+            run_recipe_file(path, tmp_path / "again", self.host())
             assert_same_weights(expected, self.outputs(tmp_path / "again"))
-        else:
-            assert self.outputs(tmp_path / "again") == expected
+            return
+        # A stage that does not train runs again as `xfer run` in a fresh interpreter with another string-hash
+        # salt: two runs in this process share the salt, so a stage writing a set (or a dict built from one) in
+        # iteration order passed here and wrote different bytes in every real run; trains = False has no
+        # kill-and-resume check (a second interpreter) that would catch it.
+        salt = "1" if os.environ.get("PYTHONHASHSEED") == "0" else "0"
+        env = {"PYTHONHASHSEED": salt, **({} if self.autoload else {"XFER_DISABLE_PLUGIN_AUTOLOAD": "1"})}
+        args = ["run", str(path), "--run-dir", str(tmp_path / "again")]
+        again = run_cli(args, plugin_modules=self.modules(), env=env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        got = self.outputs(tmp_path / "again")
+        differ = sorted(name for name in expected.keys() | got.keys() if expected.get(name) != got.get(name))
+        assert not differ, (
+            f"{type(self).__name__}: stage {self.stage!r} wrote different output files in a second run "
+            f"(PYTHONHASHSEED={salt}, a fresh interpreter): {', '.join(differ[:5])}; write sets and dicts in a "
+            "sorted order, and seed every random source from ctx.seed"
+        )
 
     def test_kill_and_resume(self, reference: tuple[Path, dict], tmp_path: Path) -> None:
         if not self.trains:
@@ -244,3 +335,49 @@ def _strings(node: Any) -> set[str]:
     if isinstance(node, list):
         return {s for value in node for s in _strings(value)}
     return set()
+
+
+def _gold(example: Any) -> Any:
+    """An example's gold answer in the form `Task.evaluate` takes as its prediction (None: unlabelled)."""
+    from xfer.core.tasks import ParsingExample, SentenceExample, SpanQAExample, TaggingExample, TranslationExample
+
+    if isinstance(example, SentenceExample):
+        return example.label
+    if isinstance(example, TaggingExample):
+        return None if example.tags is None else list(example.tags)
+    if isinstance(example, ParsingExample):
+        return None if example.heads is None else (list(example.heads), list(example.relations or ()))
+    if isinstance(example, SpanQAExample):
+        return example.answers[0].text if example.answers else ("" if example.is_impossible else None)
+    if isinstance(example, TranslationExample):
+        return example.target
+    return None
+
+
+def _undocumented(cls: type, prefix: str = "", seen: frozenset[type] = frozenset()) -> list[str]:
+    """Fields of a config dataclass without a `knob(..., doc)`, nested sections' fields included
+    (`schedule.warmup`): only the top level was checked, so a section's undocumented fields passed
+    although `xfer explain` lists them like any other. The recipe reference types of xfer.core.config
+    (`TaskRef`, `Input`, `Files`) are values, not sections, and documented by the core."""
+    import typing
+
+    from xfer.core import config as core_config
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # unresolvable annotations are reported when a recipe uses the component
+        hints = {}
+    missing: list[str] = []
+    for f in dataclasses.fields(cls):
+        if not f.metadata.get("doc"):
+            missing.append(prefix + f.name)
+        hint = hints.get(f.name)
+        for t in (hint, *typing.get_args(hint)):
+            if (
+                isinstance(t, type)
+                and dataclasses.is_dataclass(t)
+                and t not in seen
+                and t.__module__ != core_config.__name__
+            ):
+                missing += _undocumented(t, f"{prefix}{f.name}.", seen | {cls, t})
+    return missing
