@@ -23,6 +23,11 @@ SPLITS: tuple[Split, ...] = ("train", "dev", "test")
 _MAX_MISSES = 20_000
 """Draws in a row without a new sentence after which a split counts as exhausted (`_sources`)."""
 
+_MIN_YIELD = 0.05
+"""Fewest new sentences per draw, measured over windows of `_MAX_MISSES` draws, below which a
+split counts as exhausted too (`_sources`). A streak alone is not enough: near exhaustion a rare
+new sentence keeps resetting it, so a size just above what the grammar holds ran for hours."""
+
 # ---------------------------------------------------------------------------------------------
 # Labelled tasks.
 # ---------------------------------------------------------------------------------------------
@@ -83,29 +88,41 @@ class _ToyTask(Task):
         for more would loop forever, so `_MAX_MISSES` draws in a row without a new sentence end
         the stream with an error naming the size. (About 3 in 10 draws are new while the grammar
         is far from exhausted, so valid sizes never get near the limit, and their output is the same.)
+        The stream also ends when fewer than `_MIN_YIELD` of the last `_MAX_MISSES` draws were new:
+        close to exhaustion the few sentences left are so rare that each resets the streak, and the
+        error came only after hours (max_words=4 and train_size=100000).
         """
         rng = derive_rng(self.config.seed, self._stream, split)
         seen: set[str] = set()
         misses = 0
+        window_draws = window_new = 0
         while True:
             sentence = self.grammar.sentence(rng)
             text = sentence.text
+            window_draws += 1
             if text not in seen and split_of(text) == split and self._usable(sentence):
                 seen.add(text)
                 misses = 0
+                window_new += 1
                 yield sentence
-                continue
-            misses += 1
-            if misses >= _MAX_MISSES:
+            else:
+                misses += 1
+            if misses >= _MAX_MISSES or (window_draws >= _MAX_MISSES and window_new < _MIN_YIELD * window_draws):
                 key = f"{split}_size"
+                found = (
+                    f"no new one after {len(seen)} in {_MAX_MISSES} draws"
+                    if misses >= _MAX_MISSES
+                    else f"only {window_new} new ones in its last {window_draws} draws ({len(seen)} in all)"
+                )
                 raise DataError(
                     f"<toy task {self.name}>",
                     0,
                     f"asks for {getattr(self.config, key)} distinct {split} sentences, but the grammar "
-                    f"(max_words={self.config.max_words}) gave no new one after {len(seen)} in "
-                    f"{_MAX_MISSES} draws; lower {key} or raise max_words",
+                    f"(max_words={self.config.max_words}) gave {found}; lower {key} or raise max_words",
                     key=key,
                 )
+            if window_draws >= _MAX_MISSES:
+                window_draws = window_new = 0
 
     def _usable(self, sentence: ToySentence) -> bool:
         return True
