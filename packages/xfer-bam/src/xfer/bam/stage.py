@@ -319,15 +319,28 @@ def positive_label(data: TaskData) -> str | None:
 
 
 def group_score(run: dict[str, Any], group: Group) -> float:
-    """The average main metric of a run over the group's tasks."""
-    return statistics.fmean(run["metrics"][d.name][d.info.main_metric] for d in group.tasks)
+    """The average main metric of a run over the group's tasks, greater better: a lower-is-better
+    metric (an MSE) counts negated, so a NaN is the worst of either direction."""
+    return statistics.fmean(
+        value if greater_is_better(d) else -value
+        for d in group.tasks
+        for value in [run["metrics"][d.name][d.info.main_metric]]
+    )
+
+
+def greater_is_better(data: Any) -> bool:
+    """The direction of a task's main metric (`TaskInfo.greater_is_better`; an info without it, as
+    hand-made ones in tests, is greater-is-better, TaskInfo's default)."""
+    return getattr(data.info, "greater_is_better", True) is not False
 
 
 def teaching_run(runs: list[dict[str, Any]], group: Group, how: str) -> dict[str, Any]:
     if how == "first":
         return runs[0]
     # NaN lowest (`score_order`): a NaN compares false with everything, so a trial whose dev score
-    # was NaN (a non-finite prediction) landed wherever it stood and could be picked as the median
+    # was NaN (a non-finite prediction) landed wherever it stood and could be picked as the median.
+    # `group_score` is greater-better: the median of a lower-is-better task's raw scores put its
+    # NaN trial at the best end, so [1, 2, NaN] taught with the best trial instead of the median
     ordered = sorted(runs, key=lambda r: (score_order(group_score(r, group)), r["trial"]))
     return ordered[(len(ordered) - 1) // 2]
 
@@ -425,12 +438,19 @@ def write_results(ctx: StageContext, groups: list[Group], runs: dict[str, list[d
     for group in groups:
         for data in group.tasks:
             task_runs = [{**r["metrics"][data.name], **{k: r[k] for k in BOOKKEEPING}} for r in runs[group.name]]
+            greater = greater_is_better(data)
+            main = data.info.main_metric
             results[data.name] = {
-                "main_metric": data.info.main_metric,
+                "main_metric": main,
                 "model": group.slug,
                 "runs": task_runs,
-                "summary": summarize(task_runs),  # every run's metrics (the first run's alone could miss one)
+                # every run's metrics (the first run's alone could miss one); the main metric's direction
+                # as `task_result`: a diverged (NaN) run of a lower-is-better metric is its worst, and
+                # `xfer results` and pools read `greater_is_better: false` from the entry
+                "summary": summarize(task_runs, lower_is_better=() if greater else (main,)),
             }
+            if not greater:  # absent: greater is better (as `xfer.core.results.task_result` writes it)
+                results[data.name]["greater_is_better"] = False
     if ctx.is_main:
         # strict JSON as every results.json (a diverged run's NaN as "NaN"); `report` formats the floats
         write_json(ctx.output_dir("results") / "results.json", strict_json(results))

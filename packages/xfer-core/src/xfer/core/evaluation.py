@@ -81,7 +81,11 @@ class TaskEvaluator:
         return dict(zip(self.feature_ids, outputs, strict=True))
 
     def __call__(self, model: nn.Module) -> dict[str, float]:
-        return self.task.evaluate(self.examples, self.predictions(model))
+        """The task's metrics on a copy of the examples. Why: the evaluator keeps its list for every
+        later evaluation (and the stage's postprocess and `write_predictions` get the same one), so a
+        plugin's `evaluate` that sorted or trimmed its argument changed what the next evaluation
+        scored and made `write_predictions` refuse the predictions as another split's."""
+        return self.task.evaluate(list(self.examples), self.predictions(model))
 
 
 def _check_feature_ids(feature_ids: Sequence[str] | None, features: int) -> None:

@@ -248,7 +248,8 @@ def _finetune_task(
                 predictions = _evaluator(task, objective, examples, features, ctx, config).predictions(objective)
                 if ctx.is_main:
                     folder = ctx.output_dir("predictions") / task_slug(ref.key) / f"trial-{trial}"
-                    task.write_predictions(folder, split, examples, predictions)
+                    # a copy: the split's list is the next trial's too (its evaluator and postprocess)
+                    task.write_predictions(folder, split, list(examples), predictions)
         record = {**metrics, **_bookkeeping(trial, seed, fit.step, chosen.name)}
         if ctx.is_main:
             write_json(done, record, indent=None)
