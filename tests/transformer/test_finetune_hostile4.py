@@ -132,3 +132,21 @@ def test_the_median_teacher_of_a_lower_is_better_task_is_not_its_best_trial() ->
     for scores in itertools.permutations([1.0, 2.0, 3.0, 4.0, 5.0]):
         runs = [{"trial": i, "metrics": {"t": {"mse": s}}} for i, s in enumerate(scores)]
         assert teaching_run(runs, group, "median")["metrics"]["t"]["mse"] == 3.0, scores
+
+
+def test_bams_group_evaluator_hands_evaluate_a_copy_of_the_dev_examples() -> None:
+    """BAM's GroupEvaluator handed `data.dev_examples` itself to `task.evaluate`: a plugin's evaluate
+    that trimmed it changed what the next evaluation scored and the dev prediction files read."""
+    from xfer.bam.evaluation import GroupEvaluator
+
+    task = _Trimming("plug/trim")
+    data = SimpleNamespace(name="plug/trim", task=task, dev_examples=task.examples("dev"))
+    evaluator = object.__new__(GroupEvaluator)  # only what `evaluate` reads
+    evaluator.tasks = [data]
+    evaluator.evaluators = {
+        "plug/trim": SimpleNamespace(predictions=lambda objective: {f"e{i}": "a" for i in range(4)})
+    }
+    first, _ = evaluator.evaluate(None)
+    second, _ = evaluator.evaluate(None)
+    assert first == second == {"plug/trim": {"accuracy": 100.0, "scored": 3.0}}
+    assert [e.id for e in data.dev_examples] == ["e0", "e1", "e2", "e3"]

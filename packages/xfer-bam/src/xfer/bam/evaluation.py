@@ -90,7 +90,9 @@ class GroupEvaluator:
         metrics, predictions = {}, {}
         for data in self.tasks:
             predictions[data.name] = self.evaluators[data.name].predictions(objective)
-            metrics[data.name] = data.task.evaluate(data.dev_examples, predictions[data.name])
+            # a copy: a plugin's evaluate that sorts or trims its argument changed the list later
+            # evaluations and the dev prediction files read (as `xfer.core.evaluation.TaskEvaluator`)
+            metrics[data.name] = data.task.evaluate(list(data.dev_examples), predictions[data.name])
         return metrics, predictions
 
     def __call__(self, objective: Any) -> dict[str, float]:

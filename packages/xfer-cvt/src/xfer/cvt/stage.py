@@ -648,12 +648,12 @@ def run_trial(
         for t in tasks:
             evaluator_t = evaluators[t.name]
             predictions = evaluator_t.predictions(objective)
-            metrics = t.task.evaluate(t.dev, predictions)
+            metrics = t.task.evaluate(list(t.dev), predictions)  # a copy, as `TaskEvaluator` hands it
             prefix = "" if len(tasks) == 1 else f"{t.name}/"
             record.update({prefix + k: v for k, v in metrics.items()})
             if ctx.is_main and "dev" in config.predict:
                 folder = ctx.output_dir("predictions") / task_slug(t.name) / f"trial-{trial}"
-                t.task.write_predictions(folder, "dev", t.dev, predictions)
+                t.task.write_predictions(folder, "dev", list(t.dev), predictions)
             if "test" in config.predict:
                 examples = t.task.examples("test")
                 check_examples(t.task, "test", examples)
