@@ -121,8 +121,16 @@ def _require_text(obj: Any, key: str, path: Path, line: Line, where: str) -> str
     return value
 
 
-def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
+def read_squad(path: Path, *, version: int, blind: bool = False) -> list[SpanQAExample]:
     """All questions of a SQuAD file in file order, with every gold answer.
+
+    `blind` (the test split): the file may be a blind test set, whose questions carry no gold
+    (`answers` absent or empty, and no `is_impossible` key, as the official hidden test sets hold
+    them): they are read as unlabelled questions (no answers, `is_impossible` False), to predict
+    and write, never to score (`SquadTask.evaluate` refuses them). Such a question was refused as
+    "has no answers", so a blind test set could not be predicted at all. A file is blind or
+    labelled throughout: one mixing both (a labelled question that lost its answers) is an error.
+    `is_impossible: false` with no answers stays an error in every split.
 
     Checks: well-formed JSON without duplicate keys or lone surrogate escapes, required keys and
     their types, unique non-empty question ids, non-empty answer texts, each `answer_start`
@@ -176,11 +184,24 @@ def read_squad(path: Path, *, version: int) -> list[SpanQAExample]:
             context = _require(paragraph, "context", str, path, locate.at(_first_qid(paragraph), title), where)
             qas = _require(paragraph, "qas", list, path, locate.at(context, title), where)
             for q, qa in enumerate(qas):
-                examples.append(_question(qa, context, title, f"{where}.qas[{q}]", path, locate, version, seen))
+                examples.append(_question(qa, context, title, f"{where}.qas[{q}]", path, locate, version, seen, blind))
     if not examples:
         raise DataError(path, 1, "no questions in file")
     _warn_empty_questions(path, locate, examples)
-    if version == 2 and not any(example.is_impossible for example in examples):
+    unlabelled = [example.id for example in examples if not example.answers and not example.is_impossible]
+    labelled = next((example.id for example in examples if example.answers or example.is_impossible), None)
+    if unlabelled and labelled is not None:
+        # The Task contract refuses a split mixing both later, as a plugin's fault and without a line;
+        # the likely cause is a labelled test file with a question that lost its answers.
+        raise DataError(
+            path,
+            locate.line(_QuestionId(unlabelled[0])),
+            f"question {unlabelled[0]!r} has no answers and no is_impossible (a blind test question) but question "
+            f"{labelled!r} is labelled: a test file is blind or labelled throughout "
+            f"({len(unlabelled)} of {len(examples)} questions without gold)",
+            key="answers",
+        )
+    if version == 2 and labelled is not None and not any(example.is_impossible for example in examples):
         _warn_no_unanswerable(path, root.get("version"), len(examples))
     return examples
 
@@ -245,7 +266,15 @@ def _first_qid(paragraph: Any) -> str | None:
 
 
 def _question(
-    qa: Any, context: str, title: str, where: str, path: Path, locate: _Locator, version: int, seen: set[str]
+    qa: Any,
+    context: str,
+    title: str,
+    where: str,
+    path: Path,
+    locate: _Locator,
+    version: int,
+    seen: set[str],
+    blind: bool = False,
 ) -> SpanQAExample:
     hint = qa.get("question") if isinstance(qa, dict) else None
     qid = _require_text(qa, "id", path, locate.at(hint), where)
@@ -256,6 +285,11 @@ def _question(
         raise DataError(path, again, f"duplicate question id {qid!r} (first on line {first})", key="id")
     seen.add(qid)
     question = _require(qa, "question", str, path, line, where)
+    if blind and isinstance(qa, dict) and "is_impossible" not in qa and not qa.get("answers", []):
+        # A blind test question (no gold at all): unlabelled, predicted and written, never scored.
+        if "answers" in qa:
+            _require(qa, "answers", list, path, line, where)  # "answers": null or "" is a broken record
+        return SpanQAExample(id=qid, question=question, context=context, answers=(), is_impossible=False, title=title)
     raw_answers = _require(qa, "answers", list, path, line, where)
     impossible = qa.get("is_impossible", False)
     if not isinstance(impossible, bool):
@@ -266,6 +300,10 @@ def _question(
         raise DataError(path, line(), f"{where} is_impossible but has {len(raw_answers)} answers", key="answers")
     if not impossible and not raw_answers:
         hint = " (set is_impossible: true for an unanswerable question)" if version == 2 else ""
+        if not blind:
+            hint += "; only a test file may be a blind test set, without answers"
+        elif "is_impossible" in qa:
+            hint += "; a blind test question has no is_impossible key"
         raise DataError(path, line(), f"{where} has no answers{hint}", key="answers")
     answers = []
     for i, answer in enumerate(raw_answers):

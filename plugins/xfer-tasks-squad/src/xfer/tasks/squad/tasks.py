@@ -53,7 +53,8 @@ class SquadTask(Task):
             if path is None:
                 # A DataError (a UserError) as the Task contract asks for missing splits; "file" = the task.
                 raise DataError(self.name, 0, f"no {split} file configured (set `{split}_file:` in the task config)")
-            self._cache[split] = read_squad(Path(path), version=self.version)
+            # the test split may be blind (unlabelled questions, as the official hidden test sets)
+            self._cache[split] = read_squad(Path(path), version=self.version, blind=split == "test")
         examples = self._cache[split]
         limit = self.config.max_examples
         return list(examples if limit is None else examples[:limit])
@@ -74,15 +75,16 @@ class SquadTask(Task):
             prediction = predictions[example.id]
             if not isinstance(prediction, str):
                 raise ValueError(f"{self.name}: prediction for {example.id!r} must be a string, not {prediction!r}")
-            if self.version == 1 and not example.answers:
-                raise ValueError(f"{self.name}: question {example.id!r} has no gold answer")
             if not example.answers and not example.is_impossible:
                 # The Task contract's unlabelled question (a hidden test set's): the official v2.0
                 # scorer takes no answers for "unanswerable", so "" scored it 100, a score of nothing.
+                # First, so that squad/v1 names a blind test set too (not only "no gold answer").
                 raise ValueError(
                     f"{self.name}: question {example.id!r} has no answers and is not is_impossible: an unlabelled "
-                    "question (a hidden test set?) cannot be scored"
+                    "question (a blind test set: predict and write it, do not score it) cannot be scored"
                 )
+            if self.version == 1 and not example.answers:
+                raise ValueError(f"{self.name}: question {example.id!r} has no gold answer")
             golds.append([answer.text for answer in example.answers])
             preds.append(prediction)
         return official.evaluate(golds, preds, version=self.version)
