@@ -163,7 +163,7 @@ class Task(abc.ABC):
         Default: `examples(split)` for each split (also `labels`, which tagging and parsing tasks
         read from the train file), then `check_examples` on what each split returned: the Task
         contract (type, example classes, unique ids, labels within `labels`, well-formed trees and
-        answer spans, labelled training data).
+        answer spans, labelled training data), and that no split asked for is empty.
         An exception other than a UserError, from the plugin's reader, is reported as a plugin
         bug. Override to skip data that is not local (e.g. a hub download).
         """
@@ -199,7 +199,10 @@ class Task(abc.ABC):
                 check_examples(self, split, examples)
             except UserError as exc:
                 add(exc)
-            if not examples and split in ("train", "dev"):  # the stage refuses it too, after upstream stages ran
+            # The stage refuses an empty train or dev set too, but only after upstream stages ran. Any
+            # other split is read only because the stage predicts it (`predict: [test]`): an empty one
+            # wrote a header-only prediction file without a word (a toy task's `test_size: 0`).
+            if not examples:
                 add(empty_split(self, split))
         return problems
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xfer.core import metrics
-from xfer.core.config import knob
+from xfer.core.config import FieldError, knob
 from xfer.core.errors import DataError
 from xfer.core.tasks import Example, SentenceExample, Split, TaggingExample, Task, missing_predictions
 from xfer.core.toy.grammar import CHUNK_TAGS, POS_TAGS, ToyGrammar, ToyGrammarConfig, ToySentence
@@ -44,9 +44,11 @@ class ToyTaskConfig:
     max_words: int = knob(25, "Longest sentence in tokens, punctuation included.", ge=3)
 
     def __post_init__(self) -> None:
+        # Built in Python a size may be 0 (a split left unused); the recipe's `ge` bounds are stricter.
+        # A FieldError, like every config's own check, so the key is named wherever it is built.
         for name in ("train_size", "dev_size", "test_size"):
             if getattr(self, name) < 0:
-                raise ValueError(f"ToyTaskConfig.{name} must be >= 0, got {getattr(self, name)}")
+                raise FieldError(name, f"must be at least 0, got {getattr(self, name)}")
 
 
 def split_of(text: str) -> Split:
