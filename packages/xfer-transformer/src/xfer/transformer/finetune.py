@@ -34,7 +34,7 @@ from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
 from xfer.core.results import HEADER, markdown_rows, score_order, strict_json, task_result
 from xfer.core.stage import StageContext, finished_trial
-from xfer.core.tasks import Task, check_examples, nonempty_examples, task_slug
+from xfer.core.tasks import Task, nonempty_examples, task_slug
 from xfer.core.trainer import Trainer
 from xfer.transformer.collapse import warn_if_collapsed
 from xfer.transformer.finetune_config import FinetuneConfig, checkpoint_problems
@@ -196,8 +196,7 @@ def _finetune_task(
             # the task contract, as train and dev get it: a repeated id collapsed into one
             # prediction, and the submission file gave both rows the last one's label, silently
             # (the pre-flight checks this too, but not for tasks that skip it, e.g. hub downloads)
-            examples = task.examples(split)
-            check_examples(task, split, examples)
+            examples = nonempty_examples(task, split)  # (an empty one: a header-only prediction file)
             splits[split] = (examples, featurizer.featurize(examples))
     del featurizer
     source = f"the init checkpoint ({ctx.resolve(config.init)})" if config.init is not None else "the encoder"
