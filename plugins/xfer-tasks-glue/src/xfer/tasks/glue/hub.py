@@ -8,6 +8,8 @@ model trained on either source predicts the same strings.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from xfer.core.errors import UserError
 from xfer.core.tasks import SentenceExample
@@ -28,6 +30,26 @@ HUB_CLASS_NAMES: dict[str, tuple[str, ...]] = {
     "wnli": ("not_entailment", "entailment"),
 }
 """nyu-mll/glue's ClassLabel names, in class-id order: the order `GlueSpec.hub_labels` assumes."""
+
+
+class HubNotAvailableError(UserError):
+    """The split could not be loaded at all (not in the `datasets` cache while offline, no network):
+    the pre-flight, which reads only the cache, leaves this one to the stage, which may download."""
+
+
+@contextmanager
+def cache_only() -> Iterator[bool]:
+    """Let `datasets` read its cache but never the network (the pre-flight must not download a
+    whole dataset); yields whether the user was offline already (then a split not in the cache is
+    a real problem, not one the run's download will solve)."""
+    import datasets.config
+
+    was_offline = bool(datasets.config.HF_HUB_OFFLINE)
+    datasets.config.HF_HUB_OFFLINE = True
+    try:
+        yield was_offline
+    finally:
+        datasets.config.HF_HUB_OFFLINE = was_offline
 
 
 def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -> list[SentenceExample]:
@@ -51,7 +73,7 @@ def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -
                 f"{task}: {HUB_DATASET} subset {spec.hub_subset!r} has no split {hub_split!r} in the copy "
                 f"that `datasets` found ({err}); the {split} split of {task} cannot be read from it"
             ) from None
-        raise UserError(
+        raise HubNotAvailableError(
             f"{task}: could not load {HUB_DATASET} subset {spec.hub_subset!r} split {hub_split!r} from the "
             f"Hugging Face Hub ({type(err).__name__}: {err}). Are you offline? Download GLUE once and use "
             "source: local with data_dir, or pre-fill the `datasets` cache."

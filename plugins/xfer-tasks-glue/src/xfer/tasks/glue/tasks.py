@@ -77,8 +77,21 @@ class GlueTask(Task):
         return list(self._cache[split])
 
     def check_data(self, splits: Sequence[Split]) -> list[UserError]:
-        """Pre-flight: local files are read; a hub task has nothing local (the run downloads it)."""
-        return [] if self.config.source == "hub" else super().check_data(splits)
+        """Pre-flight: local files are read; a hub task reads the `datasets` cache only (never the
+        network), so a cached copy without a split, with another layout or class order, or with
+        duplicate ids is reported before earlier stages train, as a bad TSV file is. A split that is
+        not cached is left to the run's download, unless the user is offline (then it never will be).
+        What was read stays in the task's cache: the stage does not read it again."""
+        if self.config.source != "hub":
+            return super().check_data(splits)
+        try:
+            from xfer.tasks.glue.hub import HubNotAvailableError, cache_only
+
+            with cache_only() as was_offline:
+                problems = super().check_data(splits)
+        except ImportError:
+            return super().check_data(splits)  # no `datasets`: the reader's own "needs datasets" error
+        return [p for p in problems if was_offline or not isinstance(p, HubNotAvailableError)]
 
     def _load(self, split: Split) -> list[SentenceExample]:
         cfg: GlueTaskConfig = self.config
