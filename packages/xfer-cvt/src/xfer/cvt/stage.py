@@ -760,7 +760,7 @@ def results_layout(tasks: list[TaskData], runs: list[dict[str, Any]]) -> dict[st
             }
             for r in runs
         ]
-        results[t.name] = task_result(t.info.main_metric, task_runs, t.info.greater_is_better)
+        results[t.name] = task_result(t.info.main_metric, task_runs, getattr(t.info, "greater_is_better", True))
     if multitask:
         results["all tasks"] = task_result("mean", [{k: r[k] for k in (*BOOKKEEPING, "mean") if k in r} for r in runs])
     return results
