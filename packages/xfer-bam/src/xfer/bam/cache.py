@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -257,25 +258,50 @@ class PredictionStore:
         return self.directory / f"{key}.safetensors"
 
     def lookup(self, key: str) -> TeacherPredictions | None:
-        """The entry for `key`, or None when absent; a damaged entry is moved aside (warning) and treated as absent."""
+        """The entry for `key`, or None when absent; a damaged entry is moved aside (warning) and treated as absent.
+
+        A shared `cache_dir` is written by concurrent runs: while this one reads a damaged entry,
+        another may already have moved it aside (the move here then failed with a bare
+        FileNotFoundError) or replaced it with a recomputed one (which the move here then threw
+        away, and the other run's `publish` crashed on the missing file). Only the file that was
+        read is moved aside; one that replaced it is looked up afresh."""
         path = self.path(key)
-        if not path.is_file():
-            return None
+        for _ in range(3):  # a file replaced while it was read is read again (not forever)
+            try:
+                read = path.stat()
+            except OSError:
+                return None
+            if not stat.S_ISREG(read.st_mode):
+                return None
+            try:
+                entry = load_predictions(path)
+            except CacheError as exc:
+                if self._set_aside(path, read, ".damaged", str(exc)):
+                    return None
+                continue
+            if entry.key != key:
+                # A renamed/misnamed file: moved aside like a damaged one, so the stage recomputes the
+                # entry instead of stopping after all its training.
+                if self._set_aside(path, read, ".misnamed", f"{path}: holds key {entry.key}, not {key}"):
+                    return None
+                continue
+            return entry
+        return None
+
+    @staticmethod
+    def _set_aside(path: Path, read: os.stat_result, suffix: str, problem: str) -> bool:
+        """Move `path` to `<name><suffix>` (warning: `problem`) if it is still the file `read` was taken of;
+        False when another run has replaced it since (to be read again). Gone already: True."""
+        aside = path.with_name(path.name + suffix)
         try:
-            entry = load_predictions(path)
-        except CacheError as exc:
-            aside = path.with_name(path.name + ".damaged")
+            now = path.stat()
+            if (now.st_dev, now.st_ino, now.st_mtime_ns) != (read.st_dev, read.st_ino, read.st_mtime_ns):
+                return False
             os.replace(path, aside)
-            warnings.warn(f"{exc}; moved to {aside.name}, recomputing", stacklevel=2)
-            return None
-        if entry.key != key:
-            # A renamed/misnamed file: moved aside like a damaged one, so the stage recomputes the
-            # entry instead of stopping after all its training.
-            aside = path.with_name(path.name + ".misnamed")
-            os.replace(path, aside)
-            warnings.warn(f"{path}: holds key {entry.key}, not {key}; moved to {aside.name}, recomputing", stacklevel=2)
-            return None
-        return entry
+        except FileNotFoundError:  # another run moved it aside first
+            return True
+        warnings.warn(f"{problem}; moved to {aside.name}, recomputing", stacklevel=3)
+        return True
 
     def save(self, predictions: TeacherPredictions) -> Path:
         """Store an entry; NaN/inf outputs are refused here, at the teachers' export, naming the

@@ -42,10 +42,14 @@ def task_probabilities(
     if math.isfinite(total):  # kept where it is finite: its rounding decides the draws of existing runs
         return {name: value / total for name, value in raw.items()}
     # past the float range, which was a bare OverflowError when the student started: the same
-    # probabilities in log space (a softmax of exponent * log |D|)
-    logs = {name: exponent * math.log(size) for name, size in sizes.items()}
-    top = max(logs.values())
-    raw = {name: math.exp(value - top) for name, value in logs.items()}
+    # probabilities in log space, relative to the largest task: exponent * (log |D| - log max |D|).
+    # (exponent * log |D| - its maximum gave inf - inf = NaN once the product itself overflowed, e.g.
+    # temperature 1e-310: NaN probabilities, refused only as "invalid task probabilities" by the source.)
+    largest = max(sizes.values())
+    raw = {
+        name: 1.0 if size == largest else math.exp(exponent * (math.log(size) - math.log(largest)))
+        for name, size in sizes.items()
+    }
     total = sum(raw.values())
     probabilities = {name: value / total for name, value in raw.items()}
     never = min(probabilities, key=lambda name: probabilities[name])
