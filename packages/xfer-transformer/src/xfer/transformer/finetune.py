@@ -429,7 +429,17 @@ def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
         else None
     )
     tokenizer.save_hf(target, objective.encoder.config.max_position_embeddings)
-    export_hf(target, objective.encoder, head=head, vocab_file=target / "vocab.txt", extra_config=extra)
+    # a regression head's outputs are the task's scores scaled to [0, 1] (xfer scales them back when it
+    # predicts): the range is folded into the exported head, else transformers gave STS-B's 3.07 as 0.61
+    score_range = info.extra.get("score_range") if info.type == "regression" and head is not None else None
+    export_hf(
+        target,
+        objective.encoder,
+        head=head,
+        vocab_file=target / "vocab.txt",
+        extra_config=extra,
+        score_range=tuple(score_range) if score_range is not None else None,
+    )
 
 
 def _results_table(stage: str, results: dict[str, Any]) -> str:

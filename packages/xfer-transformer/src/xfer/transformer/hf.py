@@ -30,6 +30,7 @@ original name, in `HeadInfo.remaining` for the caller to map.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import re
@@ -56,6 +57,10 @@ OBJECTIVE_CONFIG_KEY = "xfer_objective_config"
 """config.json key: the pre-training objective's settings with defaults filled in (mask_prob, the
 generator's kind and sampling temperature), which ELECTRA-TT scoring inverts. Without it, an HF
 export was scored as if pre-trained with mask_prob 0.15 and temperature 1, whatever it used."""
+SCORE_RANGE_KEY = "xfer_score_range"
+"""config.json key: the `[low, high]` gold-score range (TaskInfo.extra's `score_range`) folded into a
+regression head's output layer by `export_hf(score_range=...)`, so that HF outputs real scores (0-5
+on STS-B) where xfer's head outputs them scaled to [0, 1]. `load_hf` takes the range back out."""
 
 # HF writes these non-persistent buffers into some older checkpoints; they are `arange`/zeros
 # constants, not weights, so they are dropped rather than returned in `remaining`.
@@ -513,8 +518,71 @@ def _head(
             f"{source}: head tensors of {arch} do not fit {cls.__name__}({head_config}): "
             f"{' '.join(line.strip() for line in first)[:500]}"
         ) from e
+    if SCORE_RANGE_KEY in hf:
+        state = _unfold_score_range(state, hf[SCORE_RANGE_KEY], source)
     used.update(consumed)
     return cls.kind, head_config, state
+
+
+def _checked_score_range(value: Any, where: str) -> tuple[float, float]:
+    """(low, high) of a score range, two finite numbers with low < high, else ValueError naming `where`."""
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} must be [low, high], two numbers, got {value!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"{where} must be [low, high] with finite low < high, got {value!r}")
+    return low, high
+
+
+def _out_layer(head_kind: str, model_type: str, host: PluginHost | None) -> str:
+    """HF name prefix of the head's `out` layer (the one whose output is the score)."""
+    hf_map = registry.head_class(head_kind, host).hf
+    name = hf_map.tensor_map(model_type).get("out")
+    if name is None:
+        raise ValueError(f"head kind {head_kind!r} has no `out` layer, so no score range can be folded into it")
+    return name
+
+
+def _fold_score_range(
+    tensors: dict[str, Tensor],
+    head: nn.Module,
+    head_kind: str,
+    model_type: str,
+    host: PluginHost | None,
+    low: float,
+    high: float,
+) -> None:
+    """Scale the HF head tensors' `out` layer in place so it outputs `low + (high - low) * y`,
+    the score xfer's regression objective predicts from the head's output y."""
+    if getattr(head, "num_outputs", None) != 1:
+        raise ValueError(
+            f"score_range is for a regression head (one output); this {head_kind!r} head has "
+            f"{getattr(head, 'num_outputs', 'no single')} outputs"
+        )
+    out = _out_layer(head_kind, model_type, host)
+    weight, bias = tensors[f"{out}.weight"], tensors[f"{out}.bias"]
+    span = high - low
+    tensors[f"{out}.weight"] = (weight.double() * span).to(weight.dtype)
+    tensors[f"{out}.bias"] = (bias.double() * span + low).to(bias.dtype)
+
+
+def _unfold_score_range(state: dict[str, Tensor], value: Any, source: str) -> dict[str, Tensor]:
+    """The head state (xfer names) with `_fold_score_range` undone: xfer's regression objective scales
+    the head's output by the task's range itself, and would apply the range twice otherwise."""
+    where = f"{Path(source) / 'config.json'}: {SCORE_RANGE_KEY}"
+    try:
+        low, high = _checked_score_range(value, where)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+    weight, bias = state.get("out.weight"), state.get("out.bias")
+    if weight is None or bias is None or weight.dim() != 2 or weight.shape[0] != 1:
+        raise CheckpointError(f"{where} is set, but the head has no one-output `out` layer (a regression head)")
+    span = high - low
+    return state | {
+        "out.weight": (weight.double() / span).to(weight.dtype),
+        "out.bias": ((bias.double() - low) / span).to(bias.dtype),
+    }
 
 
 def load_hf(directory: str | Path, host: PluginHost | None = None) -> tuple[EncoderConfig, dict[str, Tensor], HeadInfo]:
@@ -651,6 +719,7 @@ _ARCHITECTURE_KEYS = (
     "hidden_act",
     "position_embedding_type",
     "layer_norm_eps",
+    SCORE_RANGE_KEY,
 )
 """config.json fields that export_hf derives from the encoder and head: they fix the tensors' shapes
 or the function the weights compute (`layer_norm_eps`, `hidden_act`), so an `extra_config` value
@@ -712,6 +781,7 @@ def export_hf(
     extra_tensors: dict[str, Tensor] | None = None,
     extra_config: dict[str, Any] | None = None,
     host: PluginHost | None = None,
+    score_range: tuple[float, float] | None = None,
 ) -> Path:
     """Write a HF checkpoint (config.json + model.safetensors [+ vocab.txt]) that
     `transformers.AutoModel` / `<Arch>.from_pretrained` loads with no missing or unexpected keys.
@@ -731,13 +801,19 @@ def export_hf(
     is left without a tokenizer (AutoTokenizer then fails instead of loading an old one). A
     vocab_file whose folder holds its tokenizer.json (an xfer tokenizer folder) is written with that
     tokenizer's `save_hf` (vocab.txt, tokenizer.json, tokenizer_config.json: transformers reads a
-    bare vocab.txt as lower-casing); any other is copied as vocab.txt alone. A tokenizer written
-    into `directory` for this export (`Tokenizer.save_hf(directory)`) is kept by passing its own
-    `directory / "vocab.txt"` as vocab_file. A vocabulary with more tokens than the encoder has
+    bare vocab.txt as lower-casing); any other is copied as vocab.txt, with a tokenizer_config.json
+    when transformers' defaults would not read it as xfer does (a cased vocabulary, see
+    `_copied_vocab_config`). A tokenizer written into `directory` for this export
+    (`Tokenizer.save_hf(directory)`) is kept by passing its own `directory / "vocab.txt"` as vocab_file. A vocabulary with more tokens than the encoder has
     embeddings is a ValueError (its last ids would index past the embedding matrix). Other files
     in `directory` stay.
 
     Pre-training exports put `OBJECTIVE_KEY` in extra_config (which head the weights are).
+
+    score_range: a regression task's `(low, high)` (TaskInfo.extra's `score_range`). xfer trains a
+    regression head on targets scaled to [0, 1] and scales its output back only when predicting, so
+    the exported head output STS-B's 0-5 scores as 0-1 in `transformers`, without a word. Given, the
+    range is folded into the head's one-output layer (`out`) and recorded as `SCORE_RANGE_KEY`.
     """
     config = config or encoder.config
     if model_type not in SUPPORTED_MODEL_TYPES:
@@ -750,6 +826,8 @@ def export_hf(
         head_kind = getattr(head, "kind", None)
     if (head is None) != (head_kind is None):
         raise ValueError("give both head and head_kind, or neither")
+    if score_range is not None and head is None:
+        raise ValueError("score_range is the range of a regression head's output: give the head too")
     arch = _BASE_ARCH[model_type]
     tensors = xfer_to_hf(encoder.state_dict(), config)
     extra_cfg: dict[str, Any] = {}
@@ -757,6 +835,10 @@ def export_hf(
         prefix = model_type + "."
         tensors = {prefix + k: v for k, v in tensors.items()}
         arch, head_tensors, extra_cfg = _head_to_hf(head, head_kind, model_type, host)
+        if score_range is not None:
+            low, high = _checked_score_range(score_range, "score_range")
+            _fold_score_range(head_tensors, head, head_kind, model_type, host, low, high)
+            extra_cfg[SCORE_RANGE_KEY] = [low, high]
         clash = sorted(set(head_tensors) & set(tensors))
         if clash:
             raise ValueError(f"head kind {head_kind!r}: HF names {clash[:3]} collide with encoder tensors")
@@ -797,6 +879,7 @@ def export_hf(
     if vocab_file is not None:
         _check_vocab_fits(Path(vocab_file), config.vocab_size)
     tokenizer = None if vocab_file is None or own_tokenizer else _tokenizer_beside(Path(vocab_file), config.vocab_size)
+    copied_config = None if vocab_file is None or own_tokenizer or tokenizer else _copied_vocab_config(Path(vocab_file))
     if (directory / "xfer_model.json").is_file():
         # readers (modelio.detect_format) take a folder with xfer_model.json for an xfer model dir, so
         # the export would be ignored and the old xfer weights loaded in its place
@@ -826,6 +909,8 @@ def export_hf(
         tokenizer.save_hf(directory, config.max_position_embeddings)
     elif vocab_file is not None and not own_tokenizer:
         _atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(vocab_file, p))
+        if copied_config is not None:
+            _atomic_write(directory / "tokenizer_config.json", lambda p: Path(p).write_text(copied_config))
     _atomic_write(directory / "model.safetensors", lambda p: save_file(plain, p, metadata={"format": "pt"}))
     _atomic_write(directory / "config.json", lambda p: Path(p).write_text(config_text))
     return directory
@@ -847,6 +932,33 @@ def _tokenizer_beside(vocab_file: Path, vocab_size: int) -> Any:
             f"{vocab_size} embeddings: export with the tokenizer the model was trained with"
         )
     return tokenizer
+
+
+def _copied_vocab_config(vocab_file: Path) -> str | None:
+    """The tokenizer_config.json to write beside a vocab.txt copied alone, or None when transformers'
+    defaults already read it as xfer does.
+
+    Why: transformers takes a bare vocab.txt as `do_lower_case=True`, while xfer infers the casing
+    from the vocabulary (`WordPieceTokenizer.from_file`) or reads it from the tokenizer_config.json
+    beside it, which the copy left behind. A cased vocabulary (Google's cased BERT) exported so was
+    lower-cased by transformers ("Paris" -> "paris", [UNK] or other pieces) and not by xfer: the
+    same checkpoint computed on other ids in each."""
+    from xfer.transformer.tokenization.vocab_files import _config_options, _looks_cased
+
+    options: dict[str, Any] = {}
+    if vocab_file.name == "vocab.txt":
+        options = _config_options(vocab_file.parent / "tokenizer_config.json")
+    if "lowercase" not in options:
+        text = vocab_file.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")
+        options["lowercase"] = not _looks_cased({t: i for i, t in enumerate(re.split(r"\r\n|\r|\n", text))})
+    if options == {"lowercase": True}:
+        return None  # transformers' defaults: lower-case, strip accents, split CJK characters
+    names = {
+        "lowercase": "do_lower_case",
+        "strip_accents": "strip_accents",
+        "handle_chinese_chars": "tokenize_chinese_chars",
+    }
+    return json.dumps({names[k]: v for k, v in options.items()}, indent=2) + "\n"
 
 
 def _check_vocab_fits(vocab_file: Path, vocab_size: int) -> None:

@@ -220,12 +220,18 @@ class WordPieceTokenizer:
         into a model folder) gets this tokenizer's normalisation options: `from_dir` applies them
         over tokenizer.json, so a stale `do_lower_case: true` lower-cased (and stripped the accents
         of) the input of a cased vocabulary saved over it, turning its cased words into `[UNK]`.
+
+        tokenizer.json is written last. Each file is replaced atomically but the three are not one
+        write, and `from_dir` reads tokenizer.json and checks vocab.txt against it: a crash after a
+        new tokenizer.json but before the config kept the OLD config's `do_lower_case: true` over
+        the new cased tokenizer.json, which then loaded without an error and lower-cased its input
+        ("Paris" -> [UNK]). Written last, an interrupted save leaves the old tokenizer.json beside a
+        new vocab.txt, a mismatch `from_dir` reports.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tokens = self._tokens_by_id()
         _write_atomic(directory / VOCAB_FILE, "".join(f"{t}\n" for t in tokens))
-        _write_atomic(directory / TOKENIZER_FILE, self._tokenizer.to_str(pretty=True))
         config_path = directory / TOKENIZER_CONFIG_FILE
         if config_path.is_file() or config_path.is_symlink():  # a dangling link: unreadable, replaced
             try:
@@ -234,6 +240,7 @@ class WordPieceTokenizer:
                 config = None  # unreadable: replaced by one that says how this tokenizer normalises
             config = config if isinstance(config, dict) else {}
             _write_atomic(config_path, json.dumps(config | self._normalization_config(), indent=2) + "\n")
+        _write_atomic(directory / TOKENIZER_FILE, self._tokenizer.to_str(pretty=True))
         return directory
 
     def save_hf(self, directory: Path | str, model_max_length: int) -> Path:
