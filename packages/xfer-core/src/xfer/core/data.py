@@ -316,7 +316,13 @@ class Prefetcher:
                 break
             except queue.Empty:
                 if not self._thread.is_alive():
-                    raise RuntimeError("the batch prefetch thread stopped unexpectedly") from None
+                    # The producer may have queued its error and ended between the timeout and this check:
+                    # that error (a DataError naming a file and line) was lost behind "stopped unexpectedly".
+                    try:
+                        kind, value, state = self._queue.get_nowait()
+                        break
+                    except queue.Empty:
+                        raise RuntimeError("the batch prefetch thread stopped unexpectedly") from None
         if kind == "error":
             raise value
         return value, state

@@ -199,9 +199,13 @@ class Task(abc.ABC):
                 check_examples(self, split, examples)
             except UserError as exc:
                 add(exc)
+                continue  # not a list (None, a numpy array): "is empty" would be a second, wrong problem
             # The stage refuses an empty train or dev set too, but only after upstream stages ran. Any
             # other split is read only because the stage predicts it (`predict: [test]`): an empty one
             # wrote a header-only prediction file without a word (a toy task's `test_size: 0`).
+            # Checked only once `check_examples` has found a list: `not examples` was a bare ValueError
+            # ("truth value of an array is ambiguous") that ended the pre-flight for a numpy array, and
+            # added "the training set is empty" beside "examples() returned a NoneType" for a None.
             if not examples:
                 add(empty_split(self, split))
         return problems
@@ -547,9 +551,15 @@ def _example_problem(
     if isinstance(example, ParsingExample):
         if not _is_words(example.words):
             return f"has words of type {type(example.words).__name__}, not a tuple of strings"
+        n = len(example.words)
+        # `punctuation: upos` scores the words whose UPOS is not PUNCT and the CoNLL-U writer zips it with
+        # the words: a tuple of another length ended the stage in a bare "zip() argument is shorter"
+        # ValueError at the first evaluation, after training, far from the reader that built it
+        if example.upos is not None and (not _is_words(example.upos) or len(example.upos) != n):
+            count = f"{len(example.upos)} UPOS tags" if _is_words(example.upos) else f"upos {example.upos!r}"
+            return f"has {count} for {n} words (one string per word expected, or upos None)"
         if example.heads is None:
             return None
-        n = len(example.words)
         for name, value in (("heads", example.heads), ("relations", example.relations)):
             if not isinstance(value, (tuple, list)) or len(value) != n:
                 count = f"{len(value)} {name}" if isinstance(value, (tuple, list)) else f"{name} {value!r}"
@@ -579,7 +589,8 @@ def check_examples(task: Task, split: str, examples: Any) -> None:
     unique strings; `labels` is not a sequence of unique strings, or is empty for a
     classification or tagging task; a gold label is outside `labels` (regression: not a finite
     number), or tags do not match the words one to one; a parse tree has not one head (a word
-    index, 0 = ROOT) and one relation (a string within `labels`) per word; a span-QA answer is
+    index, 0 = ROOT) and one relation (a string within `labels`) per word, or its `upos` (when not
+    None) has not one string per word; a span-QA answer is
     not an `Answer` whose non-empty text is the context's at its `start` (an int offset within
     the context: SQuAD's invariant), `is_impossible` is not a bool, or an unanswerable question
     has answers; a training example is unlabelled (span QA: neither answers nor `is_impossible`),

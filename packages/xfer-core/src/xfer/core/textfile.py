@@ -8,6 +8,7 @@ dropped. `split_lines` is the one way line-based readers cut the text into lines
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -71,9 +72,25 @@ def nul_byte(column: int) -> str:
     return f"NUL byte at column {column}: a binary or damaged file? (text files hold none)"
 
 
+def _link_target(path: Path) -> str | None:
+    """Where `path` leads when it is a symbolic link (the end of a chain of links, made absolute),
+    else None."""
+    try:
+        return os.path.realpath(path) if path.is_symlink() else None
+    except OSError:
+        return None
+
+
 def read_error(path: Path, error: OSError) -> DataError:
-    """The `DataError` for a file that cannot be opened or read (for readers that stream)."""
+    """The `DataError` for a file that cannot be opened or read (for readers that stream).
+
+    A dangling symbolic link is named as one, with its target: "file not found" for a path that
+    `ls` lists (a data folder of links into a moved or unmounted store) sent the user looking for
+    a typo in the recipe."""
     if isinstance(error, FileNotFoundError):
+        target = _link_target(path)
+        if target is not None:
+            return DataError(path, 0, f"broken symbolic link: its target {target} does not exist")
         return DataError(path, 0, "file not found")
     if isinstance(error, IsADirectoryError):
         return DataError(path, 0, "is a directory, expected a file")
@@ -84,7 +101,8 @@ def read_error(path: Path, error: OSError) -> DataError:
 
 def stream_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """(line number, text without its newline) of each line, for files too large to read whole
-    (word vectors run to gigabytes); decoding and reading errors as in `read_text`."""
+    (word vectors run to gigabytes); decoding and reading errors as in `read_text`, and a
+    byte-order mark starting a later line refused as in `split_lines` (`BOM_INSIDE`)."""
     path = Path(path)
     try:
         with open(path, "rb") as handle:
@@ -102,6 +120,9 @@ def stream_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     text = text.removeprefix("\ufeff")
                 if "\x00" in text:
                     raise DataError(path, number, nul_byte(text.index("\x00") + 1), key="encoding")
+                if text.startswith("\ufeff"):  # as `split_lines`: glued to the line's first word (a
+                    # word vector keyed "\ufeffthe", so "the" had none, silently)
+                    raise DataError(path, number, BOM_INSIDE)
                 yield number, text.rstrip("\r\n")
     except OSError as error:
         raise read_error(path, error) from None
