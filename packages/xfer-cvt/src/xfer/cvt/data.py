@@ -346,6 +346,7 @@ class UnlabeledStream(_Iterable):
         self.pool, self.batch = 0, 0
         self._pool: tuple[tuple[int, int, int], list[list[list[str]]], tuple[int, int, int]] | None = None
         self._chunk: tuple[tuple[int, int], list[list[str]]] | None = None
+        self._content: list[int] | None = None
 
     @property
     def steps_per_epoch(self) -> None:
@@ -394,18 +395,39 @@ class UnlabeledStream(_Iterable):
             self.start, self.pool, self.batch = self._pool[2], self.pool + 1, 0
         return _rank_slices(batch, self.rank, self.world_size, self.accumulation, self.collate)
 
+    def content_key(self) -> list[int]:
+        """What the cursor's positions index: the number of chunks and a CRC-32 over every chunk's
+        line count and CRC, in order. Bytes only, no paths: the stage's task-sentence file lives in
+        the run directory, so a cursor that named paths was refused after `--fork` or a moved run
+        directory, though every sentence was where it had been. Computed once: every step's cursor
+        holds it."""
+        if self._content is None:
+            digest = 0
+            for chunk in self.corpus.chunks:
+                digest = zlib.crc32(f"{chunk.lines}:{chunk.crc};".encode(), digest)
+            self._content = [len(self.corpus.chunks), digest]
+        return list(self._content)
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "start": list(self.start),
             "pool": self.pool,
             "batch": self.batch,
             "seed": self.seed,
-            "chunks": [[str(c.file), c.offset, c.lines] for c in self.corpus.chunks[:1]] + [len(self.corpus.chunks)],
+            "content": self.content_key(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        mine = self.state_dict()
-        if state.get("seed") != self.seed or state.get("chunks") != mine["chunks"]:
+        if "content" in state:
+            same = state["content"] == self.content_key()
+        else:  # a checkpoint of an older xfer: [[path, offset, lines] of the first chunk, number of chunks]
+            legacy = state.get("chunks")
+            first = self.corpus.chunks[0]
+            same = legacy is not None and [c[1:] for c in legacy[:1]] + legacy[1:] == [
+                [first.offset, first.lines],
+                len(self.corpus.chunks),
+            ]
+        if state.get("seed") != self.seed or not same:
             raise ValueError("the unlabeled files or the seed changed since the checkpoint; cannot resume exactly")
         self.start = tuple(state["start"])  # type: ignore[assignment]
         self.pool, self.batch, self._pool = state["pool"], state["batch"], None
