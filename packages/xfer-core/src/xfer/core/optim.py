@@ -56,10 +56,28 @@ class LayeredModel(Protocol):
 
 def find_layered(module: nn.Module) -> tuple[str, LayeredModel] | None:
     """The first submodule (prefix, module) that reports parameter depths, if any."""
+    found = find_all_layered(module)
+    return found[0] if found else None
+
+
+def find_all_layered(module: nn.Module) -> list[tuple[str, LayeredModel]]:
+    """Every submodule (prefix, module) that reports parameter depths, outermost ones only.
+
+    Not just the first: a model with two encoders (a dual encoder, ELECTRA's generator beside its
+    discriminator) trained the second one's every layer and embeddings at the head's full `lr`,
+    silently. A layered module inside another one defers to it (the outer one names the depths)."""
+    found: list[tuple[str, LayeredModel]] = []
     for prefix, sub in module.named_modules():
+        if any(_within(prefix, outer) for outer, _ in found):
+            continue
         if callable(getattr(sub, "parameter_depth", None)) and hasattr(sub, "num_layers"):
-            return prefix, sub  # type: ignore[return-value]
-    return None
+            found.append((prefix, sub))  # type: ignore[arg-type]
+    return found
+
+
+def _within(name: str, prefix: str) -> bool:
+    """Whether the dotted `name` lies under the module at `prefix` ("" is the root: everything does)."""
+    return not prefix or name.startswith(prefix + ".")
 
 
 @dataclass
@@ -84,37 +102,52 @@ def param_groups(
     """
     patterns = [p.lower() for p in exclude_from_decay]
     normalization = _normalization_parameters(model)
-    layered = find_layered(model) if layer_decay != 1.0 else None
+    layered = find_all_layered(model) if layer_decay != 1.0 else []
     offset = 2 if top_layer == "decay_squared" else 1
+    # Every name of each parameter, not only the first: a tied parameter (a decoder sharing the word
+    # embeddings, registered before the encoder) was judged by its first name alone, so the embeddings
+    # trained at the head's full lr and a no_decay name under the other path was not seen.
+    names: dict[int, list[str]] = {}
+    trainable: dict[int, nn.Parameter] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if param.requires_grad:
+            names.setdefault(id(param), []).append(name)
+            trainable.setdefault(id(param), param)
     groups: dict[tuple[float, float], list[nn.Parameter]] = {}
-    seen: set[int] = set()
-    for name, param in model.named_parameters():
-        if not param.requires_grad or id(param) in seen:
-            continue
-        seen.add(id(param))
+    for key, param in trainable.items():
         scale = 1.0
-        if layered is not None:
-            prefix, sub = layered
-            if name.startswith(prefix + "." if prefix else ""):
-                depth = sub.parameter_depth(name[len(prefix) + 1 :] if prefix else name)
-                if depth is not None and (
-                    isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= sub.num_layers
-                ):
-                    # a depth past the top gave a learning-rate multiplier above 1 (layer_decay ** -k), silently
-                    raise PluginError(
-                        f"{type(sub).__module__}.{type(sub).__qualname__}.parameter_depth({name!r}) returned "
-                        f"{depth!r}: a depth is 0 (embeddings) to num_layers {sub.num_layers}, or None above "
-                        "the encoder"
-                    )
-                if depth is not None:
-                    scale = layer_decay ** (offset + sub.num_layers - depth)
-        excluded = id(param) in normalization or any(p in name.lower() for p in patterns)
+        depth_and_layers = _depth(layered, names[key])
+        if depth_and_layers is not None:
+            depth, num_layers = depth_and_layers
+            scale = layer_decay ** (offset + num_layers - depth)
+        excluded = key in normalization or any(p in name.lower() for name in names[key] for p in patterns)
         decay = 0.0 if excluded else weight_decay
         groups.setdefault((scale, decay), []).append(param)
     return [
         {"params": params, "lr": lr * scale, "lr_scale": scale, "weight_decay": decay}
         for (scale, decay), params in sorted(groups.items(), key=lambda kv: (-kv[0][0], -kv[0][1]))
     ]
+
+
+def _depth(layered: list[tuple[str, LayeredModel]], names: list[str]) -> tuple[int, int] | None:
+    """(depth, num_layers) of a parameter known by `names`: the first that a layered module places."""
+    for name in names:
+        for prefix, sub in layered:
+            if not _within(name, prefix):
+                continue
+            depth = sub.parameter_depth(name[len(prefix) + 1 :] if prefix else name)
+            if depth is not None and (
+                isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= sub.num_layers
+            ):
+                # a depth past the top gave a learning-rate multiplier above 1 (layer_decay ** -k), silently
+                raise PluginError(
+                    f"{type(sub).__module__}.{type(sub).__qualname__}.parameter_depth({name!r}) returned "
+                    f"{depth!r}: a depth is 0 (embeddings) to num_layers {sub.num_layers}, or None above "
+                    "the encoder"
+                )
+            if depth is not None:
+                return depth, sub.num_layers
+    return None
 
 
 _NORMALIZATION = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.modules.batchnorm._NormBase)
@@ -125,8 +158,23 @@ def _normalization_parameters(model: nn.Module) -> set[int]:
 
     BERT/ELECTRA exclude LayerNorm weights from weight decay by the TF variable name "LayerNorm";
     matching names alone misses modules named otherwise (this encoder's `norm`, `attn_norm`), so
-    the module type decides as well."""
-    return {id(p) for m in model.modules() if isinstance(m, _NORMALIZATION) for p in m.parameters(recurse=False)}
+    the module type decides as well. A plugin's own normalization class (an `RMSNorm` or `ScaleNorm`
+    written by hand, as before torch had one) is no torch type: its gain was decayed towards 0, so
+    its per-feature (at most 1-D) parameters count too when its class is named `...Norm`."""
+    return {
+        id(p)
+        for m in model.modules()
+        if isinstance(m, _NORMALIZATION) or _named_as_normalization(m)
+        for p in m.parameters(recurse=False)
+        if isinstance(m, _NORMALIZATION) or p.dim() <= 1
+    }
+
+
+def _named_as_normalization(module: nn.Module) -> bool:
+    """Whether a module's class is named as a normalization layer (`T5LayerNorm`, `RMSNorm`,
+    `LayerNormalization`, `ScaleNorm`)."""
+    name = type(module).__name__.lower()
+    return name.endswith(("norm", "normalization"))
 
 
 class AdamW(torch.optim.Optimizer):

@@ -5,6 +5,7 @@ Kept free of torch imports so `xfer validate` and `xfer explain` stay fast.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -80,10 +81,30 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.steps is None and self.epochs <= 0:
             raise FieldError("epochs", f"must be positive (or set steps), got {self.epochs!r}")
+        for index, pattern in enumerate(self.no_decay):
+            if isinstance(pattern, str) and not pattern:
+                # "" is a substring of every name: weight decay was silently off for every parameter
+                raise FieldError(
+                    ("no_decay", str(index)),
+                    "an empty pattern matches every parameter name, so nothing would be weight-decayed: "
+                    "remove it (set weight_decay: 0 to train without weight decay)",
+                )
         if self.batch_size <= 0 or self.grad_accum <= 0:
             raise ValueError("batch_size and grad_accum must be positive")
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of grad_accum {self.grad_accum}")
+
+    def warmup_for(self, total_steps: int) -> int:
+        """Warmup steps for a stage of `total_steps` optimizer steps: `warmup_steps` when set, else
+        `warmup_fraction` of `total_steps`, to the nearest step with halves rounded up.
+
+        Why not `round()`: Python rounds halves to even, and the product carries float noise, so 10%
+        of 25 steps (2.5) gave 2 while 10% of 35 steps (3.5000000000000004) gave 4, and 10% of 5
+        steps (0.5) gave no warmup at all. The product is cleaned of that noise as `epoch_steps`
+        cleans its own (rounded to 9 decimals), then halves go up: 3, 4 and 1."""
+        if self.warmup_steps is not None:
+            return self.warmup_steps
+        return math.floor(round(self.warmup_fraction * total_steps, 9) + 0.5)
 
     def check_recipe(self) -> None:
         """Recipe-only checks: a Python caller may set `steps` after the fact (a stage converting
