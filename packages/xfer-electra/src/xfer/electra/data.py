@@ -25,11 +25,12 @@
   (`xfer.electra.packing.PackStats`), and lines longer than one example are warned about.
 * `streaming=True` builds nothing: a `datasets.IterableDataset` whose shards are the blocks,
   packed on the fly while training (same examples as the map-style build, for files and
-  `save_to_disk` folders). Text files are checked after every block read as above (a corpus
-  edited while it is streamed stops the run), and a line longer than an example is warned about
-  (stderr, once per process) when first met: nothing is counted ahead. A streamed local data file
-  (`dataset:` a .json/.jsonl/.csv/.tsv/.txt file) is parsed once, a line at a time, before the
-  stream is returned (`_check_streamed_file`): a bad line fails the stage before training, with its line.
+  `save_to_disk` folders). Text files are checked after every block read as above, the files of a
+  local `dataset:` after every chunk of rows (a corpus edited while it is streamed stops the run),
+  and a line longer than an example is warned about (stderr, once per process) when first met:
+  nothing is counted ahead. A streamed local data file (`dataset:` a .json/.jsonl/.csv/.tsv/.txt
+  file) is parsed once, a line at a time, before the stream is returned (`_check_streamed_file`):
+  a bad line fails the stage before training, with its line.
 
 Columns: `input_ids` (int32 list, `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`) and
 `segment_split` (int32: index of the first token of segment b, i.e. where token type 1 starts;
@@ -478,7 +479,8 @@ class _IterableRowSource:
     name: str
     column: str
     max_lines: int | None
-    snapshot: _InputSnapshot = field(default_factory=_InputSnapshot)  # nothing: a stream is not cached
+    # the local files read (none for a Hub name): a stream is not cached, but it reads them every pass
+    snapshot: _InputSnapshot = field(default_factory=_InputSnapshot)
 
     @property
     def num_blocks(self) -> int:
@@ -503,6 +505,17 @@ class _IterableRowSource:
                     raise WorkerDataError(located.path, located.line, located.message, located.key)
             yield _row_texts(values, self.name, self.column, index)
             index += len(chunk)
+            self._check_unchanged()
+        self._check_unchanged()
+
+    def _check_unchanged(self) -> None:
+        """Raise if a local file of the stream was written or replaced since the stream was opened.
+
+        As `_TextSource` does for `files:` streams: a `dataset:` file edited while training read it was
+        read on, so the model trained on text the run's fingerprint does not name; killed and the file
+        put back, the run even resumed without a word (two corpora in one model). A stat per file."""
+        for index in range(len(self.snapshot.paths)):
+            self.snapshot.check(index)
 
     def key_parts(self, hashes: _FileHashes) -> dict[str, Any]:  # pragma: no cover - streams are not cached
         raise NotImplementedError
@@ -566,9 +579,14 @@ def _open_source(
             end > block_bytes and (cr or starts_with_bom(path)) for path, end, cr in zip(files, ends, crs, strict=True)
         )
         return _TextSource(paths, blocks, ends, snapshot, cuts_moved)
+    # the local files' identity from before anything read them: a stream reads them while training, and
+    # a map-style load copies them under the sha256 it hashed first (`_local_dataset_cache`)
+    local = _InputSnapshot.take([str(f) for f in _local_files(corpus, cache_dir)])
     loaded = _load_dataset(corpus, cache_dir)
     name, column = corpus.dataset, corpus.text_column
-    if isinstance(loaded, datasets.IterableDataset):
+    if not isinstance(loaded, datasets.IterableDataset):  # (a stream checks them after every chunk it reads)
+        _check_loaded_unchanged(local, loaded, cache_dir)
+    else:
         if loaded.column_names is not None and column not in loaded.column_names:
             raise _missing_column(name, column, loaded.column_names)
         # a typed source (parquet) says on opening what the map-style build says: a column of numbers
@@ -579,7 +597,7 @@ def _open_source(
         ):
             located = _json_lines_problem(Path(name), column)
             raise located or DataError(name, 0, f"column {column!r} holds {feature}, not text", key=column)
-        return _IterableRowSource(loaded, name, column, corpus.max_lines)
+        return _IterableRowSource(loaded, name, column, corpus.max_lines, local)
     if column not in loaded.column_names:
         raise _missing_column(name, column, loaded.column_names)
     feature = loaded.features[column]
@@ -604,6 +622,36 @@ def _open_source(
         identity["fingerprint"] = loaded._fingerprint
     blocks = _plan_row_blocks(loaded, column, block_rows)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
+
+
+def _check_loaded_unchanged(snapshot: _InputSnapshot, loaded: datasets.Dataset, cache_dir: Path) -> None:
+    """Raise if a local file changed while `datasets` copied it into the stage's cache, and drop that copy.
+
+    The copy's folder is named by the sha256 hashed before `load_dataset` read the file: edited in between
+    (converting a large file takes minutes), the examples were of the new text, the run's fingerprint
+    and the copy's folder of the old one; the stage completed, and with the file put back a next run
+    skipped it as done. The copy is deleted (only inside the cache's `hf-datasets`), so no later load of
+    the old text can be served the new one."""
+    for index, path in enumerate(snapshot.paths):
+        if _identity(path) == snapshot.identities[index]:
+            continue
+        root = (cache_dir / "hf-datasets").resolve()
+        for folder in {Path(f["filename"]).resolve().parent for f in loaded.cache_files}:
+            if root in folder.parents:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise _changed_while_read(path)
+
+
+def _local_files(corpus: CorpusConfig, cache_dir: Path) -> list[Path]:
+    """The local files `corpus.dataset` may read: the file itself, every file `load_dataset` may read in a
+    folder (`_folder_files`; not the example cache's, should `data_cache` be inside it), none for a Hub name."""
+    path = Path(str(corpus.dataset))
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    cache = cache_dir.resolve()
+    return [f for f in _folder_files(path) if cache not in f.resolve().parents]
 
 
 def _json_lines_problem(path: Path, column: str, max_rows: int | None = None) -> DataError | None:
