@@ -45,6 +45,16 @@ COUNT_METRIC = "tokens"
 """A metric with this name is a count (e.g. real tokens in the micro-batch): summed over
 accumulation micro-batches and ranks instead of averaged, and the trainer logs `tokens_per_s`."""
 
+WEIGHT_SUFFIX = "@weight"
+"""A metric `NAME@weight` beside a metric `NAME` is NAME's weight in this micro-batch: NAME is then logged
+pooled over the log window's micro-batches, steps and ranks, sum(value * weight) / sum(weight), instead of
+averaged. For a ratio whose denominator varies by batch (a recall weighted by the batch's positives, a
+precision by its predicted positives): the plain mean counted a batch with 2 positives as much as one with
+200, and pulled in the placeholder of a batch with none. A weight of 0 leaves the micro-batch out (its value
+may then be anything, NaN too); a window whose weights sum to 0 logs no NAME, as a metric nothing measured
+(a NaN would read as a diverged metric). The weight itself is not logged. Give it in every step, with
+`NAME`: a weight given in some steps only is refused, as the plain steps' values could not be pooled."""
+
 TRAINER_METRICS = frozenset({"loss", "grad_norm", "lr", "epoch", "steps_per_s", f"{COUNT_METRIC}_per_s"})
 """Names the trainer logs itself, which an objective's metrics must not take: a metric `loss` replaced
 the loss minimised in the log (and in the NaN check), one called `grad_norm` was added to the clipped
@@ -54,7 +64,10 @@ gradient's norm, and `lr`, `epoch`, `steps_per_s` and `tokens_per_s` were overwr
 class StepOutput(NamedTuple):
     """What an objective returns: the loss to minimise and detached scalar metrics to log.
 
-    Metrics are averaged over steps, micro-batches and ranks, except `tokens` (see COUNT_METRIC)."""
+    Metrics are averaged over steps, micro-batches and ranks, except `tokens` (see COUNT_METRIC) and a metric
+    given with its weight as `NAME@weight`, which is pooled: sum(value * weight) / sum(weight) (see
+    WEIGHT_SUFFIX). The weights are metrics, not a third field: `loss, metrics = objective(batch)` is the
+    documented way to call an objective (xfer.transformer.objectives), which a third field would break."""
 
     loss: torch.Tensor
     metrics: dict[str, torch.Tensor]
@@ -333,6 +346,8 @@ class Trainer:
         self.progress = progress if progress is not None else sys.stderr.isatty()
         self._sums: dict[str, torch.Tensor] = {}
         self._sum_steps = 0
+        # sums resumed from a checkpoint written before weighted metrics (see `_add_weighted`)
+        self._unweighted_resumed: set[str] = set()
         self._last_good_step = 0
         self._first_loss: torch.Tensor | None = None  # step 1's loss (fresh fit) until the first finite check
         self._seconds_before = 0.0  # training time up to the checkpoint resumed from
@@ -575,21 +590,67 @@ class Trainer:
         self._sums[name] = value.to(torch.float32, copy=True) if current is None else current + value.to(current.dtype)
 
     def _accumulate(self, out: StepOutput, accumulation: int) -> None:
-        values = {"loss": out.loss, **out.metrics}
-        for name, value in values.items():
-            # On the training device: a metric given as a number, or as a CPU tensor (`torch.tensor(x)`,
-            # as BAM's `gold_weight`), was summed on the CPU, and on CUDA `_flush_metrics` then stacked it
-            # with the device's sums and failed at the first log (nccl cannot reduce a CPU tensor either).
-            # No sync in the hot loop: `.to` is a no-op for a tensor already there (a CPU scalar is staged at
-            # once, so non_blocking is safe), and a number is a fill on the device, not a blocking copy.
-            if isinstance(value, torch.Tensor):
-                value = value.detach()
-                if value.dtype == torch.float64:  # summed in float32 anyway; MPS has no float64 to move it to
-                    value = value.float()
-                value = value.to(self.device, non_blocking=True)
+        values: dict[str, Any] = {"loss": out.loss}
+        weights: dict[str, Any] = {}
+        for name, value in out.metrics.items():
+            if name.endswith(WEIGHT_SUFFIX):
+                weights[name[: -len(WEIGHT_SUFFIX)]] = value
             else:
-                value = torch.full((), float(value), device=self.device)
+                values[name] = value
+        for name in weights:
+            if name not in out.metrics or name == COUNT_METRIC:
+                why = "a count, summed, not averaged" if name == COUNT_METRIC else "not one of the metrics it returned"
+                raise PluginError(
+                    f"{self._objective_label()}: forward(batch) returned {name + WEIGHT_SUFFIX!r}, a weight for "
+                    f"metric {name!r}, which is {why}: a weight goes with a metric of the objective's own"
+                )
+        for name, value in values.items():
+            value = self._on_device(value)
+            weight = weights.get(name)
+            if weight is not None:
+                self._add_weighted(name, value, self._on_device(weight))
+                continue
+            if name + WEIGHT_SUFFIX in self._sums:
+                raise self._mixed_weights(name)
             self._add(name, value / accumulation if accumulation > 1 and name != COUNT_METRIC else value)
+
+    def _on_device(self, value: Any) -> torch.Tensor:
+        # On the training device: a metric given as a number, or as a CPU tensor (`torch.tensor(x)`,
+        # as BAM's `gold_weight`), was summed on the CPU, and on CUDA `_flush_metrics` then stacked it
+        # with the device's sums and failed at the first log (nccl cannot reduce a CPU tensor either).
+        # No sync in the hot loop: `.to` is a no-op for a tensor already there (a CPU scalar is staged at
+        # once, so non_blocking is safe), and a number is a fill on the device, not a blocking copy.
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            if value.dtype == torch.float64:  # summed in float32 anyway; MPS has no float64 to move it to
+                value = value.float()
+            return value.to(self.device, non_blocking=True)
+        return torch.full((), float(value), device=self.device)
+
+    def _add_weighted(self, name: str, value: torch.Tensor, weight: torch.Tensor) -> None:
+        """Add value * weight to `name`'s sum and weight to `NAME@weight`'s (see WEIGHT_SUFFIX), on the device.
+
+        Not divided by the accumulation count as plain metrics are: the pooled ratio needs no mean. A
+        micro-batch of weight 0 adds 0, whatever its value (NaN * 0 would have made the window's NaN)."""
+        key = name + WEIGHT_SUFFIX
+        if name in self._unweighted_resumed:
+            # A plain sum from a checkpoint written before weighted metrics: it cannot be pooled, so the first
+            # log after the resume pools the steps trained since (as checkpoints without sums averaged them).
+            self._unweighted_resumed.discard(name)
+            self._sums.pop(name, None)
+            self._sums.pop(key, None)
+        elif name in self._sums and key not in self._sums:
+            raise self._mixed_weights(name)
+        weight = weight.float()
+        self._add(name, torch.where(weight != 0, value.float() * weight, 0.0))
+        self._add(key, weight)
+
+    def _mixed_weights(self, name: str) -> PluginError:
+        return PluginError(
+            f"{self._objective_label()}: forward(batch) returned metric {name!r} with a weight "
+            f"({name + WEIGHT_SUFFIX!r}) in some steps and without one in others: a weighted metric is pooled "
+            "over the log window, which needs its weight in every step (0 where there is nothing to measure)"
+        )
 
     # --- boundaries ----------------------------------------------------------------------------
 
@@ -646,12 +707,37 @@ class Trainer:
             # A metric that only some ranks logged (say, one their micro-batches had something to measure
             # for): every rank must reduce the same names in the same order, else values were summed under
             # other names, silently, or the all-reduce failed on vectors of different lengths.
-            names = sorted(set().union(*dist.gather_objects(names)))
+            everyone = dist.gather_objects(names)
+            names = sorted(set().union(*everyone))
+            for theirs in everyone:  # the same lists on every rank: every rank refuses alike, none waits
+                mixed = [n for n in theirs if n + WEIGHT_SUFFIX not in theirs and n + WEIGHT_SUFFIX in names]
+                if mixed:
+                    raise self._mixed_weights(mixed[0])
+        # A weighted metric is pooled: its sums of value * weight and of weight are reduced as they are, and
+        # divided after (both sums averaged over ranks alike, so their ratio is the global one).
+        pooled = [n for n in names if n + WEIGHT_SUFFIX in self._sums or n + WEIGHT_SUFFIX in names]
+        plain = [n for n in names if n not in pooled and not n.endswith(WEIGHT_SUFFIX)]
         if names:
             zero = torch.zeros((), device=self.device)  # a rank that did not log it adds nothing, as a step would
-            stacked = torch.stack([self._sums[n].float().reshape(()) if n in self._sums else zero for n in names])
-            stacked = stacked / max(1, self._sum_steps)
-            values = dict(zip(names, dist.all_reduce_mean(stacked).tolist(), strict=True))
+
+            def stack(keys: list[str]) -> torch.Tensor:
+                if not keys:
+                    return zero.new_zeros(0)
+                return torch.stack([self._sums[k].float().reshape(()) if k in self._sums else zero for k in keys])
+
+            stacked = torch.cat(
+                [
+                    stack(plain) / max(1, self._sum_steps),
+                    stack(pooled),
+                    stack([n + WEIGHT_SUFFIX for n in pooled]),
+                ]
+            )
+            reduced = dist.all_reduce_mean(stacked).tolist()
+            values = dict(zip(plain, reduced[: len(plain)], strict=True))
+            totals, weights = reduced[len(plain) : len(plain) + len(pooled)], reduced[len(plain) + len(pooled) :]
+            for name, total, weight in zip(pooled, totals, weights, strict=True):
+                if weight != 0:  # nothing measured in the whole window: no value, as for a metric never given
+                    values[name] = total / weight
         else:
             values = {}
         if COUNT_METRIC in values:  # a per-rank count: the global count is the sum over ranks
@@ -663,6 +749,7 @@ class Trainer:
             values["epoch"] = self.step / self.steps_per_epoch
         values.update(extra)
         self._sums, self._sum_steps = {}, 0
+        self._unweighted_resumed = set()
         if self.events is not None:
             self.events.log(self.step, "train", values)
         return values
@@ -788,6 +875,8 @@ class Trainer:
             "last_eval": self.last_eval,
             "rng": [j for j, _ in all_rng],
             "metric_steps": self._sum_steps,
+            # the sums of weighted metrics are of value * weight, next to their weights' (see WEIGHT_SUFFIX)
+            "metric_weights": True,
             "world_size": dist.world_size(),
             "seconds": round(self._seconds(), 3),
         }
@@ -860,6 +949,8 @@ class Trainer:
                 if k.startswith(prefix)
             }
             self._sum_steps = int(state["metric_steps"])
+            if not state.get("metric_weights"):  # written before weighted metrics: every sum is a plain one
+                self._unweighted_resumed = set(self._sums)
         if self.events is not None:
             self.events.resumed(self.step)
         return True

@@ -5,7 +5,9 @@ Each is an `nn.Module` the shared `Trainer` drives: `forward(batch)` takes a pac
 ({input_ids, attention_mask, token_type_ids}, no masking done yet), draws its masks on the fly,
 and returns `StepOutput(loss, metrics)`. Metrics are 0-dim tensors (no device sync): losses,
 generator MLM accuracy, sampled-token accuracy, replaced fraction, discriminator accuracy,
-precision, recall and AUC (percent), and `tokens` (real tokens, for tokens/s).
+precision, recall and AUC (percent), and `tokens` (real tokens, for tokens/s). The detection
+metrics come with their weights (`disc_recall@weight`, ...: xfer.core.trainer.WEIGHT_SUFFIX), so
+the log pools them over its window instead of averaging per-batch ratios.
 
 The ELECTRA step (METHODS.md, in order):
 1. choose round(0.15 n) distinct candidate positions (`masking.select`);
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xfer.core.errors import UserError
-from xfer.core.trainer import StepOutput
+from xfer.core.trainer import WEIGHT_SUFFIX, StepOutput
 from xfer.electra import masking
 from xfer.electra.config import MLMConfig, NCEConfig, RTDConfig
 from xfer.electra.heads import DiscriminatorHead, GeneratorHead
@@ -129,7 +131,14 @@ def detection_metrics(logits: Tensor, replaced: Tensor) -> dict[str, Tensor]:
     AUC is the Mann-Whitney statistic of this batch's probabilities (50 when a class is absent),
     computed on the device without a sync. Tied logits share their average rank (as sklearn's
     `roc_auc_score`): a detector that scores every token alike is at 50, wherever the replaced
-    tokens sit; with first-come ranks it scored anywhere from 0 to 100."""
+    tokens sit; with first-come ranks it scored anywhere from 0 to 100.
+
+    Each comes with its weight (`NAME@weight`, see xfer.core.trainer.WEIGHT_SUFFIX), so that the trainer
+    logs the window's pooled figures: accuracy by the tokens scored, precision by the tokens predicted
+    replaced, recall by the replaced tokens, AUC by the (replaced, original) pairs it ranks. Averaged per
+    batch, a batch with no replaced token pulled the window's AUC toward its placeholder 50 and its recall
+    toward 0 (and one with nothing predicted replaced its precision toward 0); the batch's own values stay
+    those placeholders, now of weight 0."""
     logits, labels = logits.detach().float(), replaced.bool()
     predicted = logits > 0
     hits = (predicted & labels).sum()
@@ -146,12 +155,20 @@ def detection_metrics(logits: Tensor, replaced: Tensor) -> dict[str, Tensor]:
     dtype = torch.float64 if masking.has_float64(logits.device) else torch.float32
     u = twice_u.to(dtype) / 2
     auc = torch.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg).clamp(min=1), torch.full_like(u, 0.5))
-    return {
+    n_predicted = predicted.sum()
+    metrics = {
         "disc_accuracy": 100.0 * (predicted == labels).float().mean(),
-        "disc_precision": 100.0 * hits / predicted.sum().clamp(min=1),
+        "disc_precision": 100.0 * hits / n_predicted.clamp(min=1),
         "disc_recall": 100.0 * hits / n_pos.clamp(min=1),
         "disc_auc": 100.0 * auc,
     }
+    weights = {  # float32 counts, on the device (no sync)
+        "disc_accuracy": torch.full((), float(labels.numel()), device=logits.device),
+        "disc_precision": n_predicted.float(),
+        "disc_recall": n_pos.float(),
+        "disc_auc": (n_pos * n_neg).float(),
+    }
+    return metrics | {name + WEIGHT_SUFFIX: weight for name, weight in weights.items()}
 
 
 def _real_rows(batch: dict[str, Tensor]) -> Tensor:
