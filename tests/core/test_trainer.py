@@ -571,9 +571,10 @@ def test_objective_reads_training_progress(tmp_path: Path) -> None:
     assert model.seen == [(0, 4, 0.0), (1, 4, 0.25), (2, 4, 0.5), (3, 4, 0.75)]
     assert len(model.seen) == model.calls  # called before every forward
     torch.manual_seed(0)
-    make(tmp_path / "r", ProgressReader(), steps=2, checkpoint_every=2).fit()
+    # a run of 2 steps resumed as one of 4 (constant: a decaying schedule is refused another length)
+    make(tmp_path / "r", ProgressReader(), steps=2, checkpoint_every=2, schedule="constant").fit()
     resumed = ProgressReader()
-    make(tmp_path / "r", resumed, steps=4).fit()
+    make(tmp_path / "r", resumed, steps=4, schedule="constant").fit()
     assert resumed.seen == model.seen[2:], "resume restores progress from the step count"
 
 
@@ -662,10 +663,11 @@ def test_a_nan_evaluation_is_never_the_best(tmp_path: Path, greater: bool) -> No
 
 
 def test_a_nan_best_stored_by_an_older_run_is_beaten_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    make(tmp_path, steps=2, checkpoint_every=2).fit()
+    # constant: a 2-step run resumed by a 3-step one keeps its schedule (a linear one is refused)
+    make(tmp_path, steps=2, checkpoint_every=2, schedule="constant").fit()
     real_load_state = ckpt.load_state  # a checkpoint written before NaN scores were refused
     monkeypatch.setattr(ckpt, "load_state", lambda path: {**real_load_state(path), "best_metric": float("nan")})
-    result = make(tmp_path, evaluator=ScriptedEvaluator([0.1]), steps=3, eval_every=3).fit()
+    result = make(tmp_path, evaluator=ScriptedEvaluator([0.1]), steps=3, eval_every=3, schedule="constant").fit()
     assert result.resumed_from == 2
     assert result.best_metric == 0.1 and result.best_checkpoint == tmp_path / "checkpoints" / "step-0000003"
 

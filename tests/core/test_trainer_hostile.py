@@ -55,7 +55,7 @@ def test_a_best_checkpoint_gone_before_resume_is_chosen_again(
     """The best checkpoint moved aside as damaged (`load_latest_intact` does that): its score kept
     as the best made every later evaluation lose to a checkpoint that no longer exists, so the run
     ended with the lost score as its best metric and no best checkpoint."""
-    settings = {"eval_every": 1, "checkpoint_every": 1}
+    settings = {"eval_every": 1, "checkpoint_every": 1, "schedule": "constant"}  # resumed with more steps
     make(tmp_path, evaluator=ScriptedEvaluator([1.0, 5.0, 3.0, 4.0]), steps=4, **settings).fit()
     checkpoints = tmp_path / "checkpoints"
     assert ckpt.read_pointer(checkpoints / "best").name == "step-0000002"

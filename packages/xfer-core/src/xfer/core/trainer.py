@@ -285,9 +285,7 @@ class Trainer:
                 f"train.steps is {self.total_steps} for this stage (as its steps, epochs or budget come out): "
                 "it must train at least 1 step"
             )
-        warmup = (
-            config.warmup_steps if config.warmup_steps is not None else round(config.warmup_fraction * self.total_steps)
-        )
+        warmup = config.warmup_for(self.total_steps)
         self.warmup_steps = warmup
         # steps from epochs or a budget, known only now: as recipes refuse it (`constant` has no warmup: a
         # stage default's warmup_steps above train.steps is no problem there, and was refused as one)
@@ -868,6 +866,7 @@ class Trainer:
         state = {
             "step": self.step,
             "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
             "data": data_state,
             "best_metric": self.best_metric,
             # which checkpoint holds `best_metric`'s weights: resume repairs the `best` pointer from it
@@ -892,6 +891,15 @@ class Trainer:
             self.events.checkpoint_saved(self.step, path)
         dist.barrier()
 
+    def _schedule_inputs(self, total_steps: int, warmup_steps: int) -> tuple[int | None, int | None]:
+        """What of (total steps, warmup steps) the learning rate depends on under this run's schedule
+        (`optim.lr_multiplier`): a constant schedule resumed with more steps is the same schedule."""
+        schedule = self.config.schedule
+        return (
+            total_steps if schedule in ("linear", "warmup_on_decay") else None,
+            warmup_steps if schedule != "constant" else None,
+        )
+
     def _resume(self) -> bool:
         path = ckpt.load_latest_intact(self.checkpoints)  # damaged ones are moved aside, with a warning
         if path is None:
@@ -910,6 +918,19 @@ class Trainer:
                 f"{path}: written by {written} process(es), resuming with {dist.world_size()}; exact resume needs "
                 f"the same world size: relaunch with {relaunch}, or delete {self.checkpoints} to train this run "
                 "again from step 0"
+            )
+        written_schedule = (state.get("total_steps", self.total_steps), state.get("warmup_steps", self.warmup_steps))
+        if state["step"] < self.total_steps and (  # a finished run fitted again trains nothing: no schedule
+            self._schedule_inputs(*written_schedule) != self._schedule_inputs(self.total_steps, self.warmup_steps)
+        ):
+            # A run of another length (its epochs, steps, budget or batch size edited, or its warmup) resumed at
+            # the checkpoint's step on its own schedule: the lr jumped from the written run's decayed value to
+            # another one, silently. Fields absent from older checkpoints are not compared.
+            raise ckpt.CheckpointError(
+                f"{path}: written by a run of {written_schedule[0]} steps with {written_schedule[1]} warmup "
+                f"steps, resumed by one of {self.total_steps} steps with {self.warmup_steps}: its learning-rate "
+                f"schedule would change mid-run; delete {self.checkpoints} to train this run again from step 0, "
+                "or finish it with the settings that started it"
             )
         ckpt.load_module(path, "model", self.objective)
         self.optimizer.load_state_dict(ckpt.load_torch_state(path, "optimizer", self.device))
