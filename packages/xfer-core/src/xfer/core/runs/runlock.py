@@ -12,11 +12,16 @@ A forked child (a `datasets.map` or DataLoader worker) would inherit the open fi
 lock: after a SIGKILL of the run's process alone, the idle worker kept the directory "in use by pid
 N", a dead pid, until someone found it. Children close their copy when forked (`_close_in_child`),
 which leaves the parent's lock alone: an flock lasts while any descriptor of it is open.
+
+On a filesystem that keeps no file locks (Lustre without `flock`, NFS without its lock daemon)
+`xfer run` is refused with a message naming the lock file (`LocksUnsupported`), while `xfer status`
+and `--fork` from there read the directory as having no owner: no run can hold it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -41,9 +46,21 @@ def _owner_text(path: Path) -> str:
         return "another process"
 
 
-def _flock(fd: int, mode: int, attempts: int, wait: float) -> bool:
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL})
+"""flock's errors on a filesystem that keeps no file locks: NFS without a lock daemon (ENOLCK), Lustre
+mounted without `flock` (ENOSYS), some FUSE and network filesystems (EOPNOTSUPP, EINVAL)."""
+
+
+class LocksUnsupported(RunDirError):
+    """The run directory's filesystem keeps no file locks, so no run can own it (see `_flock`)."""
+
+
+def _flock(fd: int, mode: int, attempts: int, wait: float, path: Path) -> bool:
     """Take `mode` (LOCK_EX or LOCK_SH) on `fd` without blocking, retrying a few times: whether it
-    was taken. The retries cover `xfer status`, which holds a shared lock for an instant to probe."""
+    was taken. The retries cover `xfer status`, which holds a shared lock for an instant to probe.
+
+    A filesystem without file locks raises `LocksUnsupported` naming the lock file: its OSError
+    (ENOSYS, ENOLCK...) was no BlockingIOError and ended `xfer run` and `xfer status` in a traceback."""
     for attempt in range(attempts):
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -51,6 +68,14 @@ def _flock(fd: int, mode: int, attempts: int, wait: float) -> bool:
         except BlockingIOError:
             if attempt < attempts - 1:
                 time.sleep(wait)
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
+                raise
+            raise LocksUnsupported(
+                f"{path}: its filesystem does not support file locks ({exc.strerror or exc}), so xfer cannot keep "
+                "a second `xfer run` out of the run directory; give a --run-dir on a local disk (or mount the "
+                "filesystem with locking enabled, e.g. Lustre's `flock` option, NFS with its lock daemon)"
+            ) from None
     return False
 
 
@@ -101,7 +126,12 @@ class RunLock:
             raise RunDirError(
                 f"run directory {self.run_dir}: cannot be created or written: {exc.strerror or exc}"
             ) from None
-        if not _flock(fd, fcntl.LOCK_EX, attempts, wait):
+        try:
+            taken = _flock(fd, fcntl.LOCK_EX, attempts, wait, self.path)
+        except Exception:  # LocksUnsupported, or another OSError: the descriptor is not leaked either way
+            os.close(fd)
+            raise
+        if not taken:
             os.close(fd)
             raise RunDirError(
                 f"run directory {self.run_dir} is in use by {_owner_text(self.path)}; "
@@ -141,7 +171,11 @@ def no_writer(run_dir: Path, purpose: str, attempts: int = 5, wait: float = 0.1)
         yield  # never run by xfer: no writer to wait for
         return
     try:
-        if not _flock(fd, fcntl.LOCK_SH, attempts, wait):
+        try:
+            taken = _flock(fd, fcntl.LOCK_SH, attempts, wait, path)
+        except LocksUnsupported:
+            taken = True  # no lock can be held there, so no `xfer run` writes it (`RunLock.acquire` refuses)
+        if not taken:
             raise RunDirError(
                 f"run directory {run_dir} is in use by {_owner_text(path)}; {purpose} once that run has "
                 "finished or been stopped (a copy taken now could hold half-written stages)"
@@ -178,6 +212,10 @@ def holder(run_dir: Path) -> dict[str, Any] | None:
             except (OSError, ValueError):
                 info = {}
             return info if isinstance(info, dict) else {}
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
+                raise
+            return None  # no lock can be held there, so no `xfer run` owns it (`RunLock.acquire` refuses)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

@@ -16,11 +16,12 @@ A stage's fingerprint (xfer.core.runs.fingerprint) signs its resolved config and
 of every component it uses and of their distributions, the contents of every file it reads
 from outside the run, and the fingerprints of the stages it reads from. On a re-run: a completed
 stage with the same fingerprint is skipped; a running or failed one with the same fingerprint
-resumes from its last checkpoint; a different fingerprint (or an unreadable or malformed
+resumes from its last checkpoint (unless its input files differed from what it signed when it
+stopped: then it starts afresh); a different fingerprint (or an unreadable or malformed
 stage.json) starts the stage afresh — the runner says why ("input stages.vocab.files: a.txt
 changed") — and the change propagates to every stage downstream, except that a stage whose
 only change is a larger value of a key its spec declares `growable` (`trials`) resumes in
-place, its finished trials kept. A completed stage whose output files were modified since it completed (stage.json
+place, its finished trials kept (unless outputs of theirs were modified since). A completed stage whose output files were modified since it completed (stage.json
 records their sha256) runs again too (deleted ones are taken as pruned on purpose), and every
 stage that read them is marked `invalidated` first, so they run afresh after it, even if the
 run is killed in between; so are the readers of a stage whose folder or stage.json was deleted.
@@ -51,7 +52,7 @@ from typing import Any
 import yaml
 
 from xfer.core import distributed as dist
-from xfer.core.atomic import atomic_write_text, read_json, write_json
+from xfer.core.atomic import atomic_write_text, fsync_dir, read_json, write_json
 from xfer.core.checkpoint import latest_checkpoint
 from xfer.core.config import SIGNED_AS, ComponentRef
 from xfer.core.errors import PluginError, RecipeError, RunDirError, StoppedOnEveryRank, UserError
@@ -600,7 +601,12 @@ def _clear_stage_dir(stage_dir: Path) -> None:
     moved to another disk, or a fork's copy of such a link, which still names the source run's
     folder) is unlinked, never emptied through: what it points at may be another run's; the stage
     is then made in a folder of its own (`rmtree` refused the link, ending the run in a traceback).
-    A file where the folder should be is refused by name: it may be the user's."""
+    A file where the folder should be is refused by name: it may be the user's.
+
+    stage.json goes first, on its own: `rmtree` removes files in directory order, and a kill part-way
+    left a "completed" record with the same fingerprint whose outputs were gone, which the next run
+    took as pruned on purpose and skipped, the stage it had decided to redo. Without a record the
+    stage runs afresh (and its readers with it), wherever the kill falls."""
     if stage_dir.is_symlink():
         print(
             f"warning: {stage_dir} was a symbolic link to {os.readlink(stage_dir)}; the stage runs afresh "
@@ -609,6 +615,9 @@ def _clear_stage_dir(stage_dir: Path) -> None:
         )
         stage_dir.unlink()
     elif stage_dir.is_dir():
+        with contextlib.suppress(IsADirectoryError):  # a folder of that name: no record, rmtree takes it
+            (stage_dir / "stage.json").unlink(missing_ok=True)
+        fsync_dir(stage_dir)
         shutil.rmtree(stage_dir)
     elif stage_dir.exists():
         raise RunDirError(f"{stage_dir} is a file, not the stage's folder; move it away (or delete it) and re-run")
@@ -682,6 +691,9 @@ def _run_stage(
                     ended, message = "failed", str(cause)
                     keep_holding()  # this process ends with `cause`, not "terminated; re-run to resume"
                 status.update(status=ended, finished=time.time(), error=message)
+                changed = _changed_before_stopping(plan, signature, hasher)
+                if changed:
+                    status[CHANGED_WHILE_RUNNING] = changed
                 if peers:
                     status["rank_errors"] = {"0": _error_message(exc), **{str(r): p["error"] for r, p in peers.items()}}
                 _write_json(stage_dir / "stage.json", status)
@@ -719,7 +731,7 @@ def _run_stage(
 
 
 CHANGED_WHILE_RUNNING = "inputs_changed_while_running"
-"""stage.json key of a completed stage whose input files differed at its end from its start."""
+"""stage.json key of a stage whose input files differed at its end (completed, failed or stopped) from its start."""
 
 
 def _inputs_changed_while_running(plan: StagePlan, signature: Signature, hasher: FileHasher) -> list[str]:
@@ -735,6 +747,21 @@ def _inputs_changed_while_running(plan: StagePlan, signature: Signature, hasher:
     if after == before:
         return []
     return explain_change(signature.parts, {**signature.parts, "inputs": after}, plan.name) or ["input files"]
+
+
+def _changed_before_stopping(plan: StagePlan, signature: Signature, hasher: FileHasher | None) -> list[str]:
+    """`_inputs_changed_while_running` for an attempt that failed or was stopped: its checkpoints may
+    hold what it read of an edited input (a stage streaming its data), and a resume from them with the
+    file put back had the same fingerprint. Best effort: nothing here may replace the stage's error."""
+    if hasher is None:
+        return []
+    try:
+        changed = _inputs_changed_while_running(plan, signature, hasher)
+    except Exception:
+        return []
+    with contextlib.suppress(OSError):  # a full disk, say: the hashes are only a cache
+        hasher.save()
+    return changed
 
 
 def _error_message(exc: BaseException) -> str:
@@ -956,7 +983,7 @@ class Verdict:
 def judge(state: dict[str, Any], signature: Signature, plan: StagePlan, stage_dir: Path, hasher: FileHasher) -> Verdict:
     """The verdict for a stage whose stage.json holds `state` ({} when missing or unreadable)."""
     same = state.get("fingerprint") == signature.fingerprint
-    if same and state.get("status") == "completed" and state.get(CHANGED_WHILE_RUNNING):
+    if same and state.get(CHANGED_WHILE_RUNNING):  # completed, failed or stopped: its work is not resumed from
         changed = "; ".join(map(str, state[CHANGED_WHILE_RUNNING]))
         reason = f"its input files changed while it ran ({changed})"
         return Verdict(FRESH, (reason,), redone=True, invalidates=reason)
@@ -975,6 +1002,14 @@ def judge(state: dict[str, Any], signature: Signature, plan: StagePlan, stage_di
         return Verdict(FRESH, damaged, redone=True, invalidates="its stage.json was missing or unreadable")
     grown = grown_keys(state.get("signature"), signature.parts, plan.spec.growable)
     if grown:
+        # what it finished is kept as it is now: outputs modified since it completed, or built partly from
+        # an input edited while it ran (and put back since), would be kept too and recorded as its own
+        if state.get(CHANGED_WHILE_RUNNING):
+            changed = "; ".join(map(str, state[CHANGED_WHILE_RUNNING]))
+            return Verdict(FRESH, (f"its input files changed while it ran ({changed})",))
+        modified, _ = changed_outputs(state.get("output_files"), stage_dir / "outputs", hasher)
+        if modified:
+            return Verdict(FRESH, tuple(f"{path} was modified after the stage completed" for path in modified))
         return Verdict(GROW, (f"resumes with more {', '.join(grown)}: what it finished is kept",))
     return Verdict(FRESH, tuple(explain_change(state.get("signature"), signature.parts, plan.name)))
 
@@ -1009,7 +1044,8 @@ def stale_reasons(run_dir: Path, host: PluginHost, notes: dict[str, list[str]] |
             continue
         if verdict.pruned and notes is not None:
             notes[name] = [_pruned_note(list(verdict.pruned))]
-        if verdict.action in (SKIP, RESUME) and upstream:  # the runner will have marked it invalidated
+        # the runner will have marked it invalidated: it runs afresh, a grown one too (its finished trials dropped)
+        if verdict.action in (SKIP, RESUME, GROW) and upstream:
             reasons[name] = [f"upstream stage {dep!r}, which it read, runs again first" for dep in upstream]
         else:
             reasons[name] = list(verdict.reasons)
