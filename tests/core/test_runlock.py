@@ -100,10 +100,13 @@ FORKING_HOLDER = """
 import os, sys, time
 from xfer.core.runs.runlock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
+ready, say_ready = os.pipe()
 worker = os.fork()
 if worker == 0:  # an idle worker, as a datasets.map or DataLoader worker would be
-    time.sleep(60)
+    os.write(say_ready, b"x")  # its at-fork hooks have run: the lock's copy is closed (else the test
+    time.sleep(60)  # could kill the owner first under load and see the child's copy, a flaky failure)
     os._exit(0)
+os.read(ready, 1)
 print(worker, flush=True)
 time.sleep(60)
 """
