@@ -174,11 +174,22 @@ class Encoder(nn.Module):
         super().__init__()
         self.config = config
         if embeddings is not None:
-            want = (config.vocab_size, config.embedding_size)
-            if tuple(embeddings.word.weight.shape) != want:
-                raise ValueError(
-                    f"shared embeddings have shape {tuple(embeddings.word.weight.shape)}, config wants {want}"
-                )
+            # All three tables: a shared block with fewer positions (or token types) than `config`
+            # passed the length check in `forward` and then crashed inside nn.Embedding, and HF
+            # export wrote a config that did not match the weights.
+            tables = (
+                ("word", config.vocab_size, "vocab_size"),
+                ("position", config.max_position_embeddings, "max_position_embeddings"),
+                ("token_type", config.type_vocab_size, "type_vocab_size"),
+            )
+            for table, rows, knob_name in tables:
+                got = tuple(getattr(embeddings, table).weight.shape)
+                want = (rows, config.embedding_size)
+                if got != want:
+                    raise ValueError(
+                        f"shared embeddings' {table} table has shape {got}, config wants {want} "
+                        f"({knob_name}={rows}, embedding_size={config.embedding_size})"
+                    )
         self.embeddings = embeddings if embeddings is not None else Embeddings(config)
         self.embeddings_project = (
             nn.Linear(config.embedding_size, config.hidden_size)
@@ -219,6 +230,8 @@ class Encoder(nn.Module):
     def _default_ids(
         self, input_ids: Tensor, position_ids: Tensor | None, token_type_ids: Tensor | None
     ) -> tuple[Tensor, Tensor]:
+        if input_ids.dim() != 2:  # was "not enough values to unpack" for one unbatched sequence
+            raise ValueError(f"input_ids must be a [batch, length] batch, got shape {list(input_ids.shape)}")
         batch, length = input_ids.shape
         if length > self.config.max_position_embeddings:
             raise ValueError(
@@ -228,7 +241,34 @@ class Encoder(nn.Module):
             position_ids = torch.arange(length, device=input_ids.device)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        return position_ids.expand(batch, length), token_type_ids.expand(batch, length)
+        position_ids, token_type_ids = position_ids.expand(batch, length), token_type_ids.expand(batch, length)
+        self._check_ids(input_ids, position_ids, token_type_ids)
+        return position_ids, token_type_ids
+
+    def _check_ids(self, input_ids: Tensor, position_ids: Tensor, token_type_ids: Tensor) -> None:
+        """Refuse ids outside their embedding tables, naming the tensor, value, place and limit.
+
+        Why: `nn.Embedding` only says "index out of range in self" (on CUDA: a device-side
+        assert), which does not tell a tokenizer/model vocabulary mismatch from a too-long
+        explicit `position_ids` or a segment id the model has no row for. One host sync for
+        all three tensors on the good path.
+        """
+        config = self.config
+        tables = (
+            ("input_ids", input_ids, config.vocab_size, "vocab_size"),
+            ("position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings"),
+            ("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size"),
+        )
+        bad = [(ids < 0) | (ids >= limit) for _, ids, limit, _ in tables]
+        if not bool(torch.stack([b.any() for b in bad]).any()):
+            return
+        for (name, ids, limit, knob_name), out in zip(tables, bad, strict=True):
+            if bool(out.any()):
+                where = [int(i) for i in out.nonzero()[0]]
+                value = int(ids[tuple(where)])
+                raise ValueError(
+                    f"{name} hold {value} at {where}, outside the embedding table [0, {limit}) ({knob_name}={limit})"
+                )
 
     def forward(
         self,
@@ -246,15 +286,15 @@ class Encoder(nn.Module):
         """
         if causal not in (None, "ltr", "rtl"):
             raise ValueError(f"causal must be None, 'ltr' or 'rtl', got {causal!r}")
-        batch, length = input_ids.shape
         position_ids, token_type_ids = self._default_ids(input_ids, position_ids, token_type_ids)
+        batch, length = input_ids.shape
         rows: Tensor | None = None
-        real = None if attention_mask is None else attention_mask.bool()
+        real = None if attention_mask is None else _padding_mask(attention_mask, input_ids)
         if self.config.unpad and real is not None and not bool(real.all()) and bool(real.any()):
-            plan, rows = unpadded_plan(attention_mask, self.config.num_heads, causal)
+            plan, rows = unpadded_plan(real, self.config.num_heads, causal)
             ids = [t.reshape(-1).index_select(0, rows) for t in (input_ids, position_ids, token_type_ids)]
         else:
-            plan = dense_plan(attention_mask, batch, length, self.config.num_heads, causal, input_ids.device)
+            plan = dense_plan(real, batch, length, self.config.num_heads, causal, input_ids.device)
             ids = [t.reshape(-1) for t in (input_ids, position_ids, token_type_ids)]
 
         x = self._project(self.embeddings(*ids))  # [rows, H]
@@ -266,12 +306,42 @@ class Encoder(nn.Module):
             if states is not None:
                 states.append(x)
 
+        # A batch without any real token runs dense (there is nothing to unpad); its outputs are
+        # still zeroed, as `unpad` promises for padding positions (kept in the graph: zero gradients).
+        all_padding = self.config.unpad and real is not None and not bool(real.any())
+
         def repad(h: Tensor) -> Tensor:
             if rows is None:
-                return h.view(batch, length, -1)
+                return h.view(batch, length, -1).mul(0.0) if all_padding else h.view(batch, length, -1)
             return h.new_zeros(batch * length, h.shape[-1]).index_copy_(0, rows, h).view(batch, length, -1)
 
         return EncoderOutput(repad(x), tuple(repad(h) for h in states) if states is not None else None)
+
+
+def _padding_mask(attention_mask: Tensor, input_ids: Tensor) -> Tensor:
+    """`attention_mask` as bool [B, T] (True = real token), refusing masks that are not 0/1 of that shape.
+
+    Why: the mask picks which flat rows are tokens, so a [B, T'] mask of another length indexed
+    the wrong tokens and put outputs at the wrong positions without an error; a 3-D mask (per-query
+    [B, T, T], or HF's [B, 1, T]) ran while all ones and crashed unpacking its shape at the first
+    batch with padding; and an HF-style additive mask (0 = real, -10000 = padding) was read
+    inverted: the real tokens were dropped as padding (zeros out) and the padding encoded instead.
+    """
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask has shape {list(attention_mask.shape)}, expected {list(input_ids.shape)} like "
+            "input_ids ([batch, length], 1 = real token, 0 = padding; use causal= for directional attention)"
+        )
+    if attention_mask.dtype == torch.bool:
+        return attention_mask
+    odd = (attention_mask != 0) & (attention_mask != 1)
+    if bool(odd.any()):
+        where = [int(i) for i in odd.nonzero()[0]]
+        raise ValueError(
+            f"attention_mask holds {attention_mask[tuple(where)].item()!r} at {where}: it must be 0/1 "
+            "(1 = real token, 0 = padding), not an additive mask"
+        )
+    return attention_mask.bool()
 
 
 def init_weights(module: nn.Module, std: float = 0.02) -> None:

@@ -53,7 +53,9 @@ Causal = Literal["ltr", "rtl"] | None
 
 def _keep_mask(like: Tensor, p: float, dtype: torch.dtype) -> tuple[Tensor, float]:
     """A 0/1 keep-mask shaped like `like` in `dtype`, and the inverse keep probability."""
-    drop_levels = round(p * 65536)
+    # at most 65535 of 65536 levels: a p within 2**-17 of 1 (which the configs' `< 1` admits)
+    # rounded to all of them and the scale divided by zero
+    drop_levels = min(round(p * 65536), 65535)
     n = like.numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=like.device).random_(-(2**63), None)
     keep = torch.empty(like.shape, dtype=dtype, device=like.device)
