@@ -31,17 +31,27 @@ from xfer.core.errors import CheckpointError, UserError
 MODELS_INDEX = "models.json"
 
 
+def read_models_index(index: Path) -> dict[str, str]:
+    """task -> model folder (relative to the index's folder) of a BAM `models` output's `models.json`.
+
+    One reader for the pre-flight and the stage: a hand-edited or foreign index with `tasks: {}` passed
+    the pre-flight (no folder to check) and ended the stage in a bare StopIteration."""
+    try:
+        tasks = json.loads(index.read_text(encoding="utf-8"))["tasks"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{index}: unreadable ({exc})") from exc
+    if not isinstance(tasks, dict) or not tasks or not all(isinstance(v, str) and v for v in tasks.values()):
+        raise CheckpointError(f"{index}: `tasks` must map each task to its model folder, got {tasks!r:.200}")
+    return tasks
+
+
 def init_folders(init: Path) -> list[Path]:
     """The checkpoint folders `init` stands for: the folder itself, or every model dir of a BAM
     `models` output (task -> folder in `models.json`)."""
     index = init / MODELS_INDEX
     if not index.is_file():
         return [init]
-    try:
-        tasks = json.loads(index.read_text(encoding="utf-8"))["tasks"]
-        return sorted({init / str(sub) for sub in tasks.values()})
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CheckpointError(f"{index}: unreadable ({exc})") from exc
+    return sorted({init / sub for sub in read_models_index(index).values()})
 
 
 def source_problems(

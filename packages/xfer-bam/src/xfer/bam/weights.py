@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from xfer.bam.checks import MODELS_INDEX
+from xfer.bam.checks import MODELS_INDEX, read_models_index
 from xfer.bam.model import MultiTaskModel, module_name
 from xfer.core import rng
 from xfer.core.atomic import write_json
@@ -158,11 +158,7 @@ def resolve_init(config: Any, ctx: StageContext) -> InitialWeights:
     folder = ctx.resolve(config.init)
     index = folder / MODELS_INDEX
     if index.is_file():
-        try:
-            tasks = json.loads(index.read_text(encoding="utf-8"))["tasks"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{index}: unreadable ({exc})") from exc
-        per_task = {task: folder / sub for task, sub in tasks.items()}
+        per_task = {task: folder / sub for task, sub in read_models_index(index).items()}
         first = next(iter(per_task.values()))
         encoder_config, _, _ = load_initial(_finetune_view(config, first), ctx)
         return InitialWeights(encoder_config, per_task=per_task, tokenizer_folder=first)
