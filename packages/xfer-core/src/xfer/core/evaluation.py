@@ -7,6 +7,7 @@ pairs are gathered, and the task's official metric runs once on the complete set
 
 from __future__ import annotations
 
+import numbers
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from torch import nn
 from xfer.core import distributed as dist
 from xfer.core.data import Collate, batches, shard_indices, to_device
 from xfer.core.errors import PluginError
+from xfer.core.results import plain_number
 from xfer.core.tasks import Example, Task
 
 PredictFn = Callable[[nn.Module, Any], Sequence[Any]]
@@ -61,7 +63,7 @@ class TaskEvaluator:
         shard = [self.features[i] for i in mine]
         for number, batch in enumerate(batches(shard, self.batch_size, self.collate)):
             indices = mine[number * self.batch_size : (number + 1) * self.batch_size]
-            outs = list(self.predict(model, to_device(batch, self.device)))
+            outs = self._listed(self.predict(model, to_device(batch, self.device)), len(indices))
             if len(outs) != len(indices):  # they would pair with the wrong features (or run past the shard)
                 raise PluginError(
                     f"task {self.task.name!r}: its predict function returned {len(outs)} outputs for a batch of "
@@ -72,6 +74,25 @@ class TaskEvaluator:
         if len(merged) != len(self.features):
             raise RuntimeError(f"gathered {len(merged)} predictions for {len(self.features)} features")
         return [out for _, out in merged]
+
+    def _listed(self, result: Any, features: int) -> list[Any]:
+        """`predict`'s result for a batch of `features` features as a list of outputs, or a PluginError.
+
+        Why: `scores.squeeze().tolist()` is a float, not a list, for a batch of one feature, which
+        only the last batch of a split may be: `list()` of it ended the evaluation after training in
+        a bare TypeError. A dict (outputs by name) or a string is no list of outputs either: its
+        keys or characters were paired with the features whenever their count matched the batch."""
+        if not isinstance(result, (str, bytes, Mapping)):
+            try:
+                return list(result)
+            except TypeError:
+                pass
+        shown = repr(result) if len(repr(result)) <= 60 else f"{repr(result)[:57]}..."
+        raise PluginError(
+            f"task {self.task.name!r}: its predict function returned a {type(result).__name__} ({shown}) for a batch "
+            f"of {features} feature(s), not a sequence of outputs (one per feature, in batch order); for a "
+            "batch of one, `.squeeze()` also drops the batch dimension: squeeze a given one (`.squeeze(-1)`)"
+        )
 
     def predictions(self, model: nn.Module) -> Mapping[str, Any]:
         outputs = self.outputs(model)
@@ -84,8 +105,39 @@ class TaskEvaluator:
         """The task's metrics on a copy of the examples. Why: the evaluator keeps its list for every
         later evaluation (and the stage's postprocess and `write_predictions` get the same one), so a
         plugin's `evaluate` that sorted or trimmed its argument changed what the next evaluation
-        scored and made `write_predictions` refuse the predictions as another split's."""
-        return self.task.evaluate(list(self.examples), self.predictions(model))
+        scored and made `write_predictions` refuse the predictions as another split's.
+
+        A numpy scalar or one-number tensor among the metrics becomes its Python number (`plain_number`):
+        the trainer converts the metrics of its own evaluations, but a stage's final evaluation calls the
+        evaluator directly, and its run record was written with the score as a string ("66.66667")
+        that no summary counted and a resumed stage could not sort against the other trials' floats."""
+        metrics = self.task.evaluate(list(self.examples), self.predictions(model))
+        if isinstance(metrics, Mapping):
+            metrics = {name: plain_number(value) for name, value in metrics.items()}
+        self._check_main_metric(metrics)
+        return metrics
+
+    def _check_main_metric(self, metrics: Any) -> None:
+        """A PluginError naming the task when its metrics hold no number for its main metric.
+
+        Why: the trainer checks this at its own evaluations, but with none during training
+        (`eval_every: null`, `select: last`) the stage's final evaluation was the first: the run record
+        lacked the main metric, results.json summarised no main metric ("(no value)" in the table) and
+        exporting the median trial's model ended in a bare KeyError after every trial had trained."""
+        main = self.main_metric
+        value = metrics.get(main) if isinstance(metrics, Mapping) else None
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return
+        if not isinstance(metrics, Mapping):
+            got = f"a {type(metrics).__name__}"
+        elif main not in metrics:
+            got = f"metrics {sorted(map(str, metrics))}"
+        else:
+            got = f"{type(value).__name__} {value!r} as {main!r}"
+        raise PluginError(
+            f"task {self.task.name!r}: its evaluate returned {got}: its metrics must hold a number for its main "
+            f"metric {main!r}"
+        )
 
 
 def _check_feature_ids(feature_ids: Sequence[str] | None, features: int) -> None:

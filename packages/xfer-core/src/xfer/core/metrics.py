@@ -157,8 +157,17 @@ def attachment_scores(
 ) -> AttachmentScores:
     """UAS / LAS / label accuracy in percent over every word whose `scored` flag is true (all words
     when `scored` is None), micro-averaged over the corpus as CoNLL-2007's eval.pl does. Callers
-    decide what is excluded (CoNLL-2007: punctuation tokens)."""
+    decide what is excluded (CoNLL-2007: punctuation tokens).
+
+    Every argument holds one entry per sentence and, per sentence, one per word; a mismatch is a
+    ValueError that names it: `scored` one sentence short was a bare IndexError, and a relation list
+    or flag list of the wrong length a "zip() argument 5 is shorter" naming neither."""
     _check_lengths(gold_heads, pred_heads)
+    for name, values in (("gold relations", gold_relations), ("predicted relations", pred_relations)):
+        if len(values) != len(gold_heads):
+            raise ValueError(f"{len(gold_heads)} sentences of gold heads but {len(values)} of {name}")
+    if scored is not None and len(scored) != len(gold_heads):
+        raise ValueError(f"{len(gold_heads)} sentences of gold heads but {len(scored)} of scored flags")
     head_ok = label_ok = both_ok = total = 0
     for i, (gh, gr, ph, pr) in enumerate(zip(gold_heads, gold_relations, pred_heads, pred_relations, strict=True)):
         if not (len(gh) == len(gr) == len(ph) == len(pr)):
@@ -167,6 +176,8 @@ def attachment_scores(
                 f"{len(ph)} predicted heads, {len(pr)} predicted relations"
             )
         flags = scored[i] if scored is not None else [True] * len(gh)
+        if len(flags) != len(gh):
+            raise ValueError(f"sentence {i}: {len(gh)} words but {len(flags)} scored flags")
         for g_head, g_rel, p_head, p_rel, use in zip(gh, gr, ph, pr, flags, strict=True):
             if not use:
                 continue

@@ -65,16 +65,23 @@ def summarize(
     `metrics` defaults to every numeric key of the runs that is not bookkeeping, in the order they
     first appear (the first run's keys alone once dropped a metric that run had not recorded).
     A non-finite score (a diverged trial's inf perplexity) makes mean and std non-finite rather
-    than raising: `statistics.stdev` failed on inf with an AttributeError after every trial ran."""
+    than raising: `statistics.stdev` failed on inf with an AttributeError after every trial ran.
+
+    A numpy scalar or a one-number tensor (a plugin's `evaluate` returning `np.float32`, or
+    `(pred == gold).float().mean()`) counts as its number (`plain_number`): it was left out, so the
+    summary lost the metric, its main metric too, and the table read "(no value)"."""
     if metrics is None:
-        metrics = dict.fromkeys(k for r in runs for k, v in r.items() if k not in BOOKKEEPING and _number(v))
+        metrics = dict.fromkeys(
+            k for r in runs for k, v in r.items() if k not in BOOKKEEPING and _number(plain_number(v))
+        )
     lower = set(lower_is_better)
     out: dict[str, dict[str, float]] = {}
     for metric in metrics:
         if metric in BOOKKEEPING:
             continue
+        scores = (plain_number(r.get(metric)) for r in runs)
         values = sorted(
-            (r[metric] for r in runs if _number(r.get(metric))),
+            (value for value in scores if _number(value)),
             key=lambda value, better=metric not in lower: score_order(value, better),
         )
         if not values:
@@ -151,13 +158,31 @@ NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 def strict_json(value: Any) -> Any:
     """`value` with every NaN or infinite float replaced by its name in `NOT_FINITE`, so that
     `json.dumps(..., allow_nan=False)` accepts it; a diverged score stays a diverged score (null
-    would read as "not recorded")."""
+    would read as "not recorded"). A numpy scalar or a one-number tensor becomes its Python number
+    (`plain_number`): the stages' `write_json` wrote it as a string ("66.66667", "tensor(5.)"), which
+    no summary, pool or table counts as a score."""
+    value = plain_number(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, dict):
         return {k: strict_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [strict_json(v) for v in value]
+    return value
+
+
+def plain_number(value: Any) -> Any:
+    """`value` as a Python number when it is a numpy scalar (`np.float32(66.7)` -> 66.7) or an array or
+    tensor of one number (`torch.tensor(5.0)`), else `value` itself (duck-typed: this module is
+    torch-free). What `Task.evaluate` returns ends up in results.json, summaries and tables, which
+    count Python numbers only (see `summarize`, `strict_json`)."""
+    if value is None or type(value) in (bool, int, float, str):  # not isinstance: np.float64 is a float subclass
+        return value
+    item = getattr(value, "item", None)
+    numel = getattr(value, "numel", None)  # a tensor's `size` is a method; numpy's is the element count
+    count = numel() if callable(numel) else getattr(value, "size", None)
+    if callable(item) and count == 1:
+        return item()
     return value
 
 
@@ -532,8 +557,11 @@ def run_label(group: list[Path]) -> str:
 
 
 def _cell(text: str) -> str:
-    """`text` safe inside a Markdown table cell (a "|" in a folder name would split the cell)."""
-    return text.replace("|", "\\|")
+    """`text` safe inside a Markdown table cell (a "|" in a folder name would split the cell).
+
+    A line break (in a metric or task name) becomes a space: it ended the row in the middle, and the
+    rest of the row became a line of text under the table, one cell short."""
+    return " ".join(text.splitlines()).replace("|", "\\|")
 
 
 def _refuse_repeats(text: str, parts: list[Path]) -> None:

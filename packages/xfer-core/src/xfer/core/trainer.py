@@ -39,6 +39,7 @@ from xfer.core import rng
 from xfer.core.data import BatchSource, Prefetcher, check_batch_source, to_device
 from xfer.core.errors import PluginError, TrainingDiverged, TrainingStopped, UserError
 from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
+from xfer.core.results import plain_number
 from xfer.core.train_config import TrainConfig
 
 COUNT_METRIC = "tokens"
@@ -765,7 +766,7 @@ class Trainer:
         # numpy float32, and a tensor (`(predicted == gold).float().mean()`) beside the main metric ended the
         # run in a bare TypeError when the checkpoint after the evaluation was written
         if isinstance(results, Mapping):
-            results = {k: _plain_number(v) for k, v in results.items()}
+            results = {k: plain_number(v) for k, v in results.items()}
         results = self._agreed(results)
         self._check_main_metric(results)
         self._check_writable(results)
@@ -1037,18 +1038,6 @@ def _same_results(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         elif x != y:
             return False
     return True
-
-
-def _plain_number(value: Any) -> Any:
-    """`value` as a Python number when it is a numpy scalar (`np.float32(0.5)` -> 0.5) or a tensor or
-    array of one number (`torch.tensor(0.5)`, `np.array(0.5)`), else itself."""
-    if type(value) in (bool, int, float, str):  # not isinstance: np.float64 is a float, but not a plain one
-        return value
-    if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value
-    if callable(getattr(value, "item", None)) and getattr(value, "size", None) == 1:  # numpy scalars and arrays
-        return value.item()
-    return value
 
 
 def _output_problem(out: Any) -> str | None:
