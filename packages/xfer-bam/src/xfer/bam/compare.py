@@ -4,7 +4,8 @@ A *system* is a stage that wrote `outputs/results/results.json` (every run's dev
 its seed) and `outputs/results/dev/<task>/` (gold answers, and each run's per-example dev
 predictions): `bam.teachers` (the Single system) and `bam.student` (Multi, Single→Multi, ...).
 
-Printed (and written to OUT/compare.md, with OUT/compare.json and OUT/compare.png):
+Printed (and written to OUT/compare.md, with OUT/compare.json and OUT/compare.png; OUT defaults to
+`compare/` in the run folder of the first system, see `default_out`):
 - per task and system: the median over seeds of the main metric, mean ± std, number of runs;
 - the Table 3.1 view: medians and their average over tasks, starred where the system beats
   EVERY baseline significantly (Holm-Bonferroni-corrected paired bootstrap, see `xfer.bam.stats`);
@@ -26,7 +27,7 @@ from typing import Any
 
 from xfer.bam import stats
 from xfer.bam.naming import module_name
-from xfer.core.atomic import atomic_write_text, write_json
+from xfer.core.atomic import atomic_write_text, atomic_write_with, write_json
 from xfer.core.errors import UserError
 from xfer.core.results import RESULTS_FILE, plus_minus, read_results, stage_problem
 from xfer.core.tasks import first_unknown_label
@@ -110,13 +111,18 @@ def stage_folders(folder: Path) -> list[Path]:
 
 def _recipe_order(run: Path) -> Any:
     """Sort key of a run's stage folders: their position in its `recipe.resolved.yaml`, then name."""
+    stages = _recipe_stages(run)
+    return lambda path: (stages.index(path.name) if path.name in stages else len(stages), path.name)
+
+
+def _recipe_stages(run: Path) -> list[str]:
+    """The stage names of a run's `recipe.resolved.yaml`, in its order ([] when it is unreadable)."""
     import yaml
 
     try:
-        stages = list((yaml.safe_load((run / "recipe.resolved.yaml").read_text(encoding="utf-8")) or {})["stages"])
+        return list((yaml.safe_load((run / "recipe.resolved.yaml").read_text(encoding="utf-8")) or {})["stages"])
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
-        stages = []
-    return lambda path: (stages.index(path.name) if path.name in stages else len(stages), path.name)
+        return []
 
 
 def _field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, where: str) -> Any:
@@ -491,25 +497,62 @@ def plot(systems: list[System], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tasks = tasks_of(systems)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(2.6 * len(tasks) + 1, 3.4), squeeze=False)
-    for ax, task in zip(axes[0], tasks, strict=True):
-        for x, system in enumerate(systems):
-            if task not in system.tasks:
-                continue
-            scores = system.tasks[task].scores
-            jitter = [x + 0.3 * (i / max(1, len(scores) - 1) - 0.5) for i in range(len(scores))]
-            ax.scatter(jitter, scores, s=14, alpha=0.7)
-            ax.hlines(statistics.median(scores), x - 0.3, x + 0.3, color="black", linewidth=2)
-        ax.set_xticks(range(len(systems)), [s.name for s in systems], rotation=45, ha="right", fontsize=7)
-        metric = next(s.tasks[task].main_metric for s in systems if task in s.tasks)
-        ax.set_title(f"{task} ({metric})", fontsize=8)
-        ax.grid(alpha=0.3, axis="y")
-    fig.suptitle("dev score per run (bar: median over seeds)", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    # names and task titles as written: matplotlib read "$...$" in them as math, so a system named
+    # "x $\alpha$" drew a Greek letter and one with "$\foo$" raised after the tables were written
+    with matplotlib.rc_context({"text.parse_math": False}):
+        tasks = tasks_of(systems)
+        fig, axes = plt.subplots(1, len(tasks), figsize=(2.6 * len(tasks) + 1, 3.4), squeeze=False)
+        for ax, task in zip(axes[0], tasks, strict=True):
+            for x, system in enumerate(systems):
+                if task not in system.tasks:
+                    continue
+                scores = system.tasks[task].scores
+                jitter = [x + 0.3 * (i / max(1, len(scores) - 1) - 0.5) for i in range(len(scores))]
+                ax.scatter(jitter, scores, s=14, alpha=0.7)
+                ax.hlines(statistics.median(scores), x - 0.3, x + 0.3, color="black", linewidth=2)
+            ax.set_xticks(range(len(systems)), [s.name for s in systems], rotation=45, ha="right", fontsize=7)
+            metric = next(s.tasks[task].main_metric for s in systems if task in s.tasks)
+            ax.set_title(f"{task} ({metric})", fontsize=8)
+            ax.grid(alpha=0.3, axis="y")
+        fig.suptitle("dev score per run (bar: median over seeds)", fontsize=9)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # through a temporary file (`fig.savefig(path)` left a cut-short PNG over the old one on a crash)
+            atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+        finally:
+            plt.close(fig)
+
+
+OUT = "compare"  # the folder name of the default --out
+
+
+def _check_out(out: Path) -> None:
+    """`out` must be a folder or one that can be made: a file at `out`, or at a folder on its path
+    (`--out results.txt/compare`), is refused before the work; the second surfaced as a bare
+    NotADirectoryError traceback from `mkdir` once every test had run."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    for folder in out.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(f"--out {out}: {folder} exists and is not a folder")
+            return
+
+
+def default_out(systems: list[System]) -> Path:
+    """`compare/` in the run folder of the first system (the default baseline), when that stage is in
+    a run folder (one with `recipe.resolved.yaml`); else `./compare`.
+
+    The default was `./compare` always: the tables of runs under `runs/` (git-ignored) landed in the
+    folder the command ran in, a repository's root, where they were committed by mistake; and a second
+    comparison from there replaced the first one's files whatever runs it compared."""
+    run = systems[0].folder.resolve().parent
+    if not (run / "recipe.resolved.yaml").is_file():
+        return Path(OUT)
+    out = run / OUT
+    if OUT in _recipe_stages(run) or (out / "stage.json").exists():  # the folder of a stage called `compare`
+        raise UserError(f"{out} is the folder of the run's stage {OUT!r}: give the comparison's folder with --out")
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -517,10 +560,11 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--bootstrap must be between 100 and {MAX_RESAMPLES:,} resamples, not {args.bootstrap:,}")
     if args.seed < 0:
         raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
-    out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
+    if args.out is not None:  # before the (slow) loading and resampling
+        _check_out(args.out)
     systems = parse_systems(args.systems)
+    out: Path = args.out if args.out is not None else default_out(systems)
+    _check_out(out)
     if len(systems) == 1:
         print(f"note: one system ({systems[0].name}): its medians only, no tests (give two or more)", file=sys.stderr)
     baselines = args.baseline or [systems[0].name]
@@ -535,6 +579,9 @@ def main(args: argparse.Namespace) -> int:
     text = markdown(systems, baselines, comparisons, args.bootstrap, args.seed)
     sys.stdout.write(text)
     out.mkdir(parents=True, exist_ok=True)
+    # an earlier comparison's plot must not stay beside this one's tables (--no-plot, or a plot that fails)
+    stale_plot = (out / "compare.png").exists()
+    (out / "compare.png").unlink(missing_ok=True)
     atomic_write_text(out / "compare.md", text)
     write_json(
         out / "compare.json",
@@ -568,5 +615,6 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"\nwritten: {out / 'compare.md'}, {out / 'compare.json'}"
         + ("" if args.no_plot else f", {out / 'compare.png'}")
+        + (f" (removed the earlier {out / 'compare.png'})" if args.no_plot and stale_plot else "")
     )
     return 0

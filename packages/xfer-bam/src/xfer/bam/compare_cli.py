@@ -72,8 +72,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("compare"),
-        help="folder for compare.md, compare.json and compare.png (default ./compare)",
+        default=None,
+        help="folder for compare.md, compare.json and compare.png (default: compare/ in the run folder of the "
+        "first system; ./compare when that stage is not in a run folder)",
     )
     parser.add_argument("--no-plot", action="store_true", help="do not draw compare.png")
 

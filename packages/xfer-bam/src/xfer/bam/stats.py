@@ -140,7 +140,20 @@ def _tagging(metric: str, gold: list[list[str]], runs: list[list[list[str]]]) ->
             [[sum(a == b for a, b in zip(s, p, strict=True)) for s, p in zip(gold, r, strict=True)] for r in runs],
             dtype=float,
         )
-        return lambda idx: np.stack([100.0 * c[idx].sum(-1) / words[idx].sum(-1) for c in correct])
+
+        def token_accuracy(idx: np.ndarray) -> np.ndarray:
+            # 0 on a resample of empty sentences only (a dev set may hold some): 0/0 put NaN into the
+            # bootstrap distribution, which no comparison counts (p too small) and the interval became NaN
+            n_words = words[idx].sum(-1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.stack(
+                    [
+                        np.where(n_words > 0, 100.0 * c[idx].sum(-1) / np.where(n_words > 0, n_words, 1.0), 0.0)
+                        for c in correct
+                    ]
+                )
+
+        return token_accuracy
     if metric != "f1":
         return None
     gold_spans = [set(get_entities(list(s))) for s in gold]
