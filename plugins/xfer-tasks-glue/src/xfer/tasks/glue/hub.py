@@ -7,7 +7,9 @@ model trained on either source predicts the same strings.
 
 from __future__ import annotations
 
+import logging
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -37,19 +39,55 @@ class HubNotAvailableError(UserError):
     the pre-flight, which reads only the cache, leaves this one to the stage, which may download."""
 
 
+_OFFLINE_LOCK = threading.RLock()
+"""Held while `cache_only` has `datasets` offline and around every `load_dataset` call of this module.
+
+`datasets.config.HF_HUB_OFFLINE` is one process-wide flag, not a per-call option. Flipped without a
+lock, two overlapping pre-flights (two threads) restored it in the wrong order, leaving the process
+offline for good, or online in the middle of the other's cache-only read (which then downloaded);
+and a stage's online load in another thread ran while the flag was on and failed as "Are you
+offline?". Re-entrant: the pre-flight's own loads run inside `cache_only` on the same thread."""
+
+
 @contextmanager
 def cache_only() -> Iterator[bool]:
     """Let `datasets` read its cache but never the network (the pre-flight must not download a
     whole dataset); yields whether the user was offline already (then a split not in the cache is
-    a real problem, not one the run's download will solve)."""
+    a real problem, not one the run's download will solve). Holds `_OFFLINE_LOCK` throughout, so
+    this module's loads on other threads wait instead of seeing the flag flipped."""
     import datasets.config
 
-    was_offline = bool(datasets.config.HF_HUB_OFFLINE)
-    datasets.config.HF_HUB_OFFLINE = True
-    try:
-        yield was_offline
-    finally:
-        datasets.config.HF_HUB_OFFLINE = was_offline
+    with _OFFLINE_LOCK:
+        previous = datasets.config.HF_HUB_OFFLINE
+        datasets.config.HF_HUB_OFFLINE = True
+        # Offline mode switched on here, not by the user: `datasets` would tell an online user that
+        # "nyu-mll/glue couldn't be found on the Hugging Face Hub (offline mode is enabled)".
+        quiet = _ThisThreadsNotices()
+        loggers = [] if previous else [logging.getLogger(name) for name in _CACHE_NOTICES]
+        for logger in loggers:
+            logger.addFilter(quiet)
+        try:
+            yield bool(previous)
+        finally:
+            for logger in loggers:
+                logger.removeFilter(quiet)
+            datasets.config.HF_HUB_OFFLINE = previous
+
+
+_CACHE_NOTICES = ("datasets.load", "datasets.packaged_modules.cache.cache")
+"""The `datasets` loggers that announce, at WARNING, a read from the cache in offline mode."""
+
+
+class _ThisThreadsNotices(logging.Filter):
+    """Drops the WARNING-or-lower records of the thread that created it (the pre-flight's own
+    cache-only reads), so another thread's `datasets` messages are left alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread or record.levelno > logging.WARNING
 
 
 def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -> list[SentenceExample]:
@@ -57,14 +95,22 @@ def load_hub_split(spec: GlueSpec, split: str, task: str, id_prefix: str = "") -
     `<id_prefix or split>-<idx>`."""
     try:
         import datasets
-    except ImportError:
+    except ImportError as err:
+        if err.name != "datasets":
+            # Installed but broken (say a `huggingface_hub` or `pyarrow` it cannot work with): "needs the
+            # library, pip install it" sent the user to a pip that answers "already satisfied".
+            raise UserError(
+                f"{task}: source 'hub' needs the `datasets` library, which is installed but fails to import "
+                f"({type(err).__name__}: {err}); repair that install, or use source: local with data_dir"
+            ) from None
         raise UserError(
             f"{task}: source 'hub' needs the `datasets` library (pip install 'xfer-tasks-glue[hub]'), "
             "or use source: local with data_dir"
         ) from None
     hub_split = spec.hub_splits[split]
     try:
-        data = datasets.load_dataset(HUB_DATASET, spec.hub_subset, split=hub_split)
+        with _OFFLINE_LOCK:  # never while another thread's pre-flight has `datasets` offline
+            data = datasets.load_dataset(HUB_DATASET, spec.hub_subset, split=hub_split)
     except Exception as err:  # datasets raises many types (ConnectionError, OSError, HfHubHTTPError, ...)
         if isinstance(err, ValueError) and "Unknown split" in str(err):
             # The copy was found (so not an offline problem) but lacks this split: "Are you offline?"
