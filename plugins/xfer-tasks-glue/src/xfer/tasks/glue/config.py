@@ -130,9 +130,10 @@ class TsvTaskConfig:
         "Label strings, in a fixed order (required for classification, forbidden for regression). "
         "A label in a file that is not listed here is an error.",
     )
-    metrics: list[str] = knob(
-        ["accuracy"],
-        "Metrics to report: accuracy, f1, mcc (classification), pearson, spearman (regression). "
+    metrics: list[str] | None = knob(
+        None,
+        "Metrics to report: accuracy, f1, mcc (classification), pearson, spearman (regression); default: "
+        "[accuracy] for classification, [spearman, pearson] for regression. "
         "f1 is the binary F1 of positive_label. All are reported x100. A namespaced name is a registered "
         "metric component, `(golds, predictions) -> percent` (`xfer components metric`; e.g. core.mcc).",
     )
@@ -155,6 +156,9 @@ class TsvTaskConfig:
     subsample_seed: int = knob(0, "Seed of subsample: random (the same seed keeps the same examples).")
 
     def __post_init__(self) -> None:
+        if self.metrics is None:  # by type: a fixed [accuracy] was refused for a regression task, at a key
+            # the user never wrote ("'accuracy' is not available for regression")
+            self.metrics = ["spearman", "pearson"] if self.type == "regression" else ["accuracy"]
         problems = tsv_config_problems(self)
         if len(problems) == 1:
             # a lone problem is reported at its key's line of the recipe (several: at the task's mapping)
