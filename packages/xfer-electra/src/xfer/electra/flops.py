@@ -60,14 +60,34 @@ def detection_head_forward(arch: Arch, rows: np.ndarray | float) -> np.ndarray |
     return 2 * rows * (arch.hidden * arch.hidden + arch.hidden)
 
 
-def masked_count(n: np.ndarray, mask_prob: float, max_length: int, rounding: str = "round") -> np.ndarray:
-    """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3)."""
+def masked_count(
+    n: np.ndarray, mask_prob: float, max_length: int, rounding: str = "round", cap: int | None = None
+) -> np.ndarray:
+    """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3).
+
+    `cap` is the objective's cap on positions per sequence: by default the original's
+    `max_predictions` (MLM's); RTD's is raised to ceil(mask_prob x max_length) (`rtd_cap`)."""
     import torch
 
     from xfer.electra.masking import max_predictions, target_count
 
     raw = target_count(torch.as_tensor(np.asarray(n, dtype=np.float64)), mask_prob, rounding).double().numpy()
-    return np.minimum(np.clip(raw, 1, max_predictions(mask_prob, max_length)), np.maximum(n - 3, 0))
+    limit = max_predictions(mask_prob, max_length) if cap is None else cap
+    return np.minimum(np.clip(raw, 1, limit), np.maximum(n - 3, 0))
+
+
+def rtd_cap(mask_prob: float, max_length: int) -> int:
+    """The cap `RTDObjective` (and `ElectricObjective`) put on masked positions per sequence: the
+    original's int((p + 0.005) L), raised to ceil(p L) where that is larger (19 -> 20 at p = 0.15,
+    L = 128). Costing RTD with the plain cap left out the positions above it: at max_length 64
+    (the quickstart's) 9 masked positions were costed where the objective draws 10, a tenth of
+    the generator softmax and of an electra_15 / replace_mlm head left out."""
+    import torch
+
+    from xfer.electra.masking import max_predictions, target_count
+
+    longest = int(target_count(torch.tensor([max_length]), mask_prob, "ceil").item())
+    return max(max_predictions(mask_prob, max_length), longest)
 
 
 class NoFlopFormula(ValueError):
@@ -89,6 +109,7 @@ def training_flops(config: Any, disc: Arch, gen: Arch | None, lengths: np.ndarra
     own = getattr(config, "training_flops", None)
     if callable(own):
         parts = dict(own(disc, gen, n, max_length))
+        _check_own_formula(config, parts)
     elif isinstance(config, MLMConfig):
         parts = _mlm_forward(config, disc, n, max_length)
     elif isinstance(config, RTDConfig):
@@ -104,6 +125,28 @@ def training_flops(config: Any, disc: Arch, gen: Arch | None, lengths: np.ndarra
     return {name: float(TRAIN_MULTIPLIER * np.mean(value)) for name, value in parts.items()}
 
 
+def _check_own_formula(config: Any, parts: dict[str, Any]) -> None:
+    """A config class's own `training_flops` must give finite, non-negative FLOPs, not all zero.
+
+    Its numbers were used as given: all zero made a FLOP budget a bare `ZeroDivisionError`, a NaN
+    `cannot convert float NaN to integer`, a negative total "the budget does not buy one training
+    step (... < -12288 per step)", in `xfer flops` and the stage alike, none naming the formula."""
+    from xfer.core.errors import UserError
+
+    where = f"{type(config).__name__}.training_flops"
+    total = 0.0
+    for name, value in parts.items():
+        values = np.asarray(value, dtype=np.float64).ravel()
+        bad = values[~np.isfinite(values) | (values < 0)]
+        if bad.size:
+            raise UserError(
+                f"{where} gave {bad[0]:g} FLOPs for {name!r} (a sequence's): FLOPs must be finite and non-negative"
+            )
+        total += float(values.sum())
+    if total <= 0:
+        raise UserError(f"{where} gave 0 FLOPs ({', '.join(map(repr, parts)) or 'no components'}): a step costs some")
+
+
 def _mlm_forward(config: Any, disc: Arch, n: np.ndarray, max_length: int) -> dict[str, Any]:
     m = masked_count(n, config.mask_prob, max_length)
     return {"encoder": encoder_forward(disc, n), "mlm softmax (masked positions)": softmax_head_forward(disc, m)}
@@ -111,7 +154,7 @@ def _mlm_forward(config: Any, disc: Arch, n: np.ndarray, max_length: int) -> dic
 
 def _rtd_forward(config: Any, disc: Arch, gen: Arch | None, n: np.ndarray, max_length: int) -> dict[str, Any]:
     parts: dict[str, Any] = {}
-    m = masked_count(n, config.mask_prob, max_length)
+    m = masked_count(n, config.mask_prob, max_length, cap=rtd_cap(config.mask_prob, max_length))
     kind = config.generator.kind
     if kind == "mlm" and gen is not None:
         parts["generator"] = encoder_forward(gen, n)

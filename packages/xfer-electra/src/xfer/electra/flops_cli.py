@@ -124,18 +124,32 @@ def _planned_encoder(recipe: Any, name: str) -> tuple[Any, str]:
     a word, so the FLOPs per step and the steps a budget buys differed from the stage's; the
     source is now part of the row and the table says it is a target.
     """
-    from xfer.electra.checks import _tokenizer_vocab_size
+    from xfer.electra.checks import _tokenizer_dir, _tokenizer_vocab_size
     from xfer.electra.stage import planned_encoder
 
     config = recipe.stages[name].config
     init = config.init
     if init is not None and init.is_reference:
-        return _planned_encoder(recipe, _upstream(recipe, name, "init", init, ("electra.pretrain",)))
+        upstream = _upstream(recipe, name, "init", init, ("electra.pretrain",))
+        encoder, source = _planned_encoder(recipe, upstream)
+        if init.output == "generator":
+            encoder = _upstream_generator(recipe, name, upstream, encoder)
+        return encoder, source
     if init is not None and init.path is not None:  # the checkpoint's architecture, its vocabulary included
         return planned_encoder(config, None), "init"
     vocab = _tokenizer_vocab_size(config)
     source = "tokenizer" if vocab is not None else "preset"
     tokenizer = config.tokenizer
+    if vocab == 0:
+        # `planned_encoder` takes 0 for "unknown": an empty vocab.txt was costed as the preset's 30,522
+        # tokens and printed as "vocabulary 30522 (tokenizer)", for a stage that cannot load its tokenizer
+        from xfer.core.errors import UserError
+
+        raise UserError(
+            f"stage {name!r}: tokenizer: {_tokenizer_dir(config)} has an empty "
+            "vocabulary (no token in its vocab.txt or tokenizer.json): no FLOP count; give a WordPiece tokenizer "
+            "folder (a transformer.vocab stage's outputs/tokenizer)"
+        )
     if vocab is None and tokenizer is not None and not tokenizer.is_reference and tokenizer.path is not None:
         # a folder without vocab.txt or tokenizer.json (the stage's `outputs/`, not `outputs/tokenizer`)
         # was costed as the preset's 30,522 tokens, a count for a stage that cannot load its tokenizer
@@ -156,6 +170,34 @@ def _planned_encoder(recipe: Any, name: str) -> tuple[Any, str]:
     if "vocab_size" in config.encoder:  # `encoder: {vocab_size: N}` wins over the tokenizer's
         source = "encoder.vocab_size"
     return encoder, source
+
+
+def _upstream_generator(recipe: Any, name: str, upstream: str, disc: Any) -> Any:
+    """The architecture of stage `upstream`'s `generator` output, which stage `name` continues from.
+
+    `init: X.generator` was costed as X's discriminator: an MLM stage continuing from an ELECTRA
+    generator (1/4 as wide) got ~10x its FLOPs per step, and a budget that buys the stage steps
+    was refused as "less than one training step". The MLM baseline's generator output is its one
+    model; a masked or two-tower generator is `generator_encoder_config` of the discriminator."""
+    from xfer.core.errors import UserError
+    from xfer.electra.config import MLMConfig
+    from xfer.electra.model import generator_encoder_config
+    from xfer.electra.stage import objective_settings
+
+    settings = objective_settings(recipe.stages[upstream].config)
+    if isinstance(settings, MLMConfig):
+        return disc
+    if recipe.stages[name].config.objective.name != "electra.mlm":  # as the stage's `check_role` refuses it
+        raise UserError(
+            f"stage {name!r}: init: {upstream}.generator is the generator of stage {upstream!r}, not a discriminator "
+            f"(only electra.mlm continues from a generator): give {upstream}.discriminator"
+        )
+    generator = getattr(settings, "generator", None)
+    kind = getattr(generator, "kind", None)
+    if kind in ("mlm", "two_tower"):
+        return generator_encoder_config(disc, generator)
+    what = f"a {kind} generator, which is no model" if kind is not None else "a generator known only once it has run"
+    raise UserError(f"stage {name!r}: init: {upstream}.generator: stage {upstream!r} trains {what}: no FLOP count")
 
 
 VOCAB_TARGET = "the target size of stage {stage!r}"
