@@ -34,10 +34,10 @@ def _drawn(objective: RTDObjective, length: int) -> int:
 
 @pytest.mark.parametrize("variant", ["electra", "electra_15", "replace_mlm"])
 def test_rtd_is_costed_at_the_masked_positions_its_objective_draws(variant: str) -> None:
-    """RTDObjective raises its cap on masked positions to ceil(p x max_length) (19 -> 20 at 128);
-    the count capped them at int((p + 0.005) x max_length), so at max_length 32, 50 or 64 (the
-    quickstart's) it costed one masked position fewer per sequence than the objective draws (9 of
-    10 at 64): the generator softmax, electra_15's head and replace_mlm's softmax undercounted."""
+    """The count costs the masked positions the objective draws, at every length: ELECTRA's cap
+    int((p + 0.005) x max_length) (METHODS.md; 9 at 64), which bounds round(p x n) at 32, 50 and 64.
+    (Stop 41 raised RTD's cap to ceil(p x max_length) by mistake, beside Electric's, and the count
+    did not follow: 9 costed where 10 were drawn at 64.)"""
     encoder = preset("tiny", vocab_size=500)
     disc = Arch.of(encoder)
     gen = Arch.of(generator_encoder_config(encoder, GeneratorConfig()))
@@ -59,8 +59,8 @@ def test_rtd_is_costed_at_the_masked_positions_its_objective_draws(variant: str)
 
 
 def test_a_short_max_length_rtd_step_is_costed_exactly() -> None:
-    """The whole step against torch's counter at max_length 64: it was 0.2% short (the masked
-    position above the plain cap), now every product is accounted for."""
+    """The whole step against torch's counter at max_length 64 (where the cap bounds the count):
+    every product is accounted for."""
     encoder = preset("tiny", vocab_size=500, embedding_size=64, num_layers=1, hidden_dropout=0.0, attention_dropout=0.0)
     settings = RTDConfig()
     torch.manual_seed(0)

@@ -66,7 +66,7 @@ def masked_count(
     """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3).
 
     `cap` is the objective's cap on positions per sequence: by default the original's
-    `max_predictions` (MLM's); RTD's is raised to ceil(mask_prob x max_length) (`rtd_cap`)."""
+    `max_predictions` (ELECTRA's and MLM's)."""
     import torch
 
     from xfer.electra.masking import max_predictions, target_count
@@ -74,20 +74,6 @@ def masked_count(
     raw = target_count(torch.as_tensor(np.asarray(n, dtype=np.float64)), mask_prob, rounding).double().numpy()
     limit = max_predictions(mask_prob, max_length) if cap is None else cap
     return np.minimum(np.clip(raw, 1, limit), np.maximum(n - 3, 0))
-
-
-def rtd_cap(mask_prob: float, max_length: int) -> int:
-    """The cap `RTDObjective` (and `ElectricObjective`) put on masked positions per sequence: the
-    original's int((p + 0.005) L), raised to ceil(p L) where that is larger (19 -> 20 at p = 0.15,
-    L = 128). Costing RTD with the plain cap left out the positions above it: at max_length 64
-    (the quickstart's) 9 masked positions were costed where the objective draws 10, a tenth of
-    the generator softmax and of an electra_15 / replace_mlm head left out."""
-    import torch
-
-    from xfer.electra.masking import max_predictions, target_count
-
-    longest = int(target_count(torch.tensor([max_length]), mask_prob, "ceil").item())
-    return max(max_predictions(mask_prob, max_length), longest)
 
 
 class NoFlopFormula(ValueError):
@@ -154,7 +140,7 @@ def _mlm_forward(config: Any, disc: Arch, n: np.ndarray, max_length: int) -> dic
 
 def _rtd_forward(config: Any, disc: Arch, gen: Arch | None, n: np.ndarray, max_length: int) -> dict[str, Any]:
     parts: dict[str, Any] = {}
-    m = masked_count(n, config.mask_prob, max_length, cap=rtd_cap(config.mask_prob, max_length))
+    m = masked_count(n, config.mask_prob, max_length)
     kind = config.generator.kind
     if kind == "mlm" and gen is not None:
         parts["generator"] = encoder_forward(gen, n)

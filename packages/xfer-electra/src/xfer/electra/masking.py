@@ -30,6 +30,14 @@ def max_predictions(mask_prob: float, max_length: int) -> int:
     return max(1, int((mask_prob + 0.005) * max_length))
 
 
+def electric_cap(mask_prob: float, max_length: int) -> int:
+    """Electric's cap on noise positions per sequence: k = ceil(mask_prob * n) (thesis 5.1.3,
+    METHODS.md) must hold at full length too, where ELECTRA's `max_predictions` (19 at 128) would
+    cut it (ceil(0.15 x 128) = 20). ELECTRA's own objectives keep `max_predictions` (METHODS.md)."""
+    longest = int(target_count(torch.tensor([max_length]), mask_prob, "ceil").item())
+    return max(max_predictions(mask_prob, max_length), longest)
+
+
 @dataclass
 class Selection:
     """Chosen positions of a [B, T] batch, as flat indices into the B*T token grid.

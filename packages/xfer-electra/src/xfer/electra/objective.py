@@ -228,11 +228,7 @@ class RTDObjective(PretrainingObjective):
         config: RTDConfig,
         unigram_counts: Tensor | None = None,
     ):
-        super().__init__(tokens, max_length, config.mask_prob)
-        # k = ceil(0.15 n) (thesis 5.1.3, METHODS.md): ELECTRA's cap int((p + 0.005) L), 19 at L = 128,
-        # cut a full-length sequence's k to 19 where ceil(0.15 x 128) = 20
-        longest = masking.target_count(torch.tensor([max_length]), config.mask_prob, "ceil")
-        self.cap = max(self.cap, int(longest.item()))
+        super().__init__(tokens, max_length, config.mask_prob)  # ELECTRA's cap (METHODS.md): 9 at L = 64
         self.config = config
         self.discriminator = Encoder(encoder_config)
         hidden, vocab = encoder_config.hidden_size, encoder_config.vocab_size
@@ -395,10 +391,7 @@ class ElectricObjective(PretrainingObjective):
 
     def __init__(self, encoder_config: EncoderConfig, tokens: SpecialTokens, max_length: int, config: NCEConfig):
         super().__init__(tokens, max_length, config.mask_prob)
-        # k = ceil(0.15 n) (thesis 5.1.3, METHODS.md): ELECTRA's cap int((p + 0.005) L), 19 at L = 128,
-        # cut a full-length sequence's k to 19 where ceil(0.15 x 128) = 20
-        longest = masking.target_count(torch.tensor([max_length]), config.mask_prob, "ceil")
-        self.cap = max(self.cap, int(longest.item()))
+        self.cap = masking.electric_cap(config.mask_prob, max_length)  # k = ceil(0.15 n) at full length too
         self.config = config
         self.discriminator = Encoder(encoder_config)
         self.head = DiscriminatorHead(encoder_config.hidden_size, encoder_config.initializer_range)
