@@ -116,7 +116,7 @@ def check_task_keys(names: list[str]) -> None:
 
 TaggingView = Literal["fwd", "bwd", "future", "past", "full"]
 ParsingView = Literal["fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd", "full"]
-Seq2seqView = Literal["attention_dropout", "future"]
+Seq2seqView = Literal["attention_dropout", "future", "full"]
 
 
 @dataclass
@@ -316,7 +316,11 @@ class CvtConfig:
     parsing_views: list[ParsingView] = knob(
         ["fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd", "full"], "Auxiliary modules of parsing tasks (head-dependent)."
     )
-    seq2seq_views: list[Seq2seqView] = knob(["attention_dropout", "future"], "Auxiliary decoders of seq2seq tasks.")
+    seq2seq_views: list[Seq2seqView] = knob(
+        ["attention_dropout", "future"],
+        "Auxiliary decoders of seq2seq tasks (METHODS.md's two; `full`, opt-in: the whole source with the "
+        "students' dropout, as thesis 4.3.1 gives every task).",
+    )
     parse_decoding: Literal["argmax", "mst"] = knob(
         "argmax",
         "argmax: best (head, relation) per word, as the original code; mst: a well-formed tree with one root "

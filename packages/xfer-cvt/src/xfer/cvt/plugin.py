@@ -21,8 +21,10 @@ def xfer_stages() -> list[ComponentSpec]:
             # 2: embeddings start at std 0.5; 3: vocabulary words past vectors_limit keep their vectors;
             # 4: task_sentences shared by two tasks (UD POS + parsing on one treebank) are written once;
             # 5: beam search never emits <pad> or <s> (translation outputs and CVT targets change);
-            # 6: max_target_length (and 2 x source words + 10) counts output tokens, not the </s>
-            "6",
+            # 6: max_target_length (and 2 x source words + 10) counts output tokens, not the </s>;
+            # 7: beam search prunes by the length-normalised score; scripts without spaces (Chinese,
+            # Japanese, Thai...) are tokenized a character at a time
+            "7",
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",
@@ -35,7 +37,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "cvt.vectors",
             f"{_M}.vectors:run_vectors",
-            "1",
+            "2",  # 2: words starting with U+FEFF get no vector; unspaced scripts tokenized a character at a time
             f"{_M}.vectors:VectorsConfig",
             "Word vectors from unlabeled text (PPMI + truncated SVD) in GloVe format, for cvt.train's vocab.vectors "
             "when no GloVe file is at hand.",

@@ -12,7 +12,12 @@ Auxiliary decoders share the target embeddings and the decoder LSTM with the pri
 have their own attention (W_alpha, W_a) and softmax (W_s):
 - `attention_dropout`: dropout on its attention weights alpha (a random subset of the source
   positions is hidden from it at every step);
-- `future`: predicts y_{t+1} from its attention vector at step t, i.e. without seeing y_t.
+- `future`: predicts y_{t+1} from its attention vector at step t, i.e. without seeing y_t;
+- `full` (opt-in): sees the whole source, with the students' dropout but no attention dropout.
+  METHODS.md and thesis 4.2.4 name the two decoders above; thesis 4.3.1 adds to every task's
+  auxiliary modules one "that sees the whole input rather than a subset (but unlike the primary
+  prediction module, does have dropout applied to its representations)", which tagging and
+  parsing have as their `full` view and translation had no way to add.
 On unlabeled sentences the teacher is the primary decoder's beam search (hard targets), and the
 auxiliary decoders learn those outputs with label smoothing.
 
@@ -34,7 +39,7 @@ from xfer.cvt.text import detokenize
 
 TARGET_SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
 T_PAD, T_UNK, BOS, EOS = range(4)
-VIEWS = ("attention_dropout", "future")
+VIEWS = ("attention_dropout", "future", "full")
 
 
 class AttentionHead(nn.Module):
@@ -163,6 +168,8 @@ class Seq2seqModule(nn.Module):
         if "future" in self.aux:
             # step s predicts gold[s + 1]: the token after the next one, without having read it
             add("future", self.aux["future"], gold[:, 1:], shift=1)
+        if "full" in self.aux:
+            add("full", self.aux["full"], gold)
         return losses
 
     @torch.no_grad()

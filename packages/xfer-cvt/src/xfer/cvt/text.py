@@ -3,7 +3,8 @@
 Words are runs of letters/digits/underscore and the combining marks that belong to them (accents
 written apart, the vowel signs of Devanagari, Hebrew points: `\\w` does not match them, and
 "हिन्दी" became six one-letter tokens); every other non-space character is a token of its own,
-with any marks on it. `tokenize_joined` marks a token that was written without a space before it
+with any marks on it, and so is every character of a script written without spaces (Chinese,
+Japanese, Thai, Lao, Khmer, Burmese: `UNSPACED_RANGES`). `tokenize_joined` marks a token that was written without a space before it
 with a leading joiner `￭` (OpenNMT's convention), so `detokenize(tokenize_joined(s))` gives back
 `s` with its whitespace normalised to single spaces (a `￭` written in the text included): a
 translation model trained on joined target tokens produces detokenised text for sacrebleu without
@@ -20,6 +21,7 @@ import re
 import sys
 import unicodedata
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,30 +31,70 @@ from xfer.core.textfile import BOM_INSIDE, CARRIAGE_RETURN, not_utf8, nul_byte
 JOINER = "￭"
 
 
+# Scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs
+# (with their extensions and compatibility forms), halfwidth katakana.
+UNSPACED_RANGES = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3040, 0x30FF), (0x31F0, 0x31FF))
+UNSPACED_RANGES += ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3134F))
+
+
+def _class(ranges: Iterable[Sequence[int]]) -> str:
+    return "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+
+
+def _add(ranges: list[list[int]], code: int) -> None:
+    """Adds `code` to sorted ranges [first, last] built in increasing order."""
+    if ranges and ranges[-1][1] == code - 1:
+        ranges[-1][1] = code
+    else:
+        ranges.append([code, code])
+
+
 @functools.cache
-def _token_pattern() -> re.Pattern[str]:
-    """Words (`\\w` and combining marks) or one other non-space character with its marks. The
-    marks (Unicode categories Mn, Mc, Me) are listed once per process, as ranges (0.2 s)."""
-    ranges: list[list[int]] = []
+def _unspaced() -> re.Pattern[str]:
+    return re.compile(f"[{_class(UNSPACED_RANGES)}]")
+
+
+@functools.cache
+def _token_pattern(unspaced: bool = False) -> re.Pattern[str]:
+    """Words (`\\w` and combining marks) or one other non-space character with its marks; with
+    `unspaced`, each character of a script written without spaces (UNSPACED_RANGES) is a token of
+    its own, with its marks. The marks (Unicode categories Mn, Mc, Me) are listed once per process,
+    as ranges (0.2 s); the `unspaced` pattern, slower, only reads text that holds such characters.
+
+    Why characters: `\\w` runs cut Chinese, Japanese or Thai text at punctuation only, so a clause
+    was one token ("我爱北京天安门"): a translation target in those languages had next to no token
+    seen `target_min_count` times and trained on <unk>s, and a source was mostly <unk> words. One
+    token per character is what BLEU's `char` (for Chinese also `zh`) tokenizer counts, and the
+    joiners still detokenise it exactly."""
+    marks: list[list[int]] = []
+    words: list[list[int]] = []  # `\\w` (isalnum or "_", as `re` has it) or a mark, not unspaced
+    inside = _unspaced().match
     for code in range(sys.maxunicode + 1):
-        if unicodedata.category(chr(code)).startswith("M"):
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1][1] = code
-            else:
-                ranges.append([code, code])
-    marks = "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
-    return re.compile(rf"[\w{marks}]+|[^\w\s][{marks}]*")
+        char = chr(code)
+        if unicodedata.category(char).startswith("M"):
+            _add(marks, code)
+            if unspaced and not inside(char):
+                _add(words, code)
+        elif unspaced and (char.isalnum() or char == "_") and not inside(char):
+            _add(words, code)
+    if not unspaced:
+        return re.compile(rf"[\w{_class(marks)}]+|[^\w\s][{_class(marks)}]*")
+    return re.compile(rf"[{_class(words)}]+|[{_class(UNSPACED_RANGES)}][{_class(marks)}]*|[^\w\s][{_class(marks)}]*")
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    return _token_pattern(_unspaced().search(text) is not None)
 
 
 def tokenize(text: str) -> list[str]:
     """Words and single punctuation characters (no joiners): encoder input."""
-    return _token_pattern().findall(text)
+    return _pattern(text).findall(text)
 
 
 def tokenize_joined(text: str) -> list[str]:
     """Tokens; those not preceded by whitespace (except the first) carry a leading JOINER."""
     tokens = []
-    for match in _token_pattern().finditer(text):
+    for match in _pattern(text).finditer(text):
         start = match.start()
         attached = bool(tokens) and start > 0 and not text[start - 1].isspace()
         tokens.append(JOINER + match.group() if attached else match.group())

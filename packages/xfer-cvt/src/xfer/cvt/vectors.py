@@ -21,7 +21,7 @@ digits -> 0, PTB escapes undone), so every vector row matches a vocabulary entry
 
 from __future__ import annotations
 
-from collections import Counter
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,12 @@ from xfer.core.errors import DataError, UserError
 from xfer.core.stage import StageContext
 
 VECTORS_FILE = "vectors.txt"
+BLOCK_TOKENS = 1 << 23  # co-occurrences are counted this many corpus tokens at a time
+# Words starting with U+FEFF get no vector: their line of the GloVe format would start with it, which
+# readers take for a byte-order mark (stripped on line 1: another word; refused on the others, so
+# cvt.train refused the file this stage wrote). Wikipedia text has such words ("\ufeff47.650"
+# in coordinates), and `tokenize: punct` makes U+FEFF a word of its own.
+BOM = "\ufeff"
 
 
 @dataclass
@@ -94,38 +100,48 @@ def sentences_of(ctx: StageContext, config: VectorsConfig) -> Iterable[list[str]
             left -= chunk.lines
 
 
-def count_words(sentences: Iterable[Sequence[str]], lowercase: bool) -> tuple[Counter[str], list[list[str]]]:
-    """Key counts and the sentences as keys (kept: the corpus is read once)."""
+def encode_corpus(
+    sentences: Iterable[Sequence[str]], lowercase: bool, gap: int
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The corpus read once as key ids: (keys in order of first occurrence, each key's count, every
+    line's key ids followed by `gap` times -1 (no window of `gap` words reaches across a line)).
+
+    Why ids: the corpus was kept as lists of key strings (a new string object and a list slot per
+    token, then a list of Python ints for the windows), 125-190 bytes a token at the peak: a
+    100M-token corpus needed 12-19 GB, where these int32 ids take 4 bytes a token."""
     from xfer.cvt.vocab import embedding_key
 
-    counts: Counter[str] = Counter()
-    keyed: list[list[str]] = []
+    ids: dict[str, int] = {}
+    flat = array("i")
+    padding = [-1] * gap
     for sentence in sentences:
-        keys = [embedding_key(w, lowercase) for w in sentence]
-        counts.update(keys)
-        keyed.append(keys)
-    return counts, keyed
+        flat.extend([ids.setdefault(embedding_key(w, lowercase), len(ids)) for w in sentence])
+        flat.extend(padding)
+    corpus = np.frombuffer(flat, dtype=np.intc) if flat else np.zeros(0, dtype=np.intc)
+    counts = np.bincount(corpus + 1, minlength=len(ids) + 1)[1:]  # + 1: the line ends' -1s go to bin 0
+    return list(ids), counts, corpus
 
 
-def cooccurrences(keyed: Sequence[Sequence[str]], index: dict[str, int], window: int):
-    """Symmetric co-occurrence counts [V, V] (scipy CSR), each pair weighted 1/distance."""
+def cooccurrences(ids: np.ndarray, size: int, window: int, block: int | None = None):
+    """Symmetric co-occurrence counts [size, size] (scipy CSR), each pair weighted 1/distance.
+
+    `ids`: the corpus as vocabulary indices, -1 for other words and for the `window` slots after
+    each line (`encode_corpus`). Pairs are counted `block` tokens at a time (default BLOCK_TOKENS),
+    so that the temporary arrays of one distance (~40 bytes a token) do not grow with the corpus;
+    a corpus of one block gives exactly the sums of an unblocked count."""
     from scipy import sparse
 
-    gap = [-1] * window  # no window reaches across a line
-    flat: list[int] = []
-    for keys in keyed:
-        flat.extend(index.get(k, -1) for k in keys)
-        flat.extend(gap)
-    ids = np.asarray(flat, dtype=np.int64)
-    size = len(index)
+    block = block or BLOCK_TOKENS
     total = sparse.csr_matrix((size, size), dtype=np.float64)
-    for distance in range(1, window + 1):
-        left, right = ids[:-distance], ids[distance:]
-        keep = (left >= 0) & (right >= 0)
-        rows, cols = left[keep], right[keep]
-        weights = np.full(rows.shape, 1.0 / distance)
-        pairs = sparse.coo_matrix((weights, (rows, cols)), shape=(size, size)).tocsr()
-        total = total + pairs + pairs.T
+    for start in range(0, len(ids), block):
+        for distance in range(1, window + 1):
+            right = ids[start + distance : start + block + distance]
+            left = ids[start : start + len(right)]  # each pair (i, i + distance) once: i in this block
+            keep = (left >= 0) & (right >= 0)
+            rows, cols = left[keep], right[keep]
+            weights = np.full(rows.shape, 1.0 / distance)
+            pairs = sparse.coo_matrix((weights, (rows, cols)), shape=(size, size)).tocsr()
+            total = total + pairs + pairs.T
     return total.tocsr()
 
 
@@ -169,15 +185,21 @@ def train_vectors(
     seed: int,
 ) -> tuple[list[str], np.ndarray]:
     """(words by decreasing count, vectors [len(words), dim])."""
-    counts, keyed = count_words(sentences, lowercase)
-    vocabulary = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count][:words]
+    keys, counts, corpus = encode_corpus(sentences, lowercase, gap=window)
+    seen = counts.tolist()
+    ranked = sorted(range(len(keys)), key=lambda i: (-seen[i], keys[i]))
+    chosen = [i for i in ranked if seen[i] >= min_count][:words]
+    vocabulary = [keys[i] for i in chosen]
     if len(vocabulary) <= dim:
         raise UserError(
             f"{len(vocabulary)} words are seen at least {min_count} times: too few for {dim}-dimensional vectors "
             "(more text, a lower min_count or a smaller dim)"
         )
-    index = {w: i for i, w in enumerate(vocabulary)}
-    u, s = truncated_svd(ppmi(cooccurrences(keyed, index, window)), dim, seed)
+    index = np.full(len(keys) + 1, -1, dtype=np.intc)  # the last entry: a line end's -1 stays -1
+    index[chosen] = np.arange(len(chosen), dtype=np.intc)
+    ids = index[corpus]
+    del corpus
+    u, s = truncated_svd(ppmi(cooccurrences(ids, len(vocabulary), window)), dim, seed)
     vectors = u * np.sqrt(s)[None, :]
     informative = np.linalg.norm(vectors, axis=1) > 0  # a word whose every PMI is <= 0 gets no vector
     if not informative.any():  # the stage wrote an empty file and succeeded; cvt.train refused it later
@@ -186,8 +208,9 @@ def train_vectors(
             "(windows never cross lines: one word per line, a word list?), so no word gets a vector: give "
             "running text, one sentence per line"
         )
-    vocabulary = [w for w, keep in zip(vocabulary, informative, strict=True) if keep]
-    vectors = vectors[informative]
+    kept = informative & np.array([not w.startswith(BOM) for w in vocabulary], dtype=bool)
+    vocabulary = [w for w, keep in zip(vocabulary, kept, strict=True) if keep]
+    vectors = vectors[kept]
     vectors *= std / max(float(vectors.std()), 1e-12)
     return vocabulary, vectors.astype(np.float32)
 
