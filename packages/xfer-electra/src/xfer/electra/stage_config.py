@@ -43,7 +43,14 @@ DEFAULT_TRAIN = TrainConfig(
 class Budget:
     """A compute budget: the stage trains for as many steps as it buys (exactly one field)."""
 
-    flops: float | None = knob(None, "Training FLOPs (analytic matmul count, see `xfer flops`).", gt=0)
+    flops: float | None = knob(
+        None,
+        "Training FLOPs (analytic matmul count, see `xfer flops`): a step is 3x its forward products "
+        "(backward = 2x forward, as torch's FlopCounterMode counts), while the thesis's tables and the "
+        "original flops_computation.py count 2x and also count embedding lookups as products: the "
+        "thesis's numbers are not budgets here (its ELECTRA-Small, 1.4e18 there, is 1.15e18 by this count).",
+        gt=0,
+    )
     tokens: float | None = knob(None, "Real (non-pad) tokens seen by the model.", gt=0)
     steps: int | None = knob(None, "Optimizer steps.", ge=1)
 
