@@ -13,20 +13,19 @@ from xfer.core.toy import ToyTaskConfig
 from xfer.core.toy.tasks import ToyAgreementTask, ToyPosTask
 from xfer.testing import make_host, write_recipe
 
-FINETUNE = """\
-name: ft
-seed: 4
-stages:
-  corpus: {{kind: toy.corpus, sentences: 100}}
-  vocab: {{kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {{num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}}
-    max_length: 32
-{predict}    tasks: [{{name: toy/pos, train_size: 8, dev_size: 4, test_size: 0}}]
-    train: {{steps: 1, batch_size: 4, log_every: 1, precision: fp32}}
-"""
+
+def finetune(predict: str | None) -> str:
+    """The toy fine-tuning recipe of these tests (an empty test split), predicting `predict` or nothing.
+    xfer.transformer is imported here, not at the top: the other tests of this file need only xfer-core."""
+    from xfer.transformer.testing import toy_finetune_recipe
+
+    return toy_finetune_recipe(
+        "{name: toy/pos, train_size: 8, dev_size: 4, test_size: 0}",
+        max_length=32,
+        predict=predict,
+        steps=1,
+        batch_size=4,
+    )
 
 
 def test_an_empty_test_split_that_is_read_is_a_problem_of_check_data() -> None:
@@ -43,12 +42,12 @@ def test_predicting_an_empty_test_split_is_refused_before_training(tmp_path: Pat
     and `xfer run` stops there (PreflightError, exit code 2) instead of training, then writing an
     empty prediction file without a word. Without `predict: [test]`, `test_size: 0` is fine."""
     host = make_host(autoload=True)
-    path = write_recipe(tmp_path, FINETUNE.format(predict="    predict: [test]\n"))
+    path = write_recipe(tmp_path, finetune("[test]"))
     recipe = load_recipe(path, host=host)
     assert preflight(recipe, host) == [f"{path}:7:11: stage 'finetune', task 'toy/pos': the test set is empty"]
     with pytest.raises(PreflightError, match="the test set is empty"):
         check_data(recipe, host)
-    unused = write_recipe(tmp_path / "unused", FINETUNE.format(predict=""))
+    unused = write_recipe(tmp_path / "unused", finetune(None))
     assert preflight(load_recipe(unused, host=host), host) == []
 
 

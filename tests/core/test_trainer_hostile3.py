@@ -18,21 +18,6 @@ from xfer.core.trainer import StepOutput
 
 from .test_trainer import Events, Regression, ScriptedEvaluator, make
 
-TOY_FINETUNE = """\
-name: ft
-seed: 4
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 64
-    tasks: [{name: toy/agreement, train_size: 16, dev_size: 8}]
-    train: {epochs: 1, batch_size: 8, log_every: 1, precision: fp32}
-"""
-
 
 def test_a_fine_tuned_model_folder_never_appears_without_its_tokenizer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -42,6 +27,7 @@ def test_a_fine_tuned_model_folder_never_appears_without_its_tokenizer(
     Now the folder appears whole or not at all, and a whole one holds the tokenizer."""
     pytest.importorskip("xfer.transformer")
     from xfer.testing import make_host, run_recipe_file, write_recipe
+    from xfer.transformer.testing import toy_finetune_recipe
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     save = WordPieceTokenizer.save
@@ -52,7 +38,8 @@ def test_a_fine_tuned_model_folder_never_appears_without_its_tokenizer(
         return save(self, directory)
 
     monkeypatch.setattr(WordPieceTokenizer, "save", killed_outside_the_vocab_stage)
-    recipe = write_recipe(tmp_path, TOY_FINETUNE)
+    toy = "{name: toy/agreement, train_size: 16, dev_size: 8}"
+    recipe = write_recipe(tmp_path, toy_finetune_recipe(toy, max_length=64, epochs=1, steps=None, batch_size=8))
     with pytest.raises(KeyboardInterrupt):
         run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
     model = tmp_path / "run/finetune/outputs/models/toy-agreement"
@@ -166,9 +153,9 @@ def test_metric_sums_stay_float32_with_a_float64_metric(tmp_path: Path) -> None:
 def test_data_changed_under_a_checkpoint_is_a_checkpoint_error_with_the_way_on(tmp_path: Path) -> None:
     """BatchStream refuses a cursor saved over another dataset ("data changed since the checkpoint"), as
     every source does, with a ValueError: the stage ended in a bare traceback naming no checkpoint."""
-    make(tmp_path, steps=2, checkpoint_every=1).fit()
+    make(tmp_path, steps=2, checkpoint_every=1, schedule="constant").fit()  # constant: resumed with more steps
     with pytest.raises(ckpt.CheckpointError) as caught:
-        make(tmp_path, n=48, steps=4, checkpoint_every=1).fit()
+        make(tmp_path, n=48, steps=4, checkpoint_every=1, schedule="constant").fit()
     message = str(caught.value)
     assert f"{tmp_path / 'checkpoints' / 'step-0000002'}: its data cursor does not fit" in message
     assert "data changed since the checkpoint (size 40 -> 48" in message

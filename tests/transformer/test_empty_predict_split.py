@@ -10,22 +10,17 @@ import pytest
 from xfer.core.errors import UserError
 from xfer.core.toy.tasks import ToyPosTask
 from xfer.testing import make_host, run_recipe_file, write_recipe
+from xfer.transformer.testing import toy_finetune_recipe
 
-RECIPE = """\
-name: empty-test
-seed: 1
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 32
-    predict: [test]
-    tasks: [{name: toy/pos, train_size: 8, dev_size: 4, test_size: 0}]
-    train: {steps: 1, batch_size: 4, log_every: 1, precision: fp32}
-"""
+RECIPE = toy_finetune_recipe(
+    "{name: toy/pos, train_size: 8, dev_size: 4, test_size: 0}",
+    name="empty-test",
+    seed=1,
+    max_length=32,
+    predict="[test]",
+    steps=1,
+    batch_size=4,
+)
 
 
 def test_an_empty_predicted_split_is_refused_by_the_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from xfer.testing import make_host, run_recipe_file, write_recipe
 from xfer.transformer.encoder import Encoder
 from xfer.transformer.objectives import SequenceConfig, SequenceObjective, TaggingObjective
 from xfer.transformer.presets import preset
+from xfer.transformer.testing import toy_finetune_recipe
 from xfer.transformer.tokenization import WordPieceTokenizer
 
 
@@ -71,29 +72,15 @@ def test_a_tagging_subclass_own_loss_is_what_fine_tuning_trains(tmp_path: Path) 
     assert _ShiftedTagging.loss is not SequenceObjective.loss
 
 
-EXPORT_RECIPE = """\
-name: ft
-seed: 4
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 64
-    export_hf: true
-    tasks: [{name: toy/agreement, train_size: 16, dev_size: 8}]
-    train: {steps: 1, batch_size: 8, log_every: 1, precision: fp32}
-"""
-
-
 def test_export_hf_without_the_head_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`export_hf: true` with the default sentence objective (`pooler: none`, which has no HF
     class) wrote a bare ElectraModel to models/<task>/hf: the fine-tuned classifier was left out
     without a word. Now a warning (stderr and report.md) says so and how to export it; a head
     with an HF class (`pooler: gelu`) gets none."""
-    run_recipe_file(write_recipe(tmp_path, EXPORT_RECIPE), tmp_path / "run", make_host(autoload=True))
+    recipe = toy_finetune_recipe(
+        "{name: toy/agreement, train_size: 16, dev_size: 8}", max_length=64, export_hf=True, steps=1, batch_size=8
+    )
+    run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", make_host(autoload=True))
     hf = tmp_path / "run/finetune/outputs/models/toy-agreement/hf"
     assert json.loads((hf / "config.json").read_text())["architectures"] == ["ElectraModel"]
     err = capsys.readouterr().err
@@ -121,26 +108,21 @@ def _stsb(folder: Path, dev_scores: list[float]) -> Path:
     return folder
 
 
-STSB_RECIPE = """\
-name: sts
-seed: 4
-stages:
-  vocab: {{kind: transformer.vocab, files: [{text}], size: 120, min_frequency: 1}}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {{num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}}
-    max_length: 32
-    tasks: [{{name: glue/stsb, data_dir: {data}}}]
-    train: {{steps: 1, batch_size: 4, precision: fp32}}
-"""
-
-
 def _run_stsb(tmp_path: Path, dev_scores: list[float]) -> str:
     data = _stsb(tmp_path / "STS-B", dev_scores)
     text = tmp_path / "text.txt"
     text.write_text("the cat sat on the mat . a dog ran far away .\n" * 20)
-    recipe = STSB_RECIPE.format(text=text, data=data)
+    recipe = toy_finetune_recipe(
+        f"{{name: glue/stsb, data_dir: {data}}}",
+        name="sts",
+        sentences=None,  # the vocabulary is trained on `text`, no toy corpus
+        vocab_files=f"[{text}]",
+        vocab_size=120,
+        max_length=32,
+        steps=1,
+        batch_size=4,
+        log_every=None,
+    )
     run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", make_host(autoload=True))
     return (tmp_path / "run/finetune/report.md").read_text()
 
@@ -158,22 +140,6 @@ def test_a_constant_regression_dev_set_is_said(tmp_path: Path, capsys: pytest.Ca
 
     report = _run_stsb(tmp_path / "b", [2.5, 1.0, 4.0])
     assert "every labelled dev example" not in report, report
-
-
-TAGGING_RECIPE = """\
-name: ft
-seed: 4
-stages:
-  corpus: {kind: toy.corpus, sentences: 100}
-  vocab: {kind: transformer.vocab, files: corpus.text, size: 150, min_frequency: 1}
-  finetune:
-    kind: transformer.finetune
-    tokenizer: vocab.tokenizer
-    encoder: {num_layers: 1, hidden_size: 16, embedding_size: 16, intermediate_size: 32, num_heads: 2}
-    max_length: 32
-    tasks: [{name: toy/pos, train_size: 8, dev_size: 4}]
-    train: {steps: 8, batch_size: 4, grad_accum: 4, log_every: 1, precision: fp32}
-"""
 
 
 def test_a_micro_batch_of_sentences_without_words_does_not_stop_tagging(
@@ -200,7 +166,10 @@ def test_a_micro_batch_of_sentences_without_words_does_not_stop_tagging(
         return found + [TaggingExample(f"empty-{i}", (), ()) for i in range(8)] if split == "train" else found
 
     monkeypatch.setattr(ToyPosTask, "examples", with_empty_sentences)
-    run_recipe_file(write_recipe(tmp_path, TAGGING_RECIPE), tmp_path / "run", make_host(autoload=True))
+    recipe = toy_finetune_recipe(
+        "{name: toy/pos, train_size: 8, dev_size: 4}", max_length=32, steps=8, batch_size=4, grad_accum=4
+    )
+    run_recipe_file(write_recipe(tmp_path, recipe), tmp_path / "run", make_host(autoload=True))
     results = json.loads((tmp_path / "run/finetune/outputs/results/results.json").read_text())
     assert results["toy/pos"]["runs"][0]["steps"] == 8
 

@@ -4,14 +4,14 @@ TSV files of the same task. `datasets.load_dataset` is redirected to local data 
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from xfer.core.errors import UserError
 from xfer.tasks.glue.config import GlueTaskConfig, MnliTaskConfig
+
+from .glue_hub_cache import fill_cache, rte_split
 
 datasets = pytest.importorskip("datasets")
 
@@ -47,41 +47,13 @@ def mnli_features() -> object:
     )
 
 
-def fill_cache(cache: Path, subset: str, splits: dict[str, object]) -> None:
-    """Put `splits` (Datasets) where `datasets`, offline, finds a cached nyu-mll/glue `subset`:
-    `<cache>/nyu-mll___glue/<subset>/<version>/<hash>/glue-<split>.arrow` with its dataset_info.json,
-    made by preparing the splits with the packaged parquet builder (no network involved)."""
-    files = {}
-    for name, data in splits.items():
-        files[name] = str(cache.parent / f"{subset}-{name}.parquet")
-        data.to_parquet(files[name])
-    builder = datasets.load_dataset_builder("parquet", data_files=files, cache_dir=str(cache.parent / "build"))
-    builder.download_and_prepare()
-    target = cache / "nyu-mll___glue" / subset / "0.0.0" / "0123456789abcdef"
-    shutil.copytree(builder.cache_dir, target)
-    for arrow in target.glob("parquet-*.arrow"):
-        arrow.rename(target / arrow.name.replace("parquet-", "glue-"))
-    info = json.loads((target / "dataset_info.json").read_text(encoding="utf-8"))
-    info.update(config_name=subset, dataset_name="glue", builder_name="glue")
-    (target / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
-
-
 def test_hub_split_missing_from_the_local_cache_is_not_reported_as_offline(monkeypatch, tmp_path):
     # The real `datasets.load_dataset("nyu-mll/glue", "rte")`, offline, on a cache holding train and
     # validation only: asking for the test split was reported as "Are you offline? ... pre-fill the
     # `datasets` cache", although the cached copy had been found.
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
-    features = datasets.Features(
-        {
-            "sentence1": datasets.Value("string"),
-            "sentence2": datasets.Value("string"),
-            "label": datasets.ClassLabel(names=["entailment", "not_entailment"]),
-            "idx": datasets.Value("int32"),
-        }
-    )
-    rows = {"sentence1": ["A"], "sentence2": ["B"], "label": [1], "idx": [0]}
-    split = datasets.Dataset.from_dict(rows, features=features)
+    split = rte_split()
     fill_cache(tmp_path / "cache", "rte", {"train": split, "validation": split})
     from xfer.tasks.glue.tasks import RTETask
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import pytest
 
 from xfer.core.errors import UserError
 from xfer.tasks.glue.config import GlueTaskConfig, MnliTaskConfig
+
+from .glue_hub_cache import fill_cache, rte_split
 
 datasets = pytest.importorskip("datasets")
 
@@ -18,37 +16,6 @@ datasets = pytest.importorskip("datasets")
 def offline(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def rte_split() -> object:
-    features = datasets.Features(
-        {
-            "sentence1": datasets.Value("string"),
-            "sentence2": datasets.Value("string"),
-            "label": datasets.ClassLabel(names=["entailment", "not_entailment"]),
-            "idx": datasets.Value("int32"),
-        }
-    )
-    return datasets.Dataset.from_dict(
-        {"sentence1": ["A"], "sentence2": ["B"], "label": [1], "idx": [0]}, features=features
-    )
-
-
-def fill_cache(cache: Path, subset: str, splits: dict[str, object]) -> None:
-    """Put `splits` where `datasets`, offline, finds a cached nyu-mll/glue `subset` (as in hostile6)."""
-    files = {}
-    for name, data in splits.items():
-        files[name] = str(cache.parent / f"{subset}-{name}.parquet")
-        data.to_parquet(files[name])
-    builder = datasets.load_dataset_builder("parquet", data_files=files, cache_dir=str(cache.parent / "build"))
-    builder.download_and_prepare()
-    target = cache / "nyu-mll___glue" / subset / "0.0.0" / "0123456789abcdef"
-    shutil.copytree(builder.cache_dir, target)
-    for arrow in target.glob("parquet-*.arrow"):
-        arrow.rename(target / arrow.name.replace("parquet-", "glue-"))
-    info = json.loads((target / "dataset_info.json").read_text(encoding="utf-8"))
-    info.update(config_name=subset, dataset_name="glue", builder_name="glue")
-    (target / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
 
 
 def test_preflight_reports_a_split_missing_from_the_cached_hub_copy(monkeypatch, tmp_path):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import threading
-from pathlib import Path
 
 import pytest
 
 datasets = pytest.importorskip("datasets")
+
+from .glue_hub_cache import fill_cache, rte_split  # noqa: E402
 
 
 @pytest.fixture
@@ -119,37 +118,6 @@ def test_a_datasets_install_that_fails_to_import_is_not_reported_as_missing(monk
         "glue/rte: source 'hub' needs the `datasets` library (pip install 'xfer-tasks-glue[hub]'), "
         "or use source: local with data_dir"
     ]
-
-
-def fill_cache(cache: Path, subset: str, splits: dict[str, object]) -> None:
-    """Put `splits` where `datasets`, offline, finds a cached nyu-mll/glue `subset` (as in hostile7)."""
-    files = {}
-    for name, data in splits.items():
-        files[name] = str(cache.parent / f"{subset}-{name}.parquet")
-        data.to_parquet(files[name])
-    builder = datasets.load_dataset_builder("parquet", data_files=files, cache_dir=str(cache.parent / "build"))
-    builder.download_and_prepare()
-    target = cache / "nyu-mll___glue" / subset / "0.0.0" / "0123456789abcdef"
-    shutil.copytree(builder.cache_dir, target)
-    for arrow in target.glob("parquet-*.arrow"):
-        arrow.rename(target / arrow.name.replace("parquet-", "glue-"))
-    info = json.loads((target / "dataset_info.json").read_text(encoding="utf-8"))
-    info.update(config_name=subset, dataset_name="glue", builder_name="glue")
-    (target / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
-
-
-def rte_split() -> object:
-    features = datasets.Features(
-        {
-            "sentence1": datasets.Value("string"),
-            "sentence2": datasets.Value("string"),
-            "label": datasets.ClassLabel(names=["entailment", "not_entailment"]),
-            "idx": datasets.Value("int32"),
-        }
-    )
-    return datasets.Dataset.from_dict(
-        {"sentence1": ["A"], "sentence2": ["B"], "label": [1], "idx": [0]}, features=features
-    )
 
 
 class _Records(logging.Handler):
