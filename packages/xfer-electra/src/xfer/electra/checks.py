@@ -5,6 +5,7 @@
   does not subclass `PretrainingObjective`);
 - an empty corpus: every file the corpus names holds no text;
 - a local `dataset:` (a .csv/.tsv/.parquet file, a save_to_disk folder) without its `text_column`;
+- a `data_cache` inside the local `dataset:` folder it caches (`load_dataset` would read the cache's files);
 - a local `dataset:` file with a line the stage refuses when it starts (`xfer.electra.data.check_local_dataset`):
   a JSON-lines row that is not JSON, not an object, without the text key or not text; streamed, also a
   CSV/TSV row with another field count than the header and bytes that are not UTF-8;
@@ -59,6 +60,7 @@ def preflight(config: Any) -> list[UserError]:
         lambda: _empty_corpus(config),
         lambda: _dataset_column(config),
         lambda: _dataset_lines(config),
+        lambda: _data_cache_inside_dataset(config),
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
         ),
@@ -265,6 +267,21 @@ def _dataset_lines(config: Any) -> list[UserError]:
     cache = config.data_cache if config.data_cache is not None and Path(config.data_cache).is_dir() else None
     try:
         check_local_dataset(corpus, cache)
+    except DataError as problem:
+        return [problem]
+    return []
+
+
+def _data_cache_inside_dataset(config: Any) -> list[UserError]:
+    """A `data_cache` inside the local dataset folder it caches, refused by the stage when it starts
+    (`xfer.electra.data._check_cache_outside_folder`): said before the stages before it train."""
+    corpus = config.corpus
+    if config.data_cache is None or corpus.dataset is None or not Path(str(corpus.dataset)).is_dir():
+        return []
+    from xfer.electra.data import _check_cache_outside_folder  # (imports datasets and torch: only when needed)
+
+    try:
+        _check_cache_outside_folder(Path(str(corpus.dataset)), Path(config.data_cache))
     except DataError as problem:
         return [problem]
     return []

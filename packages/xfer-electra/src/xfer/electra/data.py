@@ -21,6 +21,9 @@
   again after each block is read, and after the build the files are hashed once more: a file
   that changed in between fails the build (DataError naming it; nothing is cached) instead of
   storing examples of the new text under the old text's key.
+* A file end is a document end, as in the original ELECTRA: for `files:`, for a stream (a shard
+  per file) and for a map-style load_dataset folder of .txt or JSON-lines files, which `datasets`
+  loads as one table (`_file_row_ends` cuts its blocks at the files' ends).
 * Packing truncates as the original ELECTRA does; the manifest records how much
   (`xfer.electra.packing.PackStats`), and lines longer than one example are warned about.
 * `streaming=True` builds nothing: a `datasets.IterableDataset` whose shards are the blocks,
@@ -58,7 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice, pairwise
+from itertools import accumulate, islice, pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -112,6 +115,7 @@ _CHECKED_TEXT = ".checked-text.json"  # streamed text files already decoded whol
 _CACHE_OWN = {"hf-datasets", ".file-hashes.json", _LINE_ENDS, _CHECKED_TEXT}  # besides the example folders
 _PACK_STATS = "pack-stats"  # per-process block counts, inside a build's temporary folder only
 _ROWS_PER_CHUNK = 2000
+_FILE_ROWS = "xfer-file-rows.json"  # rows per file of a load_dataset folder, beside its copy (see _file_row_ends)
 _FILE_BUILDERS = {
     ".json": "json",
     ".jsonl": "json",
@@ -607,12 +611,14 @@ def _open_source(
     # rows as Python strings whatever format the folder was saved with: save_to_disk keeps a dataset's
     # format, and an "arrow" one gave pyarrow scalars, refused as "row 1: expected text, got StringScalar"
     loaded = loaded.select_columns([column]).with_format(None)
+    all_rows = len(loaded)
     if corpus.max_lines is not None and corpus.max_lines < len(loaded):
         loaded = loaded.select(range(corpus.max_lines))
     if loaded.data.column(column).null_count:  # a JSON-lines row without the key is loaded as a null too
         files = _split_data_files(corpus) if corpus.max_lines is None or Path(name).is_file() else []
         _check_json_rows(files, corpus, cache_dir)  # (a file that passed before is not read again)
     identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
+    file_ends = _file_row_ends(corpus, cache_dir, all_rows, local)
     cache_files = [f["filename"] for f in loaded.cache_files]
     snapshot = _InputSnapshot()
     if cache_files:
@@ -620,8 +626,60 @@ def _open_source(
         snapshot = _InputSnapshot.take(identity["files"])
     else:  # in memory: fall back on the fingerprint datasets computed
         identity["fingerprint"] = loaded._fingerprint
-    blocks = _plan_row_blocks(loaded, column, block_rows)
+    blocks = _plan_row_blocks(loaded, column, block_rows, file_ends)
     return _RowSource(loaded, name, column, blocks, identity, snapshot)
+
+
+def _file_row_ends(corpus: CorpusConfig, cache_dir: Path, rows: int, local: _InputSnapshot) -> list[int]:
+    """The row after each file's last (but the last file's) of a map-style load_dataset folder of .txt
+    or JSON-lines files.
+
+    `datasets` loads such a folder as one table, so the last document of a file and the first of the
+    next were packed into one example ("aaa ... bbb ..."), where the original ELECTRA, a `files:`
+    corpus and the same folder streamed (a shard per file) end a document at each file end:
+    `_plan_row_blocks` ends a block there (a block end is a document end). The builders make a row
+    of each line (text: universal newlines; JSON lines: each line that is not blank), so the counts
+    are line counts; they are kept beside the folder's copy (`_local_dataset_cache`, named by the
+    files' contents), so a cached build does not read the folder again. No ends when the files
+    cannot be told (a configuration, a dataset card, CSV, mixed formats) or their counts do not add
+    up to `rows` (not the layout assumed, e.g. a JSON array): the folder is packed as one table."""
+    path = Path(str(corpus.dataset))
+    if not path.is_dir():
+        return []
+    files = _split_data_files(corpus)
+    kinds = {f.suffix.lower() for f in files}
+    count = _text_rows if kinds == {".txt"} else _json_line_rows if kinds <= {".json", ".jsonl"} else None
+    if len(files) < 2 or count is None:
+        return []
+    names = [str(f.resolve()) for f in files]
+    record = Path(_local_dataset_cache(cache_dir, _folder_files(path), False)) / _FILE_ROWS
+    saved = read_json(record) or {}
+    counts = saved.get("rows") if saved.get("files") == names and saved.get("format") == 1 else None
+    if not (isinstance(counts, list) and len(counts) == len(files) and all(isinstance(c, int) for c in counts)):
+        counts = [count(f) for f in files]
+        for index in range(len(local.paths)):  # the counts are of the text loaded
+            local.check(index)
+        with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
+            write_json(record, {"format": 1, "files": names, "rows": counts}, indent=None)
+    ends = list(accumulate(counts))
+    return ends[:-1] if ends[-1] == rows else []
+
+
+def _text_rows(path: Path) -> int:
+    """The rows `datasets`' text builder makes of `path`: its lines, "\\n", "\\r\\n" and "\\r" ending one."""
+    breaks, last, previous_cr = 0, b"", False
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 24):
+            breaks += chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+            breaks -= previous_cr and chunk.startswith(b"\n")  # a CRLF cut between two reads
+            previous_cr, last = chunk.endswith(b"\r"), chunk[-1:]
+    return breaks + (last not in (b"", b"\n", b"\r"))
+
+
+def _json_line_rows(path: Path) -> int:
+    """The rows `datasets`' JSON builder makes of a JSON-lines file: its lines that are not blank."""
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
 
 
 def _check_loaded_unchanged(snapshot: _InputSnapshot, loaded: datasets.Dataset, cache_dir: Path) -> None:
@@ -652,6 +710,12 @@ def _local_files(corpus: CorpusConfig, cache_dir: Path) -> list[Path]:
         return []
     cache = cache_dir.resolve()
     return [f for f in _folder_files(path) if cache not in f.resolve().parents]
+
+
+def local_dataset_files(corpus: CorpusConfig, cache_dir: Path) -> list[Path]:
+    """The local files a `dataset:` corpus reads (`_local_files`; none for a Hub name): the stage
+    compares them with the run's fingerprint (`check_fingerprinted_corpus`)."""
+    return _local_files(corpus, Path(cache_dir))
 
 
 def _json_lines_problem(path: Path, column: str, max_rows: int | None = None) -> DataError | None:
@@ -956,6 +1020,8 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
     name, split = str(corpus.dataset), corpus.split
     path = Path(name)
     try:
+        if path.is_dir():
+            _check_cache_outside_folder(path, cache_dir)
         if path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file()):
             return _load_saved(path, name, split)
         if not path.exists() and _names_a_path(name):
@@ -1003,6 +1069,28 @@ def _load_dataset(corpus: CorpusConfig, cache_dir: Path) -> datasets.Dataset | d
             raise located from None
         hint = _offline_hint() if not path.exists() and isinstance(error, ConnectionError) else ""
         raise DataError(name, 0, f"cannot load this dataset: {type(error).__name__}: {error}.{hint}") from None
+
+
+def _check_cache_outside_folder(folder: Path, cache_dir: Path) -> None:
+    """Refuse an example cache inside the local dataset folder `dataset:` names.
+
+    `load_dataset` reads every file of the folder: from the second build on it read the cache's own
+    files too, and its choice of builder follows the most common file type, so the corpus became the
+    cache's Arrow copies of itself (the corpus several times over) without a word; each build also
+    hashed the cache into the name of a fresh copy, so the cache grew by a copy of the corpus at
+    every stage start. And the run's fingerprint signs every file of the folder (a save_to_disk one
+    too, a hidden cache too): the cache written while the stage ran made it stale, so the completed
+    stage pre-trained again at the next `xfer run`."""
+    root, cache = folder.resolve(), cache_dir.resolve()
+    if cache == root or root in cache.parents:
+        raise DataError(
+            cache_dir,
+            0,
+            f"the example cache is inside the dataset folder {folder} (corpus.dataset): load_dataset would read "
+            "the cache's own files as corpus data, and the run's fingerprint signs them with the folder (the "
+            "stage would pre-train again at every run). Set data_cache to a folder outside it",
+            key="data_cache",
+        )
 
 
 def _load_saved(path: Path, name: str, split: str) -> datasets.Dataset:
@@ -1129,8 +1217,11 @@ def _offline_hint() -> str:
     )
 
 
-def _plan_row_blocks(dataset: datasets.Dataset, column: str, block_rows: int) -> list[tuple[int, int]]:
-    """Row ranges of about `block_rows` rows that end after an empty row (a document end) or at the end."""
+def _plan_row_blocks(
+    dataset: datasets.Dataset, column: str, block_rows: int, file_ends: Sequence[int] = ()
+) -> list[tuple[int, int]]:
+    """Row ranges of about `block_rows` rows that end after an empty row (a document end) or at the end,
+    and at each of `file_ends` (the end of a file is the end of a document, `_file_row_ends`)."""
     total = len(dataset)
     arrow = dataset.with_format("arrow")
     cuts = [0]
@@ -1144,6 +1235,7 @@ def _plan_row_blocks(dataset: datasets.Dataset, column: str, block_rows: int) ->
         candidate += block_rows
     if cuts[-1] < total:
         cuts.append(total)
+    cuts = sorted(set(cuts).union(end for end in file_ends if 0 < end < total))
     return [(a, b) for a, b in pairwise(cuts) if b > a]
 
 

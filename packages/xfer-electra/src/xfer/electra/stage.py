@@ -200,11 +200,13 @@ def _examples(config: PretrainConfig, ctx: StageContext, tokenizer: Any) -> Any:
         examples = result if result is not None else build()  # a cache hit on the other ranks
     else:
         examples = build()
-    check_fingerprinted_corpus(ctx, files, examples)
+    check_fingerprinted_corpus(ctx, files, examples, config.corpus, cache)
     return examples
 
 
-def check_fingerprinted_corpus(ctx: StageContext, files: list[Path], examples: Any) -> None:
+def check_fingerprinted_corpus(
+    ctx: StageContext, files: list[Path], examples: Any, corpus: Any = None, cache_dir: Path | None = None
+) -> None:
     """Refuse examples built from other corpus bytes than the ones the run's fingerprint signed.
 
     The runner hashes the corpus files into stage.json when it decides to run the stage;
@@ -213,11 +215,19 @@ def check_fingerprinted_corpus(ctx: StageContext, files: list[Path], examples: A
     the old hash — and a later run on the old text would then skip this stage as done. The cache
     built from the new text is kept (it is filed under the new text's hash): the re-run that
     fingerprints the new text reuses it. Streams are not hashed, so not compared.
+
+    A local `dataset:` file or folder (`corpus` and its `cache_dir` given) is compared too: its
+    files are signed under `corpus.dataset`, and the build copies them under the sha256 it hashed
+    when it started (`_local_dataset_cache`), or a stream reads them as they are when it opens, so
+    an edit in between trained on the new text unnoticed.
     """
     from xfer.electra.data import cache_manifest
 
     manifest = cache_manifest(examples) if hasattr(examples, "cache_files") else None
     source = (manifest or {}).get("inputs", {}).get("source", {})
+    if corpus is not None and cache_dir is not None and corpus.dataset is not None:
+        _check_fingerprinted_dataset(ctx, corpus, cache_dir)
+        return
     if source.get("kind") != "files":
         return
     signature = (read_json(ctx.dir / "stage.json") or {}).get("signature") or {}
@@ -233,6 +243,55 @@ def check_fingerprinted_corpus(ctx: StageContext, files: list[Path], examples: A
                 "changed after this run fingerprinted it and before its pre-training examples were built "
                 f"(stage.json records sha256 {recorded[:12]}..., the examples are of {digest[:12]}...). "
                 "Re-run: the stage is then fingerprinted on the new text and reuses these examples",
+            )
+
+
+def _check_fingerprinted_dataset(ctx: StageContext, corpus: Any, cache_dir: Path) -> None:
+    """`check_fingerprinted_corpus` for a local `dataset:` file or folder: every file the build read
+    must hash as stage.json signed it, and no file signed must have gone since (a folder read without it).
+    Hashed through the runner's table of the run directory, just written by the fingerprint: a stat per
+    unchanged file (a streamed corpus of hundreds of GB is not read again)."""
+    from xfer.core.runs.fingerprint import FileHasher, hash_cache_path
+    from xfer.electra.data import local_dataset_files
+
+    signature = (read_json(ctx.dir / "stage.json") or {}).get("signature") or {}
+    signed = (signature.get("inputs") or {}).get(f"stages.{ctx.name}.corpus.dataset")
+    if not isinstance(signed, dict):
+        return  # not run by the runner, or a Hub name (not a local path: not signed)
+    hasher = FileHasher(hash_cache_path(ctx.run_dir))  # read only: the runner keeps its own copy
+    now: dict[str, str] = {}
+    for file in local_dataset_files(corpus, cache_dir):
+        try:
+            now[str(file)] = hasher.file(file)
+        except OSError:  # removed since the build listed it: the build failed, or will
+            continue
+    then = {path: digest for path, digest in signed.items() if isinstance(digest, str)}
+    for path, digest in now.items():
+        recorded = then.get(path)
+        # a file the signature does not list is left alone: the fingerprint walks a folder its own way
+        # (symlinked sub-folders, say), and refusing a file it skipped would stop a run nothing changed
+        if recorded is not None and recorded != digest:
+            was = f"stage.json records sha256 {recorded[:12]}..."
+            raise DataError(
+                path,
+                0,
+                "changed after this run fingerprinted it and before its pre-training examples were built "
+                f"({was}, the examples are of {digest[:12]}...). "
+                "Re-run: the stage is then fingerprinted on the new text and reuses these examples",
+                key="corpus.dataset",
+            )
+    root = Path(str(corpus.dataset))
+    for path, recorded in then.items():
+        inside = Path(path).relative_to(root).parts if root in Path(path).parents else ()
+        hidden = any(part.startswith(".") for part in inside)  # never read by the build
+        if recorded != "missing" and not hidden and path not in now and not Path(path).exists():
+            raise DataError(
+                path,
+                0,
+                "was removed after this run fingerprinted it and before its pre-training examples were built: "
+                "the examples are of the dataset without it. Re-run: the stage is then fingerprinted on what "
+                "is there now",
+                key="corpus.dataset",
             )
 
 
