@@ -42,7 +42,8 @@ class CorpusConfig:
         "or a datasets.load_dataset name or folder (a Hub name is read through your datasets cache, "
         "HF_DATASETS_CACHE; offline, with HF_DATASETS_OFFLINE=1, it must be there already). "
         "Each row of text_column is one line; an empty row ends a document (a JSON-lines row without the key "
-        "is an error naming its line). A streamed local file is parsed once before training starts.",
+        "is an error naming its line); in a folder of .txt or JSON-lines files, each file's end ends a document too. "
+        "A streamed local file is parsed once before training starts.",
     )
     dataset_config: str | None = knob(
         None, "Configuration name passed to datasets.load_dataset (e.g. wikitext-2-raw-v1)."
