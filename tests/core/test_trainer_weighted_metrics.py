@@ -118,13 +118,13 @@ def test_resume_in_the_middle_of_a_window_logs_what_an_uninterrupted_run_logs(tm
 def test_a_checkpoint_written_before_weighted_metrics_still_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A checkpoint of the older trainer (its state without `metric_weights`, its sums without weights; its
-    `recall` sum a plain one) resumes: that plain sum cannot be pooled, so the first log pools the steps
-    trained since the resume (80 / 2), and the plain metrics keep their sums (mean over steps 4..6)."""
+    """A checkpoint of the older trainer (its sums without weights; its `recall` sum a plain one, as an
+    objective that gave `recall` without a weight before an upgrade) resumes: that plain sum cannot be
+    pooled, so the first log pools the steps trained since the resume (80 / 2), and the plain metrics
+    keep their sums (mean over steps 4..6)."""
     save = ckpt.save_checkpoint
 
     def as_the_older_trainer(directory: Path, payload: ckpt.CheckpointPayload, **kwargs: Any) -> Path:
-        payload.state.pop("metric_weights")
         sums = payload.tensors["metric_sums"]
         sums = {k: v for k, v in sums.items() if not k.endswith(WEIGHT_SUFFIX)}
         if "rank0.recall" in sums:
@@ -136,7 +136,6 @@ def test_a_checkpoint_written_before_weighted_metrics_still_resumes(
     with pytest.raises(KeyboardInterrupt):
         make(tmp_path, Scripted(SIX_STEPS, interrupt_at_step=4), events=Events(), **RESUME).fit()
     monkeypatch.undo()
-    assert "metric_weights" not in ckpt.load_state(tmp_path / "checkpoints/step-0000004")
     events = Events()
     make(tmp_path, Scripted(SIX_STEPS), events=events, **RESUME).fit()
     assert events.resumes == [4]

@@ -17,6 +17,7 @@ import torch
 from xfer.bam.model import MultiTaskModel
 from xfer.bam.objective import DistillationObjective, TaskKind
 from xfer.core.evaluation import TaskEvaluator
+from xfer.core.results import plain_number
 from xfer.core.tasks import Example, SentenceExample, Task, TaskInfo
 
 
@@ -89,10 +90,19 @@ class GroupEvaluator:
         """(metrics per task, dev predictions per task keyed by example id)."""
         metrics, predictions = {}, {}
         for data in self.tasks:
-            predictions[data.name] = self.evaluators[data.name].predictions(objective)
+            evaluator = self.evaluators[data.name]
+            predictions[data.name] = evaluator.predictions(objective)
             # a copy: a plugin's evaluate that sorts or trims its argument changed the list later
             # evaluations and the dev prediction files read (as `xfer.core.evaluation.TaskEvaluator`)
-            metrics[data.name] = data.task.evaluate(list(data.dev_examples), predictions[data.name])
+            scores = data.task.evaluate(list(data.dev_examples), predictions[data.name])
+            # As TaskEvaluator returns them: numpy scalars and one-number tensors as Python numbers, and a
+            # PluginError naming the task when its main metric is no number. Called past it, np.float32 scores
+            # went into a trial's done.json as strings ("66.66667"), which a resumed stage read back and
+            # `group_score` failed on (a bare TypeError), and a missing main metric was a bare KeyError.
+            if isinstance(scores, Mapping):
+                scores = {name: plain_number(value) for name, value in scores.items()}
+            evaluator._check_main_metric(scores)  # TaskEvaluator's own check, not a copy of it
+            metrics[data.name] = scores
         return metrics, predictions
 
     def __call__(self, objective: Any) -> dict[str, float]:

@@ -876,7 +876,6 @@ class Trainer:
             "rng": [j for j, _ in all_rng],
             "metric_steps": self._sum_steps,
             # the sums of weighted metrics are of value * weight, next to their weights' (see WEIGHT_SUFFIX)
-            "metric_weights": True,
             "world_size": dist.world_size(),
             "seconds": round(self._seconds(), 3),
         }
@@ -971,8 +970,13 @@ class Trainer:
                 if k.startswith(prefix)
             }
             self._sum_steps = int(state["metric_steps"])
-            if not state.get("metric_weights"):  # written before weighted metrics: every sum is a plain one
-                self._unweighted_resumed = set(self._sums)
+            # Plain sums (every sum of a checkpoint written before weighted metrics): a metric the objective
+            # now gives with a weight (an upgraded objective resumed mid-window) restarts its sum there.
+            self._unweighted_resumed = {
+                name
+                for name in self._sums
+                if not name.endswith(WEIGHT_SUFFIX) and name + WEIGHT_SUFFIX not in self._sums
+            }
         if self.events is not None:
             self.events.resumed(self.step)
         return True

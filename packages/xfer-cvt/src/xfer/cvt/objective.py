@@ -29,10 +29,10 @@ trainer averages the micro-batches' losses, i.e. means of per-micro-batch means:
 bitwise equal to, one large batch (a translation teacher's target count is only known after its
 beam search, so a step-wide count would need every micro-batch first).
 
-Logged metrics: `sup_loss`/`sup_accuracy` on labeled steps and `cvt_loss` on unlabeled steps,
-each multiplied by the length of the trainer's log window over the number of steps of its kind in
-that window (`log_scale`): the trainer averages a metric over every step of its log window, so
-the logged value is the mean over the labeled (unlabeled) steps alone.
+Logged metrics: `sup_loss`/`sup_accuracy` of labeled steps and `cvt_loss` of unlabeled steps, each
+the mean over the steps of its kind in the log window. Every step returns all three with their weights
+(`NAME@weight`, xfer.core.trainer.WEIGHT_SUFFIX): 1 for the metrics of its own kind, 0 for the others
+(`step_metrics`), so the trainer pools each over the steps that measured it, whatever its windows.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from xfer.core import distributed as dist
 from xfer.core.data import TaggedBatch
-from xfer.core.trainer import StepOutput, TrainingProgress
+from xfer.core.trainer import WEIGHT_SUFFIX, StepOutput, TrainingProgress
 from xfer.cvt.config import module_key
 from xfer.cvt.model import EncoderStates, WordEncoder
 from xfer.cvt.vocab import REMOVED
@@ -71,6 +71,29 @@ class Settings:
     max_target_length: int = 100
 
 
+STEP_METRICS = ("sup_loss", "sup_accuracy", "cvt_loss")
+"""The metrics of a step: the first two measured on labeled steps, `cvt_loss` on unlabeled ones."""
+
+
+def step_metrics(measured: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Every one of STEP_METRICS with its weight: 1 for those `measured` this step, 0 (and a placeholder 0)
+    for the others, so that the trainer logs each as its mean over the steps of its kind in the window.
+
+    Why weights: the trainer averages a plain metric over every step of its window, of both kinds. The
+    metrics were rescaled by the window's length over its number of steps of their kind, worked out from
+    `log_every` and the step count, which only the stage passed: an objective built without them (or in
+    mode supervised without `period=1`) logged twice the mean in any window with other than half of each
+    kind. A weight must come in every step (the trainer refuses one given in some steps only), hence the 0s;
+    a window without a step of a kind logs no value for its metrics."""
+    anchor = next(iter(measured.values()))
+    one, zero = anchor.new_ones((), dtype=torch.float32), anchor.new_zeros((), dtype=torch.float32)
+    metrics: dict[str, Tensor] = {}
+    for name in STEP_METRICS:
+        metrics[name] = measured.get(name, zero)
+        metrics[name + WEIGHT_SUFFIX] = one if name in measured else zero
+    return metrics
+
+
 class CvtObjective(nn.Module):
     def __init__(
         self,
@@ -83,8 +106,6 @@ class CvtObjective(nn.Module):
         cvt_tasks: str = "all",
         task_weights: dict[str, float] | None = None,
         seed: int = 0,
-        period: int = 2,
-        log_every: int | None = None,
     ):
         super().__init__()
         self.encoder = encoder
@@ -95,8 +116,8 @@ class CvtObjective(nn.Module):
         self.heads = nn.ModuleDict(dict(zip(keys, modules.values(), strict=True)))
         self.settings, self.mode, self.teacher_pass, self.cvt_tasks = settings, mode, teacher, cvt_tasks
         self.task_weights = task_weights or {t: 1.0 for t in self.tasks}
-        self.seed, self.period, self.log_every = seed, period, log_every
-        self.step, self.total_steps = 0, 0
+        self.seed = seed
+        self.step = 0
         self.ema: Any = None  # the trainer's EMA, when the stage asks for EMA warm-up (see set_progress)
         self.ema_decay = 0.0
 
@@ -106,7 +127,7 @@ class CvtObjective(nn.Module):
     def set_progress(self, progress: TrainingProgress) -> None:
         """Called by the trainer before each step: the step count (seeds the `cvt_tasks: one` draw) and,
         with EMA warm-up, this step's decay min(decay, (1+t)/(10+t)) (a function of t: exact resume)."""
-        self.step, self.total_steps = progress.step, progress.total_steps
+        self.step = progress.step
         if self.ema is not None:
             self.ema.decay = min(self.ema_decay, (1.0 + progress.step) / (10.0 + progress.step))
 
@@ -126,28 +147,7 @@ class CvtObjective(nn.Module):
         terms, stats = module.supervised(states, batch, smoothing, s.dropout)
         loss = self.normalize(terms)
         accuracy = 100.0 * stats["correct"].float() / max(1, stats["total"])
-        scale = self.log_scale(labeled=True)
-        return StepOutput(loss, {"sup_loss": loss.detach() * scale, "sup_accuracy": accuracy.detach() * scale})
-
-    def log_scale(self, labeled: bool) -> float:
-        """What this step's metric is multiplied by so that the trainer's mean over its log window
-        (over every step of the window, of both kinds) is the mean over the window's labeled (or
-        unlabeled) steps: the window's length over its number of steps of this kind.
-
-        The trainer's windows end at multiples of `log_every` and at the last step, and labeled
-        steps are the even ones (0, 2, ...): a window of odd length holds one labeled step more than
-        unlabeled ones. The alternation period alone assumed exactly half of each, so with
-        `log_every: 1` every labeled step logged twice its `sup_loss`, and with `log_every: 25` the
-        logged losses swung by 4% from window to window."""
-        if self.period == 1:
-            return 1.0
-        if self.log_every is None:  # not run by a trainer whose windows are known
-            return float(self.period)
-        start = self.step - self.step % self.log_every
-        end = min(start + self.log_every, max(self.total_steps, self.step + 1))
-        labeled_steps = (end + 1) // 2 - (start + 1) // 2  # even step indices in [start, end)
-        steps = labeled_steps if labeled else end - start - labeled_steps
-        return (end - start) / max(1, steps)
+        return StepOutput(loss, step_metrics({"sup_loss": loss.detach(), "sup_accuracy": accuracy.detach()}))
 
     def unlabeled_tasks(self) -> list[str]:
         if self.cvt_tasks == "all" or len(self.tasks) == 1:
@@ -180,7 +180,7 @@ class CvtObjective(nn.Module):
             for name, total, count in self.head(task).student_losses(states, batch, targets[task], s, primary_only):
                 terms.append((f"{task}/{name}", total, count))
         loss = self.normalize(terms)
-        return StepOutput(loss, {"cvt_loss": loss.detach() * self.log_scale(labeled=False)})
+        return StepOutput(loss, step_metrics({"cvt_loss": loss.detach()}))
 
     def drop_words(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The word-dropout student's input: each word replaced by <removed> with probability

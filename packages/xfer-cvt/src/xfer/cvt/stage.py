@@ -21,6 +21,7 @@ import json
 import math
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.data import AlternatingSource, MultiTaskSource
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
-from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, task_result
+from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, plain_number, score_order, strict_json, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, TaskInfo, nonempty_examples, task_slug
 from xfer.core.trainer import Trainer
@@ -465,8 +466,6 @@ def build_objective(
         cvt_tasks=config.cvt_tasks,
         task_weights=task_weights(config, prepared),
         seed=seed,
-        period=1 if config.mode == "supervised" else 2,
-        log_every=config.train.log_every,
     )
 
 
@@ -648,7 +647,8 @@ def run_trial(
         for t in tasks:
             evaluator_t = evaluators[t.name]
             predictions = evaluator_t.predictions(objective)
-            metrics = t.task.evaluate(list(t.dev), predictions)  # a copy, as `TaskEvaluator` hands it
+            # a copy, as `TaskEvaluator` hands it
+            metrics = final_metrics(evaluator_t, t.task.evaluate(list(t.dev), predictions))
             prefix = "" if len(tasks) == 1 else f"{t.name}/"
             record.update({prefix + k: v for k, v in metrics.items()})
             if ctx.is_main and "dev" in config.predict:
@@ -681,6 +681,22 @@ def run_trial(
     return record
 
 
+def final_metrics(evaluator: TaskEvaluator, metrics: Any) -> dict[str, Any]:
+    """What `task.evaluate` returned, as `TaskEvaluator` (the trainer's evaluator) returns it: numpy scalars and
+    one-number tensors as Python numbers (`plain_number`), and a PluginError naming the task when its main
+    metric is not a number.
+
+    Why: the final evaluation calls `task.evaluate` itself (it writes the predictions it scores), past that
+    conversion: np.float32 scores ended the stage in a bare TypeError writing the model's metadata after every
+    trial had trained, and a trial's done.json held them as strings ("66.66667"), which a resumed stage sorted
+    against the other trials' numbers. A missing main metric was a bare KeyError there. (TaskEvaluator's
+    check is a method of its own, `_check_main_metric`: called here rather than copied.)"""
+    if isinstance(metrics, Mapping):
+        metrics = {name: plain_number(value) for name, value in metrics.items()}
+    evaluator._check_main_metric(metrics)
+    return metrics
+
+
 def main_metric(config: CvtConfig, tasks: list[TaskData]) -> str:
     return tasks[0].info.main_metric if len(tasks) == 1 else "mean"
 
@@ -700,7 +716,10 @@ def finish(
     from xfer.transformer.modelio import save_model_dir
 
     metric = main_metric(config, tasks)
-    ranked = sorted(runs, key=lambda r: (r[metric], r["trial"]))
+    # A NaN score as the worst, as results.json's summary sorts it (`score_order`): sorted raw, NaN compares
+    # false with everything, so it stayed where it stood and its trial could be exported as the median one.
+    greater = getattr(tasks[0].info, "greater_is_better", True) if len(tasks) == 1 else True
+    ranked = sorted(runs, key=lambda r: (score_order(r[metric], greater), r["trial"]))
     median = ranked[(len(ranked) - 1) // 2]
     results = results_layout(tasks, runs)
     ctx.output_dir("predictions")
@@ -735,7 +754,8 @@ def finish(
                 }
                 for t in tasks
             },
-            "metrics": {k: v for k, v in median.items() if k not in BOOKKEEPING},
+            # strict JSON, as `transformer.finetune`'s: a NaN score was Python's bare NaN token, refused by jq/JS/Go
+            "metrics": strict_json({k: v for k, v in median.items() if k not in BOOKKEEPING}),
         }
     }
     save_model_dir(model_dir, {"cvt": objective}, meta, files=files)
