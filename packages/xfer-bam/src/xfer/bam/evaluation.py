@@ -17,7 +17,6 @@ import torch
 from xfer.bam.model import MultiTaskModel
 from xfer.bam.objective import DistillationObjective, TaskKind
 from xfer.core.evaluation import TaskEvaluator
-from xfer.core.results import plain_number
 from xfer.core.tasks import Example, SentenceExample, Task, TaskInfo
 
 
@@ -95,14 +94,10 @@ class GroupEvaluator:
             # a copy: a plugin's evaluate that sorts or trims its argument changed the list later
             # evaluations and the dev prediction files read (as `xfer.core.evaluation.TaskEvaluator`)
             scores = data.task.evaluate(list(data.dev_examples), predictions[data.name])
-            # As TaskEvaluator returns them: numpy scalars and one-number tensors as Python numbers, and a
-            # PluginError naming the task when its main metric is no number. Called past it, np.float32 scores
-            # went into a trial's done.json as strings ("66.66667"), which a resumed stage read back and
-            # `group_score` failed on (a bare TypeError), and a missing main metric was a bare KeyError.
-            if isinstance(scores, Mapping):
-                scores = {name: plain_number(value) for name, value in scores.items()}
-            evaluator._check_main_metric(scores)  # TaskEvaluator's own check, not a copy of it
-            metrics[data.name] = scores
+            # As TaskEvaluator returns them (`checked`): called past it, np.float32 scores went into a trial's
+            # done.json as strings ("66.66667"), which a resumed stage read back and `group_score` failed on
+            # (a bare TypeError), and a missing main metric was a bare KeyError.
+            metrics[data.name] = evaluator.checked(scores)
         return metrics, predictions
 
     def __call__(self, objective: Any) -> dict[str, float]:

@@ -111,7 +111,13 @@ class TaskEvaluator:
         the trainer converts the metrics of its own evaluations, but a stage's final evaluation calls the
         evaluator directly, and its run record was written with the score as a string ("66.66667")
         that no summary counted and a resumed stage could not sort against the other trials' floats."""
-        metrics = self.task.evaluate(list(self.examples), self.predictions(model))
+        return self.checked(self.task.evaluate(list(self.examples), self.predictions(model)))
+
+    def checked(self, metrics: Any) -> Any:
+        """What the task's `evaluate` returned, as this evaluator returns it: numpy scalars and one-number
+        tensors as Python numbers (`plain_number`), and a PluginError naming the task when its main metric
+        is not a number. For stages that call `task.evaluate` themselves (a final evaluation that writes
+        the predictions it scores), so their records hold the same numbers."""
         if isinstance(metrics, Mapping):
             metrics = {name: plain_number(value) for name, value in metrics.items()}
         self._check_main_metric(metrics)

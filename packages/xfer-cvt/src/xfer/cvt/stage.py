@@ -21,7 +21,6 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.data import AlternatingSource, MultiTaskSource
 from xfer.core.errors import UserError
 from xfer.core.evaluation import TaskEvaluator
-from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, plain_number, score_order, strict_json, task_result
+from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, score_order, strict_json, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, TaskInfo, nonempty_examples, task_slug
 from xfer.core.trainer import Trainer
@@ -647,8 +646,9 @@ def run_trial(
         for t in tasks:
             evaluator_t = evaluators[t.name]
             predictions = evaluator_t.predictions(objective)
-            # a copy, as `TaskEvaluator` hands it
-            metrics = final_metrics(evaluator_t, t.task.evaluate(list(t.dev), predictions))
+            # a copy, as `TaskEvaluator` hands it; numbers and the main metric checked as it returns them
+            # (np.float32 scores were written to done.json as strings, a missing main metric a bare KeyError)
+            metrics = evaluator_t.checked(t.task.evaluate(list(t.dev), predictions))
             prefix = "" if len(tasks) == 1 else f"{t.name}/"
             record.update({prefix + k: v for k, v in metrics.items()})
             if ctx.is_main and "dev" in config.predict:
@@ -679,22 +679,6 @@ def run_trial(
         seconds=round(fit.seconds + time.time() - evaluation_started, 1),  # training across resumes + final eval
     )
     return record
-
-
-def final_metrics(evaluator: TaskEvaluator, metrics: Any) -> dict[str, Any]:
-    """What `task.evaluate` returned, as `TaskEvaluator` (the trainer's evaluator) returns it: numpy scalars and
-    one-number tensors as Python numbers (`plain_number`), and a PluginError naming the task when its main
-    metric is not a number.
-
-    Why: the final evaluation calls `task.evaluate` itself (it writes the predictions it scores), past that
-    conversion: np.float32 scores ended the stage in a bare TypeError writing the model's metadata after every
-    trial had trained, and a trial's done.json held them as strings ("66.66667"), which a resumed stage sorted
-    against the other trials' numbers. A missing main metric was a bare KeyError there. (TaskEvaluator's
-    check is a method of its own, `_check_main_metric`: called here rather than copied.)"""
-    if isinstance(metrics, Mapping):
-        metrics = {name: plain_number(value) for name, value in metrics.items()}
-    evaluator._check_main_metric(metrics)
-    return metrics
 
 
 def main_metric(config: CvtConfig, tasks: list[TaskData]) -> str:
