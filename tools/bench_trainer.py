@@ -218,7 +218,7 @@ def run_baseline(size: Size, dataset: Sequence[tuple[list[int], int]], steps: in
     """The minimal hand-written loop doing the same work as the trainer (see the module docstring)."""
     total = warmup + steps + 1
     config = train_config(total)
-    warmup_steps = round(config.warmup_fraction * total)
+    warmup_steps = config.warmup_for(total)  # as the Trainer rounds it (halves up)
     model = make_model(size)
     model.train()
     patterns = [p.lower() for p in config.no_decay]
