@@ -54,6 +54,12 @@ class SpanTaggingConfig(FilesConfig):
         "both with I- and with B- after another tag is an error naming the odd tag). IOB2 rejects an I- "
         "that does not continue a span.",
     )
+    separator: Literal["whitespace", "tab"] = knob(
+        "whitespace",
+        "whitespace: split on runs of spaces/tabs; tab: split on single tabs (words may hold spaces, but not "
+        "around them), for files whose words hold spaces (multiword tokens of UD-derived data: `New York`).",
+        unsigned_at="whitespace",  # how conll/ner and conll/chunking read every file before the knob existed
+    )
 
 
 @dataclass

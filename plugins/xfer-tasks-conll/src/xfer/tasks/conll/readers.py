@@ -47,7 +47,7 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     sentences: list[ColumnSentence] = []
     current = ColumnSentence([], [])
     width = 0
-    first_line = 0
+    first_line = first_tabs = 0
     for number, line in enumerate(split_lines(path, text), start=1):  # a BOM starting a line is refused there
         if not line.strip(SPACES):
             if current.rows:
@@ -64,9 +64,14 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
                 current = ColumnSentence([], [])
             continue
         if not width:
-            width, first_line = len(fields), number
+            width, first_line, first_tabs = len(fields), number, len(line.split("\t"))
         elif len(fields) != width:
-            raise DataError(path, number, f"expected {width} columns (as on line {first_line}), found {len(fields)}")
+            raise DataError(
+                path,
+                number,
+                f"expected {width} columns (as on line {first_line}), found {len(fields)}"
+                + _space_in_field_hint(separator, line, first_line, first_tabs),
+            )
         if any(not field for field in fields):
             raise DataError(path, number, "empty column (two separators in a row?)")
         padded = next((i for i, f in enumerate(fields) if f != f.strip(SPACES)), None) if separator == "tab" else None
@@ -84,6 +89,20 @@ def read_columns(path: Path, *, separator: str = "whitespace") -> list[ColumnSen
     if not sentences:
         raise DataError(path, 1, "no sentences in file")
     return sentences
+
+
+def _space_in_field_hint(separator: str, line: str, first_line: int, first_tabs: int) -> str:
+    """What to add to a column-count error of `separator: whitespace` when, split on tabs only, the
+    line has as many columns as the first token line: a tab-separated file with a space inside a
+    word (`New York`, a multiword token of UD-derived data). The bare message blamed a regular line
+    when the first line held the space ("expected 5 columns, found 4") and suggested no way out."""
+    tabs = len(line.split("\t"))
+    if separator != "whitespace" or tabs < 2 or tabs != first_tabs:
+        return ""
+    return (
+        f" (split on tabs only, it has {tabs} columns like line {first_line}: a field of one of the two lines "
+        "holds a space? set `separator: tab` to read a tab-separated file whose words hold spaces)"
+    )
 
 
 @dataclass

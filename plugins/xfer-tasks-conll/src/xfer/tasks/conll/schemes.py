@@ -21,10 +21,14 @@ def _split(tag: str) -> tuple[str, str]:
 
 
 def bad_form(tags: Sequence[str], scheme: str) -> tuple[int, str] | None:
-    """(position, reason) of the first tag that is not `O` or `P-TYPE` with a prefix P of `scheme`."""
+    """(position, reason) of the first tag that is not `O` or `P-TYPE` with a prefix P of `scheme`.
+
+    The whole tag must match (`fullmatch`): `re.match` with `$` also accepted a tag ending in a line
+    break (`B-PER\\n`, a prediction read back from a file without stripping its newline), which
+    was then scored as a span of type `PER\\n` and written as an extra line of the prediction file."""
     pattern = _TAG[scheme]
     for i, tag in enumerate(tags):
-        if not pattern.match(tag):
+        if not pattern.fullmatch(tag):
             prefixes = "B/I/E/S" if scheme == "BIOES" else "B/I"
             return i, f"bad tag {tag!r} for scheme {scheme} (expected O or {prefixes}-TYPE)"
     return None

@@ -80,7 +80,24 @@ def _predicted_tags(task: str, example: TaggingExample, predicted: Any) -> list[
         raise ValueError(
             f"{task}: sentence {example.id!r} has {len(example.words)} words but {len(tags)} predicted tags"
         )
+    position = next((i for i, tag in enumerate(tags) if _unwritable(tag)), None)
+    if position is not None:  # for every task: without a train_file there is no tag set to check against
+        raise ValueError(
+            f"{task}: sentence {example.id!r}, word {position + 1} ({example.words[position]!r}): predicted tag "
+            f"{tags[position]!r} is empty, holds a tab or line break, or starts or ends with a space (a "
+            "newline left over from reading a file?)"
+        )
     return tags
+
+
+def _unwritable(tag: str) -> bool:
+    """A tag no file of this plugin can hold (column files split on whitespace or refuse a field
+    padded with spaces, CoNLL-U tags hold none): empty, with a tab or line break, or padded. Such a
+    predicted tag was scored as a tag of its own (`B-PER\\n` as type `PER\\n`, `NOUN ` as a wrong
+    tag) and split the row of the prediction file in two (an empty tag dropped its third column).
+    Only ASCII spaces count as padding: a no-break space is part of a token (tags too) of a
+    whitespace-separated file (`read_columns`), so gold given as predictions stays valid."""
+    return not tag or tag != tag.strip(" ") or any(c in tag for c in "\t\n\r")
 
 
 def span_scores(golds: Sequence[Sequence[str]], preds: Sequence[Sequence[str]], scheme: str) -> dict[str, float]:
@@ -288,7 +305,7 @@ class SpanTaggingTask(TaggingTask):
 
     def read_file(self, path: Path) -> list[RawSentence]:
         cfg: SpanTaggingConfig = self.config
-        sentences = read_columns(path)
+        sentences = read_columns(path, separator=cfg.separator)
         word_col = 0
         tag_col = _tag_column(path, sentences[0], cfg.tag_column, word_col)
         input_scheme = cfg.input_scheme
