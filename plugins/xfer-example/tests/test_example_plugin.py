@@ -150,3 +150,65 @@ def test_config_errors_point_at_their_key(tmp_path: Path, old: str, new: str, ke
     (diagnostic,) = caught.value.diagnostics
     assert diagnostic.location.line == line, str(diagnostic)
     assert diagnostic.message.split(":")[0].endswith(f".{key}"), str(diagnostic)
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5, 1.0, 2.0])
+def test_focal_gradient_is_finite_for_an_example_already_right(gamma: float) -> None:
+    """p_t rounds to 1.0 in float32 beyond a logit margin of ~17: for 0 < gamma < 1 the gradient of
+    (1 - p_t)**gamma there was inf * 0 = NaN, and the NaN reached every weight (a diverged run)."""
+    objective = FocalObjective.__new__(FocalObjective)
+    torch.nn.Module.__init__(objective)
+    objective.config = FocalConfig(gamma=gamma)
+    scores = torch.tensor([[30.0, -30.0], [0.1, 0.2]], requires_grad=True)
+    loss = objective.loss(scores, torch.tensor([0, 1]))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(scores.grad).all(), scores.grad
+    assert torch.allclose(scores.grad[0], torch.zeros(2))  # the true limit: nothing left to learn there
+    assert scores.grad[1, 1] < 0  # the example still wrong is learned
+
+
+def test_key_given_twice_in_one_line_is_an_error(tmp_path: Path) -> None:
+    """JSON keeps the last of two equal keys without a word: a re-labelled line trained on one label."""
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "ok", "label": "pos"}\n{"text": "great", "label": "pos", "label": "neg"}\n')
+    with pytest.raises(DataError, match=r"train.jsonl:2: label: given twice in one JSON object"):
+        JsonlTask("example/jsonl", JsonlConfig(labels=["neg", "pos"], train_file=path)).examples("train")
+
+
+def test_new_plugin_refuses_an_installed_namespace_the_host_did_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`xfer new-plugin` checked only the plugins its host loaded: under XFER_PLUGINS or
+    XFER_DISABLE_PLUGIN_AUTOLOAD (an empty `taken`) it scaffolded an installed distribution's
+    namespace, and installing the scaffold made both distributions' components unusable."""
+    from xfer.core import UserError
+    from xfer.core.scaffold import scaffold_plugin
+
+    info = tmp_path / "site" / "xfer_fakens-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xfer-fakens\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[xfer]\nfakens = xfer.fakens_impl.plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(UserError, match=r"'fakens' is taken: an installed plugin \(xfer-fakens\)"):
+        scaffold_plugin("fakens", tmp_path / "xfer-fakens", taken=())
+    assert not (tmp_path / "xfer-fakens").exists()
+    assert scaffold_plugin("fakens2", tmp_path / "xfer-fakens2", taken=()).is_dir()  # a free name still works
+
+
+def test_new_plugin_refuses_a_name_pip_reads_as_an_installed_distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip takes `-` and `_` in a distribution name as one: `xfer new-plugin tasks_glue` scaffolded
+    `xfer-tasks_glue`, whose `pip install -e` replaced (uninstalled) xfer-tasks-glue."""
+    from xfer.core import UserError
+    from xfer.core.scaffold import scaffold_plugin
+
+    info = tmp_path / "site" / "xfer_fake_dist-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xfer-fake-dist\nVersion: 0.1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(
+        UserError, match=r"'fake_dist' is taken: its distribution xfer-fake_dist is the installed xfer-fake-dist"
+    ):
+        scaffold_plugin("fake_dist", tmp_path / "xfer-fake_dist", taken=())
+    assert not (tmp_path / "xfer-fake_dist").exists()

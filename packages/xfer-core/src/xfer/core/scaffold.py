@@ -7,6 +7,7 @@ class-weighted cross-entropy on top of `transformer.sequence`), conformance test
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import keyword
 import os
@@ -14,6 +15,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Collection
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from xfer.core.atomic import as_created
@@ -249,6 +251,11 @@ class TestObjective(Data, ComponentConformance):
 }
 
 
+def _distribution(point: EntryPoint) -> str:
+    """The name of the distribution that declares an entry point (its target when unknown)."""
+    return point.dist.name if point.dist is not None else point.value
+
+
 def scaffold_plugin(name: str, directory: Path | None = None, taken: Collection[str] = ()) -> Path:
     """Write `xfer-<name>/` (or `directory`) and return its path; refuses to overwrite.
 
@@ -258,10 +265,26 @@ def scaffold_plugin(name: str, directory: Path | None = None, taken: Collection[
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise UserError(f"plugin name {name!r} must be a lower-case Python identifier (it becomes xfer.{name})")
-    if name in taken:
-        raise UserError(f"plugin name {name!r} is taken: an installed plugin already provides namespace {name!r}")
+    # `taken` holds the plugins the command's host loaded: with XFER_PLUGINS or
+    # XFER_DISABLE_PLUGIN_AUTOLOAD set, an installed distribution's namespace was missing from it, and
+    # the scaffold, once installed, made both distributions' components unusable (a shared namespace).
+    owners = sorted({_distribution(point) for point in entry_points(group="xfer") if point.name == name})
+    if name in taken or owners:
+        by = f" ({', '.join(owners)})" if owners else ""
+        raise UserError(f"plugin name {name!r} is taken: an installed plugin{by} already provides namespace {name!r}")
     if importlib.util.find_spec(f"xfer.{name}") is not None:
         raise UserError(f"plugin name {name!r} is taken: package xfer.{name} is already installed")
+    # pip compares distribution names with `-`, `_` and `.` as one: installing the scaffold's
+    # `xfer-tasks_glue` would have uninstalled xfer-tasks-glue (whose namespace is `glue`), silently.
+    try:
+        installed = importlib.metadata.distribution(f"xfer-{name}").metadata["Name"]
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed:
+        raise UserError(
+            f"plugin name {name!r} is taken: its distribution xfer-{name} is the installed {installed} to pip, "
+            "which `pip install` would replace"
+        )
     target = directory or Path(f"xfer-{name}")
     # a file (or a dangling symlink) in the way was a bare NotADirectoryError/FileExistsError traceback
     if (target.exists() or target.is_symlink()) and not target.is_dir():

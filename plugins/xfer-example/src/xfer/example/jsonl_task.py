@@ -35,6 +35,26 @@ class JsonlConfig:
             raise FieldError("labels", "list at least two distinct labels")  # reported at the key's line
 
 
+class _DuplicateKeyError(Exception):
+    """Raised by `_unique_keys` inside `json.loads` (not a ValueError: that is the invalid-JSON branch)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads` hook refusing a key given twice in one object. JSON readers keep the last value
+    silently, so `{"text": "great", "label": "pos", "label": "neg"}` (a hand-merged or re-labelled
+    line) trained on "neg" without a word, and the other label was lost."""
+    record: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in record:
+            raise _DuplicateKeyError(key)
+        record[key] = value
+    return record
+
+
 class JsonlTask(Task):
     """Classification from JSON lines; metrics: accuracy (main) and, for two labels, F1 of the second."""
 
@@ -63,7 +83,11 @@ class JsonlTask(Task):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line, object_pairs_hook=_unique_keys)
+            except _DuplicateKeyError as exc:
+                raise DataError(
+                    path, number, "given twice in one JSON object (JSON keeps only the last value)", key=exc.key
+                ) from None
             except json.JSONDecodeError as exc:
                 raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
             except (ValueError, RecursionError) as exc:  # a 4300+-digit integer; nesting too deep
