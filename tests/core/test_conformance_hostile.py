@@ -257,3 +257,49 @@ def test_an_undocumented_field_of_a_nested_config_section_is_reported(
     with pytest.raises(AssertionError, match=r"config fields without knob\(\.\.\., doc\): \['schedule\.warmup'\]"):
         kit("nested").test_registered_with_documented_config()  # type: ignore[attr-defined]
     kit("good").test_registered_with_documented_config()  # type: ignore[attr-defined]
+
+
+_REFUSED_PLUGIN = """
+from dataclasses import dataclass
+
+from xfer.core import ComponentSpec, hookimpl, knob
+from xfer.core.errors import UserError
+
+XFER_NAMESPACE = "{ns}"
+
+
+@dataclass
+class Config:
+    size: int = knob(3, "Words to write.")
+
+    def preflight(self):
+        return [UserError("the data this stage reads is not there")]
+
+
+def run(ctx):
+    (ctx.output_dir("text") / "words.txt").write_text("w\\n" * ctx.config.size)
+
+
+@hookimpl
+def xfer_stages():
+    return [ComponentSpec("stage", "{ns}.words", "{module}:run", "1", "{module}:Config", "Words.", outputs=("text",))]
+"""
+
+
+def test_the_one_step_check_runs_the_data_preflight_xfer_run_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`xfer run` refuses a recipe its data pre-flight finds a problem in, but the kit ran the stage in
+    process past it: a stage refused by every `xfer run` (one reading only a train split, its config
+    without `data_splits`) passed every check."""
+    from xfer.core.runs.preflight import PreflightError
+
+    ns = f"hp{uuid.uuid4().hex[:8]}"
+    module = f"{ns}_plugin"
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / f"{module}.py").write_text(_REFUSED_PLUGIN.format(ns=ns, module=module))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    checks = _file_kit(module, f"{ns}.words", ordered=True)
+    checks.recipe = f"stages:\n  fit: {{kind: {ns}.words}}\n"  # type: ignore[attr-defined]
+    with pytest.raises(PreflightError, match="the data this stage reads is not there"):
+        checks.test_one_step_runs(tmp_path / "one")  # type: ignore[attr-defined]

@@ -52,6 +52,7 @@ import yaml
 
 from xfer.core.errors import RecipeError, UserError
 from xfer.core.recipes.recipe import load_recipe
+from xfer.core.runs.preflight import check_data
 from xfer.testing.helpers import (
     assert_same_weights,
     make_host,
@@ -266,7 +267,11 @@ class ComponentConformance:
         path = self.recipe_file(tmp_path)
         # warmup 0 too: a recipe's own warmup_steps is longer than one step, which recipes refuse
         one_step = [f"stages.{self.stage}.train.steps=1", f"stages.{self.stage}.train.warmup_steps=0"]
-        result = run_recipe_file(path, tmp_path / "run", self.host(), one_step if self.trains else [])
+        overrides = one_step if self.trains else []
+        # the data pre-flight `xfer run` does first: a stage that reads only a task's train split (its
+        # config without `data_splits`) passed every in-process check here, and `xfer run` refused it
+        check_data(load_recipe(path, overrides, self.host()), self.host())
+        result = run_recipe_file(path, tmp_path / "run", self.host(), overrides)
         assert [s.status for s in result.stages] == ["completed"] * len(result.stages)
         assert self.outputs(tmp_path / "run")
 
