@@ -389,8 +389,16 @@ class StudentConfig(ModelSource):
                     f"{ref.key!r} on {teacher.name}: its predictions are for another task (use the teachers' "
                     "task entry here, or give this one another alias and a teacher of its own)",
                 )
-            # the one config field that says what a head's outputs mean (glue/tsv's `labels`): the
-            # same labels in another order were refused only when this stage started (check_compatible)
+            # the config fields that say what a head's outputs mean (glue/tsv's `type` and `labels`):
+            # a classification teacher of a regression task, or the same labels in another order, were
+            # refused only when this stage started (check_compatible), after the teachers had trained
+            ours, theirs = getattr(ref.config, "type", None), getattr(teacher.config, "type", None)
+            if isinstance(ours, str) and isinstance(theirs, str) and ours != theirs:
+                raise FieldError(
+                    ("tasks", str(index), "type"),
+                    f"{ours} here, but stage {self.teachers.stage!r} trains the teacher of {ref.key!r} as a {theirs} "
+                    "task: its outputs are not this task's (use the teachers' task entry here)",
+                )
             ours, theirs = getattr(ref.config, "labels", None), getattr(teacher.config, "labels", None)
             if ours is not None and theirs is not None and list(ours) != list(theirs):
                 raise FieldError(

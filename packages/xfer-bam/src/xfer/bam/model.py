@@ -13,7 +13,7 @@ A single-task model (a teacher, or a Single→Single student) is the same networ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -22,6 +22,10 @@ from xfer.bam.naming import module_name
 from xfer.core.errors import UserError
 from xfer.core.tasks import TaskInfo
 from xfer.transformer.encoder import Encoder, EncoderConfig, EncoderOutput
+
+
+class UnarmedHiddenStates(RuntimeError):
+    """`HiddenStates` called without hidden states provided for the call (see `one_encoder_pass`)."""
 
 
 class HiddenStates(nn.Module):
@@ -43,10 +47,43 @@ class HiddenStates(nn.Module):
     def forward(self, input_ids: Tensor, *args: Any, **kwargs: Any) -> EncoderOutput:
         hidden, self._pending = self._pending, None
         if hidden is None:
-            raise RuntimeError("HiddenStates called without provided hidden states (call the model, not the objective)")
+            raise UnarmedHiddenStates(
+                "HiddenStates called without provided hidden states (call the model, not the objective)"
+            )
         if tuple(hidden.shape[:2]) != tuple(input_ids.shape):
             raise RuntimeError(f"hidden states {tuple(hidden.shape)} do not match inputs {tuple(input_ids.shape)}")
         return EncoderOutput(hidden)
+
+
+def one_encoder_pass(task: str, objective: Any, method: str, call: Callable[[], Any]) -> Any:
+    """`call()` (the objective's `method` on a batch whose hidden states were provided), with a second
+    encoder call in it said as a UserError naming the objective: the shared encoder runs once per batch,
+    and HiddenStates' internal RuntimeError ("call the model, not the objective") stopped a stage in a
+    bare traceback at the first dev evaluation, after training (an objective whose predict() calls
+    scores() twice works in `transformer.finetune`, where the encoder is real)."""
+    try:
+        return call()
+    except UnarmedHiddenStates as exc:
+        raise UserError(
+            f"{task}: objective {type(objective).__name__}'s {method} runs the encoder more than once per "
+            "batch, which BAM's shared encoder (one pass per batch) cannot serve: compute the scores once "
+            f"(self.scores(batch)) in {method}"
+        ) from exc
+
+
+def check_head_only(task: str, objective: nn.Module) -> None:
+    """A task objective keeps all its weights in `objective.head`: BAM model dirs store the encoder
+    and one head per task (`weights.save_bam_model`) and `init` restores heads only. An objective
+    with weights elsewhere (a learnt scale, a CRF) trained every trial and was refused only at the
+    export after them (hours on real data): refuse it when the model is built, before training."""
+    head = getattr(objective, "head", None)
+    extra = [name for name in objective.state_dict() if not name.startswith("head.")]
+    if not isinstance(head, nn.Module) or extra:
+        where = f"parameters outside its head ({extra[0]}, ...)" if extra else "no `head` module"
+        raise UserError(
+            f"{task}: objective {type(objective).__name__} has {where}; BAM model directories store the "
+            "encoder and one head per task, so keep every task-specific weight in `self.head`"
+        )
 
 
 class MultiTaskModel(nn.Module):
@@ -71,6 +108,7 @@ class MultiTaskModel(nn.Module):
                     f"{task}: objective {type(objective).__name__} has no scores(batch) method; BAM distils the "
                     "scores of transformer.sequence / transformer.tagging objectives (or subclasses)"
                 )
+            check_head_only(task, objective)
 
     def objective(self, task: str) -> Any:
         return self.tasks[module_name(task)]
@@ -82,7 +120,7 @@ class MultiTaskModel(nn.Module):
         """The task's scores for `batch`, whose encoder outputs are `hidden` (rows of a mixed pass)."""
         objective = self.objective(task)
         objective.encoder.provide(hidden[:, : batch["input_ids"].shape[1]])
-        return objective.scores(batch)
+        return one_encoder_pass(task, objective, "scores()", lambda: objective.scores(batch))
 
     def scores(self, task: str, batch: Mapping[str, Tensor]) -> Tensor:
         """Scores of a single-task batch (collated by the task's objective): logits, or the regression output."""
@@ -92,7 +130,7 @@ class MultiTaskModel(nn.Module):
         """The task objective's predictions (labels, scores, tag lists) for a single-task batch."""
         objective = self.objective(task)
         objective.encoder.provide(self.encode(batch))
-        return objective.predict(batch)
+        return one_encoder_pass(task, objective, "predict()", lambda: objective.predict(batch))
 
     def forward(self, batch: Mapping[str, Any]) -> Tensor:  # pragma: no cover - the objective drives the model
         raise TypeError("MultiTaskModel is driven by DistillationObjective; call scores/predict")

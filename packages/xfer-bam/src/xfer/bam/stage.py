@@ -206,6 +206,22 @@ def build_model(setup: Setup, group: Group, seed: int) -> MultiTaskModel:
     return MultiTaskModel(encoder, objectives, {d.name: d.info for d in group.tasks})
 
 
+def check_one_pass(model: MultiTaskModel, group: Group) -> None:
+    """Every task objective's predict() on one dev example, before training: one that runs the encoder
+    twice per batch (`model.one_encoder_pass`) was found at the first dev evaluation, after an epoch of
+    training or, with `eval_every: null`, after all of it. No weight changes and the RNG is restored,
+    so training is as without the check."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        model.eval()
+        try:
+            for data in group.tasks:
+                features = (data.dev_features or data.train_features)[:1]  # a dev set of empty sentences has none
+                if features:
+                    model.predict(data.name, model.objective(data.name).collate(features))
+        finally:
+            model.train()
+
+
 def check_init_heads(setup: Setup, groups: list[Group]) -> None:
     """Every head `init` gives must predict what its task asks (`InitialWeights.check_tasks`, which
     reads no weights), checked for every group before the first trains: found in `build_model`, a
@@ -240,6 +256,7 @@ def train_group(
             continue
         seed = ctx.seed + trial
         model = build_model(setup, group, seed)
+        check_one_pass(model, group)
         objective = DistillationObjective(model, schedule, value)
         collate = MixedCollate(
             {t: model.objective(t) for t in group.task_names},
