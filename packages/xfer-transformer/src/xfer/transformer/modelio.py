@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from xfer.core.atomic import as_created, fsync_dir, fsync_file
 from xfer.core.errors import CheckpointError, PluginError
 from xfer.core.plugins import PluginHost
+from xfer.core.results import strict_json
 from xfer.transformer import registry
 from xfer.transformer.encoder import ARCHITECTURE_FIELDS, Encoder, EncoderConfig
 
@@ -115,7 +116,9 @@ def save_model_dir(
         "aliases": aliases,
         **meta,
     }
-    text = json.dumps(document, indent=2, sort_keys=True) + "\n"  # fail on non-JSON meta before touching disk
+    # strict JSON (a NaN dev score as "NaN", as results.json writes it: a bare NaN token is refused by jq,
+    # JavaScript and Go); fails on non-JSON meta before touching disk
+    text = json.dumps(strict_json(document), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
     path.parent.mkdir(parents=True, exist_ok=True)
     # a save killed before its rename left its temporary folder (a whole model) beside `path`; only
