@@ -131,19 +131,26 @@ class TaskEvaluator:
         lacked the main metric, results.json summarised no main metric ("(no value)" in the table) and
         exporting the median trial's model ended in a bare KeyError after every trial had trained."""
         main = self.main_metric
-        value = metrics.get(main) if isinstance(metrics, Mapping) else None
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        got = main_metric_problem(metrics, main)
+        if got is None:
             return
-        if not isinstance(metrics, Mapping):
-            got = f"a {type(metrics).__name__}"
-        elif main not in metrics:
-            got = f"metrics {sorted(map(str, metrics))}"
-        else:
-            got = f"{type(value).__name__} {value!r} as {main!r}"
         raise PluginError(
             f"task {self.task.name!r}: its evaluate returned {got}: its metrics must hold a number for its main "
             f"metric {main!r}"
         )
+
+
+def main_metric_problem(metrics: Any, main: str) -> str | None:
+    """What `metrics` (an evaluation's results) gave instead of a number as `main`, or None when it holds
+    one: the trainer and the evaluator refuse such results with the same words."""
+    value = metrics.get(main) if isinstance(metrics, Mapping) else None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return None
+    if not isinstance(metrics, Mapping):
+        return f"a {type(metrics).__name__}"
+    if main not in metrics:
+        return f"metrics {sorted(map(str, metrics))}"
+    return f"{type(value).__name__} {value!r} as {main!r}"
 
 
 def _check_feature_ids(feature_ids: Sequence[str] | None, features: int) -> None:

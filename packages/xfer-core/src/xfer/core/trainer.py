@@ -38,6 +38,7 @@ from xfer.core import distributed as dist
 from xfer.core import rng
 from xfer.core.data import BatchSource, Prefetcher, check_batch_source, to_device
 from xfer.core.errors import PluginError, TrainingDiverged, TrainingStopped, UserError
+from xfer.core.evaluation import main_metric_problem
 from xfer.core.optim import lr_multiplier, make_optimizer, param_groups
 from xfer.core.results import plain_number
 from xfer.core.train_config import TrainConfig
@@ -790,18 +791,12 @@ class Trainer:
         said neither which component broke its contract nor what it returned instead."""
         evaluator = self.evaluator
         main = evaluator.main_metric
-        value = results.get(main) if isinstance(results, Mapping) else None
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        got = main_metric_problem(results, main)
+        if got is None:
             return
         cls = type(evaluator)
         task = getattr(getattr(evaluator, "task", None), "name", None)
         whose = f" (task {task!r})" if isinstance(task, str) else ""
-        if not isinstance(results, Mapping):
-            got = f"a {type(results).__name__}"
-        elif main not in results:
-            got = f"metrics {sorted(map(str, results))}"
-        else:
-            got = f"{type(value).__name__} {value!r} as {main!r}"
         raise PluginError(
             f"evaluator {cls.__module__}.{cls.__qualname__}{whose} returned {got} at step {self.step}: its results "
             f"must hold a number for its main metric {main!r}"
