@@ -532,7 +532,29 @@ def _open_hf(path: Path) -> Checkpoint:
         if not (isinstance(length, int) and not isinstance(length, bool) and length >= 3):
             raise CheckpointError(f"{path / 'config.json'}: {MAX_LENGTH_KEY} {length!r} is not a length of 3 or more")
         meta["max_length"] = length
+    if isinstance(role := _export_role(path, meta.get("objective")), str):
+        meta["role"] = role
     return Checkpoint(path, kinds[head.kind], meta, build, config.max_position_embeddings, "hf")
+
+
+def _export_role(path: Path, objective: Any) -> Any:
+    """The `role` (discriminator / generator) of the xfer model directory an HF export sits in
+    (`electra.pretrain` writes `<run>/<role>/hf`), when that directory records the same objective.
+
+    config.json records no role, and the generator and the main model of a replace_mlm run are
+    both ElectraForMaskedLM with the same objective settings: without the role, the HF export of
+    the run's real [MASK]-trained generator was refused as "the main model" (`mlm_variant`)."""
+    import json
+
+    from xfer.transformer.modelio import META_FILE
+
+    try:
+        parent = json.loads((path.parent / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(parent, dict) or objective is None or parent.get("objective") != objective:
+        return None
+    return parent.get("role")
 
 
 def _hint(path: Path) -> str:
@@ -581,8 +603,9 @@ def mlm_variant(main: Checkpoint) -> str | None:
 
     Its head is a masked LM's, so it looks like one, but PLL's one-[MASK]-per-token passes ask it
     something it never learned. The run's generator has the same objective and variant in its meta
-    but role `generator` (a real [MASK]-trained MLM), so it is not caught here. HF folders record
-    no objective config, so their variant is unknown."""
+    but role `generator` (a real [MASK]-trained MLM), so it is not caught here. An HF export's
+    config.json records the objective config but no role: it is read from the xfer directory the
+    export sits in (`_export_role`), and unknown elsewhere."""
     if main.objective != "electra.rtd" or main.meta.get("role") == "generator":
         return None
     variant = main.objective_config.get("variant")
@@ -630,6 +653,16 @@ def resolve_method(main: Checkpoint, method: str) -> tuple[str, bool]:
                 "discriminator as the checkpoint and this folder as the generator"
             )
         return "two-tower", False
+    tt = method == "electra-tt" or (method == "auto" and generator_kind == "two_tower")
+    if tt and _detects_at_masked_only(main):  # an mlm generator's run still gets `mlm` below
+        generator = main.path.parent / "generator"
+        raise UserError(
+            f"{main.path} is the discriminator of an electra.rtd run with variant 'electra_15': it detects "
+            "replacements at the masked positions only, where every token is a generator sample, so it is not the "
+            "every-position detector whose prior ELECTRA-TT inverts (log q + log(k / (n - k)) - logit); its "
+            f"PLLs would be calibrated to nothing. Score the run's generator alone instead ({generator} as the "
+            "checkpoint: method two-tower or mlm, by its kind)"
+        )
     if method == "auto":  # a discriminator / energy model
         if objective == "electric.nce":
             return "electric", False
@@ -659,6 +692,16 @@ def resolve_method(main: Checkpoint, method: str) -> tuple[str, bool]:
     if method == "electra-tt" and objective not in (None, "electra.rtd"):
         raise UserError(f"method electra-tt needs an ELECTRA (electra.rtd) checkpoint; {main.path} is {objective}")
     return method, method != "electric"
+
+
+def _detects_at_masked_only(main: Checkpoint) -> bool:
+    """The main model of an `electra.rtd` run of variant `electra_15` (its detection loss is taken at
+    the masked positions only). There every token was sampled from q, so the optimal detector's
+    odds are not (n - k) p / (k q): the ELECTRA-TT inversion does not hold for it, and `auto` used
+    to apply it anyway (the variant's checkpoints record generator kind two_tower like `electra`'s)."""
+    if main.kind != "detector" or main.objective != "electra.rtd" or main.meta.get("role") == "generator":
+        return False
+    return main.objective_config.get("variant") == "electra_15"
 
 
 def load_scorer(
@@ -724,7 +767,7 @@ def load_scorer(
     if tokenizer.vocab_size > vocab:
         raise CheckpointError(f"{main.path}: the tokenizer has {tokenizer.vocab_size} ids but the model {vocab}")
     positions = min(x.max_positions for x in (main, gen) if x is not None)
-    trained = [int(x.meta["max_length"]) for x in (main, gen) if x is not None and "max_length" in x.meta]
+    trained = [_recorded_length(x) for x in (main, gen) if x is not None and "max_length" in x.meta]
     default = min([positions, *trained])
     if max_length is None:
         max_length = default
@@ -746,6 +789,17 @@ def load_scorer(
         )
     scorer.eval().to(device)
     return LoadedScorer(scorer, tokenizer, method, max_length, main.path, gen.path if gen else None, notes)
+
+
+def _recorded_length(checkpoint: Checkpoint) -> int:
+    """The `max_length` a checkpoint's meta records, checked as `_open_hf` checks the HF key: `int()`
+    of a null crashed with a bare TypeError, a string was taken as a number, and a length under 3
+    was refused as if the user had passed it, without naming the checkpoint."""
+    length = checkpoint.meta["max_length"]
+    if not (isinstance(length, int) and not isinstance(length, bool) and length >= 3):
+        source = checkpoint.path / ("config.json" if checkpoint.layout == "hf" else "xfer_model.json")
+        raise CheckpointError(f"{source}: max_length {length!r} is not a length of 3 or more ([CLS], one piece, [SEP])")
+    return length
 
 
 def _unknown_objective_note(main: Checkpoint, method: str) -> str:
@@ -786,7 +840,16 @@ def _build(method: str, main: Checkpoint, gen: Checkpoint | None, mask_id: int) 
         return TwoTowerScorer(two_tower(gen or main))
     if method == "electra-tt":
         assert gen is not None
-        mask_prob = float(main.objective_config.get("mask_prob", 0.15))
+        # as the temperature below: a recorded null, string or out-of-range value (a hand-edited or
+        # foreign config.json) crashed float() with a bare TypeError/ValueError, or was refused
+        # without naming the checkpoint
+        mask_prob = main.objective_config.get("mask_prob", 0.15)
+        number = isinstance(mask_prob, int | float) and not isinstance(mask_prob, bool)
+        if not (number and 0.0 < mask_prob < 1.0):
+            raise CheckpointError(
+                f"{main.path}: objective_config.mask_prob {mask_prob!r}: ELECTRA-TT needs the objective's masking "
+                "probability, a number in (0, 1)"
+            )
         generator = main.objective_config.get("generator")
         temperature = generator.get("temperature", 1.0) if isinstance(generator, dict) else 1.0
         number = isinstance(temperature, int | float) and not isinstance(temperature, bool)
@@ -799,7 +862,7 @@ def _build(method: str, main: Checkpoint, gen: Checkpoint | None, mask_id: int) 
             main.build("encoder"),  # type: ignore[arg-type]
             main.build("head"),  # type: ignore[arg-type]
             two_tower(gen),
-            mask_prob,
+            float(mask_prob),
             float(temperature),
         )
     return MLMScorer(masked_lm(gen or main), mask_id)
