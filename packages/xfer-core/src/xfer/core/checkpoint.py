@@ -231,6 +231,8 @@ def verify_checkpoint(path: Path) -> None:
         return
     for name in sorted(entries):
         _verify_file(path, name, entries)
+    for file in sorted([*path.glob("*.safetensors"), *path.glob("*.pt")]):
+        _verify_file(path, file.name, entries)  # one the save did not write: refused, as when it is loaded
     load_state(path)  # also a JSON object the trainer can use
 
 
@@ -247,6 +249,11 @@ def _manifest(path: Path) -> dict[str, Any] | None:
         raise CheckpointError(f"{manifest_file}: unreadable checkpoint manifest: {exc}") from None
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise CheckpointError(f"{manifest_file}: unreadable checkpoint manifest: format {version!r}")
+    for name, entry in entries.items():
+        # Checked here, where a CheckpointError moves the checkpoint aside: a damaged entry (`"model.safetensors":
+        # null`) ended resume in an AttributeError traceback, and a name like `../x` would hash a file outside it.
+        if not isinstance(entry, dict) or not isinstance(name, str) or Path(name).name != name or name in {".", ".."}:
+            raise CheckpointError(f"{manifest_file}: unreadable checkpoint manifest: bad entry {name!r}: {entry!r}")
     if version > FORMAT:
         # A newer xfer's checkpoint (a run directory shared with a newer install) was read as this layout,
         # or, if anything in it failed to load, moved aside as damaged and the stage started over.
@@ -264,9 +271,16 @@ _verified: set[tuple[str, int, int]] = set()  # (file, size, mtime) already hash
 def _verify_file(path: Path, name: str, entries: dict[str, Any] | None = None) -> None:
     """Check one file against the manifest (if the checkpoint has one) before it is loaded."""
     entries = _manifest(path) if entries is None else entries
-    if entries is None or name not in entries:
+    if entries is None:
         return
-    file, expected = path / name, entries[name]
+    file = path / name
+    if name not in entries:
+        # Not written by the save (a stray `ema.safetensors` copied in): unchecked, it was loaded as this
+        # checkpoint's, and an export applied such EMA weights over the model's, silently.
+        if file.exists():
+            raise CheckpointError(f"{file}: not part of the checkpoint (not in its {MANIFEST}); remove it")
+        return
+    expected = entries[name]
     if not file.is_file():
         raise CheckpointError(f"{file}: missing from checkpoint")
     stat = file.stat()
@@ -305,7 +319,10 @@ def _check_safetensors(file: Path) -> None:
                 raise ValueError(f"header of {length} bytes in a {size}-byte file")
             header = json.loads(handle.read(length))
         end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    except (OSError, struct.error, ValueError, KeyError, TypeError, IndexError) as exc:
+        if not isinstance(end, int) or isinstance(end, bool):  # a tampered header: `"data_offsets": ["0", "4"]`
+            raise ValueError(f"data offset {end!r} is not a number")
+    except (OSError, struct.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        # AttributeError: a header that is a JSON array, not an object (it ended resume in a traceback)
         raise CheckpointError(f"{file}: truncated or corrupted ({exc})") from None
     if 8 + length + end != size:
         raise CheckpointError(f"{file}: truncated or altered ({size} bytes, header describes {8 + length + end})")
