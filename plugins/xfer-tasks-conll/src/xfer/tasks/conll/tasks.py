@@ -31,6 +31,10 @@ from xfer.tasks.conll.readers import ColumnSentence, duplicate_sentence_id, read
 SPLITS = ("train", "dev", "test")
 
 
+NER_TYPES = frozenset({"PER", "LOC", "ORG", "MISC"})
+"""CoNLL-2003's entity types: span tags of only these are NER, not chunks (`ChunkingTask.read_file`)."""
+
+
 class RawSentence(NamedTuple):
     """A sentence as read from a file, before it gets its split-specific id."""
 
@@ -400,6 +404,25 @@ class ChunkingTask(SpanTaggingTask):
     `dev_from_train` sentences of train_file (deterministic, no shuffling)."""
 
     config_class = ChunkingConfig
+
+    def read_file(self, path: Path) -> list[RawSentence]:
+        """The span tags of `tag_column`, refused when they are CoNLL-2003's NER types.
+
+        Why: CoNLL-2003 files are `WORD POS CHUNK NER`, and the default `tag_column: -1` (the chunk
+        column of CoNLL-2000's `WORD POS CHUNK`) is their NER column there: a chunking run on them
+        trained and scored named entities as chunks, without a word."""
+        sentences = super().read_file(path)
+        types = {tag.split("-", 1)[1] for s in sentences for tag in s.tags if "-" in tag}
+        if types and types <= NER_TYPES:
+            raise DataError(
+                path,
+                0,
+                f"the tags of tag_column {self.config.tag_column} are named-entity types ({', '.join(sorted(types))}), "
+                "not chunks: in CoNLL-2003's `WORD POS CHUNK NER` the chunk column is 2 (set tag_column: 2), "
+                "or use conll/ner for the entities",
+                key="tag_column",
+            )
+        return sentences
 
     def _raw_split(self, split: Split) -> list[RawSentence]:
         cfg: ChunkingConfig = self.config
