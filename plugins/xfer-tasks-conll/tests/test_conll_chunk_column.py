@@ -49,3 +49,10 @@ def test_the_shared_conll_2003_file_is_chunked_on_its_chunk_column_only() -> Non
     with pytest.raises(DataError, match="named-entity types"):
         _task(path).examples("train")
     assert {t.split("-", 1)[-1] for e in _task(path, tag_column=2).examples("train") for t in e.tags} >= {"NP", "VP"}
+
+
+def test_a_tag_column_chosen_on_purpose_may_hold_entities(tmp_path: Path) -> None:
+    """conll/chunking as a loader of entity spans (its dev carve), with the column given: not refused."""
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL2003, encoding="utf-8")
+    assert "S-ORG" in _task(path, tag_column=3).examples("train")[0].tags

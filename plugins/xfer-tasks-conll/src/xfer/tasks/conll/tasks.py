@@ -406,18 +406,19 @@ class ChunkingTask(SpanTaggingTask):
     config_class = ChunkingConfig
 
     def read_file(self, path: Path) -> list[RawSentence]:
-        """The span tags of `tag_column`, refused when they are CoNLL-2003's NER types.
+        """The span tags of `tag_column`, refused when the default column holds CoNLL-2003's NER types.
 
         Why: CoNLL-2003 files are `WORD POS CHUNK NER`, and the default `tag_column: -1` (the chunk
         column of CoNLL-2000's `WORD POS CHUNK`) is their NER column there: a chunking run on them
         trained and scored named entities as chunks, without a word."""
         sentences = super().read_file(path)
         types = {tag.split("-", 1)[1] for s in sentences for tag in s.tags if "-" in tag}
-        if types and types <= NER_TYPES:
+        # only under the default column: one chosen on purpose may load entities (the task's dev carve)
+        if self.config.tag_column == -1 and types and types <= NER_TYPES:
             raise DataError(
                 path,
                 0,
-                f"the tags of tag_column {self.config.tag_column} are named-entity types ({', '.join(sorted(types))}), "
+                f"the tags of the default tag_column -1 (the last) are named-entity types ({', '.join(sorted(types))}), "
                 "not chunks: in CoNLL-2003's `WORD POS CHUNK NER` the chunk column is 2 (set tag_column: 2), "
                 "or use conll/ner for the entities",
                 key="tag_column",
