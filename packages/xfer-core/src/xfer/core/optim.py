@@ -54,12 +54,6 @@ class LayeredModel(Protocol):
         """0 for embeddings, i+1 for layer i, None for parameters above the encoder (heads)."""
 
 
-def find_layered(module: nn.Module) -> tuple[str, LayeredModel] | None:
-    """The first submodule (prefix, module) that reports parameter depths, if any."""
-    found = find_all_layered(module)
-    return found[0] if found else None
-
-
 def find_all_layered(module: nn.Module) -> list[tuple[str, LayeredModel]]:
     """Every submodule (prefix, module) that reports parameter depths, outermost ones only.
 

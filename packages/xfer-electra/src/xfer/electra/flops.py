@@ -60,20 +60,14 @@ def detection_head_forward(arch: Arch, rows: np.ndarray | float) -> np.ndarray |
     return 2 * rows * (arch.hidden * arch.hidden + arch.hidden)
 
 
-def masked_count(
-    n: np.ndarray, mask_prob: float, max_length: int, rounding: str = "round", cap: int | None = None
-) -> np.ndarray:
-    """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3).
-
-    `cap` is the objective's cap on positions per sequence: by default the original's
-    `max_predictions` (ELECTRA's and MLM's)."""
+def masked_count(n: np.ndarray, mask_prob: float, max_length: int, rounding: str = "round") -> np.ndarray:
+    """Masked positions per sequence, as `xfer.electra.masking.select` draws them (candidates ~ n - 3)."""
     import torch
 
     from xfer.electra.masking import max_predictions, target_count
 
     raw = target_count(torch.as_tensor(np.asarray(n, dtype=np.float64)), mask_prob, rounding).double().numpy()
-    limit = max_predictions(mask_prob, max_length) if cap is None else cap
-    return np.minimum(np.clip(raw, 1, limit), np.maximum(n - 3, 0))
+    return np.minimum(np.clip(raw, 1, max_predictions(mask_prob, max_length)), np.maximum(n - 3, 0))
 
 
 class NoFlopFormula(ValueError):
