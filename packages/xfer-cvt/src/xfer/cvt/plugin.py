@@ -23,8 +23,9 @@ def xfer_stages() -> list[ComponentSpec]:
             # 5: beam search never emits <pad> or <s> (translation outputs and CVT targets change);
             # 6: max_target_length (and 2 x source words + 10) counts output tokens, not the </s>;
             # 7: beam search prunes by the length-normalised score; scripts without spaces (Chinese,
-            # Japanese, Thai...) are tokenized a character at a time
-            "7",
+            # Japanese, Thai...) are tokenized a character at a time; 8: a data word written like a
+            # special (`<pad>`, `<start>`) is a word of its own, not the special's id
+            "8",
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",

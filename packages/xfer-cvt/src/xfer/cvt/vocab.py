@@ -48,7 +48,16 @@ def embedding_key(word: str, lowercase: bool = True) -> str:
 
 @dataclass
 class Vocab:
-    """Word keys and characters with ids; specials first."""
+    """Word keys and characters with ids; specials first.
+
+    `word_id` looks words up among the entries after the specials only: a word of the data that
+    is written like a special (web text and code hold `<pad>`, PTB's language-model text `<unk>`,
+    HTML-like tokens `<start>`) is an ordinary word, with an id of its own when it is in the
+    vocabulary (so `words` may hold its key twice: as the special and as that word). It used to
+    take the special's id: `<pad>` the zero, never-trained padding embedding, `<start>` the
+    sentence marker, `<removed>` the embedding of the views' removed words. Saved vocabularies
+    load with the same ids: they never held such a word (it was skipped as already present).
+    Characters need no such care: the char-CNN reads single characters, which no special is."""
 
     words: list[str]
     chars: list[str]
@@ -57,9 +66,10 @@ class Vocab:
     char_index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.word_index = {w: i for i, w in enumerate(self.words)}
+        start = len(WORD_SPECIALS)
+        self.word_index = {w: i for i, w in enumerate(self.words[start:], start=start)}
         self.char_index = {c: i for i, c in enumerate(self.chars)}
-        if len(self.word_index) != len(self.words) or len(self.char_index) != len(self.chars):
+        if len(self.word_index) != len(self.words[start:]) or len(self.char_index) != len(self.chars):
             raise ValueError("vocabulary entries must be unique")
 
     def word_id(self, word: str) -> int:
@@ -109,7 +119,7 @@ def build_vocab(
         for c in surface(word):
             chars[c] += count
     words = list(WORD_SPECIALS)
-    seen = set(words)
+    seen: set[str] = set()  # data words only: one written like a special is a word (see `Vocab`)
     for key in _ranked(keys):
         if keys[key] >= min_count and key not in seen:
             words.append(key)
@@ -161,8 +171,11 @@ def check_vector_coverage(
 ) -> None:
     """Refuse a vectors file that has no vector for any labeled word (another language, another
     normalisation, a file of something else): every labeled word started random, as without the
-    file, and nothing said so."""
+    file, and nothing said so. Likewise lower-cased vectors (GloVe 6B, a `cvt.vectors` file given
+    by its path) under `vocab.lowercase: false` (`check_cased_keys`)."""
     keys = {embedding_key(w, lowercase) for w in labeled_words}
+    if not lowercase:
+        check_cased_keys(path, vectors, keys)
     if keys and not any(embedding_key(w, lowercase) in keys for w in vectors):
         sample = next(iter(vectors), None)  # none at all with vectors_limit 0
         such = f" (its words are such as {sample!r})" if sample is not None else ""
@@ -171,6 +184,28 @@ def check_vector_coverage(
             0,
             f"vocab.vectors: none of the {len(keys)} labeled words (e.g. {sorted(keys)[0]!r}) has a vector in this "
             f"file{such}: vectors of another language or normalisation?",
+        )
+
+
+def check_cased_keys(path: Path, vectors: dict[str, np.ndarray], keys: set[str]) -> None:
+    """Refuse vectors of lower-cased words for a cased vocabulary (`keys`, the labeled words'
+    keys under `vocab.lowercase: false`): no word read from the file has a capital letter, and
+    capitalised labeled words have their vector under the lower-cased key only. Each of them
+    ("Paris", "The", every sentence's first word) silently started random while the run read as
+    one with pre-trained vectors; the recipe check covers a `cvt.vectors` stage of the recipe
+    only, not a file named by its path."""
+    if any(w != w.lower() for w in vectors):
+        return  # a cased file: capitalised words are looked up as written
+    found = {embedding_key(w, lowercase=False) for w in vectors}
+    lost = sorted(k for k in keys if k != k.lower() and k.lower() in found)
+    if lost:
+        raise DataError(
+            path,
+            0,
+            f"vocab.vectors: none of the {len(vectors)} words read from this file has a capital letter, and "
+            f"vocab.lowercase is false: {len(lost)} capitalised labeled words (e.g. {lost[0]!r}) would start without "
+            f"the vector of their lower-cased form ({lost[0].lower()!r}); set vocab.lowercase: true, or give "
+            "vectors of cased words",
         )
 
 
@@ -236,7 +271,7 @@ def read_vectors(
         seen_vector = True
         word = " ".join(parts[:-dim])
         if (not full or (keep is not None and keep(word))) and word not in vectors:
-            vectors[word] = np.array(values, dtype=np.float32)
+            vectors[word] = _float32_row(path, number, values)  # only rows kept: a file may hold millions
     if not seen_vector:
         raise DataError(path, 1, "no vectors in file")
     if header_count is not None and header_count != vector_lines:
@@ -247,6 +282,20 @@ def read_vectors(
             "a truncated download or copy? (a file whose header is wrong reads as GloVe without its first line)",
         )
     return vectors
+
+
+def _float32_row(path: Path, number: int, values: list[float]) -> np.ndarray:
+    """The row as float32, refused when a value is beyond float32's range (|x| > 3.4e38): finite as
+    a Python float, it became infinity in the cast (with a RuntimeWarning at most), and the
+    embedding it was copied into poisoned training as a NaN/inf in the file would have."""
+    with np.errstate(over="ignore"):
+        row = np.array(values, dtype=np.float32)
+    if not np.isfinite(row).all():
+        big = next(v for v, x in zip(values, row.tolist(), strict=True) if not math.isfinite(x))
+        raise DataError(
+            path, number, f"vector values must be finite: {big:g} is beyond the float32 range of the embeddings"
+        )
+    return row
 
 
 def _word2vec_header(line: str) -> int | None:
