@@ -92,7 +92,10 @@ class _CpuResidualDropout(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
         (keep,) = ctx.saved_tensors
-        return grad, grad.mul(keep).to(ctx.y_dtype), None
+        # written in y's dtype by the multiplication itself (fp32 math, one rounding on store): under
+        # bf16 autocast a separate `.to()` was another pass over the activations, per sublayer
+        grad_y = torch.mul(grad, keep, out=grad.new_empty(grad.shape, dtype=ctx.y_dtype))
+        return grad, grad_y, None
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
