@@ -9,7 +9,7 @@ them at the task's position in the YAML file, before any stage runs.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 from xfer.core.config import ExistingPath, FieldError, knob
 
@@ -25,7 +25,7 @@ class GlueTaskConfig:
         None,
         "The task's folder in a GLUE-format distribution, e.g. data/glue/RTE, holding train.tsv, "
         "dev.tsv and optionally test.tsv (MNLI: dev_matched.tsv / dev_mismatched.tsv and "
-        "test_matched.tsv / test_mismatched.tsv). Required when source is 'local'.",
+        "test_matched.tsv / test_mismatched.tsv). Required when source is 'local'; refused with 'hub' (never read).",
     )
     source: Literal["local", "hub"] = knob(
         "local",
@@ -44,9 +44,33 @@ class GlueTaskConfig:
     )
     subsample_seed: int = knob(0, "Seed of subsample: random (the same seed keeps the same examples).")
 
+    hub_subsets: ClassVar[tuple[str, ...]] = ()
+    """The subsets of nyu-mll/glue the task reads with `source: hub` (each task's config class names
+    its own; this base class, which Python callers may use for any task, names none)."""
+
+    def implicit_inputs(self) -> dict[str, Path]:
+        """With `source: hub`, the task's copies in the `datasets` cache (the fingerprint's hook): no
+        field names them, so another snapshot of nyu-mll/glue downloaded into the cache (which offline
+        `datasets` then reads) left a completed stage, trained on the old one, skipped as unchanged.
+        A copy the stage itself downloads (none was cached when it started) counts as a change once,
+        as any input that appears while its stage runs: the next run trains again on that copy."""
+        if self.source != "hub":
+            return {}
+        from xfer.tasks.glue.hub import cached_copies
+
+        return {f"hub.{name}": folder for subset in self.hub_subsets for name, folder in cached_copies(subset).items()}
+
     def __post_init__(self) -> None:
         if self.source not in ("local", "hub"):
             raise ValueError(f"source must be 'local' or 'hub', not {self.source!r}")
+        if self.source == "hub" and self.data_dir is not None:
+            # It was ignored without a word: a recipe meant to train on a local (say, corrected) copy
+            # trained on the Hub's, and its fingerprint signed a folder that was never read.
+            raise FieldError(
+                "data_dir",
+                "is read only with source: local; with source: hub the task loads nyu-mll/glue with `datasets` "
+                "(remove data_dir, or set source: local to read it)",
+            )
         check_max_examples(self.max_examples)
         check_subsample(self.subsample)
         if self.data_dir is not None and Path(self.data_dir).is_file():
@@ -83,6 +107,17 @@ class MnliTaskConfig(GlueTaskConfig):
         unsigned_at=None,
     )
 
+    hub_subsets: ClassVar[tuple[str, ...]] = ("mnli",)
+
+    def implicit_inputs(self) -> dict[str, Path]:
+        """MNLI's copies in the `datasets` cache and, with `diagnostic: true`, AX's (`ax` subset)."""
+        found = super().implicit_inputs()
+        if self.diagnostic and self.source == "hub":
+            from xfer.tasks.glue.hub import cached_copies
+
+            found.update({f"hub.{name}": folder for name, folder in cached_copies("ax").items()})
+        return found
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.diagnostic_file is not None and not self.diagnostic:
@@ -104,6 +139,69 @@ class MnliTaskConfig(GlueTaskConfig):
             default = Path(self.data_dir).parent / "diagnostic" / AX_DEFAULT_FILE
             if default.is_file():
                 self.diagnostic_file = default
+
+
+@dataclass
+class CoLATaskConfig(GlueTaskConfig):
+    """glue/cola's config: GLUE's, reading subset `cola` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("cola",)
+
+
+@dataclass
+class SST2TaskConfig(GlueTaskConfig):
+    """glue/sst2's config: GLUE's, reading subset `sst2` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("sst2",)
+
+
+@dataclass
+class MRPCTaskConfig(GlueTaskConfig):
+    """glue/mrpc's config: GLUE's, reading subset `mrpc` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("mrpc",)
+
+
+@dataclass
+class STSBTaskConfig(GlueTaskConfig):
+    """glue/stsb's config: GLUE's, reading subset `stsb` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("stsb",)
+
+
+@dataclass
+class QQPTaskConfig(GlueTaskConfig):
+    """glue/qqp's config: GLUE's, reading subset `qqp` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("qqp",)
+
+
+@dataclass
+class MNLIMismatchedTaskConfig(GlueTaskConfig):
+    """glue/mnli-mm's config: GLUE's, reading subset `mnli` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("mnli",)
+
+
+@dataclass
+class QNLITaskConfig(GlueTaskConfig):
+    """glue/qnli's config: GLUE's, reading subset `qnli` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("qnli",)
+
+
+@dataclass
+class RTETaskConfig(GlueTaskConfig):
+    """glue/rte's config: GLUE's, reading subset `rte` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("rte",)
+
+
+@dataclass
+class WNLITaskConfig(GlueTaskConfig):
+    """glue/wnli's config: GLUE's, reading subset `wnli` of nyu-mll/glue with source: hub."""
+
+    hub_subsets: ClassVar[tuple[str, ...]] = ("wnli",)
 
 
 @dataclass

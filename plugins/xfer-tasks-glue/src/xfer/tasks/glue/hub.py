@@ -12,12 +12,31 @@ import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from xfer.core.errors import UserError
 from xfer.core.tasks import SentenceExample
 from xfer.tasks.glue.benchmark import GlueSpec
 
 HUB_DATASET = "nyu-mll/glue"
+
+
+def cached_copies(subset: str) -> dict[str, Path]:
+    """{name: folder} of the copies of `subset` of nyu-mll/glue in the user's `datasets` cache, what
+    `load_dataset` reads (`GlueTaskConfig.implicit_inputs`: the stage fingerprint signs them).
+
+    A copy is `<HF_DATASETS_CACHE>/nyu-mll___glue/<subset>/` (every version and snapshot of it:
+    another snapshot downloaded adds a folder there, and offline `datasets` reads the newest),
+    plus the `<subset>-<hash>/` folders of datasets 2.14-2.15, which it still reads. Never imports
+    `datasets` when it is not installed ({}: the stage's own "needs datasets" error follows)."""
+    try:
+        import datasets.config
+    except Exception:  # not installed, or an install that fails to import: the loader says so
+        return {}
+    root = Path(datasets.config.HF_DATASETS_CACHE) / HUB_DATASET.replace("/", "___")
+    legacy = sorted(root.glob(f"{subset}-*")) if root.is_dir() else []
+    return {subset: root / subset, **{folder.name: folder for folder in legacy if folder.is_dir()}}
+
 
 _NLI3 = ("entailment", "neutral", "contradiction")
 HUB_CLASS_NAMES: dict[str, tuple[str, ...]] = {

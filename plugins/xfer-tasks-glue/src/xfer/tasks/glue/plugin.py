@@ -10,8 +10,9 @@ from xfer.core.hookspecs import hookimpl
 from xfer.core.specs import ComponentSpec
 
 _MODULE = "xfer.tasks.glue.tasks"
-_CONFIG = "xfer.tasks.glue.config:GlueTaskConfig"
-_MNLI_CONFIG = "xfer.tasks.glue.config:MnliTaskConfig"  # + the diagnostic set (AX), predicted by MNLI's model
+_CONFIGS = "xfer.tasks.glue.config"
+"""Each task's config class is GlueTaskConfig's subclass `<task class>Config` (MNLI's: MnliTaskConfig,
+with the diagnostic set AX), which names the nyu-mll/glue subset its `source: hub` reads."""
 
 # name, class, summary
 _GLUE = (
@@ -36,7 +37,7 @@ def xfer_tasks() -> list[ComponentSpec]:
             name=name,
             target=f"{_MODULE}:{cls}",
             version="1",
-            config=_MNLI_CONFIG if name == "glue/mnli" else _CONFIG,
+            config=f"{_CONFIGS}:{'MnliTaskConfig' if name == 'glue/mnli' else cls + 'Config'}",
             summary=summary,
         )
         for name, cls, summary in _GLUE
