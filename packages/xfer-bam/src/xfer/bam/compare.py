@@ -7,8 +7,10 @@ predictions): `bam.teachers` (the Single system) and `bam.student` (Multi, Singl
 Printed (and written to OUT/compare.md, with OUT/compare.json and OUT/compare.png; OUT defaults to
 `compare/` in the run folder of the first system, see `default_out`):
 - per task and system: the median over seeds of the main metric, mean ± std, number of runs;
-- the Table 3.1 view: medians and their average over tasks, starred where the system beats
-  EVERY baseline significantly (Holm-Bonferroni-corrected paired bootstrap, see `xfer.bam.stats`);
+- the Table 3.1 view: medians and their average over tasks (MNLI counted once, as the thesis's GLUE
+  average: see `average_tasks`), starred where the system beats EVERY baseline significantly
+  (Holm-Bonferroni-corrected paired bootstrap, see `xfer.bam.stats`); main metrics must be
+  greater-is-better (a lower-is-better one is refused, naming the file and task);
 - every test: Δ (seed-averaged metric difference), its 95% bootstrap interval, p and Holm's p,
   and on how many shared seeds the system beat the baseline;
 - a plot: every run's score per task and system, with the medians.
@@ -36,6 +38,7 @@ AVERAGE = "average"
 MAX_RESAMPLES = 1_000_000  # p resolves to 1e-6; the distribution alone is 8 bytes per resample and test
 TASK_TYPES = ("classification", "regression", "tagging")  # the types `stats` can resample
 F1_METRICS = ("f1", "acc_f1_avg")  # classification metrics that depend on the positive label
+MNLI, MNLI_MISMATCHED = "glue/mnli", "glue/mnli-mm"  # registered names: one GLUE task, two dev sets
 
 
 @dataclass
@@ -76,6 +79,11 @@ class System:
     name: str
     folder: Path
     tasks: dict[str, TaskRuns] = field(default_factory=dict)
+    registered: dict[str, str] = field(default_factory=dict)  # task key (its `as:` alias) -> registered name
+
+    def registered_name(self, task: str) -> str:
+        """The registered task (`glue/mnli-mm`) behind a task key; the key itself when unrecorded."""
+        return self.registered.get(task, task)
 
     def median(self, task: str) -> float:
         return statistics.median(self.tasks[task].scores)
@@ -103,6 +111,12 @@ def stage_folders(folder: Path) -> list[Path]:
         else []
     )
     if not found:
+        other = sorted(p.name for p in folder.iterdir() if (p / RESULTS_FILE).is_file()) if folder.is_dir() else []
+        if other:  # a run of other stages: "no results.json" was untrue, and did not say what is missing
+            raise UserError(
+                f"{folder}: its stages with results ({', '.join(other)}) recorded no per-example dev predictions "
+                "(outputs/results/dev): xfer compare compares bam.teachers and bam.student stages"
+            )
         raise UserError(
             f"{folder}: no outputs/results/results.json here or in a stage folder below (is it a bam stage or run?)"
         )
@@ -142,6 +156,38 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
 
 
+def _stage_record(folder: Path) -> dict[str, Any]:
+    """The stage's stage.json as a mapping ({} when absent or unreadable: `stage_problem` reports
+    a damaged one before anything here is used)."""
+    try:
+        record = json.loads((folder / "stage.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _kind_of(folder: Path) -> str:
+    """`" (a transformer.finetune stage)"` when the stage record names its kind, else ""."""
+    kind = _stage_record(folder).get("kind")
+    return f" (a {kind} stage)" if isinstance(kind, str) else ""
+
+
+def _registered_tasks(folder: Path) -> dict[str, str]:
+    """Task key -> registered task name, from the config the stage signed: results name a task by
+    its key (`as:` alias or name), and which GLUE task a key is (MNLI mismatched) needs the name."""
+    signature = _stage_record(folder).get("signature")
+    config = signature.get("config") if isinstance(signature, dict) else None
+    tasks = config.get("tasks") if isinstance(config, dict) else None
+    registered: dict[str, str] = {}
+    for entry in tasks if isinstance(tasks, list) else []:
+        if isinstance(entry, str):
+            registered[entry] = entry
+        elif isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            key = entry.get("as") if isinstance(entry.get("as"), str) else entry["name"]
+            registered[key] = entry["name"]
+    return registered
+
+
 def load_system(name: str, folder: Path) -> System:
     results_path = folder / RESULTS_FILE
     problem = stage_problem(folder)
@@ -154,9 +200,25 @@ def load_system(name: str, folder: Path) -> System:
         raise UserError(f"{results_path}: missing: the stage has not finished (no results yet)")
     if not results:
         raise UserError(f"{results_path}: no task results in it")
-    system = System(name, folder)
+    if not (folder / "outputs" / "results" / "dev").is_dir():
+        raise UserError(
+            f"{folder}: no per-example dev predictions (outputs/results/dev){_kind_of(folder)}: xfer compare "
+            "compares bam.teachers and bam.student stages"
+        )
+    system = System(name, folder, registered=_registered_tasks(folder))
     for task, result in results.items():
+        if task == AVERAGE:  # `as: average` is refused now; a run from before (or an edited file) has it
+            raise UserError(
+                f"{results_path}: task {task!r} has the name of xfer compare's average column: its tests and "
+                "the average's would be one row and share their stars (rename the task with another `as:`)"
+            )
         main = _field(result, "main_metric", str, results_path, task)
+        if result.get("greater_is_better", True) is False:
+            # the Avg, Δ and the stars read a higher score as better: a loss would be averaged raw
+            raise UserError(
+                f"{results_path}: {task}.greater_is_better is false: its main metric {main!r} is lower-is-better, "
+                "and xfer compare averages and tests greater-is-better metrics only (a star marks a higher score)"
+            )
         runs = _field(result, "runs", list, results_path, task)
         if not runs:
             raise UserError(f"{results_path}: {task}: no runs recorded")
@@ -347,7 +409,7 @@ def compare(systems: list[System], baselines: list[str], resamples: int, seed: i
                 f"{task}: {first.name} reports {first.tasks[task].main_metric}, "
                 f"{other.name} {other.tasks[task].main_metric}"
             )
-    common = common_tasks(systems)
+    common = average_tasks(systems)
     comparisons = []
     for system in systems:
         if system.name in baselines:
@@ -411,9 +473,27 @@ def tasks_of(systems: list[System]) -> list[str]:
 
 
 def common_tasks(systems: list[System]) -> list[str]:
-    """The tasks every system has: the Avg column and the average tests are over these, so a star
-    on an average is for the average it stands next to (a task one system lacks is in neither)."""
+    """The tasks every system has: the Avg column and the average tests are over these (less MNLI
+    mismatched, see `average_tasks`), so a star on an average is for the average it stands next to
+    (a task one system lacks is in neither)."""
     return [t for t in tasks_of(systems) if all(t in s.tasks for s in systems)]
+
+
+def average_tasks(systems: list[System]) -> list[str]:
+    """The tasks of the Avg column and of the average tests: the common ones, MNLI counted once.
+
+    The thesis's GLUE dev average (Table 3.1, and 5.4) is over 8 tasks with one MNLI column, the
+    matched dev set (the original code's `mnli`); with glue/mnli and glue/mnli-mm both in it, MNLI
+    weighed twice in the Avg. Mismatched keeps its column and its own tests; it stands for MNLI in
+    the average only when matched is absent."""
+    common = common_tasks(systems)
+    if not any(_is(systems, task, MNLI) for task in common):
+        return common
+    return [task for task in common if not _is(systems, task, MNLI_MISMATCHED)]
+
+
+def _is(systems: list[System], task: str, registered: str) -> bool:
+    return any(s.registered_name(task) == registered for s in systems if task in s.tasks)
 
 
 def markdown(
@@ -421,8 +501,9 @@ def markdown(
 ) -> str:
     tasks = tasks_of(systems)
     common = common_tasks(systems)
+    averaged = average_tasks(systems)
     lines = ["### Dev medians over seeds (main metric)", ""]
-    lines.append("| system | Avg | " + " | ".join(tasks) + " |")
+    lines.append("| system | Avg | " + " | ".join(map(_cell, tasks)) + " |")
     lines.append("|---|---|" + "---|" * len(tasks))
     best = {c.task: {} for c in comparisons}
     for c in comparisons:
@@ -431,10 +512,10 @@ def markdown(
         cells = []
         for task in [AVERAGE, *tasks]:
             if task == AVERAGE:
-                if not common:
+                if not averaged:
                     cells.append("–")
                     continue
-                value = statistics.fmean(system.median(t) for t in common)
+                value = statistics.fmean(system.median(t) for t in averaged)
             elif task in system.tasks:
                 value = system.median(task)
             else:
@@ -442,17 +523,18 @@ def markdown(
                 continue
             mark = _stars(best.get(task, {}).get(system.name, []), baselines)
             cells.append(f"**{value:.1f}{mark}**" if mark else f"{value:.1f}")
-        lines.append(f"| {system.name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_cell(system.name)} | " + " | ".join(cells) + " |")
     lines += [
         "",
         f"Stars: significantly better than every baseline ({', '.join(baselines)}): Holm-Bonferroni-corrected "
         f"one-sided paired bootstrap over dev examples ({resamples} resamples, seed {seed}) of the seed-averaged "
         "metric; * p < .05, ** p < .01, *** p < .001. Avg: mean of the task medians"
-        + ("." if common == tasks else f" of the tasks every system has ({', '.join(common) or 'none'})."),
+        + ("." if common == tasks else f" of the tasks every system has ({', '.join(common) or 'none'}).")
+        + _mnli_note(common, averaged),
         "",
         "### Per task: median (mean ± std, runs)",
         "",
-        "| task | metric | " + " | ".join(s.name for s in systems) + " |",
+        "| task | metric | " + " | ".join(_cell(s.name) for s in systems) + " |",
         "|---|---|" + "---|" * len(systems),
     ]
     for task in tasks:
@@ -466,7 +548,7 @@ def markdown(
             std = statistics.stdev(scores) if len(scores) > 1 else 0.0
             mean = f"{statistics.fmean(scores):.1f}{plus_minus(std, len(scores))}"
             cells.append(f"{statistics.median(scores):.1f} ({mean}, {len(scores)})")
-        lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_cell(task)} | {_cell(metric)} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "### Tests (system − baseline)",
@@ -477,10 +559,26 @@ def markdown(
     for c in comparisons:
         r = c.result
         lines.append(
-            f"| {c.task} | {c.system} | {c.baseline} | {r.delta:+.2f} | [{r.low:+.2f}, {r.high:+.2f}] | "
+            f"| {_cell(c.task)} | {_cell(c.system)} | {_cell(c.baseline)} | {r.delta:+.2f} | [{r.low:+.2f}, {r.high:+.2f}] | "
             f"{r.p:.4f} | {r.p_holm:.4f}{stats.stars(r.p_holm)} | {c.seed_wins} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """A name as one Markdown table cell: a system named `a|b` (NAME= is free text) split its row
+    into one cell more than the header, shifting every number after it into the wrong column."""
+    return text.replace("|", "\\|")
+
+
+def _mnli_note(common: list[str], averaged: list[str]) -> str:
+    left_out = [task for task in common if task not in averaged]
+    if not left_out:
+        return ""
+    return (
+        f" MNLI counts once, as in the thesis's GLUE average: {', '.join(left_out)} (mismatched) has its "
+        "column and tests but is not in Avg."
+    )
 
 
 def _stars(comparisons: list[Comparison], baselines: list[str]) -> str:
@@ -596,7 +694,7 @@ def main(args: argparse.Namespace) -> int:
                 for s in systems
             },
             "baselines": baselines,
-            "average_tasks": common_tasks(systems),
+            "average_tasks": average_tasks(systems),
             "bootstrap": {"resamples": args.bootstrap, "seed": args.seed},
             "tests": [
                 {

@@ -138,14 +138,25 @@ class MixedCollate:
         return torch.from_numpy(out)
 
 
+STEP_DRAWS = 0x6D6978  # "mix"
+"""The first entropy word of `MixedTaskSource`'s per-step task draws, apart from its permutations'.
+
+numpy's SeedSequence ignores trailing zeros: `[seed, step]` was the entropy of task `step`'s first
+permutation `[seed, step, 0]`, so step k's task counts and task k's first epoch order were drawn from
+one stream (correlated). Task permutations start with the seed, the draws with this word: they could
+only meet if the seed were this word and a task index too, and a stage has far fewer tasks. The
+permutations keep their old seeds, so a single-task group (every `bam.teachers` model, whose draws
+are all its one task) trains on the same batches as before."""
+
+
 class MixedTaskSource:
     """Global batches whose examples each draw their task with `probabilities` (exact resume).
 
-    Step `i` draws its per-task counts from `numpy.random.default_rng([seed, i])` (multinomial
-    over the global batch = one categorical draw per example), so every DDP rank composes the
-    same global batch and takes its share; task `k`'s examples come from seeded permutations
-    `default_rng([seed, k, epoch])` laid end to end, so no example is skipped at epoch ends.
-    An epoch is as many examples as the tasks' training sets hold together.
+    Step `i` draws its per-task counts from `numpy.random.default_rng([STEP_DRAWS, seed, i])`
+    (multinomial over the global batch = one categorical draw per example), so every DDP rank
+    composes the same global batch and takes its share; task `k`'s examples come from seeded
+    permutations `default_rng([seed, k, epoch])` laid end to end, so no example is skipped at
+    epoch ends. An epoch is as many examples as the tasks' training sets hold together.
     """
 
     def __init__(
@@ -195,7 +206,7 @@ class MixedTaskSource:
 
     def draw_counts(self, step: int) -> np.ndarray:
         """Examples of each task (in `names` order) in the global batch of `step`."""
-        return np.random.default_rng([self.seed, step]).multinomial(self.global_batch, self.p)
+        return np.random.default_rng([STEP_DRAWS, self.seed, step]).multinomial(self.global_batch, self.p)
 
     def next_step(self) -> list[Any]:
         counts = self.draw_counts(self.step)
@@ -280,6 +291,8 @@ def batch_mixing_source(
         )
         for index, name in enumerate(features)
     }
-    source = MultiTaskSource(streams, dict(probabilities), seed=seed)
+    # the task draws' seed is the number after the last task's stream seed: with `seed=seed` the draws of
+    # a seed-0 trial ([0, step]) were task 0's permutations ([0, epoch]), one stream for both
+    source = MultiTaskSource(streams, dict(probabilities), seed=seed * 1000 + len(streams))
     total = sum(len(f) for f in features.values())
     return _WithEpochs(source, math.ceil(total / global_batch))

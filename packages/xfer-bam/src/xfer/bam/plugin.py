@@ -29,7 +29,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "bam.student",
             f"{_M}.stage:run_student",
-            "1",
+            "2",  # 2: task draws and task orders are separate random streams (multi-task batches change)
             f"{_M}.config:StudentConfig",
             "BAM student: shared encoder + head per task, |D|^0.75 task sampling, teacher annealing from cached predictions.",
             outputs=_OUTPUTS,
