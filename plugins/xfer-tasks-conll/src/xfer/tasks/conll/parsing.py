@@ -27,7 +27,14 @@ from xfer.core.tasks import (
     first_unknown_label,
 )
 from xfer.tasks.conll.config import UdParseConfig
-from xfer.tasks.conll.readers import ConlluTree, duplicate_sentence_id, read_conllu_trees, tree_problem
+from xfer.tasks.conll.readers import (
+    ConlluTree,
+    duplicate_sentence_id,
+    read_conllu_trees,
+    tree_problem,
+    word_forms,
+    word_line_id,
+)
 
 SPLITS = ("train", "dev", "test")
 
@@ -227,7 +234,7 @@ class UdParseTask(Task):
             if problem is not None:
                 not_trees.append((example.id, problem))
             raw = read.get(example.id)
-            if raw is not None and _words_of(raw) == list(example.words):
+            if raw is not None and word_forms(raw) == list(example.words):
                 lines.extend(_with_arcs(line, heads, relations) + "\n" for line in raw)
             else:
                 lines.append(f"# sent_id = {example.id}\n")
@@ -249,24 +256,10 @@ class UdParseTask(Task):
         return path
 
 
-def _word_id(line: str) -> int | None:
-    """The ID of a CoNLL-U word line (an integer), None for comments, multiword tokens (`3-4`)
-    and empty nodes (`5.1`), which carry no basic HEAD/DEPREL."""
-    if line.startswith("#"):
-        return None
-    ident = line.split("\t", 1)[0]
-    return int(ident) if ident.isascii() and ident.isdigit() else None
-
-
-def _words_of(raw: Sequence[str]) -> list[str]:
-    """FORMs of the word lines of a sentence's lines as read."""
-    return [line.split("\t")[1] for line in raw if _word_id(line) is not None]
-
-
 def _with_arcs(line: str, heads: Sequence[int], relations: Sequence[str]) -> str:
     """`line` with HEAD and DEPREL (columns 7 and 8) of a word line replaced by its prediction;
     any other line unchanged."""
-    ident = _word_id(line)
+    ident = word_line_id(line)
     if ident is None:
         return line
     fields = line.split("\t")

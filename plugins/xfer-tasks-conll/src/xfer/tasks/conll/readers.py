@@ -114,6 +114,7 @@ class ConlluSentence:
     words: list[str]
     tags: list[str]
     lines: list[int]
+    raw: list[str] = field(default_factory=list)  # the sentence's lines as read (`ConlluRows.raw`)
 
 
 @dataclass
@@ -129,7 +130,7 @@ class ConlluRows:
     raw: list[str] = field(default_factory=list)
 
 
-_TAG_INDEX = {"upos": 3, "xpos": 4}
+TAG_INDEX = {"upos": 3, "xpos": 4}  # the 0-based CoNLL-U column of each `tag_column`
 
 
 CONLLU_COLUMNS = ("ID", "FORM", "LEMMA", "UPOS", "XPOS", "FEATS", "HEAD", "DEPREL", "DEPS", "MISC")
@@ -234,6 +235,24 @@ def _check_comment(path: Path, number: int, line: str, token_line: int, sent_id_
         raise DataError(path, number, "empty sent_id", key="sent_id")
 
 
+def _refuse_no_words(path: Path, start: int, ranges: list[tuple[int, int, int]], empty_nodes: dict[int, int]) -> None:
+    """Raise for a sentence without word lines, starting on line `start`. A sentence of multiword
+    tokens only (`1-2 du` without `1 de`, `2 le`) or of empty nodes only (`0.1`) was said to be
+    "comments without word lines", also when it had no comment: the message now says what it holds."""
+    if ranges:
+        line, low, high = ranges[0]
+        raise DataError(
+            path,
+            line,
+            f"sentence has no words: multiword token {low}-{high} is not followed by its words {low}..{high} "
+            "(a range line only groups the word lines after it; every word needs its own line)",
+            key="ID",
+        )
+    if empty_nodes:
+        raise DataError(path, start, "sentence has no words, only empty nodes (0.1, ...): a sentence needs word lines")
+    raise DataError(path, start, "sentence has no words (comments without word lines)")
+
+
 def read_conllu_rows(path: Path) -> list[ConlluRows]:
     """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html), fields unparsed.
 
@@ -242,7 +261,8 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
     their IDs are checked against the words around them (`_check_skipped_id`), but kept with the
     comments in `raw`. Every
     non-comment line must have exactly 10 tab-separated columns, none of them empty and only
-    FORM, LEMMA and MISC holding spaces (`_bad_field`), and word IDs must count 1, 2, ...
+    FORM, LEMMA and MISC holding spaces (`_bad_field`), and word IDs must count 1, 2, ...; a file
+    whose every FORM is `_` (its text withheld) is refused.
     """
     text = read_text(path)
     sentences: list[ConlluRows] = []
@@ -258,7 +278,7 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
         nonlocal start, sent_id, sent_id_line, token_line, rows, lines, raw, ranges, empty_nodes
         if start:
             if not rows:
-                raise DataError(path, start, "sentence has no words (comments without word lines)")
+                _refuse_no_words(path, start, ranges, empty_nodes)
             for line, low, high in ranges:
                 if high > len(rows):
                     raise DataError(
@@ -303,7 +323,40 @@ def read_conllu_rows(path: Path) -> list[ConlluRows]:
     close()
     if not sentences:
         raise DataError(path, 1, "no sentences in file")
+    _refuse_withheld_text(path, sentences)
     return sentences
+
+
+def _refuse_withheld_text(path: Path, sentences: list[ConlluRows]) -> None:
+    """Refuse a file whose every FORM is `_`: the UD treebanks whose text may not be redistributed
+    (UD_English-ESL, UD_Arabic-NYUAD, UD_Japanese-BCCWJ, ...) ship with each word written `_` until
+    the licensed text is merged in. Read as they are, every word was the word '_': a tagger or parser
+    trained and scored on the tags or arcs alone, without a word said. One `_` among real words is
+    the underscore token, which the format allows."""
+    if any(fields[1] != "_" for sentence in sentences for fields in sentence.rows):
+        return
+    raise DataError(
+        path,
+        sentences[0].lines[0],
+        "every FORM of the file is '_': a treebank distributed without its text (merge the licensed "
+        "words in first, with the treebank's own script)",
+        key="FORM",
+    )
+
+
+def word_line_id(line: str) -> int | None:
+    """The ID of a CoNLL-U word line as read (an integer), None for comments, multiword tokens
+    (`3-4`) and empty nodes (`5.1`), which are not syntactic words: the lines of `ConlluRows.raw`
+    a prediction file replaces columns of."""
+    if line.startswith("#"):
+        return None
+    ident = line.split("\t", 1)[0]
+    return int(ident) if ident.isascii() and ident.isdigit() else None
+
+
+def word_forms(raw: list[str]) -> list[str]:
+    """FORMs of the word lines of a sentence's lines as read (`ConlluRows.raw`)."""
+    return [line.split("\t")[1] for line in raw if word_line_id(line) is not None]
 
 
 def duplicate_sentence_id(ident: str, split: str, first: tuple[int, bool], line: int, default: bool) -> str:
@@ -328,7 +381,7 @@ def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]
 
     See `read_conllu_rows` for what is a word; a missing tag (`_` or empty) is an error.
     """
-    index = _TAG_INDEX[tag_column]
+    index = TAG_INDEX[tag_column]
     sentences = []
     for sentence in read_conllu_rows(path):
         for number, fields in zip(sentence.lines, sentence.rows, strict=True):
@@ -338,7 +391,9 @@ def read_conllu(path: Path, *, tag_column: str = "upos") -> list[ConlluSentence]
                 )
         words = [fields[1] for fields in sentence.rows]
         tags = [fields[index] for fields in sentence.rows]
-        sentences.append(ConlluSentence(sentence.line, sentence.sent_id, words, tags, list(sentence.lines)))
+        sentences.append(
+            ConlluSentence(sentence.line, sentence.sent_id, words, tags, list(sentence.lines), sentence.raw)
+        )
     return sentences
 
 

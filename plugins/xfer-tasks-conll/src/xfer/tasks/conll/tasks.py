@@ -26,7 +26,15 @@ from xfer.core.tasks import (
 )
 from xfer.tasks.conll import schemes
 from xfer.tasks.conll.config import ChunkingConfig, ColumnsConfig, FilesConfig, SpanTaggingConfig, UdPosConfig
-from xfer.tasks.conll.readers import ColumnSentence, duplicate_sentence_id, read_columns, read_conllu
+from xfer.tasks.conll.readers import (
+    TAG_INDEX,
+    ColumnSentence,
+    duplicate_sentence_id,
+    read_columns,
+    read_conllu,
+    word_forms,
+    word_line_id,
+)
 
 SPLITS = ("train", "dev", "test")
 
@@ -143,6 +151,28 @@ class TaggingTask(Task):
         self._splits: dict[str, list[TaggingExample]] = {}
         self._labels: tuple[str, ...] | None = None
         self._files: dict[Path, list[RawSentence]] = {}
+        self._columns: dict[str, tuple[Path, int, int]] = {}  # key -> (first file, its width, resolved index)
+
+    def _same_column(self, path: Path, sentence: ColumnSentence, key: str, column: int, resolved: int) -> int:
+        """`resolved`, the index that `key` (configured as `column`) names in the file `path`, refused
+        unless it names the same column as in the task's other files.
+
+        A negative index counts from the end of each file's lines: in a dev file without the train
+        file's last column (CoNLL-2003 `WORD POS CHUNK` beside `WORD POS CHUNK NER`) the default
+        `tag_column: -1` read the chunk tags as the dev entities, silently (gold F1 100, every model
+        near 0)."""
+        width = len(sentence.rows[0])
+        first = self._columns.setdefault(key, (path, width, resolved))
+        if first[2] != resolved:
+            raise DataError(
+                path,
+                sentence.line,
+                f"{key} {column} is column {resolved} (0-based) of this file, whose lines have {width} columns, "
+                f"but column {first[2]} of {first[0]} ({first[1]} columns): the task's files must have the same "
+                f"columns, or {key} would read another column in each (count it from the start, or fix the file)",
+                key=key,
+            )
+        return resolved
 
     @abc.abstractmethod
     def read_file(self, path: Path) -> list[RawSentence]:
@@ -311,7 +341,9 @@ class SpanTaggingTask(TaggingTask):
         cfg: SpanTaggingConfig = self.config
         sentences = read_columns(path, separator=cfg.separator)
         word_col = 0
-        tag_col = _tag_column(path, sentences[0], cfg.tag_column, word_col)
+        tag_col = self._same_column(
+            path, sentences[0], "tag_column", cfg.tag_column, _tag_column(path, sentences[0], cfg.tag_column, word_col)
+        )
         input_scheme = cfg.input_scheme
         why = ""
         if input_scheme == "auto":
@@ -459,13 +491,94 @@ class UdPosTask(TaggingTask):
     main_metric = "accuracy"
     config_class = UdPosConfig
 
+    def __init__(self, name: str, config: UdPosConfig | None = None):
+        super().__init__(name, config)
+        self._file_lines: dict[Path, list[list[str]]] = {}  # file -> each sentence's lines as read
+        self._raw: dict[str, dict[str, list[str]]] = {}  # split -> sentence id -> its lines as read
+
     def read_file(self, path: Path) -> list[RawSentence]:
         cfg: UdPosConfig = self.config
-        return [RawSentence(s.sent_id, s.line, s.words, s.tags) for s in read_conllu(path, tag_column=cfg.tag_column)]
+        sentences = read_conllu(path, tag_column=cfg.tag_column)
+        self._file_lines[path] = [s.raw for s in sentences]
+        return [RawSentence(s.sent_id, s.line, s.words, s.tags) for s in sentences]
+
+    def _load(self, split: Split) -> list[TaggingExample]:
+        """The split's examples, and the lines each sentence was read from, by id, for `<split>.conllu`."""
+        fresh = split not in self._splits
+        examples = super()._load(split)
+        if fresh:
+            lines = self._file_lines.get(self.file_of(split) or Path(), [])
+            self._raw[split] = {e.id: raw for e, raw in zip(examples, lines, strict=True)}
+        return examples
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
         golds, preds = _gold_and_predicted(self, examples, predictions)
         return token_accuracy(golds, preds)
+
+    def write_predictions(
+        self, directory: Path, split: Split, examples: Sequence[Example], predictions: Mapping[str, Any]
+    ) -> Path:
+        """`<split>.conll` as every tagging task (returned), and beside it `<split>.conllu`, the file
+        UD tools read (the CoNLL 2018 evaluator `conll18_ud_eval.py`, the UD validator).
+
+        A sentence read from the split's file is written as read (comments, multiword tokens, empty
+        nodes, every column) with only the UPOS (or XPOS, per `tag_column`) of its words replaced by
+        the prediction: `word<TAB>gold<TAB>predicted` alone lost the multiword tokens the evaluator
+        needs to align a file with the gold one (French `du` = `de le`), and no UD tool reads it. A
+        sentence not read from it (built in code) gets `# sent_id`, ID, FORM and the tag, the other
+        columns `_`. Everything is checked before either file is replaced."""
+        check_prediction_ids(self.name, examples, predictions, "sentence")
+        tags: dict[str, list[str]] = {}
+        for example in examples:
+            assert isinstance(example, TaggingExample)
+            tags[example.id] = _conllu_tags(self.name, example, self.checked_tags(example, predictions[example.id]))
+        text = self._conllu_text(split, examples, tags)
+        path = super().write_predictions(directory, split, examples, tags)
+        atomic_write_text(directory / f"{split}.conllu", text)  # replaced whole, as the .conll file
+        return path
+
+    def _conllu_text(self, split: Split, examples: Sequence[Example], tags: Mapping[str, list[str]]) -> str:
+        """The CoNLL-U text of the predicted `tags` (checked), a blank line after each sentence."""
+        column = TAG_INDEX[self.config.tag_column]
+        read = self._raw.get(split, {})
+        lines: list[str] = []
+        for example in examples:
+            assert isinstance(example, TaggingExample)
+            predicted = tags[example.id]
+            raw = read.get(example.id)
+            if raw is not None and word_forms(raw) == list(example.words):
+                lines.extend(_with_tag(line, column, predicted) + "\n" for line in raw)
+            else:
+                lines.append(f"# sent_id = {example.id}\n")
+                for i, (word, tag) in enumerate(zip(example.words, predicted, strict=True)):
+                    fields = [str(i + 1), word] + ["_"] * 8
+                    fields[column] = tag
+                    lines.append("\t".join(fields) + "\n")
+            lines.append("\n")
+        return "".join(lines)
+
+
+def _conllu_tags(task: str, example: TaggingExample, tags: list[str]) -> list[str]:
+    """`tags`, refused (ValueError) when one holds whitespace, which CoNLL-U forbids in UPOS and
+    XPOS: written, `PROPN X` would be read back as a tag with a space, or refused by UD tools."""
+    position = next((i for i, tag in enumerate(tags) if any(c.isspace() for c in tag)), None)
+    if position is not None:
+        raise ValueError(
+            f"{task}: sentence {example.id!r}, word {position + 1} ({example.words[position]!r}): predicted tag "
+            f"{tags[position]!r} holds whitespace, which a CoNLL-U UPOS or XPOS cannot"
+        )
+    return tags
+
+
+def _with_tag(line: str, column: int, tags: Sequence[str]) -> str:
+    """`line` with field `column` (UPOS or XPOS) of a word line replaced by its predicted tag; a
+    comment, multiword token or empty node unchanged."""
+    ident = word_line_id(line)
+    if ident is None:
+        return line
+    fields = line.split("\t")
+    fields[column] = tags[ident - 1]
+    return "\t".join(fields)
 
 
 class ColumnsTask(TaggingTask):
@@ -483,8 +596,13 @@ class ColumnsTask(TaggingTask):
     def read_file(self, path: Path) -> list[RawSentence]:
         cfg: ColumnsConfig = self.config
         sentences = read_columns(path, separator=cfg.separator)
-        word_col = _column_index(path, sentences[0], cfg.word_column, "word_column")
-        tag_col = _tag_column(path, sentences[0], cfg.tag_column, word_col)
+        first = sentences[0]
+        word_col = self._same_column(
+            path, first, "word_column", cfg.word_column, _column_index(path, first, cfg.word_column, "word_column")
+        )
+        tag_col = self._same_column(
+            path, first, "tag_column", cfg.tag_column, _tag_column(path, first, cfg.tag_column, word_col)
+        )
         out = []
         for sentence in sentences:
             tags = [row[tag_col] for row in sentence.rows]
