@@ -17,8 +17,11 @@ Layout of `checkpoints/`:
 
 A checkpoint is written into `.tmp-step-000400-<pid>/`, every file fsynced, then renamed into
 place; only after that is `latest` replaced (atomically). A crash at any moment leaves the
-previous checkpoint and pointer intact. Nothing is ever unpickled: a pickled object inside
-`optimizer.pt` makes loading fail with a CheckpointError.
+previous checkpoint and pointer intact. A re-save at a step already written (the final save at
+a periodic one's step) first renames the old copy aside to `.old-step-000400-<pid>/`, deleted
+once the new one is in place; the next save or resume puts it back if the process died before.
+Nothing is ever unpickled: a pickled object inside `optimizer.pt` makes loading fail with a
+CheckpointError.
 
 Damage after the fact (a truncated copy, a flipped byte, a filesystem that lied about fsync)
 is caught by `manifest.json`: `verify_checkpoint` re-hashes every file before a resume.
@@ -71,7 +74,15 @@ class NewerCheckpointError(CheckpointError):
 
 
 def write_pointer(path: Path, target: str) -> None:
-    """Atomically point `path` (e.g. checkpoints/latest) at `target`."""
+    """Atomically point `path` (e.g. checkpoints/latest) at `target`.
+
+    A symbolic link at `path` is replaced, not written through: `atomic_write_text` follows links (for
+    a user's `--out link.jsonl`), so a `latest` linked to another run's (a run folder copied as links,
+    which `--fork` keeps below the top level) repointed that run at this run's step, and its resume
+    then fell back to whatever step folder it had. Killed between the two, `latest` is missing, which
+    `latest_checkpoint` falls back from (and `best` is repaired from the resumed checkpoint's state)."""
+    if path.is_symlink():
+        path.unlink()
     atomic_write_text(path, target + "\n")
 
 
@@ -122,6 +133,7 @@ class CheckpointPayload:
 def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, best: bool = False) -> Path:
     """Write a complete checkpoint, update `latest` (and `best`), prune old ones. Returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
+    _restore_replaced(directory)  # a save killed while replacing a checkpoint: finish or undo it first
     _remove_partial_writes(directory, keep_own=False)  # a killed or failed save's leftovers first
     name = step_dir_name(payload.step)
     tmp = directory / f".tmp-{name}-{os.getpid()}"
@@ -141,10 +153,11 @@ def save_checkpoint(directory: Path, payload: CheckpointPayload, keep: int = 1, 
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
         raise
     final = directory / name
-    if final.exists():  # a leftover from a run that died after renaming but before `latest`
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    fsync_dir(directory)
+    if final.exists():  # a re-save at this step (a final save after a periodic one), or a leftover
+        _replace(final, tmp)
+    else:
+        os.rename(tmp, final)
+        fsync_dir(directory)
     write_pointer(directory / "latest", name)
     if best:
         write_pointer(directory / "best", name)
@@ -178,6 +191,51 @@ def _write_checkpoint_files(tmp: Path, payload: CheckpointPayload) -> None:
     fsync_file(tmp / MANIFEST)
 
 
+_REPLACED = re.compile(r"^\.old-(step-\d+)-\d+$")
+"""A checkpoint being replaced by a re-save at its step (`.old-step-0000400-<pid>`), until the new one is in."""
+
+
+def _replace(final: Path, tmp: Path) -> None:
+    """Put the complete checkpoint `tmp` in place of the one at `final`, losing neither at any moment.
+
+    Why: the old copy was deleted before the new one was renamed in, so a kill in between (or during the
+    delete) left `latest` naming a missing or half-deleted folder, and with `keep_checkpoints: 1` the run's
+    only good checkpoint was gone: resume started over from step 0. A folder cannot be renamed over a
+    non-empty one, so the old copy is renamed aside first, kept until the new one is in place;
+    `_restore_replaced` puts it back if the process dies before that."""
+    aside = final.with_name(f".old-{final.name}-{os.getpid()}")  # none left: `_restore_replaced` ran first
+    os.rename(final, aside)
+    os.rename(tmp, final)
+    fsync_dir(final.parent)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _replaced_copies(directory: Path) -> list[tuple[Path, Path, bool]]:
+    """(copy renamed aside, its step folder, whether it is to be put back) for each `.old-step-...` left in
+    `directory`: put back when its step folder is missing (the new copy never arrived) and it is whole."""
+    found = []
+    for aside in sorted(directory.glob(".old-step-*")):
+        match = _REPLACED.match(aside.name)
+        if match is not None:
+            final = directory / match.group(1)
+            found.append((aside, final, not final.exists() and (aside / "state.json").exists()))
+    return found
+
+
+def _restore_replaced(directory: Path) -> None:
+    """Finish or undo a replacement (`_replace`) that a killed process left half-done: the copy renamed
+    aside goes back in place when the new one never arrived, else (replaced, or half-deleted) it is deleted."""
+    for aside, final, put_back in _replaced_copies(directory):
+        if not put_back:
+            shutil.rmtree(aside, ignore_errors=True)
+            continue
+        try:
+            os.rename(aside, final)
+        except FileNotFoundError:  # another process put it back first
+            continue
+        fsync_dir(directory)
+
+
 def _remove_partial_writes(directory: Path, keep_own: bool) -> None:
     """Delete `.tmp-*` folders of saves that never completed (only one process writes a
     checkpoint folder: the run directory is locked); `keep_own` spares this process's."""
@@ -198,14 +256,22 @@ def prune(directory: Path, keep: int) -> None:
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
-    """The checkpoint `latest` names; if the pointer is missing, the newest complete step dir."""
+    """The checkpoint `latest` names; if the pointer is missing, the newest complete step dir.
+
+    A copy that a killed re-save left renamed aside (`.old-step-...`, its step folder missing) counts as
+    its step's: resume puts it back (`_restore_replaced`), and this read-only look-up (`xfer status`, run
+    while the trainer may be mid-save) must neither rename it nor report an older checkpoint instead."""
     pointed = read_pointer(directory / "latest")
     if pointed is not None:
         return pointed
     if not directory.exists():
         return None
     complete = sorted(
-        (p for p in directory.iterdir() if _STEP_DIR.match(p.name) and (p / "state.json").exists()), key=_step_of
+        (
+            *(p for p in directory.iterdir() if _STEP_DIR.match(p.name) and (p / "state.json").exists()),
+            *(aside for aside, _, put_back in _replaced_copies(directory) if put_back),
+        ),
+        key=_step_of,
     )
     return complete[-1] if complete else None
 
@@ -329,7 +395,9 @@ def _check_safetensors(file: Path) -> None:
 
 
 def _step_of(path: Path) -> int:
-    match = _STEP_DIR.match(path.name)
+    """The step of a step folder, or of a copy renamed aside from one (`.old-step-...`); -1 for others."""
+    replaced = _REPLACED.match(path.name)
+    match = _STEP_DIR.match(replaced.group(1) if replaced else path.name)
     return int(match.group(1)) if match else -1
 
 
@@ -352,6 +420,7 @@ def move_aside(path: Path) -> Path:
 
 def _select_intact(directory: Path, warn: Callable[[str], None]) -> Path | None:
     """Newest checkpoint that verifies, and the best one checked too; damaged ones are moved aside. Rank 0 only."""
+    _restore_replaced(directory)  # a re-save killed half-way: its step's checkpoint is back in place
     damaged: list[tuple[Path, Path, str]] = []
 
     def intact(path: Path) -> bool:
@@ -473,3 +542,14 @@ def load_torch_state(path: Path, key: str, map_location: str | torch.device = "c
             f"{file}: refused to load: it is not a weights-only file (it would unpickle arbitrary objects): "
             f"{str(exc).splitlines()[0]}"
         ) from None
+    except (EOFError, ValueError) as exc:
+        # A complete zip whose records are not torch's (an empty data.pkl, a `byteorder` of garbage, a
+        # string that is not UTF-8): a bare EOFError/ValueError traceback naming no file, even behind a
+        # manifest that matches it (the manifest is the checkpoint's own, no defence against crafting).
+        raise CheckpointError(f"{file}: truncated or corrupted ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type when it has none (a bare EOFError)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
