@@ -28,10 +28,16 @@
   (`xfer.electra.packing.PackStats`), and lines longer than one example are warned about.
 * `streaming=True` builds nothing: a `datasets.IterableDataset` whose shards are the blocks,
   packed on the fly while training (same examples as the map-style build, for files and
-  `save_to_disk` folders). Text files are checked after every block read as above, the files of a
-  local `dataset:` after every chunk of rows (a corpus edited while it is streamed stops the run),
-  and a line longer than an example is warned about (stderr, once per process) when first met:
-  nothing is counted ahead. A streamed local data file (`dataset:` a .json/.jsonl/.csv/.tsv/.txt
+  `save_to_disk` folders). A streamed local data file or load_dataset folder is one block per file
+  (its shards are its files; `datasets` cannot start a JSON or CSV file at a row): the same examples
+  as the map-style build when no file has more than `block_rows` rows, which then also ends a block
+  at each file end; past that the map-style build cuts a file into several blocks, each with its own
+  RNG, so the same documents get other random draws (segment splits, short targets). Neither packs
+  across a document end, as the original ELECTRA. A resume re-reads the shard it stopped in up to its
+  cursor: for one large file, everything read before in that pass. Text files are checked after every
+  block read as above, the files of a local `dataset:` after every chunk of rows (a corpus edited
+  while it is streamed stops the run), and a line longer than an example is warned about (stderr,
+  once per process) when first met: nothing is counted ahead. A streamed local data file (`dataset:` a .json/.jsonl/.csv/.tsv/.txt
   file) is parsed once, a line at a time, before the stream is returned (`_check_streamed_file`):
   a bad line fails the stage before training, with its line.
 
@@ -614,9 +620,11 @@ def _open_source(
     all_rows = len(loaded)
     if corpus.max_lines is not None and corpus.max_lines < len(loaded):
         loaded = loaded.select(range(corpus.max_lines))
+    files = _split_data_files(corpus) if corpus.max_lines is None or Path(name).is_file() else []
     if loaded.data.column(column).null_count:  # a JSON-lines row without the key is loaded as a null too
-        files = _split_data_files(corpus) if corpus.max_lines is None or Path(name).is_file() else []
         _check_json_rows(files, corpus, cache_dir)  # (a file that passed before is not read again)
+    else:  # nothing to parse; the pre-flight's pass, if this process ran it, is kept for the next run's
+        _check_json_rows(files, corpus, cache_dir, read=False)
     identity: dict[str, Any] = {"rows": len(loaded), "column": column, "split": corpus.split}
     file_ends = _file_row_ends(corpus, cache_dir, all_rows, local)
     cache_files = [f["filename"] for f in loaded.cache_files]
@@ -868,23 +876,40 @@ def _check_streamed_file(corpus: CorpusConfig, cache_dir: Path | None) -> None:
     _check_files_once(files, corpus, cache_dir, problem)
 
 
-def _check_json_rows(files: Sequence[Path], corpus: CorpusConfig, cache_dir: Path | None) -> None:
+def _check_json_rows(files: Sequence[Path], corpus: CorpusConfig, cache_dir: Path | None, *, read: bool = True) -> None:
     """`_json_lines_problem` on the JSON-lines files among `files`, each read once per identity: a map-style
     dataset with legitimate nulls (empty rows as `"text": null`) was parsed whole again at every stage
     start and every resume. The record is the streamed check's (`_check_streamed_file` runs the same
-    check on a JSON-lines file), so one passed either way is not read again by the other."""
+    check on a JSON-lines file), so one passed either way is not read again by the other. `read=False`
+    parses nothing: it only records the files this process has already passed (see `_PASSED_HERE`)."""
     json_files = [path for path in files if path.suffix.lower() in (".json", ".jsonl")]
     _check_files_once(
-        json_files, corpus, cache_dir, lambda path: _json_lines_problem(path, corpus.text_column, corpus.max_lines)
+        json_files,
+        corpus,
+        cache_dir,
+        (lambda path: _json_lines_problem(path, corpus.text_column, corpus.max_lines)) if read else None,
     )
 
 
+_PASSED_HERE: set[str] = set()
+"""The marks (`_check_files_once`) of the files this process found to pass, not modified within
+`RACY_SECONDS` of their check. `xfer run` runs the pre-flight and then the stage in one process, and
+the pre-flight has no record to read or write without `data_cache` (it is not told the stage's folder):
+a streamed JSON-lines file was parsed whole by the pre-flight and at once again by the stage, and a
+map-style one's pass was never recorded in the stage's folder, where a later pre-flight could find it.
+A mark holds the file's identity, so a file written since is not in it."""
+
+
 def _check_files_once(
-    files: Sequence[Path], corpus: CorpusConfig, cache_dir: Path | None, problem: Callable[[Path], DataError | None]
+    files: Sequence[Path],
+    corpus: CorpusConfig,
+    cache_dir: Path | None,
+    problem: Callable[[Path], DataError | None] | None,
 ) -> None:
-    """Raise the first `problem` of `files`, skipping those recorded in `cache_dir` as passed under this
-    identity, column and `max_lines`, and record the files that pass (not those modified within
-    `RACY_SECONDS`: a next write could keep their identity). `cache_dir` None: nothing read or recorded."""
+    """Raise the first `problem` of `files`, skipping those recorded in `cache_dir`, or passed in this
+    process (`_PASSED_HERE`), under this identity, column and `max_lines`, and record the files that pass
+    (not those modified within `RACY_SECONDS`: a next write could keep their identity). `cache_dir` None:
+    nothing recorded there. `problem` None: nothing read, only the files passed in this process recorded."""
     from xfer.core.runs.fingerprint import RACY_SECONDS
 
     record = cache_dir / _CHECKED_TEXT if cache_dir is not None else None
@@ -895,6 +920,11 @@ def _check_files_once(
         mark = json.dumps([str(path.resolve()), identity, f"rows {corpus.text_column} {corpus.max_lines}"])
         if identity is None or mark in checked:
             continue
+        if mark in _PASSED_HERE:  # (the pre-flight of this `xfer run`): recorded, not read again
+            passed.add(mark)
+            continue
+        if problem is None:
+            continue
         started = time.time()
         found = problem(path)
         if found is not None:
@@ -903,6 +933,7 @@ def _check_files_once(
             raise _changed_while_read(str(path))
         if started - identity[1] / 1e9 > RACY_SECONDS:
             passed.add(mark)
+    _PASSED_HERE.update(passed)
     if passed and record is not None:
         entries = [json.loads(m) for m in sorted(checked | passed)]
         with contextlib.suppress(OSError):  # only spares the next start a read: never fatal
