@@ -436,7 +436,7 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core import distributed as dist
     from xfer.core.recipes.recipe import load_recipe
     from xfer.core.runs.preflight import check_data
-    from xfer.core.runs.runner import check_run_dir, run_recipe
+    from xfer.core.runs.runner import check_run_dir, default_run_dir, run_recipe
 
     # whether a --fork target is this command's to call a copy after a stop (`_rerun`), not the user's
     args._fork_was_free = args.fork is None or not _holds_more_than_a_lock(args.fork)
@@ -456,7 +456,9 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
         # a rank refusing alone here was stopped by torchrun, maybe before it could say why
         if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):
             check_run_dir(recipe, args.run_dir, force=args.force, fork=args.fork)
-        check_data(recipe, host, only)  # every selected stage's data read before the first stage trains
+        # every selected stage's data read before the first stage trains; a stage's own check may find in
+        # its folder what it already read (a fork reads the source run's: its copy is not made yet)
+        check_data(recipe, host, only, run_dir=args.run_dir or default_run_dir(recipe))
         result = run_recipe(
             recipe, args.run_dir, force=args.force, fork=args.fork, device=args.device, host=host, only=only
         )

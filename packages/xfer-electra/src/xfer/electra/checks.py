@@ -50,8 +50,9 @@ from xfer.transformer.finetune_config import (
 _PROBE_BYTES = 1 << 20
 
 
-def preflight(config: Any) -> list[UserError]:
-    """Every problem found; each check runs on its own, so one does not hide another."""
+def preflight(config: Any, stage_dir: Path | None = None) -> list[UserError]:
+    """Every problem found; each check runs on its own, so one does not hide another. `stage_dir`: the
+    stage's folder in the run directory (None: not known), whose default example cache records files checked."""
     problems: list[UserError] = []
     init = config.init.path if config.init is not None else None
     tokenizer = _tokenizer_dir(config)
@@ -59,7 +60,7 @@ def preflight(config: Any) -> list[UserError]:
         lambda: _objective_kind(config),
         lambda: _empty_corpus(config),
         lambda: _dataset_column(config),
-        lambda: _dataset_lines(config),
+        lambda: _dataset_lines(config, stage_dir),
         lambda: _data_cache_inside_dataset(config),
         lambda: checkpoint_problems(
             tokenizer, init, config.encoder, config.max_length, random_init=config.init is None
@@ -254,17 +255,20 @@ def _dataset_column(config: Any) -> list[UserError]:
     ]
 
 
-def _dataset_lines(config: Any) -> list[UserError]:
+def _dataset_lines(config: Any, stage_dir: Path | None = None) -> list[UserError]:
     """The lines of a local `dataset:` file, checked as the stage checks them when it starts (the same
     functions): `xfer validate --data` said ok to a streamed JSON-lines file with a bad line or a row
     without the text key, and the stage refused it only once the stages before it had run. Passed files
-    are recorded in `data_cache` when that folder exists (the stage then does not read them again)."""
+    are recorded in the stage's example cache when that folder exists, `data_cache` or by default the stage's
+    `data` folder (as `stage._examples` chooses): the stage, and the next run's pre-flight, do not read them
+    again. Without `data_cache` and the stage's folder, a multi-GB corpus was parsed whole at every `xfer run`."""
     corpus = config.corpus
     if corpus.dataset is None or not Path(str(corpus.dataset)).exists():
         return []  # a Hub name, or a folder an earlier stage writes: the stage checks it
     from xfer.electra.data import check_local_dataset  # (imports datasets and torch: only when needed)
 
-    cache = config.data_cache if config.data_cache is not None and Path(config.data_cache).is_dir() else None
+    folder = config.data_cache or (stage_dir / "data" if stage_dir is not None else None)
+    cache = Path(folder) if folder is not None and Path(folder).is_dir() else None  # (never made here)
     try:
         check_local_dataset(corpus, cache)
     except DataError as problem:

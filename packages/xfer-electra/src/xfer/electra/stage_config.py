@@ -132,11 +132,12 @@ class PretrainConfig:
             default_positions=max(512, self.max_length),  # as the stage builds a preset (stage._encoder_config)
         )
 
-    def preflight(self) -> list[Any]:
-        """Checks that read files, run before any stage trains (see `xfer.electra.checks`)."""
+    def preflight(self, stage_dir: Path | None = None) -> list[Any]:
+        """Checks that read files, run before any stage trains (see `xfer.electra.checks`); `stage_dir`: the
+        stage's folder in the run directory, whose example cache records the data files already checked."""
         from xfer.electra.checks import preflight
 
-        return preflight(self)
+        return preflight(self, stage_dir)
 
     def check_recipe(self) -> None:
         if self.init_generator is not None and self.init is None:

@@ -13,7 +13,11 @@ before the run.
 
 A stage config may also define `preflight(self) -> list[UserError]` for checks of its own that
 need to read files (a pre-training corpus, a checkpoint's vocabulary against the tokenizer's, a
-compute budget against the cost of one step). It must skip what comes from earlier stages.
+compute budget against the cost of one step). It must skip what comes from earlier stages. One that
+takes a `stage_dir` keyword gets the stage's folder in the run directory (None when not known, as for
+`xfer validate --data`; it may not exist yet), where it may find what the stage recorded, such as the
+data files it already parsed: a multi-GB corpus was parsed whole at every `xfer run`, even of a
+completed stage. It must not create that folder (a run directory is checked before it is made).
 And it may define `check_task_infos(self, infos: dict[str, TaskInfo]) -> list[UserError]` for
 checks that need to know what its tasks are (a stage that trains tagging tasks only, or needs
 settings for each task type it gets): `infos` holds the `Task.info()` of every task checked here.
@@ -22,6 +26,7 @@ settings for each task type it gets): `infos` holds the `Task.info()` of every t
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,30 +49,38 @@ def preflight(recipe: Recipe, host: PluginHost | None = None) -> list[str]:
     return [str(d) for d in preflight_diagnostics(recipe, host)]
 
 
-def check_data(recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None) -> None:
-    """Raise `PreflightError` listing every data problem (of the `only` stages when given)."""
-    diagnostics = preflight_diagnostics(recipe, host, only)
+def check_data(
+    recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None, run_dir: Path | None = None
+) -> None:
+    """Raise `PreflightError` listing every data problem (of the `only` stages when given). `run_dir`:
+    the run directory the recipe will run in, whose stage folders a stage's own check may read."""
+    diagnostics = preflight_diagnostics(recipe, host, only, run_dir)
     if diagnostics:
         raise PreflightError(diagnostics)
 
 
 def preflight_diagnostics(
-    recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None
+    recipe: Recipe, host: PluginHost | None = None, only: set[str] | None = None, run_dir: Path | None = None
 ) -> list[Diagnostic]:
     from xfer.core.plugins import recipe_host
 
     with recipe_host(host or default_host()) as scoped:
-        return _preflight_diagnostics(recipe, scoped, only)
+        return _preflight_diagnostics(recipe, scoped, only, run_dir)
 
 
-def _preflight_diagnostics(recipe: Recipe, host: PluginHost, only: set[str] | None) -> list[Diagnostic]:
+def _preflight_diagnostics(
+    recipe: Recipe, host: PluginHost, only: set[str] | None, run_dir: Path | None
+) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for stage, plan in recipe.stages.items():
         if only is not None and stage not in only:
             continue
         own_checks = getattr(plan.config, "preflight", None)
         if callable(own_checks):
-            for problem in _problems_of(own_checks, "its pre-flight check"):
+            where = (
+                {"stage_dir": run_dir / stage if run_dir is not None else None} if _takes_stage_dir(own_checks) else {}
+            )
+            for problem in _problems_of(own_checks, "its pre-flight check", **where):
                 found.append(_diagnostic(problem, f"stage {stage!r}", recipe, stage, ""))
         try:
             pairs = stage_tasks(plan.config)
@@ -96,11 +109,19 @@ def _preflight_diagnostics(recipe: Recipe, host: PluginHost, only: set[str] | No
     return found
 
 
-def _problems_of(check: Callable[..., Iterable[UserError]], what: str, *args: Any) -> list[UserError]:
+def _takes_stage_dir(check: Callable[..., Any]) -> bool:
+    """Whether a stage config's `preflight` takes the `stage_dir` keyword (older ones take nothing)."""
+    try:
+        return "stage_dir" in inspect.signature(check).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _problems_of(check: Callable[..., Iterable[UserError]], what: str, *args: Any, **kwargs: Any) -> list[UserError]:
     """The problems a stage config's own check returns or raises. Any other exception is a plugin bug:
     reported with the others, not as the user's data problem, and not as a traceback that hides them."""
     try:
-        return list(check(*args))
+        return list(check(*args, **kwargs))
     except Exception as exc:
         return [_plugin_bug(what, exc)]
 
