@@ -230,8 +230,11 @@ def read_results(stage_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = path.read_bytes()
+        results = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:  # its byte offset alone did not say where the damage was
+        raise UserError(f"{path}:{line_of(data, error)}: unreadable results file (not UTF-8: {error.reason})") from None
+    except (OSError, json.JSONDecodeError) as error:
         raise UserError(f"{path}: unreadable results file ({error})") from None
     if isinstance(results, dict):
         results = {task: _decoded(result) for task, result in results.items()}
@@ -246,6 +249,11 @@ def read_results(stage_dir: Path) -> dict[str, Any] | None:
     return results
 
 
+def line_of(data: bytes, error: UnicodeDecodeError) -> int:
+    """The line (from 1) of `data` holding the byte that `error` could not decode."""
+    return data.count(b"\n", 0, error.start) + 1
+
+
 def plus_minus(std: float, count: int) -> str:
     """ " ± std" after a mean: one decimal, or two below 0.1 (seeds that agree closely should not
     read "± 0.0"); nothing for a single run, whose std is undefined, not zero."""
@@ -257,25 +265,25 @@ def plus_minus(std: float, count: int) -> str:
 def markdown_rows(stage: str, results: dict[str, Any]) -> list[str]:
     """One table row per task: main metric's median (the GLUE protocol), mean ± std, range, runs.
 
-    Names are made safe for a cell (`_cell`): a stage folder, task or metric name with a "|" shifted
+    Names are made safe for a cell (`markdown_cell`): a stage folder, task or metric name with a "|" shifted
     every later column of its row."""
     rows = []
-    stage = _cell(stage)
+    stage = markdown_cell(stage)
     for task_name, entry in results.items():
         result = _decoded(entry)  # a stage's own table is made from `task_result`'s strict JSON
-        task, main = _cell(task_name), _cell(result["main_metric"])
+        task, main = markdown_cell(task_name), markdown_cell(result["main_metric"])
         summary = result["summary"]
         s = summary.get(result["main_metric"])
-        if s is None:
-            rows.append(f"| {stage} | {task} | {main} | (no value) | | | {len(result['runs'])} | |")
-            continue
         # bookkeeping left out: results.json files written before summaries covered metrics only hold the
         # median trial number, seed and step count, which the table showed as scores ("seed 2.5")
         others = ", ".join(
-            f"{_cell(m)} {_stat(v, 'median')}"
+            f"{markdown_cell(m)} {_stat(v, 'median')}"
             for m, v in summary.items()
             if m != result["main_metric"] and m not in BOOKKEEPING
         )
+        if s is None:  # the other metrics still shown: the row left out every score the runs had
+            rows.append(f"| {stage} | {task} | {main} | (no value) | | | {len(result['runs'])} | {others} |")
+            continue
         spread = plus_minus(s["std"], len(result["runs"])) if "std" in s else ""
         if result.get("greater_is_better", True) is False:
             main += " (lower is better)"
@@ -292,7 +300,9 @@ def _stat(stats: dict[str, Any], key: str) -> str:
 
 
 def stage_dirs_of(paths: Iterable[Path]) -> list[Path]:
-    """Stage folders named directly, or every stage folder (with a stage.json) of a run folder.
+    """Stage folders named directly, or every stage folder of a run folder (with a stage.json, or a
+    results.json: a stage whose stage.json was deleted or not copied along was left out of the
+    table without a word, while `xfer status` listed it as pending).
 
     A path that is neither is refused (exit 2) rather than read as a run without results: a typo or
     a wrong folder should not look like a run that has not finished yet."""
@@ -305,7 +315,7 @@ def stage_dirs_of(paths: Iterable[Path]) -> list[Path]:
         elif not path.is_dir():
             raise UserError(f"{path}: not a folder; give a run folder or a stage folder")
         elif (path / "recipe.resolved.yaml").is_file() or any(path.glob("*/stage.json")):
-            found += [path / name for name in _stage_order(path) if (path / name / "stage.json").is_file()]
+            found += [path / name for name in _stage_order(path) if _is_stage(path / name)]
         else:
             raise UserError(
                 f"{path}: not a run or stage folder (no recipe.resolved.yaml, stage.json or {RESULTS_FILE})"
@@ -388,6 +398,9 @@ def pooled_results(stages: list[Path]) -> dict[str, Any] | None:
                 f"{stage}: its results are not final ({problem[0]}: {problem[1]}); only finished, intact stages "
                 "can be pooled"
             )
+        unrecorded = _unrecorded(stage)
+        if unrecorded is not None:
+            raise UserError(f"{unrecorded}; only finished, intact stages can be pooled")
         if pooled and set(results) != set(pooled):
             raise UserError(f"{stage}: tasks {sorted(results)} differ from {stages[0]}'s {sorted(pooled)}; not pooled")
         for task, result in results.items():
@@ -496,9 +509,13 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
         if results:
             label = group[0].name if len(group) == 1 else f"{group[0].name} (pooled)"
             problem = stage_problem(group[0]) if len(group) == 1 else None
+            unrecorded = _unrecorded(group[0]) if len(group) == 1 else None
             if problem is not None:
                 label = f"{label} [{problem[0]}]"
                 notes.append(f"{group[0]} is {problem[0]}: {problem[1]}; `xfer status` says why")
+            elif unrecorded is not None:
+                label = f"{label} [no stage.json]"
+                notes.append(unrecorded)
             labelled.append((run_label(group), markdown_rows(label, results)))
             notes += diverged_notes(label, results)
             if len(group) > 1:
@@ -510,7 +527,7 @@ def results_table(paths: Iterable[str | Path]) -> str | None:
     if len({run for run, _ in labelled}) > 1:
         first, rule = HEADER.splitlines()
         header = [f"| run {first}", f"|---{rule}"]
-        rows = [f"| {_cell(run)} {row}" for run, group_rows in labelled for row in group_rows]
+        rows = [f"| {markdown_cell(run)} {row}" for run, group_rows in labelled for row in group_rows]
     else:
         header = [HEADER]
         rows = [row for _, group_rows in labelled for row in group_rows]
@@ -556,8 +573,9 @@ def run_label(group: list[Path]) -> str:
     return "+".join(dict.fromkeys(str(stage.parent) for stage in group))
 
 
-def _cell(text: str) -> str:
-    """`text` safe inside a Markdown table cell (a "|" in a folder name would split the cell).
+def markdown_cell(text: str) -> str:
+    """`text` safe inside a Markdown table cell (a "|" in a folder name would split the cell); every
+    table of results uses it (`xfer.cvt.results`'s too, whose names went in raw).
 
     A line break (in a metric or task name) becomes a space: it ended the row in the middle, and the
     rest of the row became a line of text under the table, one cell short."""
@@ -674,7 +692,25 @@ def _stage_order(run_dir: Path) -> list[str]:
         stages = resolved.get("stages") if isinstance(resolved, dict) else None
     if isinstance(stages, dict):
         return [str(name) for name in stages]
-    return sorted(p.parent.name for p in run_dir.glob("*/stage.json"))
+    return sorted(p.name for p in run_dir.iterdir() if _is_stage(p))
+
+
+def _is_stage(folder: Path) -> bool:
+    """Whether `folder` is a stage folder: it has a stage.json or a results.json (`stage_dirs_of`)."""
+    return (folder / "stage.json").is_file() or _has_results(folder)
+
+
+def _unrecorded(stage: Path) -> str | None:
+    """Why the row of a stage of a run folder that has a results.json but no stage.json is not known
+    to be final, else None. Without the record nothing says the stage completed, nor that the file is
+    the one it completed with (`xfer status` shows it pending). A results folder outside a run folder
+    (copied out on its own) is read as it is."""
+    if (stage / "stage.json").exists() or not (stage.parent / "recipe.resolved.yaml").is_file():
+        return None
+    return (
+        f"{stage} has no stage.json (deleted, or not copied along): nothing records that the stage completed "
+        f"with this {RESULTS_FILE}; `xfer status` shows it pending"
+    )
 
 
 def _signed_config(stage: Path) -> dict[str, Any] | None:

@@ -37,40 +37,44 @@ from xfer.core.results import (
     BOOKKEEPING,
     RESULTS_FILE,
     json_number,
+    markdown_cell,
     plus_minus,
     pool_note,
     pool_parts,
     pooled_results,
     read_results,
-    score_order,
     stage_dirs_of,
     stage_groups,
     stage_problem,
+    summarize,
 )
-from xfer.core.runs.report import TAGS_KEY
+from xfer.core.runs.report import TAGS_KEY, series_key
 
 NOT_METRICS = BOOKKEEPING | {"step", "split", "time", TAGS_KEY}
 """Keys of a metrics.jsonl record that are not dev metrics (TAGS_KEY lists a tagged record's tag names)."""
 
 
 def task_row(stage: str, task: str, result: dict[str, Any]) -> str:
+    """One table row; names made safe for a cell (`markdown_cell`): a "|" or a line break in a stage,
+    task or metric name shifted the later columns of the row, or ended it half-way."""
     main, runs, summary = result["main_metric"], result["runs"], result["summary"]
     values = [r[main] for r in runs if _number(r.get(main))]  # not a bool: True was read as 1.0
+    name = f"{markdown_cell(task)} {markdown_cell(main)}"
+    stage = markdown_cell(stage)
     if not values:
-        return f"| {stage} | {task} {main} | (no value) | | | {len(runs)} | | |"
-    mean = statistics.fmean(values)
-    # a diverged trial's NaN score: `statistics.stdev` raised a bare AttributeError on it, and
-    # min/max gave whatever its position made them; NaN sorts as the worst, as in `xfer results`
-    diverged = any(math.isnan(v) for v in values)
-    std = math.nan if diverged else statistics.stdev(values) if len(values) > 1 else 0.0
+        return f"| {stage} | {name} | (no value) | | | {len(runs)} | | |"
+    # as `xfer results` computes them (`summarize`): a diverged trial's NaN score is the worst (min/max
+    # gave whatever its position made them) and makes the std NaN, where `statistics.stdev` raised a bare
+    # AttributeError on it; an infinite one (a perplexity, a score of 1e400 in an edited file) too
     better = result.get("greater_is_better", True) is not False
-    ordered = sorted(values, key=lambda value: score_order(value, better))
-    others = ", ".join(f"{m} {s['mean']:.1f}" for m, s in summary.items() if m != main)
+    stats = summarize(runs, [main], () if better else (main,))[main]
+    others = ", ".join(f"{markdown_cell(m)} {s['mean']:.1f}" for m, s in summary.items() if m != main)
     per_trial = " / ".join(f"{v:.1f}" for v in values)
     seconds = [float(r["seconds"]) for r in runs if _number(r.get("seconds"))]  # a missing time is not 0 s
-    minutes = f"{statistics.fmean(seconds) / 60:.1f}" if seconds else ""
+    minutes = f"{_mean(seconds) / 60:.1f}" if seconds else ""
     return (
-        f"| {stage} | {task} {main} | **{mean:.1f}**{plus_minus(std, len(values))} | {ordered[0]:.1f}–{ordered[-1]:.1f} | "
+        f"| {stage} | {name} | **{stats['mean']:.1f}**{plus_minus(stats['std'], len(values))} | "
+        f"{stats['min']:.1f}–{stats['max']:.1f} | "
         f"{per_trial} | {len(values)} | {others} | {minutes} |"
     )
 
@@ -126,10 +130,11 @@ def first_metric(record: dict[str, Any]) -> str | None:
 def unfinished_row(stage: Path) -> str:
     records = finished_trials(stage)
     metric = first_metric(records[0]) if records else None
+    name = markdown_cell(label([stage]))
     if metric is None:
-        return f"| {label([stage])} | (not finished; no trial finished yet) | | | | | | |"
+        return f"| {name} | (not finished; no trial finished yet) | | | | | | |"
     values = " / ".join(f"{r[metric]:.1f}" for r in records if _number(r.get(metric)))
-    return f"| {label([stage])} | (not finished) {metric} | | | {values} | {len(records)} so far | | |"
+    return f"| {name} | (not finished) {markdown_cell(metric)} | | | {values} | {len(records)} so far | | |"
 
 
 def stage_rows(group: list[Path]) -> list[str]:
@@ -218,28 +223,47 @@ def curve_metrics(stage: Path, rows: list[dict[str, Any]], metric: str | None) -
 
 
 def dev_rows(stage: Path) -> list[dict[str, Any]]:
+    """The dev records of a stage's metrics.jsonl, each (trial, step) once: the last one logged.
+
+    Read a line at a time (a long run's file was read whole, twice), each line decoded on its own,
+    so a byte that is not UTF-8 is named with its line. A last line without its line end is one a
+    kill cut (or one being written): the run rewrites it on resume; any other bad line is named.
+    A stage resumed without an intact checkpoint by xfer before 2026-11-27 logged its evaluations
+    again after the killed attempt's (`RunLog` now drops those first): both were averaged into the
+    curve's point and counted as trials."""
     path = stage / "metrics.jsonl"
-    rows = []
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
+        with open(path, "rb") as lines:
+            for number, data in enumerate(lines, 1):
+                if not data.strip():
+                    continue
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as error:  # a kill may cut a character in two as well
+                    if not data.endswith(b"\n"):
+                        continue
+                    raise UserError(f"{path}:{number}: not UTF-8 text ({error.reason})") from None
+                try:
+                    row = json.loads(text)
+                except json.JSONDecodeError:
+                    if not data.endswith(b"\n"):  # the last line, cut by a kill mid-write (or being written)
+                        continue
+                    raise UserError(f"{path}:{number}: not a JSON line") from None
+                if not isinstance(row, dict) or (
+                    row.get("split") == "dev"
+                    and not (isinstance(row.get("step"), int) and not isinstance(row["step"], bool))
+                ):  # were a bare AttributeError, KeyError or ValueError (an edited or foreign file)
+                    raise UserError(
+                        f"{path}:{number}: not a metrics record (a mapping whose dev rows have an integer step)"
+                    )
+                if row.get("split") == "dev":
+                    key = (series_key(row), row["step"])
+                    latest.pop(key, None)  # in the order of the last records
+                    latest[key] = {k: json_number(v) for k, v in row.items()}  # a diverged score is written "NaN"
+    except OSError as error:
         raise UserError(f"{path}: unreadable ({error})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):  # a line cut by a kill mid-write: the run rewrites it on resume
-                continue
-            raise UserError(f"{path}:{number}: not a JSON line") from None
-        if not isinstance(row, dict) or (
-            row.get("split") == "dev" and not (isinstance(row.get("step"), int) and not isinstance(row["step"], bool))
-        ):  # were a bare AttributeError, KeyError or ValueError (an edited or foreign file)
-            raise UserError(f"{path}:{number}: not a metrics record (a mapping whose dev rows have an integer step)")
-        if row.get("split") == "dev":
-            rows.append({k: json_number(v) for k, v in row.items()})  # a diverged score is written "NaN"
-    return rows
+    return list(latest.values())
 
 
 def curve_table(groups: list[list[Path]], metric: str | None) -> list[str]:
@@ -265,7 +289,7 @@ def curve_table(groups: list[list[Path]], metric: str | None) -> list[str]:
     ]
     for name, points in table.items():
         cells = [cell(points[n], most) if n in points else "" for n in columns]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {markdown_cell(name)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -279,7 +303,7 @@ def labeled_minibatches(step: int, per_labeled: int) -> int:
 
 def cell(values: list[float], most: int) -> str:
     """A mean, with its trial count when fewer trials than elsewhere in the table reached it."""
-    mean = f"{statistics.fmean(values):.1f}"
+    mean = f"{_mean(values):.1f}"
     return mean if len(values) == most else f"{mean} ({len(values)})"
 
 
@@ -327,6 +351,15 @@ def main(argv: list[str]) -> int:
         return 2
     print("\n".join(lines))
     return 0
+
+
+def _mean(values: list[float]) -> float:
+    """The mean; NaN where it is undefined (inf and -inf) or the sum overflows a float, where
+    `statistics.fmean` raised (a bare ValueError or OverflowError)."""
+    try:
+        return statistics.fmean(values)
+    except (OverflowError, ValueError):
+        return math.nan
 
 
 def _number(value: Any) -> bool:

@@ -19,6 +19,7 @@ import os
 import re
 from array import array
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,11 @@ def _plottable(record: dict[str, Any]) -> bool:
     return step is not None and math.isfinite(step) and isinstance(split, str)
 
 
-def _series_key(record: dict[str, Any]) -> str:
+def series_key(record: dict[str, Any]) -> str:
     """Records with the same tags form one curve: the keys the record lists under `TAGS_KEY`, else (a
     record written before it) its non-numeric values (task, ...) and trial number ("NaN" is a number:
-    `metric_json`'s spelling of one)."""
+    `metric_json`'s spelling of one). A (split, series, step) is logged once by one run; twice, it
+    was re-logged by a resumed attempt (see `latest_points`)."""
     named = _tag_names(record)
     tags = {
         k: v
@@ -120,7 +122,8 @@ def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool, 
     """(curves, count of values that are not finite per (split, metric), whether any record was
     plottable, (count, first MAX_UNREAD numbers) of the non-blank lines that are no plottable record),
     reading metrics.jsonl a line at a time: memory grows with the numbers, not the text. A record
-    without a split is a train record (as `_plottable` reads it)."""
+    without a split is a train record (as `_plottable` reads it). A step of a curve logged twice
+    counts once, at its last value (`latest_points`), also among the values that are not finite."""
     curves: Curves = defaultdict(dict)
     not_finite: dict[tuple[str, str], int] = defaultdict(int)
     any_record = False
@@ -147,15 +150,36 @@ def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool, 
                 value = _number(v)
                 if k in _SKIP or k == "trial" or k in tags or value is None:
                     continue
-                if not math.isfinite(value):
-                    not_finite[split, k] += 1
-                    curves.setdefault((split, k), {})  # the metric exists even if no value of it is drawn
-                    continue
-                label = label or _series_key(record)
+                label = label or series_key(record)
                 steps, values = curves[split, k].setdefault(label, (array("d"), array("d")))
                 steps.append(step)
                 values.append(value)
+    for key, series in curves.items():
+        for label in list(series):
+            steps, values = latest_points(*series[label])
+            if not all(map(math.isfinite, values)):  # the metric stays a key even if no value of it is drawn
+                finite = [i for i, value in enumerate(values) if math.isfinite(value)]
+                not_finite[key] += len(values) - len(finite)
+                steps, values = array("d", (steps[i] for i in finite)), array("d", (values[i] for i in finite))
+            if steps:
+                series[label] = (steps, values)
+            else:
+                del series[label]
     return curves, not_finite, any_record, (unread_count, unread)
+
+
+def latest_points(steps: array, values: array) -> tuple[array, array]:
+    """The points of one curve with each step once, at the value logged last: a stage resumed without
+    an intact checkpoint by xfer before 2026-11-27 logged its steps again after the killed attempt's
+    (`RunLog` now drops those first), and both were drawn, a zigzag between two runs' values at
+    every step, and counted twice among the values not drawn."""
+    if all(a < b for a, b in pairwise(steps)):  # the usual curve: no dict of every step to check that
+        return steps, values
+    last = {step: index for index, step in enumerate(steps)}
+    if len(last) == len(steps):
+        return steps, values
+    keep = sorted(last.values())
+    return array("d", (steps[i] for i in keep)), array("d", (values[i] for i in keep))
 
 
 def _thin(steps: array, values: array) -> tuple[list[float], list[float]]:
