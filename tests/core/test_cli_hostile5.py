@@ -226,7 +226,9 @@ def test_a_bad_device_is_refused_before_the_data_check(
 
     checked: list[object] = []
     check_data = preflight.check_data
-    monkeypatch.setattr(preflight, "check_data", lambda *args: checked.append(args) or check_data(*args))
+    monkeypatch.setattr(
+        preflight, "check_data", lambda *args, **kwargs: checked.append(args) or check_data(*args, **kwargs)
+    )
     recipe = write_recipe(tmp_path, TWO)
     assert cli.main(["run", str(recipe), "--run-dir", str(tmp_path / "run"), "--device", "gpu"]) == 2
     assert capsys.readouterr().err.startswith("error: --device 'gpu': ")
