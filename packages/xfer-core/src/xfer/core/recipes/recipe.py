@@ -15,6 +15,7 @@ to stages or outputs that do not exist, cycles, missing files and overrides that
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ from xfer.core.recipes.schema import (
     resolve_path,
     to_plain,
     unexpanded_hint,
+    yaml_word,
 )
 from xfer.core.recipes.yamlsrc import Node, apply_override, deep_merge, parse_file, parse_override
 from xfer.core.specs import ComponentSpec
@@ -43,6 +45,9 @@ MAX_SEED = 2**31
 """Recipe seeds are below this: stages derive seeds by adding trial and rank numbers, and every
 generator they reach (Python, numpy, torch, datasets) must take the sum."""
 _STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_NAME_VARIABLE = re.compile(r"\$(?:\{|[A-Za-z_])")
+"""`${VAR}` or the shell's `$VAR` in a run name, which is taken as written: `name: run-$USER` named the
+folder `runs/run-$USER` silently, where `${USER}` was refused."""
 
 
 @dataclass
@@ -137,9 +142,13 @@ def _load_with_includes(
     loaded = {} if loaded is None else loaded
     path = path.resolve() if os.path.exists(path) else path  # os.path: Path.exists() raised on a name too long
     root = parse_file(path, deferred)
+    if root.value is None:
+        # `---` alone (or with comments): an empty document, as an empty file is. It was refused as "got
+        # NoneType" (an included file too), where the empty file says the recipe has no 'stages'.
+        root = Node({}, Location(str(path), 1, 1), origin=f"{path}:1:1")
     if not root.is_map:
         raise RecipeError(
-            [Diagnostic(root.loc, f"a recipe must be a mapping with 'stages', got {type(root.value).__name__}")]
+            [Diagnostic(root.loc, f"a recipe must be a mapping with 'stages', got {describe(root.value)}")]
         )
     include = root.value.pop("include", None)
     if include is None:
@@ -289,7 +298,7 @@ def _load_recipe(path: Path, overrides: tuple[str, ...] | list[str], host: Plugi
             f"name {name!r} names the run directory runs/<name>: it must be one folder name "
             f"(not empty, '.' or '..', no '/' or '\\', no spaces at either end, at most {NAME_MAX} bytes)",
         )
-    elif "${" in name:  # `${VAR}` is expanded in paths only: this would name a folder `runs/${USER}`
+    elif _NAME_VARIABLE.search(name):  # `${VAR}` is expanded in paths only: this would name a folder `runs/${USER}`
         validator.error(
             where,
             f"name {name!r}: the run name is taken as written (${{VAR}} is expanded in paths only); write the "
@@ -438,9 +447,28 @@ def _stage_spec(
         )
         return None
     kind_node = node.get("kind")
-    if kind_node is None or not isinstance(kind_node.value, str):
+    if kind_node is None:
+        # `knd: testing.fit` was only "missing 'kind'": name the key that is likely meant to be it; with no
+        # such key, the stage's name may be the typo (an included file's settings for `fiennetune`)
+        close = difflib.get_close_matches("kind", list(node.value), n=1, cutoff=0.6)
+        near = difflib.get_close_matches(stage_name, [other for other in stages if other != stage_name], n=1)
+        hint = (
+            f"; is {close[0]!r} meant to be 'kind'?"
+            if close
+            else f"; or are these settings for the stage {near[0]!r}, under a misspelt name?"
+            if near
+            else ""
+        )
         validator.error(
-            where if kind_node is None else kind_node.loc, f"stages.{stage_name}: missing 'kind' (a stage kind name)"
+            node.value[close[0]].where() if close else where,
+            f"stages.{stage_name}: missing 'kind' (a stage kind name){hint}",
+        )
+        return None
+    if not isinstance(kind_node.value, str):  # `kind: no`, `kind: [x]` were reported as "missing 'kind'"
+        validator.error(
+            kind_node.loc,
+            f"stages.{stage_name}.kind: expected a stage kind name, got {describe(kind_node.value)}"
+            f"{yaml_word(kind_node)}",
         )
         return None
     validator.provenance[f"stages.{stage_name}.kind"] = kind_node.origin

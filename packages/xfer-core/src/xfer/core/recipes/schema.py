@@ -507,7 +507,9 @@ class Validator:
                 continue
             child_path = f"{path}.{key}" if path else key
             if key not in fields:
-                hint = _nested_home(key, hints, fields) or did_you_mean(key, fields)
+                # The mapping's own keys (a task's `as:`) are candidates too: `ass: reviews` had no suggestion
+                own = [k for k in skip if k not in node.value]
+                hint = _nested_home(key, hints, fields) or did_you_mean(key, [*fields, *own])
                 self.error(child.where(), f"{child_path}: unknown key {key!r}{hint}")
                 ok = False
                 continue

@@ -290,6 +290,12 @@ def _check_depth(text: str, file: str) -> None:
             depth -= 1
 
 
+_FILE_ALIAS_HINT = " (an anchor must come before its alias in the same file; anchors do not cross includes)"
+_OVERRIDE_ALIAS_HINT = (
+    " (an override's value is YAML of its own: it cannot use the recipe's anchors; write the value itself)"
+)
+
+
 def parse_text(text: str, file: str, deferred: list[Diagnostic] | None = None) -> Node:
     """Parse one YAML document; raises RecipeError with positions on any syntax or tag problem.
 
@@ -308,7 +314,7 @@ def parse_text(text: str, file: str, deferred: list[Diagnostic] | None = None) -
             # "second occurrence" alone says nothing: (found duplicate anchor 'a'; first occurrence at line 2)
             problem = f"{problem} ({exc.context} at line {exc.context_mark.line + 1})"
         if problem.startswith("found undefined alias"):  # e.g. an anchor written in an included file
-            problem += " (an anchor must come before its alias in the same file; anchors do not cross includes)"
+            problem += _FILE_ALIAS_HINT
         if "'\\t'" in problem:  # PyYAML takes no tab where a token could start, though YAML allows some
             problem += " (use spaces, not tabs)"
         raise RecipeError([Diagnostic(_loc(file, mark), f"YAML syntax error: {problem}")]) from None
@@ -384,7 +390,12 @@ def parse_override(text: str, index: int) -> tuple[list[str], Node]:
     try:
         value = parse_text(source, file)
     except RecipeError as exc:  # a syntax error, a bad tag or a duplicate key: point into the override
-        raise RecipeError([Diagnostic(moved(d.location), d.message) for d in exc.diagnostics]) from None
+        # `x=*fast` names an anchor of the recipe: the hint for files ("in the same file") sent users looking there
+        diagnostics = [
+            Diagnostic(moved(d.location), d.message.replace(_FILE_ALIAS_HINT, _OVERRIDE_ALIAS_HINT))
+            for d in exc.diagnostics
+        ]
+        raise RecipeError(diagnostics) from None
     root = yaml.compose(source, Loader=yaml.SafeLoader)  # parses: parse_text did
     end = root.end_mark.index if root is not None else 0
     if "#" in source[end:]:  # `description=run #2` would silently be "run": YAML drops comments
