@@ -47,7 +47,7 @@ def test_a_features_tokenizer_of_another_vocabulary_is_refused(tmp_path: Path) -
     WordPieceTokenizer.from_vocab({p: i for i, p in enumerate(swapped)}).save(tmp_path / "other")
     recipe = features_recipe(tmp_path, "{init: electra, tokenizer: other, max_length: 12}")
     with pytest.raises(DataError, match="trained with another vocabulary") as caught:
-        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True), preflight=False)
     assert caught.value.path.endswith("vocab.txt") and caught.value.line == 6
     host = make_host(autoload=True)
     assert any("another vocabulary" in p for p in preflight(load_recipe(recipe, host=host), host))
@@ -134,4 +134,4 @@ def test_a_features_checkpoint_missing_encoder_tensors_is_refused_before_trainin
     (problem,) = preflight(load_recipe(recipe, host=host), host)
     assert "missing" in problem and str(weights.name) in problem
     with pytest.raises(CheckpointError, match="missing tensors of module 'encoder'"):
-        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True), preflight=False)

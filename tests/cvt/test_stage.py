@@ -150,7 +150,9 @@ def test_unlabeled_text_of_blank_lines_is_named(tmp_path):
     write_tiny_data(tmp_path)
     (tmp_path / "unlabeled.txt").write_text("\n  \n\n")
     with pytest.raises(UserError, match=r"the unlabeled text contains no words \(only blank lines\): .*unlabeled\.txt"):
-        run_recipe_file(write_recipe(tmp_path, tiny_cvt_recipe(CHUNK)), tmp_path / "run", make_host(autoload=True))
+        run_recipe_file(
+            write_recipe(tmp_path, tiny_cvt_recipe(CHUNK)), tmp_path / "run", make_host(autoload=True), preflight=False
+        )
 
 
 def test_semi_supervised_modes_need_unlabeled_files(tmp_path):

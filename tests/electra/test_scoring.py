@@ -809,7 +809,7 @@ def test_cr_only_line_endings_are_errors_not_one_text(ckpt: dict[str, Path], tmp
     problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
     assert any(f"{mac}:1: carriage return" in p for p in problems), problems
     with pytest.raises(DataError, match=rf"{mac}:1: carriage return"):  # the stage itself, past preflight
-        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True), preflight=False)
 
 
 def test_file_may_come_after_the_options(
@@ -881,7 +881,7 @@ def test_mlm_variants_of_electra_are_not_scored_as_mask_trained_mlms(
 
 def _stage_scores(tmp_path: Path, name: str, stage: str) -> Path:
     recipe = write_recipe(tmp_path, f"name: {name}\nstages:\n  s: {{kind: electra.score, {stage}}}\n")
-    run_recipe_file(recipe, tmp_path / name, make_host(autoload=True))
+    run_recipe_file(recipe, tmp_path / name, make_host(autoload=True), preflight=False)  # the stage's own checks
     return tmp_path / name / "s" / "outputs" / "scores"
 
 
@@ -908,7 +908,7 @@ def test_stage_nbest_ids_are_unique_across_files(ckpt: dict[str, Path], tmp_path
     problems = preflight(load_recipe(recipe, [], make_host(autoload=True)), make_host(autoload=True))
     assert any(re.search(message, p) for p in problems), problems
     with pytest.raises(DataError, match=message):
-        run_recipe_file(recipe, tmp_path / "dup", make_host(autoload=True))
+        run_recipe_file(recipe, tmp_path / "dup", make_host(autoload=True), preflight=False)
 
 
 def test_stage_output_names_are_unique_by_construction(ckpt: dict[str, Path], tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ def test_vocab_stage_refuses_a_file_listed_twice(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"a\.txt: listed twice in files"):
         check_data(load_recipe(recipe, host=_host()), _host())
     with pytest.raises(DataError, match=r"a\.txt: listed twice in files"):
-        run_recipe_file(recipe, tmp_path / "run", _host())
+        run_recipe_file(recipe, tmp_path / "run", _host(), preflight=False)
     assert not (tmp_path / "run" / "vocab" / "outputs" / "tokenizer" / "vocab.txt").exists()
     fine = write_recipe(
         tmp_path, 'stages:\n  vocab: {kind: transformer.vocab, files: ["data/*.txt"], size: 60, min_frequency: 1}\n'
@@ -93,7 +93,7 @@ def test_vocab_stage_refuses_a_broken_link_among_its_files(tmp_path: Path) -> No
     with pytest.raises(RecipeError, match=r"b\.txt: broken symbolic link matched by files"):
         check_data(load_recipe(recipe, host=_host()), _host())
     with pytest.raises(DataError, match=r"b\.txt: broken symbolic link matched by files"):
-        run_recipe_file(recipe, tmp_path / "run", _host())
+        run_recipe_file(recipe, tmp_path / "run", _host(), preflight=False)
 
 
 def test_cli_refuses_a_broken_link_among_its_files(tmp_path: Path) -> None:

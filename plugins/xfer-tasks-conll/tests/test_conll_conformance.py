@@ -140,4 +140,4 @@ def test_transformer_finetune_refuses_a_parsing_task_with_a_user_error(tmp_path)
         tmp_path, tiny_finetune_recipe("{name: conll/ud-parse, train_file: t.conllu, dev_file: t.conllu}", steps=1)
     )
     with pytest.raises(UserError, match=r"conll/ud-parse: transformer\.finetune has no objective for parsing tasks"):
-        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True))
+        run_recipe_file(recipe, tmp_path / "run", make_host(autoload=True), preflight=False)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import numbers
 import os
 import textwrap
 from collections.abc import Mapping
@@ -52,7 +51,8 @@ import yaml
 
 from xfer.core.errors import RecipeError, UserError
 from xfer.core.recipes.recipe import load_recipe
-from xfer.core.runs.preflight import check_data
+from xfer.core.results import plain_number
+from xfer.core.specs import KINDS
 from xfer.testing.helpers import (
     assert_same_weights,
     make_host,
@@ -90,6 +90,24 @@ class ComponentConformance:
             )
         return [TESTING_PLUGIN, *self.plugin_modules]
 
+    def kind_and_name(self) -> tuple[str, str]:
+        """`component`, checked to be a (kind, name) pair of a known kind. A bare name
+        (`component = "mytasks/reviews"`) failed every check with "too many values to unpack", and a
+        kind typo (`"tasks"`) passed the recipe check and failed the rest with "plugin 'mytasks' provides:
+        no taskss"."""
+        component = getattr(self, "component", None)
+        if (
+            isinstance(component, (tuple, list))
+            and len(component) == 2
+            and all(isinstance(part, str) for part in component)
+            and component[0] in KINDS
+        ):
+            return component[0], component[1]
+        pytest.fail(
+            f"{type(self).__name__}.component must be a (kind, name) pair, the kind one of {', '.join(KINDS)}: "
+            f'got {component!r} (e.g. component = ("task", "mytasks/reviews"))'
+        )
+
     def host(self):
         return make_host(self.modules(), autoload=self.autoload)
 
@@ -105,7 +123,7 @@ class ComponentConformance:
 
     def test_registered_with_documented_config(self) -> None:
         host = self.host()
-        kind, name = self.component
+        kind, name = self.kind_and_name()
         spec = host.get(kind, name)
         assert spec.version and spec.summary, f"{name}: give the spec a version and a summary"
         cls = host.config_class(kind, name)
@@ -129,7 +147,7 @@ class ComponentConformance:
         check pass without the component ever being used. A task or objective must be named right
         at `config_path` (`name` or `{name: ..., ...}`), a stage be its `kind`; a model or metric
         must be named somewhere below it."""
-        kind, name = self.component
+        kind, name = self.kind_and_name()
         where = type(self).__name__
         node: Any = data
         parent: Any = None
@@ -175,11 +193,21 @@ class ComponentConformance:
         self.component_node(yaml.safe_load(textwrap.dedent(self.recipe)))
 
     def test_unknown_key_reported_with_line(self, tmp_path: Path) -> None:
+        kind, name = self.kind_and_name()
+        if kind == "metric":  # recipes only name a metric (`metrics: [accuracy, mytasks.kappa]`)
+            pytest.skip(f"a metric has no config of its own for a recipe to misspell a key of ({name!r})")
         data = yaml.safe_load(textwrap.dedent(self.recipe))
         node, last, target = self.component_node(data)
-        if isinstance(target, str):  # `task: name` shorthand -> mapping form
+        if isinstance(target, str) and kind in ("task", "objective"):  # `task: name` shorthand -> mapping form
             target = {"name": target}
             node[last] = target
+        if not isinstance(target, dict):
+            # a model named somewhere below a list or a string: the key was set on a list (a bare TypeError)
+            # or on a mapping made up around the name (an "expected a string" error blamed on the component)
+            pytest.fail(
+                f"{type(self).__name__}.config_path {self.config_path!r} leads to {target!r}: for the "
+                f"unknown-key check it must lead to the mapping that holds the {kind}'s config"
+            )
         target["conformance_bogus_key"] = 1
         text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
         line = next(i for i, t in enumerate(text.splitlines(), start=1) if "conformance_bogus_key" in t)
@@ -199,7 +227,7 @@ class ComponentConformance:
         reordered or trimmed the examples or predictions it was handed made the prediction files written
         after it wrong or refused; and a `write_predictions` writing beside its folder (`directory.parent`)
         left files in the stage folder no output names. The model is not needed for any of these."""
-        kind, name = self.component
+        kind, name = self.kind_and_name()
         if kind != "task":
             pytest.skip(f"checks a task; {name!r} is a {kind}")
         host = self.host()
@@ -223,12 +251,19 @@ class ComponentConformance:
             f"{where}: evaluate() changed the examples or predictions it was handed; the stage writes its "
             "prediction files from the same objects after evaluating: copy them instead"
         )
+        from xfer.core.evaluation import main_metric_problem  # imports torch: not at the kit's import
+
         main = task.info().main_metric
-        value = results.get(main) if isinstance(results, Mapping) else None
-        assert isinstance(value, numbers.Real) and not isinstance(value, bool), (
-            f"{where}: evaluate() of the gold labels returned {results!r}: it must hold a number for its "
+        # as a run reads them (`TaskEvaluator.checked`): a numpy scalar or a one-number tensor is its number;
+        # `{"accuracy": torch.tensor(100.0)}` trains and is scored by `xfer run`, and was refused here
+        if isinstance(results, Mapping):
+            results = {metric: plain_number(value) for metric, value in results.items()}
+        problem = main_metric_problem(results, main)
+        assert problem is None, (
+            f"{where}: evaluate() of the gold labels returned {problem}: it must hold a number for its "
             f"main_metric {main!r}"
         )
+        value = results[main]
         if task.greater_is_better and math.isfinite(value):
             scored = f"{where}: the gold labels, scored as predictions, get {main} = {value!r}"
             assert -1e-6 <= value <= 100.0 + 1e-6, f"{scored}: every metric a task returns is in percent, 0 to 100"
@@ -238,11 +273,13 @@ class ComponentConformance:
             )
         box = tmp_path / "stage"
         directory = box / "predictions"
-        written = Path(task.write_predictions(directory, split, list(examples), copy.deepcopy(golds)))
+        returned = task.write_predictions(directory, split, list(examples), copy.deepcopy(golds))
         outside = sorted(str(f.relative_to(box)) for f in box.rglob("*") if not f.is_relative_to(directory))
         assert not outside, f"{where}: write_predictions() wrote outside the folder it was given: {outside}"
-        assert written.is_file() and written.resolve().is_relative_to(directory.resolve()), (
-            f"{where}: write_predictions() must return the file it wrote in {directory}, returned {written}"
+        # a return of None (no `return`) failed as a bare TypeError from Path(None), not as this check
+        written = Path(returned) if isinstance(returned, (str, os.PathLike)) else None
+        assert written is not None and written.is_file() and written.resolve().is_relative_to(directory.resolve()), (
+            f"{where}: write_predictions() must return the file it wrote in {directory}, returned {returned!r}"
         )
 
     def _typed_node(self, plan: Any) -> Any:
@@ -263,14 +300,27 @@ class ComponentConformance:
         """What determinism compares: the weights of a training stage, every file's bytes otherwise."""
         return output_tensors(run_dir, self.stage) if self.trains else output_files(run_dir, self.stage)
 
+    def checked_stage(self, path: Path) -> None:
+        """Fail, saying what to set, when the recipe at `path` has no stage `stage` (default "fit").
+
+        A recipe naming its stage otherwise failed the run checks with "override matches no stage 'fit'"
+        and "no safetensors weights under .../fit/outputs", neither naming the class attribute to set."""
+        stages = load_recipe(path, host=self.host()).stages
+        if self.stage not in stages:
+            pytest.fail(
+                f"{type(self).__name__}: the checks train and compare the stage {self.stage!r}, which the recipe "
+                f"does not have (its stages: {', '.join(stages)}): name it {self.stage!r}, or set "
+                'stage = "<the stage to check>" on the class'
+            )
+
     def test_one_step_runs(self, tmp_path: Path) -> None:
         path = self.recipe_file(tmp_path)
+        self.checked_stage(path)
         # warmup 0 too: a recipe's own warmup_steps is longer than one step, which recipes refuse
         one_step = [f"stages.{self.stage}.train.steps=1", f"stages.{self.stage}.train.warmup_steps=0"]
         overrides = one_step if self.trains else []
-        # the data pre-flight `xfer run` does first: a stage that reads only a task's train split (its
-        # config without `data_splits`) passed every in-process check here, and `xfer run` refused it
-        check_data(load_recipe(path, overrides, self.host()), self.host())
+        # run_recipe_file makes the data pre-flight `xfer run` does first: a stage that reads only a task's
+        # train split (its config without `data_splits`) passed every in-process check, and `xfer run` refused it
         result = run_recipe_file(path, tmp_path / "run", self.host(), overrides)
         assert [s.status for s in result.stages] == ["completed"] * len(result.stages)
         assert self.outputs(tmp_path / "run")
@@ -282,6 +332,7 @@ class ComponentConformance:
         checks = cls()
         directory = tmp_path_factory.mktemp("reference")
         path = checks.recipe_file(directory)
+        checks.checked_stage(path)
         run_recipe_file(path, directory / "run", checks.host())
         return path, checks.outputs(directory / "run")
 

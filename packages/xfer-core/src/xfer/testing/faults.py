@@ -58,12 +58,28 @@ def crash_in_checkpoint(nth: int) -> None:
     checkpoint.torch.save = dying_save  # type: ignore[attr-defined]
 
 
+FAULT_OPTIONS = ("--kill-at-step", "--term-at-step", "--crash-in-checkpoint")
+
+
+def split_fault_options(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the leading fault options, the `xfer` arguments after them).
+
+    Only leading options are the wrapper's: `parse_known_args` over the whole command line took `-h`
+    anywhere for its own (`run_cli(["run", "--help"])` printed this wrapper's usage, not xfer's) and any
+    abbreviation of a fault option (`--term` of a plugin command) away from `xfer`."""
+    i = 0
+    while i < len(argv) and argv[i].partition("=")[0] in FAULT_OPTIONS:
+        i += 1 if "=" in argv[i] else 2
+    return argv[:i], argv[i:]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m xfer.testing.faults")
+    parser = argparse.ArgumentParser(prog="python -m xfer.testing.faults", add_help=False, allow_abbrev=False)
     parser.add_argument("--kill-at-step", type=int)
     parser.add_argument("--term-at-step", type=int)
     parser.add_argument("--crash-in-checkpoint", type=int)
-    args, rest = parser.parse_known_args(argv)
+    lead, rest = split_fault_options(sys.argv[1:] if argv is None else list(argv))
+    args = parser.parse_args(lead)
     from xfer.core import cli
     from xfer.core.plugins import default_host
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xfer.core.plugins import PluginHost
 from xfer.core.recipes.recipe import load_recipe
@@ -23,9 +23,23 @@ if TYPE_CHECKING:
     from xfer.core.runs.runner import RunResult
 
 
+def _names(value: Iterable[str] | None, what: str) -> list[str] | None:
+    """`value` as a list of names; a bare string is refused. `make_host("my.plugin")` (the brackets
+    forgotten) loaded the one-letter modules "m", "y", "." ... as failed plugins, and a recipe then found
+    none of the plugin's components ("no installed plugin provides namespace ...; pip install ..."), which
+    hid the typo."""
+    if isinstance(value, str):
+        raise ValueError(f"{what} must be a list of names, got the string {value!r} (write [{value!r}])")
+    return None if value is None else list(value)
+
+
 def make_host(modules: Iterable[str] = (), autoload: bool = False, allow: Iterable[str] | None = None) -> PluginHost:
     """A host with the built-ins, `modules` (import paths) and, if `autoload`, installed plugins."""
-    return PluginHost(autoload=autoload, allow=allow, modules=modules)
+    return PluginHost(
+        autoload=autoload,
+        allow=_names(allow, "make_host(allow=...)"),
+        modules=_names(modules, "make_host(modules=...)"),
+    )
 
 
 def write_recipe(directory: Path, text: str, name: str = "recipe.yaml") -> Path:
@@ -36,13 +50,31 @@ def write_recipe(directory: Path, text: str, name: str = "recipe.yaml") -> Path:
 
 
 def run_recipe_file(
-    recipe: Path, run_dir: Path, host: PluginHost, overrides: Sequence[str] = (), **kwargs: object
+    recipe: Path,
+    run_dir: Path,
+    host: PluginHost,
+    overrides: Sequence[str] = (),
+    *,
+    preflight: bool = True,
+    **kwargs: Any,
 ) -> RunResult:
-    """Validate and run a recipe in this process (quiet)."""
-    from xfer.core.runs.runner import run_recipe
+    """Validate and run a recipe in this process (quiet), with the checks `xfer run` makes first.
+
+    `xfer run` refuses a run directory it may not use and reads every selected stage's data (the
+    pre-flight) before the first stage trains; without them here, a plugin author's test passed on a
+    recipe every real `xfer run` refused (a dev file the stage never reads, a malformed line in a
+    later stage's data, a stage config's own `preflight()`). The same functions `xfer run` calls run
+    here. `preflight=False` skips both, for a test of what a stage itself does past them."""
+    from xfer.core.runs.preflight import check_data
+    from xfer.core.runs.runner import check_run_dir, run_recipe
 
     plan = load_recipe(recipe, list(overrides), host)
-    return run_recipe(plan, run_dir, host=host, log=lambda *a, **k: None, **kwargs)  # type: ignore[arg-type]
+    if preflight:
+        # as `xfer run` (cli.cmd_run): not under torchrun, where `run_recipe` refuses on every rank at once
+        if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):
+            check_run_dir(plan, run_dir, force=bool(kwargs.get("force")), fork=kwargs.get("fork"))  # type: ignore[arg-type]
+        check_data(plan, host, kwargs.get("only"), run_dir=run_dir)  # type: ignore[arg-type]
+    return run_recipe(plan, run_dir, host=host, log=lambda *a, **k: None, **kwargs)
 
 
 def run_cli(
@@ -65,7 +97,8 @@ def run_cli(
     if crash_in_checkpoint is not None:
         command += ["--crash-in-checkpoint", str(crash_in_checkpoint)]
     full_env = {**os.environ, **(env or {})}
-    modules = [m for m in full_env.get("XFER_PLUGIN_MODULES", "").split(",") if m] + list(plugin_modules)
+    modules = [m for m in full_env.get("XFER_PLUGIN_MODULES", "").split(",") if m]
+    modules += _names(plugin_modules, "run_cli(plugin_modules=...)") or []
     full_env["XFER_PLUGIN_MODULES"] = ",".join(dict.fromkeys(modules))
     return subprocess.run([*command, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
 

@@ -26,7 +26,8 @@ def xfer_host() -> Callable[..., PluginHost]:
 def xfer_run(tmp_path: Path) -> Callable[..., RunResult]:
     """Run a recipe given as YAML text in a temp dir: `xfer_run(text, host, overrides=[...])`.
 
-    The run directory is `tmp_path / "run"` unless `run_dir` is given."""
+    The run directory is `tmp_path / "run"` unless `run_dir` is given. As `xfer run`, it reads every
+    stage's data first (`run_recipe_file`; `preflight=False` skips that)."""
 
     def run(
         text: str, host: PluginHost, overrides: Iterable[str] = (), run_dir: Path | None = None, **kwargs: object
