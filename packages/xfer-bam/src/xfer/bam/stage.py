@@ -53,7 +53,7 @@ from xfer.core.atomic import write_json
 from xfer.core.checkpoint import evaluated_checkpoint
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.errors import UserError
-from xfer.core.results import score_order
+from xfer.core.results import markdown_cell, score_order
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import nonempty_examples
 from xfer.core.train_config import TrainConfig
@@ -475,6 +475,8 @@ def write_results(ctx: StageContext, groups: list[Group], runs: dict[str, list[d
 
 
 def report(results: dict[str, Any], entries: dict[str, dict[str, Any]]) -> str:
+    """report.md's tables: each task's dev results and where its teacher predictions came from. Task and
+    metric names go through `markdown_cell`: a `|` or a line break in one split its row or ended it."""
     lines = [
         "## Results (dev, model after the last step)",
         "",
@@ -487,7 +489,7 @@ def report(results: dict[str, Any], entries: dict[str, dict[str, Any]]) -> str:
         s = result["summary"][main]
         medians.append(s["median"])
         lines.append(
-            f"| {task} | {main} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |"
+            f"| {markdown_cell(task)} | {markdown_cell(main)} | {s['median']:.2f} | {s['mean']:.2f} | {s['std']:.2f} | {len(result['runs'])} |"
         )
     if len(medians) > 1:
         lines.append(f"| **average** | main metrics | {statistics.fmean(medians):.2f} | | | |")
@@ -500,7 +502,7 @@ def report(results: dict[str, Any], entries: dict[str, dict[str, Any]]) -> str:
     ]
     for task, entry in entries.items():
         lines.append(
-            f"| {task} | {entry['teacher']['trial']} (seed {entry['teacher']['seed']}) | `{entry['key'][:16]}` | "
+            f"| {markdown_cell(task)} | {entry['teacher']['trial']} (seed {entry['teacher']['seed']}) | `{entry['key'][:16]}` | "
             f"{'reused from the cache' if entry['reused'] else 'computed'} |"
         )
     return "\n".join(lines)

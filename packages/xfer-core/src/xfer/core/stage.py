@@ -11,6 +11,7 @@ its report with `ctx.report(...)`. Every rank runs the stage; only rank 0 writes
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import sys
@@ -25,11 +26,11 @@ from typing import Any
 import torch
 
 from xfer.core import distributed as dist
-from xfer.core.atomic import atomic_write_text, read_json
+from xfer.core.atomic import atomic_path, read_json
 from xfer.core.config import Files, Input
 from xfer.core.errors import DataError, PluginError
 from xfer.core.plugins import PluginHost
-from xfer.core.runs.report import TAGS_KEY, metric_json, metric_lines
+from xfer.core.runs.report import TAGS_KEY, metric_json
 
 
 @dataclass
@@ -277,7 +278,7 @@ class RunLog:
         record = {"step": step, "split": split, **self.tags, **self._renamed(metrics), "time": round(time.time(), 3)}
         if self.tags:  # which keys are tags: the report took a numeric one (fold=2) for a metric and drew it
             record[TAGS_KEY] = sorted(self.tags)
-        with open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
+        with _named(self.ctx.metrics_file), open(self.ctx.metrics_file, "a", encoding="utf-8") as out:
             out.write(metric_json(record) + "\n")  # strict JSON: a diverged loss as "NaN"
         self.ctx.host.notify(
             "xfer_metrics_logged",
@@ -328,14 +329,67 @@ class RunLog:
 
     def _drop_records_from(self, step: int) -> None:
         """Rewrite metrics.jsonl without this run's records of `step` and later, and without a line
-        torn by the kill that ended the previous attempt (the next record would be glued to it)."""
+        torn by the kill that ended the previous attempt (the next record would be glued to it).
+
+        Every other line is kept byte for byte, read a line at a time (the log can be large): lines
+        that are no JSON object (a `[1, 2]`, a note, another tool's line) and bytes that are no UTF-8
+        used to be deleted or rewritten as U+FFFD, so a resume silently destroyed data in the user's
+        file; the report lists such lines as not read, with their numbers. The rewrite is atomic (a
+        temporary file, fsynced, renamed over the log): a kill in the middle leaves the old log."""
+        path = self.ctx.metrics_file
+        if path.exists():
+            with _named(path), open(path, "rb") as lines, atomic_path(path) as tmp, open(tmp, "wb") as out:
+                for line in lines:
+                    if not line.endswith(b"\n"):  # the last line, unterminated
+                        if _json_value(line) is _NOT_JSON:
+                            continue  # torn by a kill or a crash (or NUL bytes a power cut left)
+                        line += b"\n"  # complete: kept, and the next record starts on a line of its own
+                    if not self._redone(line, step):
+                        out.write(line)
         self._synced = True
-        if not self.ctx.metrics_file.exists():
-            return
-        kept = []
-        for line, record in metric_lines(self.ctx.metrics_file.read_text(encoding="utf-8", errors="replace")):
-            same_run = all(record.get(k) == v for k, v in self.tags.items())
-            logged_at = record.get("step", 0)
-            if not (same_run and isinstance(logged_at, (int, float)) and logged_at >= step):
-                kept.append(line)
-        atomic_write_text(self.ctx.metrics_file, "".join(k + "\n" for k in kept))
+
+    def _redone(self, line: bytes, step: int) -> bool:
+        """Whether `line` is a record of this run logged at `step` or later (redone after the resume).
+
+        A record of this run has the same tags as this run, no more: a record listing its tags under
+        `TAGS_KEY` is another run's when they differ, so an untagged run (`ctx.events()`) no longer
+        drops the records of a tagged one (`ctx.events(fold=2)`) of the same stage, nor `(task=...)` those
+        of `(task=..., trial=...)`. A record without the list (untagged, or written by an xfer before it)
+        is this run's when it has this run's tag values. Every record has a numeric step: an object
+        without one (`{"note": ...}`) was taken as logged at step 0, and deleted by a log at step 0."""
+        record = _json_value(line)
+        if not isinstance(record, dict):
+            return False
+        names = record.get(TAGS_KEY)
+        if isinstance(names, list) and {n for n in names if isinstance(n, str)} != set(self.tags):
+            return False
+        if not all(record.get(k) == v for k, v in self.tags.items()):
+            return False
+        logged_at = record.get("step")
+        return isinstance(logged_at, (int, float)) and not isinstance(logged_at, bool) and logged_at >= step
+
+
+_NOT_JSON = object()
+"""What `_json_value` gives for a line that is no JSON (None is JSON's `null`)."""
+
+
+def _json_value(line: bytes) -> Any:
+    """The JSON value of one metrics.jsonl line, or `_NOT_JSON` (invalid JSON or UTF-8, NUL bytes, or
+    arrays nested past Python's recursion limit: a `[[[[...` line ended the resume in a RecursionError)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return _NOT_JSON
+
+
+@contextmanager
+def _named(path: Path) -> Iterator[None]:
+    """Name `path` in an OSError that names no file: a failed write or fsync (a full disk, an I/O error)
+    raises one without a file name, and `xfer run` said "error: No space left on device" without
+    saying which file (or, through a symbolic link to another disk, which disk) it could not write."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc

@@ -852,12 +852,17 @@ def _sigterm_held() -> Iterator[Callable[[], None]]:
             signal.signal(signal.SIGTERM, previous)
 
 
+_PROGRESS = ("**/checkpoints/step-*/state.json", "**/checkpoints/.old-step-*-*/state.json", "**/done.json")
+"""What an interrupted attempt leaves to resume from: a complete checkpoint, one that a re-save killed in
+the middle left renamed aside (`.old-step-NNNNNNN-<pid>`, put back by the trainer on resume: see
+`xfer.core.checkpoint._replace`), or a finished trial's record."""
+
+
 def _left_progress(stage_dir: Path) -> bool:
-    """Whether an interrupted attempt left something to resume from: a complete checkpoint (of the
-    stage or of one of its trials) or a finished trial's record."""
-    return any(True for _ in stage_dir.glob("**/checkpoints/step-*/state.json")) or any(
-        True for _ in stage_dir.glob("**/done.json")
-    )
+    """Whether an interrupted attempt left something to resume from (`_PROGRESS`), of the stage or of
+    one of its trials. A checkpoint renamed aside by a killed re-save was not counted: the runner said
+    "its last attempt left no checkpoint to resume from", and the trainer then resumed from it."""
+    return any(any(True for _ in stage_dir.glob(pattern)) for pattern in _PROGRESS)
 
 
 def _pruned_note(pruned: list[str]) -> str:
