@@ -24,7 +24,8 @@ def xfer_stages() -> list[ComponentSpec]:
             # 6: max_target_length (and 2 x source words + 10) counts output tokens, not the </s>;
             # 7: beam search prunes by the length-normalised score; scripts without spaces (Chinese,
             # Japanese, Thai...) are tokenized a character at a time; 8: a data word written like a
-            # special (`<pad>`, `<start>`) is a word of its own, not the special's id
+            # special (`<pad>`, `<start>`) is a word of its own, not the special's id, task draws and
+            # task orders are separate random streams (the unlabeled order's too)
             "8",
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "

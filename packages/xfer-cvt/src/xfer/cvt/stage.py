@@ -477,6 +477,31 @@ def task_weights(config: CvtConfig, prepared: Prepared) -> dict[str, float]:
     return {name: math.sqrt(n) for name, n in sizes.items()}
 
 
+@dataclass(frozen=True)
+class SourceSeeds:
+    """The seeds of a trial's training sources (see `source_seeds`)."""
+
+    tasks: tuple[int, ...]  # each task's PooledStream, in task order
+    draws: int  # the MultiTaskSource's per-step task draws
+    unlabeled: int  # the UnlabeledStream
+
+
+def source_seeds(seed: int, tasks: int) -> SourceSeeds:
+    """Task streams `seed*1000 + index` (as before), task draws the next number, unlabeled the one after.
+
+    Each of these sources draws from `numpy.random.default_rng([its seed, k, ...])` (k an epoch, a step
+    or a pool), and numpy's SeedSequence ignores trailing zeros, so two sources given one seed share
+    streams: with the task draws and the unlabeled stream both at `seed`, step k's task choice came
+    from the stream of the unlabeled epoch k's chunk order, and at seed 0 task 0 (`0*1000 + 0`) drew
+    its epoch orders from it too and its pool orders from the unlabeled pools'. Now every source has a
+    seed of its own. The task streams keep theirs, so a single-task supervised trial trains on the
+    same batches as before. The objective's `cvt_tasks: one` draws (`[seed, step, 3]`) are three words
+    ending in 3, which no source's entropy is. (Left: with `labeled_fraction` < 1 and the default
+    `subset_seed`, seed 0's subset `[0, 7919]` is the stream of task 0's epoch-7919 order.)"""
+    base = seed * 1000
+    return SourceSeeds(tuple(base + index for index in range(tasks)), base + tasks, base + tasks + 1)
+
+
 class MultiTaskEvaluator:
     """Every task's official metrics as `<task>/<metric>`, and `mean`: the mean of their main metrics."""
 
@@ -593,13 +618,14 @@ def run_trial(
     objective = build_objective(config, tasks, prepared, transformer, vectors, seed, ctx.device)
     rank, world, accumulation = dist.rank(), dist.world_size(), train_config.grad_accum
     pool = config.unlabeled.pool_batches
+    seeds = source_seeds(seed, len(tasks))
     streams = {
         t.name: PooledStream(
             prepared.items[t.name],
             [i.length for i in prepared.items[t.name]],
             train_config.batch_size,
             make_collate(featurizer, t.kind),
-            seed=seed * 1000 + index,
+            seed=seeds.tasks[index],
             rank=rank,
             world_size=world,
             accumulation=accumulation,
@@ -607,7 +633,7 @@ def run_trial(
         )
         for index, t in enumerate(tasks)
     }
-    labeled = MultiTaskSource(streams, task_weights(config, prepared), seed=seed)
+    labeled = MultiTaskSource(streams, task_weights(config, prepared), seed=seeds.draws)
     if config.mode == "supervised":
         source = AlternatingSource({"labeled": labeled}, ["labeled"])
     else:
@@ -616,7 +642,7 @@ def run_trial(
             corpus,
             config.unlabeled.batch_size or train_config.batch_size,
             make_collate(featurizer, "unlabeled"),
-            seed=seed,
+            seed=seeds.unlabeled,
             rank=rank,
             world_size=world,
             accumulation=accumulation,

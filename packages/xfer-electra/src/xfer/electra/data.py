@@ -1738,7 +1738,8 @@ class PretrainBatches:
 
     Streaming examples (`datasets.IterableDataset`): its shards (the corpus blocks) are read in an
     order permuted every pass by (seed, pass), through a shuffle window: `shuffle_buffer` examples
-    per rank are read, permuted by (seed, rank, window) and served. The cursor is (pass, shard,
+    per rank are read, permuted by (seed, rank, window) and served (two separate random streams:
+    see `SHARD_ORDER`). The cursor is (pass, shard,
     example in shard) at the start of the current window plus the offset inside it; resuming
     re-reads that window (and the part of its first shard before it: at most one block) and
     continues with exactly the batches the interrupted run would have produced. (Not
@@ -1950,6 +1951,19 @@ def _check_columns(examples: datasets.Dataset) -> datasets.Dataset:
 # --- the streaming cursor -------------------------------------------------------------------------
 
 
+SHARD_ORDER = 0x73686172  # "shar"
+WINDOW_ORDER = 0x77696E64  # "wind"
+"""The first entropy words of a stream's two random uses: each pass's shard order
+`default_rng([SHARD_ORDER, seed, pass])` and each shuffle window's order
+`default_rng([WINDOW_ORDER, seed, rank, window])`.
+
+numpy's SeedSequence ignores trailing zeros, so the untagged `[seed, rank, 0]` (a rank's first
+window) was `[seed, rank]`, the shard order of pass `rank`: on one process window 0 and pass 0
+were permutations from one stream (correlated), on rank r window 0 and pass r. With a word of its
+own in front, no window's entropy can be a pass's, whatever the seed, rank, window or pass.
+(Map-style examples use `BatchStream`'s `[seed, epoch]`; a run has either, never both.)"""
+
+
 @dataclass
 class _Cursor:
     """Where a stream reader is: pass over the shards, position in that pass's shard order,
@@ -1992,7 +2006,7 @@ class _StreamReader:
 
     def _shard_order(self, epoch: int) -> list[int]:
         # The same on every rank in "examples" mode (all ranks must read the same sequence).
-        permutation = np.random.default_rng([self.seed, epoch]).permutation(len(self.shards))
+        permutation = np.random.default_rng([SHARD_ORDER, self.seed, epoch]).permutation(len(self.shards))
         return [self.shards[i] for i in permutation]
 
     def next_global(self) -> tuple[list[int], int, bool]:
@@ -2069,7 +2083,7 @@ class _ShuffledStream:
             ids, split, mine = self.reader.next_global()
             if mine:
                 kept.append((ids, split))
-        order = np.random.default_rng([self.seed, self.rank, number]).permutation(len(kept))
+        order = np.random.default_rng([WINDOW_ORDER, self.seed, self.rank, number]).permutation(len(kept))
         self.window = [kept[i] for i in order]
         self.window_no = number
 
