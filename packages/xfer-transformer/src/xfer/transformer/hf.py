@@ -325,8 +325,9 @@ def _strip_prefix(
     return out, original
 
 
-def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") -> EncoderConfig:
-    """EncoderConfig from a HF ELECTRA/BERT config dict (unsupported variants are a CheckpointError)."""
+def check_supported_variant(config: dict[str, Any], source: str = "config.json") -> None:
+    """CheckpointError, naming config.json's key and value, for a HF config the xfer encoder does not
+    compute (another model type, activation or position scheme, a decoder); the sizes are not read."""
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise CheckpointError(
@@ -352,6 +353,12 @@ def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") 
     if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
         # a bare string's first letter was taken for the class: the head was dropped without a word
         raise CheckpointError(f"{source}: 'architectures' must be a list of class names, got {archs!r}")
+
+
+def encoder_config_from_hf(config: dict[str, Any], source: str = "config.json") -> EncoderConfig:
+    """EncoderConfig from a HF ELECTRA/BERT config dict (unsupported variants are a CheckpointError)."""
+    check_supported_variant(config, source)
+    model_type = config["model_type"]
 
     def integer(key: str, default: int | None = None) -> int:
         value = config[key] if default is None else config.get(key, default)
@@ -642,6 +649,67 @@ def _load_hf_once(directory: Path, host: PluginHost | None) -> tuple[EncoderConf
     remaining = {original[n]: t for n, t in bare.items() if n not in used}
     info = HeadInfo(arch, model_type, kind, head_config, head_state, remaining, hf)
     return config, state, info
+
+
+def encoder_problem(directory: Path) -> CheckpointError | None:
+    """What `load_hf` would refuse about the encoder of the HF folder `directory`, from its
+    config.json and the safetensors headers alone, for a pre-flight: a config the xfer encoder does
+    not compute (`check_supported_variant`: `model_type`, `hidden_act`, `position_embedding_type`, a
+    decoder) and encoder tensors that are missing, misshapen or extra. None when they fit.
+
+    Why: the pre-flight (`modelio.encoder_weights_problem`) checked only xfer model dirs, so an
+    `init:` of a relative-position or `gelu_new` checkpoint passed `xfer validate --data` and was
+    refused when its stage loaded it, after every earlier stage had trained. An unreadable
+    config.json or weights file, sizes config.json lacks or mistypes, and a `.bin` (reading it
+    means loading it) give None here: the format and weights checks and the loader name those."""
+    try:
+        hf = _read_config(directory)
+    except CheckpointError:
+        return None  # an unreadable description: `finetune_config.checkpoint_format_problem` names it
+    source = str(directory / "config.json")
+    try:
+        check_supported_variant(hf, source)
+    except CheckpointError as error:
+        return error
+    try:
+        config = encoder_config_from_hf(hf, source)
+    except CheckpointError:
+        return None  # sizes missing or mistyped: the loader names the field; the other checks use those there
+    shapes = _header_shapes(directory)
+    if shapes is None:
+        return None
+    # tensors on the meta device: `hf_to_xfer` concatenates and checks shapes without any data
+    meta = {name: torch.empty(shape, device="meta") for name, shape in shapes.items()}
+    try:
+        bare, _ = _strip_prefix(meta, hf["model_type"], str(directory))
+        hf_to_xfer(bare, config, str(directory))
+    except CheckpointError as error:
+        return error
+    return None
+
+
+def _header_shapes(directory: Path) -> dict[str, tuple[int, ...]] | None:
+    """Tensor name -> shape of the safetensors weights in `directory` (single file or shards), read
+    from the headers; None for a `.bin`, no weights, or a file that does not read."""
+    from safetensors import safe_open
+
+    single, index = directory / "model.safetensors", directory / "model.safetensors.index.json"
+    try:
+        if single.is_file():
+            files = [single]
+        elif index.is_file():
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            check_weight_map(index, weight_map)
+            files = [directory / shard for shard in sorted(set(weight_map.values()))]
+        else:
+            return None
+        shapes: dict[str, tuple[int, ...]] = {}
+        for file in files:
+            with safe_open(str(file), framework="pt") as weights:
+                shapes |= {key: tuple(weights.get_slice(key).get_shape()) for key in weights.keys()}  # noqa: SIM118
+    except Exception:  # unreadable index or weights: `finetune_config.weights_problem` says which
+        return None
+    return shapes
 
 
 # ----------------------------------------------------------------------------------------------

@@ -507,11 +507,17 @@ def read_encoder(path: str | Path) -> tuple[EncoderConfig, dict[str, Tensor], di
 def encoder_weights_problem(folder: Path) -> CheckpointError | None:
     """What `read_encoder` would find wrong with an xfer model dir's encoder tensors (missing,
     unexpected, misshapen for the config xfer_model.json records), from the safetensors header
-    alone: for a pre-flight, before earlier stages train. None when they fit, for a folder that is
-    no xfer model dir, and when a file does not read (the checks that read the files say so)."""
+    alone: for a pre-flight, before earlier stages train. An HF folder (config.json) is checked as
+    `load_hf` reads it, its config.json included (`hf.encoder_problem`: an encoder variant xfer does
+    not compute was refused only when the stage loaded it). None when they fit, for a folder that is
+    neither, and when a file does not read (the checks that read the files say so)."""
     from safetensors import safe_open
 
     if not (folder / META_FILE).is_file():
+        if (folder / "config.json").is_file():
+            from xfer.transformer.hf import encoder_problem
+
+            return encoder_problem(folder)
         return None
     try:
         document = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
