@@ -19,7 +19,7 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "bam.teachers",
             f"{_M}.stage:run_teachers",
-            "1",
+            "2",  # 2: task heads drawn with the encoder's initializer_range (was always 0.02), as ELECTRA's
             f"{_M}.config:TeachersConfig",
             "BAM teachers: one single-task model per task (N seeds); training-set predictions cached for students.",
             outputs=("init", *_OUTPUTS),
@@ -29,7 +29,9 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "bam.student",
             f"{_M}.stage:run_student",
-            "2",  # 2: task draws and task orders are separate random streams (multi-task batches change)
+            # 2: task draws and task orders are separate random streams (multi-task batches change);
+            # heads drawn with the encoder's initializer_range
+            "2",
             f"{_M}.config:StudentConfig",
             "BAM student: shared encoder + head per task, |D|^0.75 task sampling, teacher annealing from cached predictions.",
             outputs=_OUTPUTS,

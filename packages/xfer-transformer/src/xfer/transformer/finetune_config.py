@@ -143,7 +143,11 @@ class FinetuneConfig:
         )
 
     def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
-        return objective_problems(self.objective, infos)
+        return [
+            *objective_problems(self.objective, infos),
+            *span_qa_length_problems(self.objective, infos, self.max_length),
+            *single_label_problems(self.objective, infos),
+        ]
 
     def data_splits(self) -> list[tuple[TaskRef, tuple[str, ...]]]:
         """For the pre-flight data check: every task with the splits this stage reads
@@ -182,6 +186,70 @@ def objective_problems(objective: ObjectiveRef | None, infos: Mapping[str, Any])
                 )
             )
     return problems
+
+
+def _objective_is(objective: ObjectiveRef | None, task_type: str, base: str) -> bool:
+    """Whether the objective a `task_type` task gets (`objective`, else the type's default) is the
+    built-in objective class `base` of `xfer.transformer.objectives` or a subclass of it; a third
+    party's own objective makes its own rules, and one that does not load is reported elsewhere."""
+    from xfer.core.errors import PluginError
+    from xfer.core.plugins import default_host
+    from xfer.transformer import objectives
+
+    name = objective.name if objective is not None else objectives.DEFAULT_OBJECTIVES.get(task_type)
+    if name is None:
+        return False
+    try:
+        objective_cls = default_host().load("objective", name)
+    except PluginError:
+        return False
+    return isinstance(objective_cls, type) and issubclass(objective_cls, getattr(objectives, base))
+
+
+def span_qa_length_problems(
+    objective: ObjectiveRef | None, infos: Mapping[str, Any], max_length: int
+) -> list[UserError]:
+    """Pre-flight (`check_task_infos`): a span-QA task trained by the span-QA objective needs a
+    `max_length` of at least [CLS] [SEP] one context token [SEP]. `max_length: 3` passed validation
+    (its bound is the sentence and tagging tasks'), and the stage stopped on it only when it reached
+    that task, after the stages and tasks before it had trained."""
+    from xfer.transformer.objectives import SPAN_QA_MIN_LENGTH
+
+    if max_length >= SPAN_QA_MIN_LENGTH or not _objective_is(objective, "span_qa", "SpanQAObjective"):
+        return []
+    tasks = [task for task, info in infos.items() if info.type == "span_qa"]
+    if not tasks:
+        return []
+    return [
+        UserError(
+            f"max_length {max_length} cannot hold a question window of {', '.join(tasks)} (span QA): [CLS], [SEP], "
+            f"a context token and [SEP] need max_length {SPAN_QA_MIN_LENGTH} or more (384 is SQuAD's usual)"
+        )
+    ]
+
+
+def single_label_problems(objective: ObjectiveRef | None, infos: Mapping[str, Any]) -> list[UserError]:
+    """Pre-flight (`check_task_infos`): a classification task trained by the sentence objective has at
+    least two labels. With one (glue/tsv's `labels: [pos]`) the cross-entropy over a single class is
+    0 whatever the model says: every step had a zero gradient, nothing trained, and the report gave
+    100% accuracy; the stage refused it only when it reached the task."""
+    if not _objective_is(objective, "classification", "SequenceObjective"):
+        return []
+    return [
+        UserError(single_label_message(task, tuple(info.labels)))
+        for task, info in infos.items()
+        if info.type == "classification" and len(info.labels) < 2
+    ]
+
+
+def single_label_message(task: str, labels: tuple[str, ...]) -> str:
+    """Why a classification task with fewer than two labels cannot be fine-tuned (shared by the
+    pre-flight and the objective)."""
+    return (
+        f"{task}: a classification task needs at least two labels to learn to tell apart, got {list(labels)}: the "
+        "loss over a single class is 0 whatever the model predicts (nothing trains, and accuracy is 100%); list "
+        "every label of the data in the task's `labels`"
+    )
 
 
 def check_preset_with_init(init: Any, model: str, default: str) -> None:

@@ -114,6 +114,16 @@ class ScoredObjective(FinetuneObjective):
         return total / (gold != -100).sum().clamp_min(1)
 
 
+def head_init_std(encoder: Encoder) -> float:
+    """The std a task head's weights are drawn with: the encoder's `initializer_range`, as ELECTRA's
+    task layers (`create_initializer(config.initializer_range)`) and HF's `_init_weights` use.
+
+    Why: the heads took their own default 0.02 whatever the encoder said, so `encoder:
+    {initializer_range: ...}` (or a checkpoint whose config has another) reached every encoder
+    weight but not the new classifier, while the head's saved config and HF export named 0.02."""
+    return float(encoder.config.initializer_range)
+
+
 def in_fp32(head: Any, hidden: Tensor, *args: Any, **kwargs: Any) -> Any:
     """`head(hidden, *args, **kwargs)` in fp32, outside the trainer's bf16 autocast (`precision: auto`).
 
@@ -165,8 +175,18 @@ class SequenceObjective(ScoredObjective):
     ):
         super().__init__(encoder, info, tokenizer, max_length, config or SequenceConfig())
         self.regression = info.type == "regression"
+        if not self.regression and len(info.labels) < 2:  # the pre-flight says so too; stages may skip it
+            from xfer.transformer.finetune_config import single_label_message
+
+            raise UserError(single_label_message(info.name, tuple(info.labels)))
         outputs = 1 if self.regression else len(info.labels)
-        self.head = SequenceHead(encoder.config.hidden_size, outputs, self.config.dropout, self.config.pooler)
+        self.head = SequenceHead(
+            encoder.config.hidden_size,
+            outputs,
+            self.config.dropout,
+            self.config.pooler,
+            initializer_range=head_init_std(encoder),
+        )
         low, high = info.extra.get("score_range", (0.0, 1.0)) if self.regression else (0.0, 1.0)
         self.low, self.span = float(low), float(high) - float(low)
         self.label_index = {label: i for i, label in enumerate(info.labels)}
@@ -298,7 +318,9 @@ class TaggingObjective(ScoredObjective):
         config: TaggingConfig | None,
     ):
         super().__init__(encoder, info, tokenizer, max_length, config or TaggingConfig())
-        self.head = TokenHead(encoder.config.hidden_size, len(info.labels), self.config.dropout)
+        self.head = TokenHead(
+            encoder.config.hidden_size, len(info.labels), self.config.dropout, initializer_range=head_init_std(encoder)
+        )
         self.tag_index = {tag: i for i, tag in enumerate(info.labels)}
 
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
@@ -428,6 +450,10 @@ class SpanQAPredictions(dict[str, str]):
         self.null_odds = None if null_odds is None else dict(null_odds)
 
 
+SPAN_QA_MIN_LENGTH = 4
+"""The shortest `max_length` a span-QA window fits in: [CLS] [SEP] one context token [SEP] (an empty question)."""
+
+
 class SpanQAObjective(FinetuneObjective):
     """Start/end span prediction over context windows; answers are mapped back through offsets."""
 
@@ -443,7 +469,10 @@ class SpanQAObjective(FinetuneObjective):
     ):
         super().__init__(encoder, info, tokenizer, max_length, config or SpanQAConfig())
         self.head = SpanQAHead(
-            encoder.config.hidden_size, joint_end=self.config.joint_end, answerable=self.config.answerable
+            encoder.config.hidden_size,
+            joint_end=self.config.joint_end,
+            answerable=self.config.answerable,
+            initializer_range=head_init_std(encoder),
         )
         # "" answers only for tasks with unanswerable questions (SQuAD 2.0), as ELECTRA's qa_metrics:
         # with `answerable` on SQuAD 1.1 (ELECTRA trains its classifier there too) the classifier's
@@ -521,7 +550,12 @@ class SpanQAObjective(FinetuneObjective):
         `max_query_length` tokens) leaves no room for a context token in `max_length`: the
         tokenizer's bare ValueError ended the stage with a traceback. Questions are tokenised
         here only when `max_query_length` allows such a question at all (not with the defaults)."""
-        longest = self.max_length - 4  # [CLS] question [SEP] context (>= 1 token) [SEP]
+        longest = self.max_length - SPAN_QA_MIN_LENGTH  # [CLS] question [SEP] context (>= 1 token) [SEP]
+        if longest < 0:  # no question fits, not even an empty one: "max_query_length to at most -1" was the advice
+            raise UserError(
+                f"{self.info.name}: max_length={self.max_length} cannot hold a question window's [CLS], [SEP], a "
+                f"context token and [SEP]: set max_length to at least {SPAN_QA_MIN_LENGTH} (384 is SQuAD's usual)"
+            )
         if self.config.max_query_length <= longest:
             return
         for example in examples:
