@@ -69,7 +69,14 @@ class StepOutput(NamedTuple):
     Metrics are averaged over steps, micro-batches and ranks, except `tokens` (see COUNT_METRIC) and a metric
     given with its weight as `NAME@weight`, which is pooled: sum(value * weight) / sum(weight) (see
     WEIGHT_SUFFIX). The weights are metrics, not a third field: `loss, metrics = objective(batch)` is the
-    documented way to call an objective (xfer.transformer.objectives), which a third field would break."""
+    documented way to call an objective (xfer.transformer.objectives), which a third field would break. A plain
+    metric missing from a micro-batch counts 0 there (a warning says so): one measured in some micro-batches
+    only wants its weight.
+
+    Under accumulation the step minimises the mean of its micro-batches' losses, each micro-batch counting
+    alike: that is the whole batch's mean loss when the micro-batches are of one size (`BatchStream` cuts them
+    so) and the loss is a mean over examples; a loss averaged over tokens, or a source whose micro-batches
+    differ in size, weighs the examples of a small micro-batch more (as one batch per rank does under DDP)."""
 
     loss: torch.Tensor
     metrics: dict[str, torch.Tensor]
@@ -297,6 +304,7 @@ class Trainer:
                 f"epochs or budget come out): the learning rate would never reach train.lr; give at most "
                 f"{self.total_steps} warmup steps, or a warmup_fraction"
             )
+        self._check_some_step_learns(warmup)
         self.eval_every = self.steps_per_epoch if config.eval_every == "epoch" else config.eval_every
         self.checkpoint_every = self.steps_per_epoch if config.checkpoint_every == "epoch" else config.checkpoint_every
         groups = param_groups(
@@ -346,13 +354,44 @@ class Trainer:
         self.progress = progress if progress is not None else sys.stderr.isatty()
         self._sums: dict[str, torch.Tensor] = {}
         self._sum_steps = 0
+        # micro-batches trained since the last log, and how many of them gave each plain metric (host ints:
+        # no sync), to say when a metric given in some of them only is logged diluted (see `_warn_diluted`)
+        self._window_micro_batches = 0
+        self._given: dict[str, int] = {}
+        self._diluted_said: set[str] = set()
         # sums resumed from a checkpoint written before weighted metrics (see `_add_weighted`)
         self._unweighted_resumed: set[str] = set()
         self._last_good_step = 0
+        # (step, the window's loss sum, its grad_norm sum) after each step since the last finite check: the sums
+        # are new tensors at every step (`_add` adds out of place), so keeping them costs no op and no sync, and
+        # a divergence can name the step the loss or gradient first went non-finite (see `_first_non_finite`)
+        self._window_trace: list[tuple[int, torch.Tensor | None, torch.Tensor | None]] = []
         self._first_loss: torch.Tensor | None = None  # step 1's loss (fresh fit) until the first finite check
         self._seconds_before = 0.0  # training time up to the checkpoint resumed from
         self._best_lost: str | None = None  # the best checkpoint a resume found gone (see `_reconcile_best`)
         self._started = time.perf_counter()
+
+    def _check_some_step_learns(self, warmup: int) -> None:
+        """Refuse a schedule under which every step trains at learning rate 0 while train.lr is not 0.
+
+        Why: a warmup starts at 0 (step 1 of a warmup of W trains at 0/W of train.lr, as in the original
+        BERT/ELECTRA code), so a stage of one step with any warmup (`steps: 1` with `warmup_steps: 1`, or a
+        warmup_fraction of 0.5 or more rounded up to that step) updated no weight: it completed and exported
+        its initial weights as trained, without a word. One step is the only length where this happens: the
+        second step of every schedule has a positive learning rate. `lr: 0` says so on purpose."""
+        schedule = self.config.schedule
+        if self.config.lr == 0 or self.total_steps != 1 or lr_multiplier(schedule, 0, 1, warmup) != 0:
+            return
+        given = (
+            f"train.warmup_steps {warmup}"
+            if self.config.warmup_steps is not None
+            else f"train.warmup_fraction {self.config.warmup_fraction} (rounded to {warmup} warmup step)"
+        )
+        raise UserError(
+            f"{given} with 1 training step: a warmup starts at learning rate 0, so under the {schedule!r} schedule "
+            "the only step would train at learning rate 0 and change no weight; set train.warmup_steps: 0 "
+            "(or train more steps)"
+        )
 
     def _settings(self) -> dict[str, Any]:
         """What every rank must agree on (`dist.check_same`): a rank with other steps, data or model
@@ -502,6 +541,7 @@ class Trainer:
                 loss = out.loss / accumulation if accumulation > 1 else out.loss
                 loss.backward()
             self._accumulate(out, accumulation)
+            self._count_given(out.metrics)
             if self.step == 0:  # before any update: a non-finite loss here is the objective's, not the LR's
                 first = out.loss.detach()
                 self._first_loss = first if self._first_loss is None else self._first_loss + first
@@ -514,6 +554,7 @@ class Trainer:
             self.ema.update()
         self.step += 1
         self._sum_steps += 1
+        self._window_trace.append((self.step, self._sums.get("loss"), self._sums.get("grad_norm")))
 
     def _source_ended(self, what: str) -> str:
         source = type(self.data)
@@ -614,6 +655,13 @@ class Trainer:
                 raise self._mixed_weights(name)
             self._add(name, value / accumulation if accumulation > 1 and name != COUNT_METRIC else value)
 
+    def _count_given(self, metrics: Mapping[str, Any]) -> None:
+        """Count a micro-batch, and each plain metric it gave, for `_warn_diluted` (host ints: no sync)."""
+        self._window_micro_batches += 1
+        for name in metrics:
+            if not name.endswith(WEIGHT_SUFFIX) and name + WEIGHT_SUFFIX not in metrics:
+                self._given[name] = self._given.get(name, 0) + 1
+
     def _on_device(self, value: Any) -> torch.Tensor:
         # On the training device: a metric given as a number, or as a CPU tensor (`torch.tensor(x)`,
         # as BAM's `gold_weight`), was summed on the CPU, and on CUDA `_flush_metrics` then stacked it
@@ -625,7 +673,8 @@ class Trainer:
             if value.dtype == torch.float64:  # summed in float32 anyway; MPS has no float64 to move it to
                 value = value.float()
             return value.to(self.device, non_blocking=True)
-        return torch.full((), float(value), device=self.device)
+        # plain_number: a numpy bool (`np.all(...)`) or a one-number array is one number too, as in dev results
+        return torch.full((), float(plain_number(value)), device=self.device)
 
     def _add_weighted(self, name: str, value: torch.Tensor, weight: torch.Tensor) -> None:
         """Add value * weight to `name`'s sum and weight to `NAME@weight`'s (see WEIGHT_SUFFIX), on the device.
@@ -688,11 +737,26 @@ class Trainer:
                     f"learning rate or clipping will not help ({what} became NaN/inf {where})"
                 )
             raise TrainingDiverged(
-                f"training stopped: {what} became NaN/inf {where}. "
+                f"training stopped: {what} became NaN/inf {where}. {self._first_non_finite()}"
                 "Lower the learning rate, enable clipping, or use fp32."
             )
         self._last_good_step = self.step
         self._first_loss = None
+        self._window_trace = []
+
+    def _first_non_finite(self) -> str:
+        """The sentence naming the first step of the window whose loss or gradient norm was NaN/inf, or "".
+
+        Why: the check runs at log/eval/checkpoint boundaries only (no sync in between), so the error named a
+        window of up to `log_every` steps; a loss NaN on one batch only left the user to find which. The
+        window's sums stay non-finite from the first bad step on, so the first non-finite sum is that step.
+        Syncs once per step of the window, on this failure path only. "" when this rank's steps were finite
+        (another rank's went bad) or only the weights were checked (clip_norm null)."""
+        for step, *sums in self._window_trace:
+            for what, value in zip(("loss", "gradient norm"), sums, strict=True):
+                if value is not None and not bool(torch.isfinite(value).all()):
+                    return f"The {what} was first NaN/inf at step {step}. "
+        return ""
 
     def _stop_if_requested(self) -> None:
         """Raise `TrainingStopped` on every rank when rank 0's events ask to stop (see `TrainerEvents`)."""
@@ -748,11 +812,39 @@ class Trainer:
         if self.steps_per_epoch:
             values["epoch"] = self.step / self.steps_per_epoch
         values.update(extra)
+        self._warn_diluted()
         self._sums, self._sum_steps = {}, 0
         self._unweighted_resumed = set()
         if self.events is not None:
             self.events.log(self.step, "train", values)
         return values
+
+    def _warn_diluted(self) -> None:
+        """Say (once per metric) that a plain metric given in some micro-batches of the log window only was
+        logged diluted, and reset the window's counts.
+
+        Why: a plain metric is averaged over every micro-batch of the window, a missing one counting 0, so a
+        metric an objective returns only when its batch has something to measure (one task's accuracy in
+        multi-task training) was logged at a fraction of its value, silently. Pooling with a weight
+        (WEIGHT_SUFFIX) is the way to log it over the micro-batches that measured it. Counted since the last
+        log or resume on this process, so a resume mid-window does not make a complete metric look partial."""
+        total, given = self._window_micro_batches, self._given
+        self._window_micro_batches, self._given = 0, {}
+        if not dist.is_main():
+            return
+        for name, count in sorted(given.items()):
+            if name in (COUNT_METRIC, "loss") or count >= total or name in self._diluted_said:
+                continue
+            self._diluted_said.add(name)
+            warnings.warn(
+                f"{self._objective_label()}: forward(batch) returned metric {name!r} in {count} of the {total} "
+                f"micro-batches trained before the log at step {self.step}: a plain metric is averaged over every "
+                f"micro-batch, a missing one counting 0, so it was logged at about {count}/{total} of its mean; "
+                f"return it in every micro-batch with its weight {name + WEIGHT_SUFFIX!r} (1 where measured, 0 "
+                "where not) to log its mean over those that measured it (see xfer.core.trainer.WEIGHT_SUFFIX)",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _evaluate(self) -> bool:
         """Evaluate (EMA weights if on); returns True when this is the best result so far."""
@@ -1075,6 +1167,8 @@ def _output_problem(out: Any) -> str | None:
         if isinstance(value, torch.Tensor):
             if value.numel() != 1:
                 return f"returned metric {name!r} of shape {tuple(value.shape)}, expected a scalar"
-        elif not isinstance(value, numbers.Real):
-            return f"returned metric {name!r} of type {type(value).__name__}, expected a scalar tensor or number"
+        elif not isinstance(plain_number(value), numbers.Real):  # numpy scalars and one-number arrays too
+            kind = type(value)  # qualified: numpy 2's bool is called `bool` too, and Python's bool is a number
+            called = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            return f"returned metric {name!r} of type {called}, expected a scalar tensor or number"
     return None
