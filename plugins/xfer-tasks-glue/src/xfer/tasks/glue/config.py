@@ -7,6 +7,7 @@ them at the task's position in the YAML file, before any stage runs.
 
 # `knob(...)` returns a `dataclasses.field`, which RUF009 cannot know.
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal, get_args
@@ -228,6 +229,15 @@ class TsvTaskConfig:
         "Label strings, in a fixed order (required for classification, forbidden for regression). "
         "A label in a file that is not listed here is an error.",
     )
+    score_range: tuple[float, float] | None = knob(
+        None,
+        "Regression only: [low, high], the range of the gold scores (e.g. [1, 100] for 1-100 ratings). "
+        "Reported as the task's score_range, as glue/stsb's (0, 5): fine-tuning scales targets by it to "
+        "[0, 1] and predictions back, and a score outside it is a DataError at its file:line. None: "
+        "targets are trained on as they are, i.e. as if the range were [0, 1] (right for scores already "
+        "there; scores outside [0, 1] in the train file are trained on unscaled, with a warning).",
+        unsigned_at=None,  # added after runs existed: their fingerprints stay valid
+    )
     metrics: list[str] | None = knob(
         None,
         "Metrics to report: accuracy, f1, mcc (classification), pearson, spearman (regression); default: "
@@ -263,6 +273,8 @@ class TsvTaskConfig:
             raise FieldError(problems[0].key, problems[0].message)
         if problems:
             raise ValueError("; ".join(problems))
+        if self.score_range is not None:  # checked above: two finite numbers, low < high
+            self.score_range = (float(self.score_range[0]), float(self.score_range[1]))
 
 
 class KeyedProblem(str):
@@ -304,6 +316,25 @@ def _component_problems(name: str) -> list[str]:
     return []
 
 
+def _score_range_problems(cfg: TsvTaskConfig) -> list[KeyedProblem]:
+    """What is wrong with `score_range`: the objective divides targets by high - low, so (5, 5) would
+    divide by zero, (5, 0) flip every target and an infinite bound scale every target to 0 or nan;
+    a classification task has no scores to scale."""
+    if cfg.score_range is None:
+        return []
+    if cfg.type != "regression":
+        return [KeyedProblem("score_range", "is for regression tasks only (set type: regression, or remove it)")]
+    try:
+        low, high = (float(v) for v in cfg.score_range)
+    except (TypeError, ValueError):
+        return [KeyedProblem("score_range", f"must be [low, high], two numbers, not {cfg.score_range!r}")]
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return [KeyedProblem("score_range", f"must be two finite numbers, not [{low}, {high}]")]
+    if not low < high:
+        return [KeyedProblem("score_range", f"must be [low, high] with low < high, not [{low:g}, {high:g}]")]
+    return []
+
+
 def tsv_config_problems(cfg: TsvTaskConfig) -> list[KeyedProblem]:
     """Every inconsistency of a glue/tsv config, each with the key it blames, so that one validation
     run reports them all (and a lone one at its key's line: it was reported at the task's mapping)."""
@@ -322,6 +353,7 @@ def tsv_config_problems(cfg: TsvTaskConfig) -> list[KeyedProblem]:
     else:
         kinds = get_args(TsvTaskConfig.__annotations__["type"])
         problems.append(KeyedProblem("type", f"must be one of {kinds}, not {cfg.type!r}"))
+    problems += _score_range_problems(cfg)
     if not cfg.metrics:
         problems.append(KeyedProblem("metrics", "is empty"))
     for metric in cfg.metrics:

@@ -8,6 +8,7 @@ score; correlations are scale-invariant, so a consumer may train on score/5.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -332,6 +333,16 @@ class TsvTask(Task):
         cfg: TsvTaskConfig = self.config
         return tuple(cfg.labels or ())
 
+    def info(self) -> TaskInfo:
+        """The base info plus, for a regression task with `score_range`, that range under
+        `extra["score_range"]`, as glue/stsb reports its (0, 5): objectives scale targets by it to
+        [0, 1] (and predictions back), the HF export folds it into the head, BAM compares it."""
+        info = super().info()
+        cfg: TsvTaskConfig = self.config
+        if cfg.type == "regression" and cfg.score_range is not None:
+            info.extra["score_range"] = (float(cfg.score_range[0]), float(cfg.score_range[1]))
+        return info
+
     def examples(self, split: Split) -> list[Example]:
         _check_split(self.name, split)
         cfg: TsvTaskConfig = self.config
@@ -354,13 +365,40 @@ class TsvTask(Task):
                 layout,
                 labels=self.labels,
                 regression=cfg.type == "regression",
+                regression_bounds=tuple(cfg.score_range) if cfg.score_range is not None else None,
                 delimiter=cfg.delimiter,
                 quoting=cfg.quoting,
                 max_examples=cfg.max_examples,
                 subsample=cfg.subsample,
                 subsample_seed=cfg.subsample_seed,
             )
+            if split == "train":
+                self._warn_unscaled(self._cache[split])
         return list(self._cache[split])
+
+    def _warn_unscaled(self, examples: Sequence[SentenceExample]) -> None:
+        """Warn (the stage's report shows it) when a regression task without `score_range` trains on
+        scores outside [0, 1].
+
+        Why: without a range, objectives take the scores as already in [0, 1] (the default range of
+        `TaskInfo.extra["score_range"]`), so 1-100 ratings trained an output layer initialised for
+        ~[0, 1] on raw targets in the tens, without a word, where glue/stsb's 0-5 are scaled. Not an
+        error: unscaled targets are what such tasks always trained on, and some have no fixed range."""
+        cfg: TsvTaskConfig = self.config
+        if cfg.type != "regression" or cfg.score_range is not None:
+            return
+        scores = [(e.id, float(e.label)) for e in examples if e.label is not None]
+        outside = [(ident, score) for ident, score in scores if not 0.0 <= score <= 1.0]
+        if not outside:
+            return
+        low, high = min(s for _, s in scores), max(s for _, s in scores)
+        warnings.warn(
+            f"{self.name}: {len(outside)} of {len(scores)} training scores lie outside [0, 1] (they range "
+            f"from {low:g} to {high:g}; first {outside[0][0]!r} with {outside[0][1]:g}), and without "
+            "score_range fine-tuning trains on them unscaled: set `score_range: [low, high]` (the scale's "
+            "range) to have targets scaled to [0, 1] as glue/stsb's 0-5 are",
+            stacklevel=3,
+        )
 
     def evaluate(self, examples: Sequence[Example], predictions: Mapping[str, Any]) -> dict[str, float]:
         cfg: TsvTaskConfig = self.config
