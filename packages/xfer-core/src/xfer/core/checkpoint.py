@@ -2,7 +2,7 @@
 
 Layout of `checkpoints/`:
 
-    step-000400/          one complete checkpoint
+    step-0000400/         one complete checkpoint
       model.safetensors   module weights (shared/tied tensors handled by safetensors)
       ema.safetensors     EMA weights, when EMA is on
       optimizer.pt        optimizer state, read back with torch.load(weights_only=True)
@@ -11,14 +11,14 @@ Layout of `checkpoints/`:
       state.json          step, data cursor, Python/NumPy RNG, best metric, ...
       manifest.json       size and sha256 of every file above, written last; its `format` (FORMAT)
                           above this xfer's is refused (NewerCheckpointError), never taken for damage
-    corrupt-step-000400-20261124T120000/   a damaged checkpoint moved aside on resume
+    corrupt-step-0000400-20261124T120000/   a damaged checkpoint moved aside on resume
     latest                text file naming the newest complete checkpoint
     best                  text file naming the best checkpoint (by the evaluator's metric)
 
-A checkpoint is written into `.tmp-step-000400-<pid>/`, every file fsynced, then renamed into
+A checkpoint is written into `.tmp-step-0000400-<pid>/`, every file fsynced, then renamed into
 place; only after that is `latest` replaced (atomically). A crash at any moment leaves the
 previous checkpoint and pointer intact. A re-save at a step already written (the final save at
-a periodic one's step) first renames the old copy aside to `.old-step-000400-<pid>/`, deleted
+a periodic one's step) first renames the old copy aside to `.old-step-0000400-<pid>/`, deleted
 once the new one is in place; the next save or resume puts it back if the process died before.
 Nothing is ever unpickled: a pickled object inside `optimizer.pt` makes loading fail with a
 CheckpointError.

@@ -5,7 +5,7 @@
       environment.json   Python, torch, package versions, host, device
       .lock              flock-ed by the `xfer run` using the directory (see xfer.core.runs.runlock)
       <stage>/
-        stage.json       status (running | completed | failed), fingerprint, times, outputs, error
+        stage.json       status (running | completed | failed | interrupted | invalidated), fingerprint, times, outputs, error
         rank<N>.error.json  under torchrun: why rank N stopped in the stage (see RANK_ERROR)
         metrics.jsonl    one JSON object per log line
         checkpoints/     see xfer.core.checkpoint
