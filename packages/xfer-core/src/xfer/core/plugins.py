@@ -6,12 +6,15 @@ idea), and from core's own built-in modules. Environment switches:
 
 - `XFER_DISABLE_PLUGIN_AUTOLOAD=1`: load no entry points (built-ins and XFER_PLUGIN_MODULES only);
   any value but 1/true/yes/on/0/false/no/off is an error;
-- `XFER_PLUGINS=a,b`: load only these entry-point plugins (a name matching none is recorded
-  as a failed plugin, so the typo shows).
+- `XFER_PLUGINS=a,b`: load only these entry-point plugins (a name matching none, nor the namespace
+  of an XFER_PLUGIN_MODULES module, is recorded as a failed plugin, so the typo shows).
 
 A plugin that fails to import (including one that calls `sys.exit` or runs argparse at import),
-has a misspelled hook, or whose registration hook raises or returns something other than a list
-of specs is recorded with its error and skipped; asking for one of its components later raises a
+has a misspelled hook (a function name, or a `@hookimpl`'s name or `specname`, that is no
+hookspec), binds a hook name to something other than a function (`xfer_tasks = [...]`), is a
+function itself (an entry point naming `pkg.plugin:xfer_tasks`), is a module another entry point
+already loaded, or whose registration hook raises or returns something other than a list of specs
+is recorded with its error and skipped; asking for one of its components later raises a
 `PluginError` that names its distribution and the original error. Error locations point at the
 plugin's own file and line where the traceback passes through it. A plugin whose `xfer_commands`
 is broken keeps its components but is marked failed. Each plugin's import time is recorded
@@ -90,6 +93,8 @@ from xfer.core.recipes.schema import (
 from xfer.core.specs import CommandSpec, ComponentSpec, import_object, namespace_of
 
 BUILTIN_PLUGINS = {"core": "xfer.core.builtin", "toy": "xfer.core.toy.plugin"}
+# The distribution of the failed record an XFER_PLUGINS name that no installed plugin has gets.
+_ALLOW_PLACEHOLDER = "(XFER_PLUGINS)"
 
 
 @dataclass
@@ -145,6 +150,10 @@ def _short_error(exc: BaseException, package: str = "") -> str:
     ]
     chosen = (own or frames)[-1:]
     where = f" (at {chosen[0][0].f_code.co_filename}:{chosen[0][1]})" if chosen else ""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        # no frame of the broken file runs: the traceback ends in `<frozen importlib._bootstrap>`, and
+        # str(exc) gives only the file's base name; the error itself knows the full path and line
+        return f"{type(exc).__name__}: {exc.msg} (at {exc.filename}:{exc.lineno})"
     if isinstance(exc, SystemExit):
         return f"SystemExit({exc.code!r}): the plugin exited the process{where}"
     return f"{type(exc).__name__}: {exc}{where}"
@@ -239,11 +248,12 @@ class PluginHost:
         dist = self._own_distribution()
         for name, module in BUILTIN_PLUGINS.items():
             self._add(PluginRecord(name, *dist, module), lambda m=module: importlib.import_module(m))
-        if autoload:
-            self._load_entry_points()
+        known = self._load_entry_points() if autoload else None
         extra = [m.strip() for m in os.environ.get("XFER_PLUGIN_MODULES", "").split(",") if m.strip()]
         for module in [*extra, *modules]:
             self.add_module(module)
+        if known is not None:
+            self._record_unmatched_allow(known)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -254,19 +264,26 @@ class PluginHost:
         except importlib.metadata.PackageNotFoundError:
             return "xfer-core", "0+unknown"
 
-    def _load_entry_points(self) -> None:
+    def _load_entry_points(self) -> list[str]:
+        """Load the installed plugins XFER_PLUGINS allows; the names of every installed entry point."""
         entry_points = sorted(importlib.metadata.entry_points(group="xfer"), key=lambda e: e.name)
         for ep in entry_points:
             if self.allow is not None and ep.name not in self.allow:
                 continue
             dist = ep.dist.name if ep.dist else "unknown"
             version = ep.dist.version if ep.dist else "unknown"
-            self._add(PluginRecord(ep.name, dist, version, ep.value), ep.load)
-        # An allow-list entry that matches nothing is a typo, not a wish to load nothing: shown as
-        # a failed plugin, so `xfer plugins` and a recipe needing the plugin both say so.
-        known = [ep.name for ep in entry_points]
-        for name in sorted((self.allow or set()) - set(known) - set(BUILTIN_PLUGINS)):
-            record = PluginRecord(name, "(XFER_PLUGINS)", "-", "")
+            self._add(PluginRecord(ep.name, dist, version, ep.value), functools.partial(_load_entry_point, ep))
+        return [ep.name for ep in entry_points]
+
+    def _record_unmatched_allow(self, known: list[str]) -> None:
+        """An allow-list entry that matches nothing is a typo, not a wish to load nothing: shown as
+        a failed plugin, so `xfer plugins` and a recipe needing the plugin both say so. A name that
+        an XFER_PLUGIN_MODULES module (which XFER_PLUGINS does not filter) took is matched: its
+        placeholder, made before the modules loaded, was a second claim to their namespace, and
+        every component of the module was refused as "claimed by two plugins"."""
+        taken = {record.name for record in self.plugins.values()}
+        for name in sorted((self.allow or set()) - set(known) - set(BUILTIN_PLUGINS) - taken):
+            record = PluginRecord(name, _ALLOW_PLACEHOLDER, "-", "")
             record.error = (
                 f"XFER_PLUGINS names {name!r}, but no installed distribution registers an `xfer` entry point "
                 f"of that name{did_you_mean(name, known)}"
@@ -288,10 +305,9 @@ class PluginHost:
         except (Exception, SystemExit) as exc:  # isolated: recorded, not fatal (sys.exit/argparse too)
             record.name = record.name or _default_namespace(path)
             record.package = _package_of(module)
-            if isinstance(exc, AttributeError) and attr and not _own_frames(exc, record.package):
-                problem = f"AttributeError: {exc} (plugin path {module!r}; check XFER_PLUGIN_MODULES)"
-            else:
-                problem = _missing_module(exc, record) or _short_error(exc, record.package)
+            problem = (
+                _missing_attribute(exc, record) or _missing_module(exc, record) or _short_error(exc, record.package)
+            )
             record.error = f"import failed: {problem}"
             record.import_seconds = time.perf_counter() - started
             # beside, not over, a plugin of that name (`core`: a failed `x.core` hid the built-in's record)
@@ -312,6 +328,9 @@ class PluginHost:
         # lookups (`get`): otherwise a second distribution could add components to another's
         # namespace, or shadow a plugin that XFER_PLUGINS selects by that name.
         first = self.plugins.get(record.name)
+        if first is not None and first.distribution == _ALLOW_PLACEHOLDER:  # a module added later took it
+            del self.plugins[record.name]
+            first = None
         key = self._free_key(record)
         self.plugins[key] = record
         record.package = record.package or _package_of(record.module)
@@ -336,7 +355,10 @@ class PluginHost:
             plugin: ModuleType | Any = load()
         except (Exception, SystemExit) as exc:  # isolated: a broken plugin must not break the host
             record.import_seconds += time.perf_counter() - started
-            record.error = f"import failed: {_missing_module(exc, record) or _short_error(exc, record.package)}"
+            problem = (
+                _missing_attribute(exc, record) or _missing_module(exc, record) or _short_error(exc, record.package)
+            )
+            record.error = f"import failed: {problem}"
             return record
         record.import_seconds += time.perf_counter() - started
         if isinstance(plugin, type):  # `module:Class`: its package is the class's own
@@ -353,15 +375,16 @@ class PluginHost:
                 return record
         elif not isinstance(plugin, ModuleType):  # an object (add_object, `module:attr` entry point)
             record.package = _package_of(getattr(type(plugin), "__module__", "") or record.package)
-        unknown = [
-            n
-            for n in dir(plugin)
-            if n.startswith("xfer_") and callable(getattr(plugin, n)) and n not in hookspecs.HOOK_NAMES
-        ]
-        if unknown:
-            record.error = "; ".join(
-                f"unknown hook {n!r}{did_you_mean(n, hookspecs.HOOK_NAMES)}" for n in sorted(unknown)
-            )
+        if self.pm.is_registered(plugin):
+            record.error = self._already_registered(plugin, record)
+            return record
+        try:
+            problems = self._hook_problems(plugin)
+        except (Exception, SystemExit) as exc:  # an attribute that raises when read (a property)
+            record.error = f"registration failed: {_short_error(exc, record.package)}"
+            return record
+        if problems:
+            record.error = "; ".join(problems)
             return record
         try:
             self.pm.register(plugin, name=key)
@@ -374,6 +397,10 @@ class PluginHost:
             )
             return record
         record.hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
+        if not record.hooks and inspect.isroutine(plugin):
+            self.pm.unregister(plugin)
+            record.error = _a_function_not_a_plugin(plugin, record)
+            return record
         key_name = key
         self._guard_lifecycle(plugin, key)
         try:
@@ -391,6 +418,53 @@ class PluginHost:
         record.components = specs
         self._collect_commands(plugin, key_name, record)
         return record
+
+    def _hook_problems(self, plugin: Any) -> list[str]:
+        """What is wrong with the plugin's hooks before pluggy sees them: an `xfer_*` function or a
+        `@hookimpl` (its name, or its `specname`) that is no hookspec, said with a did-you-mean and,
+        for a marked one, where it is (pluggy's own "unknown hook ... in plugin <module ...>"
+        pointed at pluggy's file); and a hook name bound to something that cannot be called
+        (`xfer_stages = [ComponentSpec(...)]`), which pluggy silently ignored: the plugin loaded
+        with no components and no error. Reading an attribute may raise (a property): the caller
+        reports it."""
+        problems = []
+        for attr in sorted(dir(plugin)):
+            value = getattr(plugin, attr, None)
+            if attr in hookspecs.HOOK_NAMES and not callable(value):
+                body = "return [...]" if attr in (*hookspecs.REGISTRATION_HOOKS, "xfer_commands") else "..."
+                problems.append(
+                    f"{attr} is {_article(type(value).__name__)} {type(value).__name__}, not a function: "
+                    f"a hook must be one (`@hookimpl` then `def {attr}(): {body}`)"
+                )
+                continue
+            if attr.startswith("xfer_") and callable(value) and attr not in hookspecs.HOOK_NAMES:
+                problems.append(f"unknown hook {attr!r}{did_you_mean(attr, hookspecs.HOOK_NAMES)}")
+                continue
+            opts = self.pm.parse_hookimpl_opts(plugin, attr)
+            hook = (opts or {}).get("specname") or attr
+            if opts is None or hook in hookspecs.HOOK_NAMES:
+                continue
+            code = getattr(inspect.unwrap(value), "__code__", None)
+            where = f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+            marked = f"the specname of {attr}" if hook != attr else "@hookimpl"
+            problems.append(f"unknown hook {hook!r} ({marked}{where}){did_you_mean(hook, hookspecs.HOOK_NAMES)}")
+        return problems
+
+    def _already_registered(self, plugin: Any, record: PluginRecord) -> str:
+        """The error for a plugin object that another record registered already: one module named by
+        two entry points (of one distribution, or of two installed under different names). pluggy's
+        own refusal printed the module and the whole registry on one line."""
+        first = self.plugins.get(self.pm.get_name(plugin) or "")
+        if first is None:
+            return f"{record.module} is already registered as a plugin; register it once"
+        if first.distribution == record.distribution and record.distribution not in ("(module)", "(object)"):
+            fix = (
+                f"keep one of {record.distribution}'s `xfer` entry points naming it "
+                "([project.entry-points.xfer] in its pyproject.toml) and reinstall it"
+            )
+        else:
+            fix = f"uninstall one of {_claimant(first)} and {_claimant(record)}"
+        return f"{record.module} is already loaded as {first.label}: a module is one plugin; {fix}"
 
     def _free_key(self, record: PluginRecord) -> str:
         """The key `record` is kept under: its name, else (a second claim to the namespace) its name
@@ -427,11 +501,12 @@ class PluginHost:
             if not unknown:
                 continue
             hints = "".join(did_you_mean(n, spec.argnames) for n in unknown)
+            passed = f"its arguments: {', '.join(spec.argnames)}" if spec.argnames else "it passes no arguments"
             code = getattr(inspect.unwrap(function), "__code__", None)
             where = f" (at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
             return (
                 f"{attr}({', '.join(names)}) takes {', '.join(map(repr, unknown))}, which {hook} does not pass "
-                f"(its arguments: {', '.join(spec.argnames)}; take only the ones you use){hints}{where}"
+                f"({passed}; take only the ones you use){hints}{where}"
             )
         return None
 
@@ -741,6 +816,48 @@ def _rename_hint(record: PluginRecord) -> str:
     return (
         f"rename the `xfer` entry point of {record.distribution} ([project.entry-points.xfer] in its "
         "pyproject.toml), name its components after it and reinstall it"
+    )
+
+
+def _a_function_not_a_plugin(function: Any, record: PluginRecord) -> str:
+    """The error for an entry point (or XFER_PLUGIN_MODULES path) naming a function, usually the hook
+    itself (`pkg.plugin:xfer_tasks`): pluggy registered the function, which has no hooks, so the
+    plugin loaded without components and without an error. (A module without hooks stays a plugin
+    with none: `xfer plugins` shows `hooks: -`.)"""
+    where = (
+        "XFER_PLUGIN_MODULES"
+        if record.distribution == "(module)"
+        else f"the `xfer` entry point of {record.distribution} ([project.entry-points.xfer] in its pyproject.toml)"
+    )
+    name = getattr(function, "__qualname__", repr(function))
+    home = getattr(function, "__module__", None) or "its module"
+    return (
+        f"{record.module!r} names the function {name}, not a plugin: point {where} at the module that "
+        f"defines the hooks ({home})"
+    )
+
+
+def _load_entry_point(ep: importlib.metadata.EntryPoint) -> Any:
+    """The object an `xfer` entry point names, with `import_object`'s error for a missing attribute
+    (`'mod' has no attribute 'plugn'; did you mean 'plugin'?`): `EntryPoint.load`'s own came from
+    inside importlib.metadata, so the error pointed there and suggested nothing."""
+    if not ep.attr:
+        return importlib.import_module(ep.module)
+    return import_object(f"{ep.module}:{ep.attr}")
+
+
+def _missing_attribute(exc: BaseException, record: PluginRecord) -> str | None:
+    """The message for a plugin path `pkg.mod:attr` whose module imports but has no `attr` (a typo in
+    the entry point or XFER_PLUGIN_MODULES), or None. The traceback does not reach the plugin's code,
+    so the generic message pointed at the import machinery instead of at what to fix."""
+    if not isinstance(exc, AttributeError) or ":" not in record.module or _own_frames(exc, record.package):
+        return None
+    if record.distribution == "(module)":
+        return f"AttributeError: {exc} (plugin path {record.module!r}; check XFER_PLUGIN_MODULES)"
+    return (
+        f"AttributeError: {exc} (entry point '{record.name} = {record.module}' of {record.distribution} "
+        f"{record.version}: check the `xfer` entry point in the distribution's pyproject.toml "
+        "([project.entry-points.xfer]) and reinstall it (pip install -e .))"
     )
 
 
