@@ -12,6 +12,11 @@ from typing import Literal
 
 from xfer.core.config import FieldError, knob
 
+MASK_FRACTION = 0.85
+"""ELECTRA's share of the chosen positions shown to its generator as [MASK] (METHODS.md: 85%)."""
+GEN_WEIGHT, DISC_WEIGHT = 1.0, 50.0
+"""ELECTRA's loss weights: 1.0 * generator MLM + 50.0 * detection (METHODS.md)."""
+
 Variant = Literal["electra", "electra_15", "replace_mlm", "all_tokens_mlm"]
 GeneratorKind = Literal["mlm", "two_tower", "unigram", "uniform"]
 
@@ -85,11 +90,15 @@ class RTDConfig:
 
     mask_prob: float = knob(0.15, "Fraction of tokens replaced (0.25 for ELECTRA-Large).", gt=0.0, lt=1.0)
     mask_fraction: float = knob(
-        0.85, "Of the chosen positions, the fraction shown to the generator as [MASK]; the rest keep their token."
+        MASK_FRACTION,
+        "Of the chosen positions, the fraction shown to the generator as [MASK]; the rest keep their token. "
+        "Only a masked-LM generator (kind mlm) reads a masked input: with another kind, another value is an error.",
     )
     generator: GeneratorConfig = knob(GeneratorConfig(), "The generator.")
-    gen_weight: float = knob(1.0, "Weight of the generator's MLM loss.", ge=0.0)
-    disc_weight: float = knob(50.0, "Weight of the discriminator's loss.", ge=0.0)
+    gen_weight: float = knob(GEN_WEIGHT, "Weight of the generator's MLM loss (not with unigram/uniform ones).", ge=0.0)
+    disc_weight: float = knob(
+        DISC_WEIGHT, "Weight of the discriminator's loss (replaced-token detection: not in the MLM variants).", ge=0.0
+    )
     variant: Variant = knob(
         "electra",
         "electra: detect replaced tokens at every position; electra_15: only at the masked positions; "
@@ -100,8 +109,34 @@ class RTDConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.mask_fraction <= 1.0:
             raise FieldError("mask_fraction", f"must be in [0, 1], got {self.mask_fraction!r}")
+        self._check_ignored()
         if self.variant != "electra" and self.generator.kind == "two_tower":
             raise FieldError("variant", f"{self.variant!r} needs a masked generator (kind mlm, unigram or uniform)")
+
+    def _check_ignored(self) -> None:
+        """Refuse a setting of the recipe's that this generator kind or variant never reads: each was
+        ignored without a word. A two-tower generator reads the unmasked input and unigram/uniform ones
+        read none (`mask_fraction`); unigram/uniform ones have no loss to weight (`gen_weight`); the
+        MLM variants' main loss has weight 1 (`disc_weight`, the detection loss's weight)."""
+        kind = self.generator.kind
+        if self.mask_fraction != MASK_FRACTION and kind != "mlm":
+            raise FieldError(
+                "mask_fraction",
+                f"{self.mask_fraction!r} shapes a masked-LM generator's input, and generator kind {kind!r} reads "
+                "no [MASK]: remove mask_fraction, or use generator kind mlm",
+            )
+        if self.gen_weight != GEN_WEIGHT and kind in ("unigram", "uniform"):
+            raise FieldError(
+                "gen_weight",
+                f"{self.gen_weight!r} weights the generator's loss, and a {kind} generator is a fixed distribution "
+                "without one: remove gen_weight",
+            )
+        if self.disc_weight != DISC_WEIGHT and self.variant in ("replace_mlm", "all_tokens_mlm"):
+            raise FieldError(
+                "disc_weight",
+                f"{self.disc_weight!r} weights replaced-token detection, which variant {self.variant!r} replaces "
+                "by a masked-LM loss of weight 1: remove disc_weight (gen_weight sets the generator's share)",
+            )
 
 
 @dataclass

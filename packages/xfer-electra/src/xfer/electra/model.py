@@ -55,9 +55,12 @@ def _shape(config: EncoderConfig) -> str:
     )
 
 
-def generator_shape_mismatch(disc: EncoderConfig, wanted: GeneratorConfig, checkpoint: EncoderConfig) -> str | None:
+def generator_shape_mismatch(
+    disc: EncoderConfig, wanted: GeneratorConfig, checkpoint: EncoderConfig, has: str = "its encoder has"
+) -> str | None:
     """Why a generator checkpoint does not fit the generator `wanted` builds next to `disc`, with the
-    `objective.generator` settings that would build its shape; None when the shapes agree.
+    `objective.generator` settings that would build its shape; None when the shapes agree. `has`
+    opens the description of the checkpoint's shape ("its towers each have" for a two-tower model).
 
     Continuing from a released pair is the common case: Google's ELECTRA-Small generator is as wide
     as its discriminator (hidden 256), so the default `size: 0.25` cannot load it, and the stage said
@@ -65,7 +68,7 @@ def generator_shape_mismatch(disc: EncoderConfig, wanted: GeneratorConfig, check
     built = generator_encoder_config(disc, wanted)
     if all(getattr(built, f) == getattr(checkpoint, f) for f in _GENERATOR_SHAPE):
         return None
-    message = f"its encoder has {_shape(checkpoint)}; objective.generator {{size: {wanted.size:g}, layers: "
+    message = f"{has} {_shape(checkpoint)}; objective.generator {{size: {wanted.size:g}, layers: "
     message += f"{wanted.layers:g}, tie_embeddings: {str(wanted.tie_embeddings).lower()}}} builds {_shape(built)} "
     message += f"next to this discriminator ({_shape(disc)})"
     candidate = dataclasses.replace(

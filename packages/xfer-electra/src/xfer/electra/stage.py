@@ -5,7 +5,10 @@ the loop the shared `Trainer`. Outputs:
 
   discriminator/   xfer model dir (module `encoder` is what `transformer.finetune` takes as `init:`,
                    `head` the detection/energy or MLM head) + tokenizer files; `hf/`: HF
-                   ElectraForPreTraining (or ElectraForMaskedLM for the MLM baseline)
+                   ElectraForPreTraining for electra.rtd's `electra`/`electra_15` variants and
+                   Electric (whose logits are the energy E(x)_t, without the noise correction),
+                   ElectraForMaskedLM for the MLM baseline and the `replace_mlm`/`all_tokens_mlm`
+                   variants (`all_tokens_mlm`'s copy layer is a training device: in neither layout)
   generator/       the generator (xfer dir; `hf/`: ElectraForMaskedLM), or the two-tower cloze model
                    (xfer only); empty for generator-less objectives (unigram/uniform noise)
   tokenizer/       vocab.txt + tokenizer.json
@@ -85,6 +88,7 @@ def run_pretrain(ctx: StageContext) -> None:
     if ctx.is_main:
         _export(ctx, config, objective, tokenizer, {"training_steps": steps, **plan})
         ctx.report(_report(plan, steps))
+        ctx.report(outputs_report(objective, ctx.dir / "outputs", config.export_hf))
         from xfer.core.runs.report import read_metrics
 
         entropy = _corpus_unigram_entropy(counts, tokenizer)
@@ -142,8 +146,12 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int, 
         return preset(config.model, **overrides), None
     from xfer.transformer.modelio import with_overrides
 
-    if config.objective.name != "electra.mlm":  # the MLM baseline's model is a masked LM, as a generator is
+    # the MLM baseline's model is a masked LM, as a generator is; so is a plugin's objective built on it
+    # (its family), which was refused an ELECTRA generator as "not a discriminator"
+    if pretraining_objective_class(ctx.host, config.objective.name).family != "electra.mlm":
         check_role(init_dir, "discriminator", "init")
+    else:
+        check_not_two_tower(init_dir, "init")
     encoder_config, state = read_checkpoint(init_dir)
     return with_overrides(encoder_config, config.encoder, init_dir), state
 
@@ -163,6 +171,21 @@ def check_role(folder: Path, wanted: str, key: str) -> None:
     raise UserError(
         f"{key}: {folder} is the {role} of an {objective or 'ELECTRA'} pre-training ({evidence}), not a {wanted}{hint}"
     )
+
+
+def check_not_two_tower(folder: Path, key: str) -> None:
+    """Refuse a two-tower noise model (Electric's, ELECTRA-TT's `generator` output: modules ltr, rtl and
+    head) where a masked LM is read. `check_role` lets the MLM baseline continue from any generator,
+    and the checkpoint reader takes a folder's first encoder module, so `init:` such a folder continued
+    from its causal left-to-right tower alone, trained bidirectionally under a fresh head, with only a
+    note about the head."""
+    modules = (read_json(folder / "xfer_model.json") or {}).get("modules")
+    if isinstance(modules, dict) and {"ltr", "rtl"} <= modules.keys():
+        raise UserError(
+            f"{key}: {folder} is a two-tower noise model (modules {', '.join(sorted(modules))}), not a masked LM: "
+            "the MLM baseline would continue from its left-to-right tower alone; give a masked LM (an "
+            "electra.mlm model or an ELECTRA generator) or a discriminator"
+        )
 
 
 def read_checkpoint(folder: Path) -> tuple[Any, dict[str, dict[str, torch.Tensor]]]:
@@ -441,8 +464,9 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
         ctx.report(f"Note: {note}.\n")
     if config.init_generator is not None:
         generator = objective.exports().get("generator", {})
+        wanted = getattr(getattr(objective, "config", None), "generator", None)  # the settings it was built with
         if "ltr" in generator:
-            _load_two_tower(generator, encoder, ctx.resolve(config.init_generator), config, ctx)
+            _load_two_tower(generator, encoder, ctx.resolve(config.init_generator), config, ctx, wanted)
             return
         if "encoder" not in generator:
             raise UserError(
@@ -471,7 +495,6 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
                 f"discriminator's {encoder.config.vocab_size}: the generator must share the discriminator's "
                 "vocabulary; give the generator pre-trained with it"
             )
-        wanted = getattr(config.objective.config, "generator", None)
         if isinstance(wanted, GeneratorConfig):
             mismatch = generator_shape_mismatch(encoder.config, wanted, gen_config)
             if mismatch:
@@ -488,12 +511,21 @@ def _load_init(objective: PretrainingObjective, states: dict, config: PretrainCo
 
 
 def _load_two_tower(
-    generator: dict[str, nn.Module], encoder: nn.Module, folder: Path, config: PretrainConfig, ctx: StageContext
+    generator: dict[str, nn.Module],
+    encoder: nn.Module,
+    folder: Path,
+    config: PretrainConfig,
+    ctx: StageContext,
+    wanted: GeneratorConfig | None = None,
 ) -> None:
     """A two-tower noise model (Electric's, ELECTRA-TT's) from the `generator` output of an earlier such
     pre-training: both towers and the cloze head. Continuing Electric restarted its noise model from
     random weights, which is most of what it had learned to make its noise. Tied, the embeddings are
-    the discriminator's, which `init:` loaded, so the generator's own copy is skipped."""
+    the discriminator's, which `init:` loaded, so the generator's own copy is skipped.
+
+    `wanted`, the objective's generator settings, is checked against the towers' shape as a masked-LM
+    generator's is: a noise model of another size or tying failed with torch's "size mismatch for
+    layers.0.qkv.weight" (or "missing embeddings_project.weight"), naming no setting that fits it."""
     from xfer.transformer.modelio import load_model_dir
 
     check_role(folder, "generator", "init_generator")
@@ -509,6 +541,10 @@ def _load_two_tower(
             f"init_generator: {folder / 'xfer_model.json'}: vocab_size {vocab_size} differs from the "
             f"discriminator's {encoder.config.vocab_size}: the noise model must share the discriminator's vocabulary"
         )
+    if isinstance(wanted, GeneratorConfig):
+        mismatch = generator_shape_mismatch(encoder.config, wanted, saved.encoder_config("ltr"), "its towers each have")
+        if mismatch:
+            raise UserError(f"init_generator: {folder}: {mismatch}")
     tied = generator["ltr"].embeddings is encoder.embeddings
     for tower in ("ltr", "rtl"):
         what = f"the noise model's {tower} tower"
@@ -708,6 +744,44 @@ def _export(
                     OBJECTIVE_CONFIG_KEY: common["objective_config"],
                 },
             )
+
+
+def outputs_report(objective: PretrainingObjective, outputs: Path, export_hf: bool) -> str:
+    """The report's outputs section: what each output folder holds, the `transformers` class its `hf/`
+    loads with (from the config.json written), and the trained weights no output holds.
+
+    Which class depends on the objective and variant (the MLM variants' main model is a masked LM, a
+    two-tower model has no HF class, unigram/uniform generators no weights), and the docs said only
+    "ElectraForPreTraining, or ElectraForMaskedLM for a generator and for electra.mlm's model"."""
+    exports = objective.exports()
+    rows = []
+    for output in ("discriminator", "generator"):
+        modules = exports.get(output)
+        if modules is None:
+            rows.append(f"| {output} | empty: this objective's generator has no weights | - |")
+            continue
+        config = read_json(outputs / output / "hf" / "config.json") or {}
+        if not export_hf:
+            hf = "not written (export_hf: false)"
+        elif "encoder" not in modules:
+            hf = "none: `transformers` has no two-tower class (xfer layout only)"
+        else:
+            hf = ", ".join(config.get("architectures") or []) or "?"
+            if objective.family == "electric.nce" and output == "discriminator":
+                hf += " (its logits are the energy E(x)_t, without the noise correction)"
+        held = ", ".join(modules)
+        if output == "generator" and modules.get("encoder") is exports["discriminator"].get("encoder"):
+            held += " (the discriminator's model: the MLM baseline has one)"
+        rows.append(f"| {output} | {held} | {hf} |")
+    text = "## Outputs\n\n| output | xfer modules | Hugging Face (`hf/`) |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    exported = {id(p) for modules in exports.values() for module in modules.values() for p in module.parameters()}
+    left = sorted({name.split(".")[0] for name, p in objective.named_parameters() if id(p) not in exported})
+    if left:
+        text += (
+            f"\nTrained but in no output: {', '.join(left)} (a part of the pre-training objective only; continuing "
+            "from these outputs starts it afresh).\n"
+        )
+    return text
 
 
 def _plain(value: Any) -> Any:
