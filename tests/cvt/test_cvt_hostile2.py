@@ -392,11 +392,15 @@ def test_a_labeled_minibatch_trains_the_primary_module_only() -> None:
     assert all(p.grad is None for p in (*module.views.parameters(), *module.full.parameters()))
 
 
-def test_parsing_view_scores_are_bit_for_bit_blind_to_what_they_must_not_see() -> None:
+def test_parsing_view_scores_are_blind_to_what_they_must_not_see() -> None:
     """Word 6 of sentence 0 replaced and two words appended (a wider batch): every score of sentence
-    1 is unchanged bit for bit, and so is every score of sentence 0 that reads neither word 6 nor
+    1 is unchanged, and so is every score of sentence 0 that reads neither word 6 nor
     the words after it: a 'fwd' side at a position left of word 6, a 'bwd' side never (it reads
-    the words to its right), the ROOT column through its dependent only."""
+    the words to its right), the ROOT column through its dependent only.
+
+    "Unchanged" is up to float rounding (1e-6; seen: 7e-9): the wider batch is another matmul shape,
+    and on some CPUs (an Intel Xeon with AMX) the BLAS picks another kernel for it, whose sums round
+    in the last bit; on others the scores are bit for bit equal. A leak moves a score by > 1e-4."""
     from tests.cvt.conftest import Kit
     from xfer.cvt.parsing import ParsingModule
 
@@ -414,7 +418,11 @@ def test_parsing_view_scores_are_bit_for_bit_blind_to_what_they_must_not_see() -
     changed_sentence = [*SENTENCES[0][:5], "yesterday", *SENTENCES[0][6:], "it", "was"]
     before, after = scores(SENTENCES), scores([changed_sentence, SENTENCES[1]])
     m = len(SENTENCES[1])
-    assert torch.equal(before[:, 1, : m + 2, : m + 3], after[:, 1, : m + 2, : m + 3]), "sentence 1 moved"
+
+    def same(x: torch.Tensor, y: torch.Tensor) -> bool:
+        return float((x - y).abs().max()) <= 1e-6
+
+    assert same(before[:, 1, : m + 2, : m + 3], after[:, 1, : m + 2, : m + 3]), "sentence 1 moved"
     unchanged = moved = 0
     for v, view in enumerate(views):
         head_side, dep_side = view.split("-")
@@ -423,9 +431,9 @@ def test_parsing_view_scores_are_bit_for_bit_blind_to_what_they_must_not_see() -
             for column in [0, *range(2, 7)]:  # ROOT and head words 1..5
                 head_blind = column == 0 or head_side == "fwd"
                 if dep_blind and head_blind:
-                    assert torch.equal(before[v, 0, t, column], after[v, 0, t, column]), (view, t, column)
+                    assert same(before[v, 0, t, column], after[v, 0, t, column]), (view, t, column)
                     unchanged += 1
-                elif not torch.equal(before[v, 0, t, column], after[v, 0, t, column]):
+                elif float((before[v, 0, t, column] - after[v, 0, t, column]).abs().max()) > 1e-4:
                     moved += 1
     assert unchanged == 5 * 6 + 5 * 1 and moved > 0  # fwd-fwd: every column; fwd-bwd: ROOT only
 
