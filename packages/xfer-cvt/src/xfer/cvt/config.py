@@ -397,6 +397,8 @@ class CvtConfig:
         for knob_name in ("eval_every", "checkpoint_every"):
             if getattr(self.train, knob_name) == "epoch":
                 raise FieldError(("train", knob_name), "cvt.train has no epochs: give a number of steps")
+        if self.select == "best" and self.train.eval_every is None:  # the last weights were kept without a word
+            raise FieldError("select", "'best' picks the best dev evaluation, but train.eval_every is null (none run)")
         unlabeled_batch = self.unlabeled.batch_size
         if unlabeled_batch is not None and unlabeled_batch % self.train.grad_accum:  # was found by the stage
             raise FieldError(
@@ -433,6 +435,13 @@ class CvtConfig:
                 ("features", "joins"),
                 "combine: replace leaves layer 1 no word + char input: set joins: input (every view, the "
                 "auxiliary ones included, then sees the Transformer's whole-sentence features)",
+            )
+        if self.features.init is not None and self.features.combine == "replace" and self.vocab.vectors is not None:
+            # the stage read (and checked) the whole vectors file, then built no word embedding to put them in
+            raise FieldError(
+                ("vocab", "vectors"),
+                "features.combine: replace gives the encoder no word embeddings, so the vectors would be read and "
+                "never used: set vocab.vectors: null, or features.combine: concat",
             )
         if self.mode != "supervised" and self.unlabeled.files is None and not self.unlabeled.task_sentences:
             raise FieldError(
@@ -507,7 +516,7 @@ class CvtConfig:
         if getattr(upstream, "init", None) is not None or preset not in ENCODER_PRESETS:
             return
         sizes = {**preset_values(preset), **(overrides if isinstance(overrides, Mapping) else {})}
-        layers, positions = sizes.get("num_layers"), overrides.get("max_position_embeddings") if overrides else None
+        layers, positions = sizes.get("num_layers"), upstream_positions(upstream, sizes)
         if isinstance(layers, int) and not -layers - 1 <= self.features.layer <= layers:
             raise FieldError(
                 ("features", "layer"),
@@ -518,8 +527,8 @@ class CvtConfig:
             raise FieldError(
                 ("features", "max_length"),
                 f"{self.features.max_length} is more than the {positions} positions of the encoder of stage "
-                f"{ref.stage!r} (its encoder.max_position_embeddings): give at most {positions} (longer sentences "
-                "are split into windows)",
+                f"{ref.stage!r} (its encoder.max_position_embeddings, else its preset's and at least its max_length): "
+                f"give at most {positions} (longer sentences are split into windows)",
             )
 
     def preflight(self) -> list[UserError]:
@@ -549,3 +558,18 @@ class CvtConfig:
         """For the pre-flight data check: train and dev always, test when predictions for it are asked for."""
         splits = ("train", "dev", *(s for s in self.predict if s != "dev"))
         return [(ref, splits) for ref in self.tasks]
+
+
+def upstream_positions(upstream: Any, sizes: Mapping[str, Any]) -> int | None:
+    """The positions of the Transformer an upstream stage builds from a preset (`sizes`: the preset
+    with its `encoder:` overrides): an `encoder.max_position_embeddings` override, else the preset's
+    but at least the stage's `max_length` (what `electra.pretrain` builds). Only the override was
+    read, so `features.max_length: 1024` on a default `electra.pretrain` (512 positions) passed
+    validation and stopped this stage only after the pre-training had run."""
+    overrides = getattr(upstream, "encoder", None)
+    if isinstance(overrides, Mapping) and isinstance(overrides.get("max_position_embeddings"), int):
+        return overrides["max_position_embeddings"]
+    preset, length = sizes.get("max_position_embeddings"), getattr(upstream, "max_length", None)
+    if not isinstance(preset, int):
+        return None
+    return max(preset, length) if isinstance(length, int) else preset

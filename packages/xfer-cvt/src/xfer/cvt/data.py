@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from xfer.core.data import _Iterable, per_process_share
-from xfer.core.errors import DataError
+from xfer.core.errors import DataError, UserError
 from xfer.core.textfile import check_distinct
 from xfer.cvt.text import Chunk, decode_line, index_file, tokenize
 from xfer.cvt.vocab import BOW, CHAR_PAD, END, EOW, MISSING, PAD, START, Vocab
@@ -318,6 +318,20 @@ class UnlabeledCorpus:
                 left -= chunk.lines
 
 
+def unlabeled_share(batch_size: int, world_size: int, accumulation: int) -> int:
+    """`per_process_share` of an unlabeled batch, whose error names `unlabeled.batch_size`: the
+    shared check names `train.batch_size`, so `unlabeled.batch_size: 30` on 4 processes was blamed
+    on a train.batch_size that every process divided evenly."""
+    try:
+        return per_process_share(batch_size, world_size, accumulation)
+    except UserError:
+        raise UserError(
+            f"unlabeled.batch_size {batch_size} (its default: train.batch_size) must be a multiple of the number "
+            f"of processes ({world_size}) x train.grad_accum ({accumulation}): every process takes an equal share "
+            "of every unlabeled micro-batch"
+        ) from None
+
+
 class UnlabeledStream(_Iterable):
     """Endless fixed-size batches of unlabeled sentences (see the module docstring).
 
@@ -338,7 +352,7 @@ class UnlabeledStream(_Iterable):
         accumulation: int = 1,
         pool_batches: int = 50,
     ):
-        per_process_share(batch_size, world_size, accumulation)
+        unlabeled_share(batch_size, world_size, accumulation)
         self.corpus, self.batch_size, self.collate, self.seed = corpus, batch_size, collate, seed
         self.rank, self.world_size, self.accumulation = rank, world_size, accumulation
         self.pool_size = pool_batches * batch_size

@@ -502,8 +502,19 @@ def source_seeds(seed: int, tasks: int) -> SourceSeeds:
     return SourceSeeds(tuple(base + index for index in range(tasks)), base + tasks, base + tasks + 1)
 
 
+def tasks_mean(mains: list[tuple[float, bool]]) -> float:
+    """The multi-task score `mean`, greater better: the mean of the tasks' main metrics, given as
+    (value, greater_is_better), a lower-is-better one (an error rate) counted negated, as
+    `xfer.bam.stage.group_score` does. Averaged raw, a lower-is-better task's improvement lowered
+    `mean`, so `select: best` kept the checkpoint where that task was worst and the median trial was
+    picked in the wrong direction for it. With greater-is-better tasks only (every built-in one) it
+    is the plain mean."""
+    return statistics.fmean(value if greater else -value for value, greater in mains)
+
+
 class MultiTaskEvaluator:
-    """Every task's official metrics as `<task>/<metric>`, and `mean`: the mean of their main metrics."""
+    """Every task's official metrics as `<task>/<metric>`, and `mean`: the mean of their main
+    metrics, a lower-is-better one negated (`tasks_mean`)."""
 
     main_metric = "mean"
     greater_is_better = True
@@ -517,8 +528,8 @@ class MultiTaskEvaluator:
         for name, evaluator in self.evaluators.items():
             results = evaluator(model)
             out.update({f"{name}/{k}": v for k, v in results.items()})
-            mains.append(results[evaluator.main_metric])
-        out["mean"] = statistics.fmean(mains)
+            mains.append((results[evaluator.main_metric], evaluator.greater_is_better))
+        out["mean"] = tasks_mean(mains)
         return out
 
 
@@ -696,7 +707,9 @@ def run_trial(
             if signature:
                 record[f"{prefix}bleu_signature"] = signature
         if len(tasks) > 1:
-            record["mean"] = statistics.fmean(record[f"{t.name}/{t.info.main_metric}"] for t in tasks)
+            record["mean"] = tasks_mean(
+                [(record[f"{t.name}/{t.info.main_metric}"], getattr(t.info, "greater_is_better", True)) for t in tasks]
+            )
     record.update(
         trial=trial,
         seed=seed,
