@@ -143,7 +143,10 @@ def run_finetune(ctx: StageContext) -> None:
         ):
             if message:
                 ctx.warn(message)
-    results = {ref.key: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer) for ref in config.tasks}
+    pooler = _init_pooler(ctx, init_folder)
+    results = {
+        ref.key: _finetune_task(ctx, config, ref, encoder_config, init_state, tokenizer, pooler) for ref in config.tasks
+    }
     if ctx.is_main:
         out = ctx.output_dir("results")
         write_json(out / "results.json", results)
@@ -159,6 +162,7 @@ def _finetune_task(
     encoder_config: Any,
     init_state: dict[str, torch.Tensor] | None,
     tokenizer: Any,
+    pooler: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
     """All trials of one task; returns {"main_metric", "runs", "summary"}."""
     from xfer.transformer.encoder import Encoder
@@ -174,12 +178,16 @@ def _finetune_task(
         encoder = Encoder(encoder_config)
         if init_state is not None:
             encoder.load_state_dict(init_state)
-        return objective_cls(encoder, info, tokenizer, config.max_length, objective_ref.config)
+        objective = objective_cls(encoder, info, tokenizer, config.max_length, objective_ref.config)
+        _start_pooler(objective.head, pooler)
+        return objective
 
     train_examples, dev_examples = nonempty_examples(task, "train"), nonempty_examples(task, "dev")
     if (constant := _constant_gold_message(ref.key, info.type, dev_examples)) is not None:
         ctx.warn(constant)
     featurizer = build(ctx.seed)  # featurisation does not depend on weights: do it once per task
+    if (note := _pooler_message(ref.key, featurizer.head, pooler, config.init)) is not None:
+        ctx.report(note)
     if config.export_hf and config.save_models != "none":  # no model saved, nothing exported
         problem = _hf_export_problem(ref.key, featurizer)
         if problem is not None:
@@ -370,6 +378,42 @@ def _save_models(
             _export_hf(target / "hf", objective, tokenizer, info)
 
 
+def _init_pooler(ctx: StageContext, init_folder: Path | None) -> dict[str, torch.Tensor] | None:
+    """The pre-trained BERT pooler of the `init:` checkpoint (a tanh head's `dense.*`), or None."""
+    from xfer.transformer.hf import checkpoint_pooler
+
+    return checkpoint_pooler(init_folder, ctx.host) if init_folder is not None else None
+
+
+def _start_pooler(head: Any, pooler: dict[str, torch.Tensor] | None) -> None:
+    """Start a `pooler: tanh` head's `dense` from the checkpoint's pre-trained pooler, as BERT's
+    fine-tuning does ([CLS] -> pooler -> tanh -> classifier); other heads are left as built."""
+    if pooler is None or getattr(head, "pooler", None) != "tanh":
+        return
+    with torch.no_grad():
+        head.dense.weight.copy_(pooler["dense.weight"])
+        head.dense.bias.copy_(pooler["dense.bias"])
+
+
+def _pooler_message(task: str, head: Any, pooler: dict[str, torch.Tensor] | None, init: Any) -> str | None:
+    """The report's note on where a `pooler: tanh` head's pooler starts from, else None."""
+    if getattr(head, "pooler", None) != "tanh":
+        return None
+    if pooler is not None:
+        return (
+            f"## Pooler\n\n{task}: `pooler: tanh` starts from the init checkpoint's pre-trained pooler "
+            "(bert.pooler.dense).\n"
+        )
+    why = "the init checkpoint has no pooler (bert.pooler.dense)" if init is not None else "random init"
+    return f"## Pooler\n\n{task}: `pooler: tanh` starts from a randomly initialised pooler ({why}).\n"
+
+
+def _export_model_type(head: Any) -> str:
+    """The HF model type a head exports onto: BERT for the BERT pooler (`tanh`,
+    BertForSequenceClassification), else ELECTRA."""
+    return "bert" if getattr(head, "pooler", None) == "tanh" else "electra"
+
+
 def _exported_head(objective: Any) -> Any:
     """The head `export_hf: true` writes with the encoder, or None for the encoder alone."""
     head = objective.head
@@ -409,7 +453,14 @@ def _hf_export_problem(task: str, objective: Any) -> UserError | None:
         kind = getattr(head, "kind", None)
         if kind is None:
             raise ValueError(f"{type(head).__name__} has no registered head kind")
-        _head_to_hf(head, kind, "electra", None)
+        model_type = _export_model_type(head)
+        config = objective.encoder.config
+        if model_type == "bert" and config.embedding_size != config.hidden_size:
+            raise ValueError(
+                f"BERT (BertForSequenceClassification, for pooler: tanh) has no embedding projection, and this "
+                f"encoder's embedding_size {config.embedding_size} differs from its hidden_size {config.hidden_size}"
+            )
+        _head_to_hf(head, kind, model_type, None)
     except ValueError as error:
         return UserError(
             f"{task}: `export_hf: true` cannot write this task's model in Hugging Face layout: {error} "
@@ -439,6 +490,7 @@ def _export_hf(target: Path, objective: Any, tokenizer: Any, info: Any) -> None:
         vocab_file=target / "vocab.txt",
         extra_config=extra,
         score_range=tuple(score_range) if score_range is not None else None,
+        model_type=_export_model_type(head),
     )
 
 

@@ -1048,3 +1048,53 @@ def _check_vocab_fits(vocab_file: Path, vocab_size: int) -> None:
 def _atomic_write(path: Path, write: Any) -> None:
     """Readers never see half a file (see xfer.core.atomic); `write` gets the temporary file's name as str."""
     atomic_write_with(path, lambda tmp: write(str(tmp)))
+
+
+# ----------------------------------------------------------------------------------------------
+# BERT's pre-trained pooler, for fine-tuning a `pooler: tanh` head.
+
+_POOLER_TENSORS = {"dense.weight": "pooler.dense.weight", "dense.bias": "pooler.dense.bias"}
+
+
+def pooler_state(info: HeadInfo, hidden_size: int, source: str) -> dict[str, Tensor] | None:
+    """The BERT pooler (`[CLS] -> dense -> tanh`) of a loaded HF checkpoint as a tanh `SequenceHead`'s
+    `dense.weight` / `dense.bias`, or None when it has none (ELECTRA, BertForMaskedLM).
+
+    Why: BERT's fine-tuning recipe starts the classifier's `dense` from the pre-trained pooler, which
+    `load_hf` leaves in `remaining` (BertModel, BertForPreTraining) or in a BertForSequenceClassification
+    head, so a `pooler: tanh` head fine-tuned from a BERT checkpoint started from a random pooler.
+    One tensor without the other, or a shape other than the hidden size's, is a CheckpointError."""
+    if info.model_type != "bert":
+        return None
+    if info.kind == "sequence" and info.config.get("pooler") == "tanh":
+        found = {k: t for k, t in info.state_dict.items() if k in _POOLER_TENSORS}
+    else:
+        found = {}
+        for name, t in info.remaining.items():
+            bare = name.removeprefix("bert.")
+            found |= {key: t for key, hf_name in _POOLER_TENSORS.items() if bare == hf_name}
+    if not found:
+        return None
+    shapes = {"dense.weight": (hidden_size, hidden_size), "dense.bias": (hidden_size,)}
+    for key, shape in shapes.items():
+        if key not in found:
+            raise CheckpointError(
+                f"{source}: has bert.{_POOLER_TENSORS[next(iter(found))]} but not bert.{_POOLER_TENSORS[key]}: "
+                "a pooler needs both"
+            )
+        if tuple(found[key].shape) != shape:
+            raise CheckpointError(
+                f"{source}: tensor bert.{_POOLER_TENSORS[key]} has shape {tuple(found[key].shape)}, expected {shape} "
+                "from config.json's hidden_size"
+            )
+    return found
+
+
+def checkpoint_pooler(directory: str | Path, host: PluginHost | None = None) -> dict[str, Tensor] | None:
+    """`pooler_state` of the checkpoint folder `directory`; None for a folder that is no HF checkpoint
+    (an xfer model directory: xfer keeps a pooler only inside a task head)."""
+    directory = Path(directory)
+    if (directory / "xfer_model.json").is_file() or not (directory / "config.json").is_file():
+        return None
+    config, _, info = load_hf(directory, host)
+    return pooler_state(info, config.hidden_size, str(directory))

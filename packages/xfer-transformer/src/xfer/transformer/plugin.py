@@ -15,7 +15,9 @@ def xfer_stages() -> list[ComponentSpec]:
             "stage",
             "transformer.finetune",
             f"{_M}.finetune:run_finetune",
-            "2",  # 2: task heads drawn with the encoder's initializer_range (was always 0.02), as ELECTRA's
+            # 2: task heads drawn with the encoder's initializer_range (was always 0.02), as ELECTRA's;
+            # `pooler: tanh` starts from a BERT init checkpoint's pre-trained pooler (was random)
+            "2",
             f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
             outputs=("models", "predictions", "results"),
