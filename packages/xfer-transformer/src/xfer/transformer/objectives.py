@@ -35,11 +35,18 @@ from torch import Tensor, nn
 
 from xfer.core.config import knob
 from xfer.core.data import pad
-from xfer.core.errors import UserError
+from xfer.core.errors import PluginError, UserError
 from xfer.core.tasks import Example, SpanQAExample, TaggingExample, TaskInfo
 from xfer.core.trainer import StepOutput
 from xfer.transformer.encoder import Encoder
-from xfer.transformer.heads import SequenceHead, SpanQAHead, TokenHead, gather_first_subtokens, span_qa_loss
+from xfer.transformer.heads import (
+    SequenceHead,
+    SpanQAHead,
+    SpanQAOutput,
+    TokenHead,
+    gather_first_subtokens,
+    span_qa_loss,
+)
 from xfer.transformer.tokenization import WordPieceTokenizer
 
 
@@ -135,6 +142,44 @@ def in_fp32(head: Any, hidden: Tensor, *args: Any, **kwargs: Any) -> Any:
         return head(hidden.float(), *args, **kwargs)
 
 
+def head_name(head: Any) -> str:
+    """How messages name a task head: its class, and its registered kind when it has one."""
+    kind = getattr(head, "kind", None)
+    return f"{type(head).__name__} ({kind})" if isinstance(kind, str) else type(head).__name__
+
+
+def check_head_output(
+    objective: FinetuneObjective, got: Any, expected: tuple[int, ...], what: str, output: str = "output"
+) -> None:
+    """A PluginError naming the head, the task and both shapes when the head's `output` is not a
+    tensor of shape `expected` (`what` says what the shape holds), else nothing.
+
+    Why: a head (a plugin objective's own, or one from the head registry) with too few classes made
+    the loss fail with torch's bare "IndexError: Target 3 is out of bounds", and one with too many
+    trained silently: the extra logits were never supervised and predictions could name a class
+    index with no label. The check is a shape comparison, so it runs on every batch at no
+    measurable cost (a head assigned after construction, or one whose shape varies, is caught too)."""
+    shape = tuple(got.shape) if isinstance(got, Tensor) else None
+    if shape == expected:
+        return
+    shown = f"a tensor of shape {shape}" if shape is not None else f"a {type(got).__name__}"
+    raise PluginError(
+        f"{objective.info.name}: the head {head_name(objective.head)} of objective {type(objective).__name__} "
+        f"returned {shown} as its {output}, but this {objective.info.type} task needs shape {expected} "
+        f"({what}): build the head for the task's {_task_size(objective.info)}"
+    )
+
+
+def _task_size(info: TaskInfo) -> str:
+    """The task dimension a head must match, for `check_head_output`'s advice."""
+    if info.type == "regression":
+        return "one regression output"
+    if info.type == "span_qa":
+        return "start and end logits (2 per token)"
+    what = "tags" if info.type == "tagging" else "labels"
+    return f"{len(info.labels)} {what} {list(info.labels)[:8]}{' ...' if len(info.labels) > 8 else ''}"
+
+
 def _padded_inputs(features: list[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
     ids = pad([f["input_ids"] for f in features], pad_id)
     lengths = torch.tensor([len(f["input_ids"]) for f in features])
@@ -190,6 +235,8 @@ class SequenceObjective(ScoredObjective):
         low, high = info.extra.get("score_range", (0.0, 1.0)) if self.regression else (0.0, 1.0)
         self.low, self.span = float(low), float(high) - float(low)
         self.label_index = {label: i for i, label in enumerate(info.labels)}
+        # pair or single texts, fixed by the first examples featurised (the training split; see _check_pairs)
+        self.text_pairs: bool | None = None
 
     def _target(self, label: Any) -> float | int:
         if label is None:
@@ -201,6 +248,7 @@ class SequenceObjective(ScoredObjective):
     def featurize(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
         texts_a = [e.text_a for e in examples]  # type: ignore[union-attr]
         pairs = any(e.text_b is not None for e in examples)  # type: ignore[union-attr]
+        self._check_pairs(examples, pairs)
         texts_b = [e.text_b or "" for e in examples] if pairs else None  # type: ignore[union-attr]
         if pairs and self.max_length < 3:  # the tokenizer's bare ValueError ended the stage on a traceback
             raise UserError(
@@ -210,7 +258,7 @@ class SequenceObjective(ScoredObjective):
         encodings = self.tokenizer.encode_pairs(texts_a, texts_b, max_length=self.max_length)
         self._warn_truncated(examples, texts_a, texts_b, encodings)
         self._warn_out_of_range(examples)
-        return [
+        features = [
             {
                 "id": e.id,
                 "input_ids": enc.input_ids,
@@ -219,6 +267,37 @@ class SequenceObjective(ScoredObjective):
             }  # type: ignore[union-attr]
             for e, enc in zip(examples, encodings, strict=True)
         ]
+        if examples and self.text_pairs is None:  # an empty split decides nothing
+            self.text_pairs = pairs
+        return features
+
+    def _check_pairs(self, examples: Sequence[Example], pairs: bool) -> None:
+        """A UserError when `examples` are single texts and the examples first featurised without
+        error (the training split: `transformer.finetune` and BAM featurise it first; `featurize`
+        records it in `text_pairs`) were pairs, or the reverse.
+
+        Why: pair or single is decided per call, from whether any example has a `text_b`; a
+        dev/test split of a pair task whose reader left out the second text (text_b None), under a
+        model trained on pairs, was encoded as single sentences (no [SEP] between the texts, token
+        type 0 throughout), and predicted or scored without a word; a pair split under a model
+        trained on single texts fed it a second segment it never saw. The task contract lets an
+        example be either, but one task's model reads one of the two."""
+        if not examples or self.text_pairs is None or pairs == self.text_pairs:
+            return
+        first = examples[0].id
+        if self.text_pairs:
+            raise UserError(
+                f"{self.info.name}: the split whose first example is {first!r} ({len(examples)} examples) has no "
+                "second text (text_b is None in every example), but the task's training examples are sentence "
+                "pairs: the model would read them as single sentences. Give that split's file its second text "
+                "column (or fix the task's reader), so it is encoded as the model was trained"
+            )
+        paired = next(e.id for e in examples if e.text_b is not None)  # type: ignore[union-attr]
+        raise UserError(
+            f"{self.info.name}: the split whose first example is {first!r} ({len(examples)} examples) has sentence "
+            f"pairs (text_b given, first in {paired!r}), but the task's training examples are single texts: the "
+            "model never saw a second segment. Use the same columns in every split of the task"
+        )
 
     def _warn_out_of_range(self, examples: Sequence[Example]) -> None:
         """Warn (the stage's report shows it) how many regression scores lie outside the task's
@@ -279,7 +358,11 @@ class SequenceObjective(ScoredObjective):
         return batch
 
     def scores(self, batch: dict[str, Tensor]) -> Tensor:
-        return in_fp32(self.head, self.hidden(batch)).float()
+        scores = in_fp32(self.head, self.hidden(batch))
+        outputs = 1 if self.regression else len(self.info.labels)
+        what = "one output per example" if self.regression else "one logit per label for each example"
+        check_head_output(self, scores, (batch["input_ids"].shape[0], outputs), what)
+        return scores.float()
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         scores = self.scores(batch)
@@ -362,7 +445,10 @@ class TaggingObjective(ScoredObjective):
 
     def scores(self, batch: dict[str, Tensor]) -> Tensor:
         words = gather_first_subtokens(self.hidden(batch), batch["word_starts"], batch["word_mask"])
-        return in_fp32(self.head, words)
+        scores = in_fp32(self.head, words)
+        expected = (*batch["word_starts"].shape, len(self.info.labels))
+        check_head_output(self, scores, expected, "[sentences, words, tags]: one logit per tag for each word")
+        return scores
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         scores = self.scores(batch)
@@ -584,12 +670,29 @@ class SpanQAObjective(FinetuneObjective):
             if not bool(keep.any()):
                 return StepOutput(sum(p.sum() for p in self.head.parameters()) * 0.0, {})
             batch = {key: value[keep] for key, value in batch.items()}
-        out = in_fp32(self.head, self.hidden(batch), batch["allowed"], batch["start"])
+        out = self._checked(in_fp32(self.head, self.hidden(batch), batch["allowed"], batch["start"]), batch)
         impossible = batch["impossible"] if self.config.answerable else None
         loss = span_qa_loss(
             out, batch["start"], batch["end"], batch["allowed"], impossible, self.config.answerable_weight
         )
         return StepOutput(loss, {})
+
+    def _checked(self, out: Any, batch: dict[str, Tensor]) -> SpanQAOutput:
+        """The head's output `out`, after checking it is a `SpanQAOutput` with start and end logits
+        [windows, tokens] and, when present (required with `answerable`), no-answer logits [windows]
+        (see `check_head_output`: a head of another shape failed deep in the loss or decoding)."""
+        if not all(hasattr(out, name) for name in ("start_logits", "end_logits", "na_logit")):
+            raise PluginError(
+                f"{self.info.name}: the head {head_name(self.head)} of objective {type(self).__name__} returned "
+                f"a {type(out).__name__}, but this span_qa task needs a SpanQAOutput (start_logits and end_logits of "
+                f"shape {tuple(batch['input_ids'].shape)}: 2 logits per token, and na_logit or None)"
+            )
+        tokens = "one logit per token of each window"
+        check_head_output(self, out.start_logits, tuple(batch["input_ids"].shape), tokens, output="start_logits")
+        check_head_output(self, out.end_logits, tuple(batch["input_ids"].shape), tokens, output="end_logits")
+        if out.na_logit is not None or self.config.answerable:
+            check_head_output(self, out.na_logit, (batch["input_ids"].shape[0],), "one per window", output="na_logit")
+        return out
 
     def predict(self, batch: dict[str, Tensor]) -> list[Any]:
         """Per window: best (start, end) among context tokens, its score (comparable across
@@ -604,10 +707,12 @@ class SpanQAObjective(FinetuneObjective):
         [CLS]; scoring the decoded span with them compared windows by an end that was not the
         decoded span's (a wrong window could win)."""
         hidden = self.hidden(batch)
+        out = self._checked(in_fp32(self.head, hidden, batch["allowed"]), batch)  # before decode, which uses it
         start, end, joint_score = in_fp32(
             self.head.decode, hidden, batch["allowed"], self.config.max_answer_length, starts=batch["start_ok"]
         )
-        out = in_fp32(self.head, hidden, batch["allowed"])
+        for name, value in (("start", start), ("end", end), ("score", joint_score)):
+            check_head_output(self, value, (hidden.shape[0],), "one per window", output=f"decode() {name}")
         rows = torch.arange(start.shape[0], device=start.device)
         if self.config.joint_end:
             span = joint_score.float()
