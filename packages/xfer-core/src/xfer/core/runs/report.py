@@ -3,7 +3,8 @@
 Built from the stage's metrics.jsonl after the stage ends (also when it fails), plus the
 Markdown sections the stage added with `ctx.report(...)`. Plots use matplotlib's Agg backend (no
 display needed): one PNG per metric and split, one line per run within the stage (e.g. per
-trial or task), so curves of several seeds can be compared at a glance. `XFER_REPORT_PLOTS=0`
+trial or task), so curves of several seeds can be compared at a glance; at most `MAX_PLOTS` plots
+of `MAX_LINES` runs each, and the report says what it left out. `XFER_REPORT_PLOTS=0`
 skips drawing them (about a second of CPU per stage: test suites and quick runs set it).
 Values that cannot be drawn (NaN, infinite: a diverged run) are counted under "Values not drawn",
 whether a line holds them as Python's bare NaN/Infinity tokens or as strict JSON's strings
@@ -19,6 +20,7 @@ import os
 import re
 from array import array
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -45,8 +47,9 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     written as strict JSON's "NaN"/"Infinity"/"-Infinity" is read as the float, as a bare token is."""
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return [{k: json_number(v) for k, v in record.items()} for _, record in metric_lines(text)]
+    # a line at a time: read whole, a long file was held as one string and again as a list of lines
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        return [{k: json_number(v) for k, v in record.items()} for _, record in _object_lines(lines)]
 
 
 def metric_json(record: dict[str, Any]) -> str:
@@ -58,15 +61,25 @@ def metric_json(record: dict[str, Any]) -> str:
 
 def metric_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
     """(line, record) for every complete JSON object line of a metrics.jsonl text."""
-    found = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
+    return list(_object_lines(text.splitlines()))
+
+
+def _object_lines(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(line, record) for every line of `lines` that is a JSON object."""
+    for line in lines:
+        record = _parsed(line)
         if isinstance(record, dict):
-            found.append((line, record))
-    return found
+            yield line, record
+
+
+def _parsed(line: str) -> Any:
+    """`line` as JSON, or None if it is none: also a line nested too deep for the parser (100,000
+    `[` raised RecursionError, not ValueError, and failed the report of a stage that had completed,
+    at every re-run, where any other damaged line is listed as not read)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
 
 
 MAX_POINTS = 2000
@@ -77,6 +90,16 @@ point drawn."""
 
 MAX_UNREAD = 10
 """Line numbers of unreadable metrics.jsonl lines that report.md lists at most."""
+
+
+MAX_PLOTS = 50
+"""Plots one report.md draws at most (about a quarter of a second each), the rest named as not drawn:
+10,000 metrics once meant 10,000 PNGs and most of an hour of drawing after the stage had ended."""
+
+
+MAX_LINES = 20
+"""Curves (runs) one plot draws at most, the rest counted as not drawn: no legend shows more, and 1,000
+runs of one metric took 25 s to draw in one plot."""
 
 
 Curves = dict[tuple[str, str], dict[str, tuple[array, array]]]
@@ -133,10 +156,7 @@ def _read_curves(path: Path) -> tuple[Curves, dict[tuple[str, str], int], bool, 
         return curves, not_finite, any_record, (unread_count, unread)
     with open(path, encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines, 1):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
+            record = _parsed(line)
             if not isinstance(record, dict) or not _plottable(record):
                 if line.strip():  # a hand-edited or damaged line: its points were left out without a word
                     unread_count += 1
@@ -185,8 +205,10 @@ def latest_points(steps: array, values: array) -> tuple[array, array]:
 def _thin(steps: array, values: array) -> tuple[list[float], list[float]]:
     """The points of one curve in step order, at most about MAX_POINTS: of each bucket of
     consecutive steps its first, lowest, highest and last point, so a spike stays visible and the
-    curve spans every step."""
-    order = sorted(range(len(steps)), key=steps.__getitem__)
+    curve spans every step. A curve logged in step order (the usual one) is not sorted: the list of its
+    indices and their sort keys took four times the memory of the curve itself (70 MB a million steps)."""
+    in_order = all(a <= b for a, b in pairwise(steps))
+    order: Sequence[int] = range(len(steps)) if in_order else sorted(range(len(steps)), key=steps.__getitem__)
     if len(order) <= MAX_POINTS:
         return [steps[i] for i in order], [values[i] for i in order]
     keep: list[int] = []
@@ -208,12 +230,12 @@ def _plot(series: dict[str, tuple[array, array]], split: str, metric: str, out: 
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5))
     try:  # closed also when drawing fails: pyplot keeps every open figure (and warns past 20)
-        for label, (steps, values) in sorted(series.items()):
+        for label, (steps, values) in sorted(series.items())[:MAX_LINES]:
             xs, ys = _thin(steps, values)
-            ax.plot(xs, ys, label=label, marker="o" if len(xs) < 30 else None, markersize=3)
+            ax.plot(xs, ys, label=_literal(label), marker="o" if len(xs) < 30 else None, markersize=3)
         ax.set_xlabel("step")
-        ax.set_ylabel(metric)
-        ax.set_title(f"{split} {metric}")
+        ax.set_ylabel(_literal(metric))
+        ax.set_title(_literal(f"{split} {metric}"))
         if len(series) > 1:
             ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
@@ -224,6 +246,20 @@ def _plot(series: dict[str, tuple[array, array]], split: str, metric: str, out: 
     finally:
         plt.close(fig)
     return out
+
+
+MAX_TEXT = 100
+"""Characters of a name (metric, run) a plot shows at most: a 540-pixel-wide plot shows fewer, and
+laying out a 200,000-character name took matplotlib 37 s a plot."""
+
+
+def _literal(text: str) -> str:
+    """`text` as matplotlib shows it as written (and at most MAX_TEXT characters of it): between two `$`
+    it reads TeX math, and a name that is no valid math there (a task `$x^$`, a metric `$\\frac{$`)
+    failed its whole plot."""
+    if len(text) > MAX_TEXT:
+        text = text[: MAX_TEXT - 1] + "…"
+    return text.replace("$", r"\$")
 
 
 def _plot_name(split: str, metric: str, taken: set[str]) -> str:
@@ -253,18 +289,22 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
     taken: set[str] = set()
     draw = os.environ.get("XFER_REPORT_PLOTS", "1") != "0"
     failed: list[str] = []
-    for split in ("train", "dev") if draw else ():
-        for metric in sorted(m for s, m in curves if s == split):
-            out = stage_dir / "plots" / _plot_name(split, metric, taken)
-            try:
-                made = _plot(curves[split, metric], split, metric, out)
-            except (ValueError, ArithmeticError) as error:
-                # matplotlib cannot scale an axis over finite values whose range overflows a float
-                # (1e308 and -1e308): the report was then written without any curve at all
-                failed.append(f"- {split} {metric}: curve not drawn ({type(error).__name__}: {error})")
-                continue
-            if made:
-                plots.append((split, metric, made))
+    wanted = [(split, m) for split in ("train", "dev") if draw for m in sorted(m for s, m in curves if s == split)]
+    wanted = [key for key in wanted if curves[key]]  # a metric with no finite value has nothing to draw
+    # the caps: what a plot cannot show, and drawing that would take longer than the stage did
+    failed += _left_out(wanted, curves)
+    for split, metric in wanted[:MAX_PLOTS]:
+        out = stage_dir / "plots" / _plot_name(split, metric, taken)
+        try:
+            made = _plot(curves[split, metric], split, metric, out)
+        except (ValueError, ArithmeticError) as error:
+            # matplotlib cannot scale an axis over finite values whose range overflows a float
+            # (1e308 and -1e308): the report was then written without any curve at all
+            problem = " ".join(str(error).split())  # one list item: matplotlib's messages span lines
+            failed.append(f"- {split} {metric}: curve not drawn ({type(error).__name__}: {problem})")
+            continue
+        if made:
+            plots.append((split, metric, made))
     if plots:
         lines += ["## Training curves", ""]
         lines += [f"![{split} {metric}](plots/{path.name})" for split, metric, path in plots]
@@ -294,6 +334,25 @@ def write_report(stage_dir: Path, title: str, header: dict[str, str], sections: 
     atomic_write_text(path, text)
     _remove_unlinked(stage_dir / "plots", earlier - _linked_plots_in(text))
     return path
+
+
+def _left_out(wanted: list[tuple[str, str]], curves: Curves) -> list[str]:
+    """Report lines for what the caps leave undrawn: the runs past MAX_LINES in a plot, the plots
+    past MAX_PLOTS (the first few named)."""
+    notes = []
+    for split, metric in wanted[:MAX_PLOTS]:
+        runs = len(curves[split, metric])
+        if runs > MAX_LINES:
+            notes.append(
+                f"- {split} {metric}: {runs - MAX_LINES} of {runs} runs not drawn (at most {MAX_LINES} a plot; "
+                f"drawn: the first by name)"
+            )
+    rest = wanted[MAX_PLOTS:]
+    if rest:
+        named = ", ".join(f"{split} {metric}" for split, metric in rest[:MAX_UNREAD])
+        more = ", ..." if len(rest) > MAX_UNREAD else ""
+        notes.append(f"- {len(rest)} more plots not drawn (at most {MAX_PLOTS} a report): {named}{more}")
+    return notes
 
 
 _PLOT_LINK = re.compile(r"\]\(plots/([A-Za-z0-9_.-]+\.png)\)")
