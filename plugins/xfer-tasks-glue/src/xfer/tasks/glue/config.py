@@ -142,67 +142,22 @@ class MnliTaskConfig(GlueTaskConfig):
                 self.diagnostic_file = default
 
 
-@dataclass
-class CoLATaskConfig(GlueTaskConfig):
-    """glue/cola's config: GLUE's, reading subset `cola` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("cola",)
-
-
-@dataclass
-class SST2TaskConfig(GlueTaskConfig):
-    """glue/sst2's config: GLUE's, reading subset `sst2` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("sst2",)
+def _hub_task_config(name: str, task: str, subset: str) -> type[GlueTaskConfig]:
+    """GlueTaskConfig for one task, naming the nyu-mll/glue subset it reads with source: hub (no
+    fields of its own: the dataclass fields, checks and defaults are GlueTaskConfig's)."""
+    doc = f"{task}'s config: GLUE's, reading subset `{subset}` of nyu-mll/glue with source: hub."
+    return type(name, (GlueTaskConfig,), {"hub_subsets": (subset,), "__doc__": doc, "__module__": __name__})
 
 
-@dataclass
-class MRPCTaskConfig(GlueTaskConfig):
-    """glue/mrpc's config: GLUE's, reading subset `mrpc` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("mrpc",)
-
-
-@dataclass
-class STSBTaskConfig(GlueTaskConfig):
-    """glue/stsb's config: GLUE's, reading subset `stsb` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("stsb",)
-
-
-@dataclass
-class QQPTaskConfig(GlueTaskConfig):
-    """glue/qqp's config: GLUE's, reading subset `qqp` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("qqp",)
-
-
-@dataclass
-class MNLIMismatchedTaskConfig(GlueTaskConfig):
-    """glue/mnli-mm's config: GLUE's, reading subset `mnli` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("mnli",)
-
-
-@dataclass
-class QNLITaskConfig(GlueTaskConfig):
-    """glue/qnli's config: GLUE's, reading subset `qnli` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("qnli",)
-
-
-@dataclass
-class RTETaskConfig(GlueTaskConfig):
-    """glue/rte's config: GLUE's, reading subset `rte` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("rte",)
-
-
-@dataclass
-class WNLITaskConfig(GlueTaskConfig):
-    """glue/wnli's config: GLUE's, reading subset `wnli` of nyu-mll/glue with source: hub."""
-
-    hub_subsets: ClassVar[tuple[str, ...]] = ("wnli",)
+CoLATaskConfig = _hub_task_config("CoLATaskConfig", "glue/cola", "cola")
+SST2TaskConfig = _hub_task_config("SST2TaskConfig", "glue/sst2", "sst2")
+MRPCTaskConfig = _hub_task_config("MRPCTaskConfig", "glue/mrpc", "mrpc")
+STSBTaskConfig = _hub_task_config("STSBTaskConfig", "glue/stsb", "stsb")
+QQPTaskConfig = _hub_task_config("QQPTaskConfig", "glue/qqp", "qqp")
+MNLIMismatchedTaskConfig = _hub_task_config("MNLIMismatchedTaskConfig", "glue/mnli-mm", "mnli")
+QNLITaskConfig = _hub_task_config("QNLITaskConfig", "glue/qnli", "qnli")
+RTETaskConfig = _hub_task_config("RTETaskConfig", "glue/rte", "rte")
+WNLITaskConfig = _hub_task_config("WNLITaskConfig", "glue/wnli", "wnli")
 
 
 @dataclass
