@@ -7,7 +7,9 @@ idea), and from core's own built-in modules. Environment switches:
 - `XFER_DISABLE_PLUGIN_AUTOLOAD=1`: load no entry points (built-ins and XFER_PLUGIN_MODULES only);
   any value but 1/true/yes/on/0/false/no/off is an error;
 - `XFER_PLUGINS=a,b`: load only these entry-point plugins (a name matching none, nor the namespace
-  of an XFER_PLUGIN_MODULES module, is recorded as a failed plugin, so the typo shows).
+  of an XFER_PLUGIN_MODULES module, is recorded as a failed plugin, so the typo shows). Names are
+  stripped and blank items mean nothing: `a, ,b` is `a,b`, and a value of blanks and commas only
+  (`" "`, `","`) is unset, as `""` is: every installed plugin loads.
 
 A plugin that fails to import (including one that calls `sys.exit` or runs argparse at import),
 has a misspelled hook (a function name, or a `@hookimpl`'s name or `specname`, that is no
@@ -226,6 +228,16 @@ def _own_copy(value: Any) -> Any:
     return value
 
 
+def _allowed_by_env() -> list[str] | None:
+    """The plugin names XFER_PLUGINS allows, or None (every installed plugin) when it names none.
+
+    Why blanks count as unset: `XFER_PLUGINS=" "` or `","` (a shell variable expanded empty into a
+    list) loaded no installed plugin, while `XFER_PLUGINS=""` loaded them all; a value naming no
+    plugin is no allow-list, so each of them now loads all, as unset does."""
+    names = [name.strip() for name in os.environ.get("XFER_PLUGINS", "").split(",")]
+    return [name for name in names if name] or None
+
+
 class PluginHost:
     """Holds the pluggy manager, the plugin records and the component registry."""
 
@@ -242,8 +254,8 @@ class PluginHost:
         self._targets_ok: set[tuple[str, str]] = set()
         if autoload is None:
             autoload = not _env_flag("XFER_DISABLE_PLUGIN_AUTOLOAD")
-        if allow is None and os.environ.get("XFER_PLUGINS"):
-            allow = [p.strip() for p in os.environ["XFER_PLUGINS"].split(",") if p.strip()]
+        if allow is None:
+            allow = _allowed_by_env()
         self.allow = set(allow) if allow is not None else None
         dist = self._own_distribution()
         for name, module in BUILTIN_PLUGINS.items():

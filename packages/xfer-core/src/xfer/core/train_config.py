@@ -106,6 +106,18 @@ class TrainConfig:
             return self.warmup_steps
         return math.floor(round(self.warmup_fraction * total_steps, 9) + 0.5)
 
+    def trains_at_lr_0_only(self, total_steps: int, warmup: int) -> bool:
+        """Whether every step of a stage of `total_steps` steps with `warmup` warmup steps trains at
+        learning rate 0 while train.lr is not 0 (the trainer refuses it, and so does `check_recipe` when
+        train.steps gives the count).
+
+        Why: a warmup starts at 0 (step 1 of a warmup of W trains at 0/W of train.lr, as in the original
+        BERT/ELECTRA code, see `optim.lr_multiplier`), so a stage of one step under any warmup updated no
+        weight and exported its initial weights as trained. One step is the only length where this
+        happens: the second step of every schedule has a positive learning rate, and `constant` has no
+        warmup. `lr: 0` says so on purpose. Kept here, free of torch, so recipe validation asks the same."""
+        return self.lr != 0 and total_steps == 1 and warmup > 0 and self.schedule != "constant"
+
     def check_recipe(self) -> None:
         """Recipe-only checks: a Python caller may set `steps` after the fact (a stage converting
         epochs or a budget to steps), so these are not `__post_init__` rules."""
@@ -122,3 +134,24 @@ class TrainConfig:
                 f"{self.warmup_steps} is more than train.steps ({self.steps}): the learning rate would never "
                 f"reach train.lr; give at most {self.steps} (or a warmup_fraction)",
             )
+        self._check_some_step_learns()
+
+    def _check_some_step_learns(self) -> None:
+        """`train.steps: 1` under a warmup (the trainer's refusal, `trains_at_lr_0_only`, said before any stage
+        runs). Steps from epochs or a budget are known only when training starts: the trainer checks those."""
+        if self.steps is None:
+            return
+        warmup = self.warmup_for(self.steps)  # the trainer's rounding of a warmup_fraction
+        if not self.trains_at_lr_0_only(self.steps, warmup):
+            return
+        key, given = (
+            ("warmup_steps", f"{warmup}")
+            if self.warmup_steps is not None
+            else ("warmup_fraction", f"{self.warmup_fraction} (rounded to {warmup} warmup step)")
+        )
+        raise FieldError(
+            key,
+            f"{given} with train.steps 1: a warmup starts at learning rate 0, so under the {self.schedule!r} "
+            "schedule the only step would train at learning rate 0 and change no weight; set "
+            "train.warmup_steps: 0 (or train more steps)",
+        )

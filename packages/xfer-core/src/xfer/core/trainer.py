@@ -380,7 +380,7 @@ class Trainer:
         its initial weights as trained, without a word. One step is the only length where this happens: the
         second step of every schedule has a positive learning rate. `lr: 0` says so on purpose."""
         schedule = self.config.schedule
-        if self.config.lr == 0 or self.total_steps != 1 or lr_multiplier(schedule, 0, 1, warmup) != 0:
+        if not self.config.trains_at_lr_0_only(self.total_steps, warmup):
             return
         given = (
             f"train.warmup_steps {warmup}"
