@@ -54,6 +54,11 @@ Pick = Literal["median", "first"]
 class ModelSource:
     """Fields shared by both stages: which tasks, which initial weights, how inputs are built."""
 
+    # not fields: where `init`'s encoder comes from when it is an earlier stage's output, for this stage's
+    # checks and those of the stages that start from it (`check_init_stage`, `_encoder_positions`, `_init_folder`)
+    _init_positions = None  # (stage whose `encoder:` sets the positions, positions, stages between)
+    _init_folder = None  # (checkpoint folder an earlier stage of the chain starts from, stages between)
+
     tasks: list[TaskRef] = knob(
         doc="Tasks, e.g. [{name: glue/rte, data_dir: ...}, ...]; classification, regression or tagging."
     )
@@ -121,13 +126,15 @@ class ModelSource:
         not a ValueError traceback in the first training step after that stage has trained."""
         ref = self.init
         upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
-        overrides = getattr(upstream, "encoder", None)
-        positions = overrides.get("max_position_embeddings") if isinstance(overrides, Mapping) else None
-        if getattr(upstream, "init", None) is None and isinstance(positions, int) and positions < self.max_length:
+        found = self._init_positions = _encoder_positions(ref, stages)  # for the stages that start from this one
+        self._init_folder = _init_folder(ref, stages)
+        if found is not None and found[1] < self.max_length:
+            origin, positions, through = found
+            chain = f", which `init` comes from through stage {' and '.join(map(repr, through))}" if through else ""
             raise FieldError(
                 "max_length",
-                f"{self.max_length} is more than the {positions} positions of the encoder of stage {ref.stage!r} "
-                f"(its encoder.max_position_embeddings): lower max_length to at most {positions}",
+                f"{self.max_length} is more than the {positions} positions of the encoder of stage {origin!r} "
+                f"(its encoder.max_position_embeddings){chain}: lower max_length to at most {positions}",
             )
         if ref is not None and ref.output == "models" and isinstance(upstream, ModelSource):
             self._check_models_init(ref, upstream)
@@ -165,11 +172,39 @@ class ModelSource:
         from xfer.bam.checks import source_problems
 
         if self.init is not None and self.init.is_reference:
-            return []
+            return self._chain_positions_problems()
         init = self.init.path if self.init is not None else None
         # a tokenizer an earlier stage writes: the checkpoint's own files are still checked
         tokenizer = self.tokenizer.path if self.tokenizer is not None and not self.tokenizer.is_reference else None
         return source_problems(init, tokenizer, self.encoder, self.max_length)
+
+    def _chain_positions_problems(self) -> list[UserError]:
+        """`max_length` against the checkpoint folder that `init`, an earlier stage's output, started
+        from (`init: teachers.init` of teachers with `init: /path/to/electra`): only the teachers'
+        own max_length was checked against that folder, and this stage's was refused when it
+        started, after the teachers had trained. The folder's other problems are the teachers'."""
+        from xfer.bam.checks import init_folders
+        from xfer.transformer.finetune_config import checkpoint_encoder
+
+        if self._init_folder is None:
+            return []
+        origin, through = self._init_folder
+        try:
+            folders = init_folders(origin)
+        except UserError:
+            return []  # reported by the pre-flight of the stage that reads the folder
+        for folder in folders:
+            positions = (checkpoint_encoder(folder) or {}).get("max_position_embeddings")
+            if isinstance(positions, int) and positions < self.max_length:
+                stages = " and ".join(map(repr, through))
+                return [
+                    UserError(
+                        f"max_length: {self.max_length} is more than the {positions} positions of the checkpoint "
+                        f"{folder}, which `init` ({self.init}) comes from through stage {stages}: lower max_length "
+                        f"to at most {positions}"
+                    )
+                ]
+        return []
 
     def check_task_infos(self, infos: Mapping[str, Any]) -> list[UserError]:
         """Every task is of a type BAM distils (`objective.TASK_KINDS`): a span-QA, parsing or
@@ -219,6 +254,8 @@ class TeachersConfig(ModelSource):
 @dataclass
 class StudentConfig(ModelSource):
     """`bam.student`: one shared encoder with a head per task, distilled from cached teacher predictions."""
+
+    _teacher_tasks = None  # not a field: task key -> the teachers stage's entry of it (`check_upstream`)
 
     teachers: Input | None = knob(
         None,
@@ -321,6 +358,37 @@ class StudentConfig(ModelSource):
                         f"labels {list(info.labels)} (label order must match: re-run the teachers on this task config)"
                     )
                 )
+        return problems + self._teacher_stage_problems(infos)
+
+    def _teacher_stage_problems(self, infos: Mapping[str, Any]) -> list[UserError]:
+        """The type, labels and score range of each task as the `teachers` stage of this recipe reads it
+        (its own task entry), against this stage's: entries that differ in a field that changes them
+        (conll's `tag_scheme`, a `max_examples` that drops the only example of a tag, from which the
+        tag set is read) passed validation, which compares only the `type`/`labels` fields, and the
+        student was refused when it started (`stage.check_compatible`), after the teachers had trained."""
+        from xfer.core.plugins import default_host
+
+        problems: list[UserError] = []
+        for position, ref in enumerate(self.tasks):
+            teacher, info = (self._teacher_tasks or {}).get(ref.key), infos.get(ref.key)
+            if teacher is None or info is None or teacher == ref:
+                continue
+            try:
+                theirs = default_host().load("task", teacher.name)(teacher.key, teacher.config).info()
+            except Exception:  # the teachers stage's own pre-flight reports its data
+                continue
+            ours_said = (info.type, list(info.labels), _info_score_range(info.extra))
+            theirs_said = (theirs.type, list(theirs.labels), _info_score_range(theirs.extra))
+            if ours_said != theirs_said:
+                problems.append(
+                    UserError(
+                        f"tasks.{position}: {ref.key!r} is a {info.type} task with labels {ours_said[1]}"
+                        f"{f' and score range {ours_said[2]}' if info.type == 'regression' else ''} here, but stage "
+                        f"{self.teachers.stage!r} trains its teacher on a {theirs.type} task with labels "
+                        f"{theirs_said[1]}{f' and score range {theirs_said[2]}' if theirs.type == 'regression' else ''}"
+                        ": the teacher's outputs would mean other labels (use the teachers' task entry here)"
+                    )
+                )
         return problems
 
     def _own_loss_problems(self) -> list[UserError]:
@@ -370,6 +438,7 @@ class StudentConfig(ModelSource):
         self.check_init_stage(stages)
         source = stages.get(self.teachers.stage) if self.teachers is not None and self.teachers.stage else None
         covered = {ref.key: ref for ref in getattr(source, "tasks", None) or []}
+        self._teacher_tasks = covered or None  # what the teachers' task infos say is checked in the pre-flight
         if not covered:
             return
         for index, ref in enumerate(self.tasks):
@@ -406,6 +475,64 @@ class StudentConfig(ModelSource):
                     f"{list(ours)} here, but stage {self.teachers.stage!r} trains the teacher of {ref.key!r} with "
                     f"labels {list(theirs)}: its outputs are in that order (use the teachers' labels here)",
                 )
+            # glue/tsv's `score_range` (regression targets are scaled by it to [0, 1]): a teacher trained
+            # on [0, 5] scores was refused only when this stage started (check_compatible), after it trained
+            ours, theirs = _config_score_range(ref.config), _config_score_range(teacher.config)
+            if ours is not None and theirs is not None and ours != theirs:
+                raise FieldError(
+                    ("tasks", str(index), "score_range"),
+                    f"{ours} here (targets scaled from it to [0, 1]), but stage {self.teachers.stage!r} trains the "
+                    f"teacher of {ref.key!r} with score_range {theirs}: its outputs are scaled from that range "
+                    "(use the teachers' score_range here)",
+                )
+
+
+def _encoder_positions(ref: Input | None, stages: Mapping[str, Any]) -> tuple[str, int, list[str]] | None:
+    """(stage, positions, stages between) when the network `ref` names has the positions of an earlier
+    stage's own `encoder: {max_position_embeddings}`: the stage `ref` reads, when it starts from no
+    checkpoint, else what that stage found up its own `init` chain (`ModelSource._init_positions`,
+    set by its `check_init_stage`; a recipe's stages are checked in their order in the file).
+
+    `init: teachers.init` of teachers that start from `pretrain.discriminator` is the pre-trained
+    encoder: only the teachers' own positions were checked, so a student's `max_length` beyond the
+    pre-training stage's positions was refused when the student started, after the teachers had
+    trained (the chain of recipes/bam-on-electra.yaml)."""
+    upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
+    if upstream is None:
+        return None
+    if getattr(upstream, "init", None) is None:
+        overrides = getattr(upstream, "encoder", None)
+        positions = overrides.get("max_position_embeddings") if isinstance(overrides, Mapping) else None
+        return (ref.stage, positions, []) if isinstance(positions, int) else None
+    found = getattr(upstream, "_init_positions", None)
+    return (found[0], found[1], [ref.stage, *found[2]]) if found is not None else None
+
+
+def _info_score_range(extra: Mapping[str, Any]) -> list[float]:
+    """A task info's `score_range` as `weights.score_range` reads it (none: [0, 1]); torch-free here."""
+    return [float(v) for v in extra.get("score_range", (0.0, 1.0))]
+
+
+def _config_score_range(config: Any) -> list[float] | None:
+    """A task config's `score_range` field as the objective scales by it (None there: [0, 1], as
+    `weights.score_range`); None for a config without the field."""
+    if not hasattr(config, "score_range"):
+        return None
+    value = config.score_range
+    return [float(v) for v in (value if value is not None else (0.0, 1.0))]
+
+
+def _init_folder(ref: Input | None, stages: Mapping[str, Any]) -> tuple[Path, list[str]] | None:
+    """(checkpoint folder, stages between) when the network `ref` names comes, through earlier stages'
+    `init`, from a folder that exists before the run; None otherwise (see `_encoder_positions`)."""
+    upstream = stages.get(ref.stage) if ref is not None and ref.stage else None
+    parent = getattr(upstream, "init", None)
+    if not isinstance(parent, Input):
+        return None
+    if not parent.is_reference and parent.path is not None:
+        return Path(parent.path), [ref.stage]
+    found = getattr(upstream, "_init_folder", None)
+    return (found[0], [ref.stage, *found[1]]) if found is not None else None
 
 
 def _missing_predictions(folder: Path, task: str, index: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,10 @@ student never runs a teacher. Per task type (`TASK_KINDS`):
   cross-entropy is linear in the target, so this is λ·CE(y) + (1−λ)·CE(teacher) computed in one pass;
 - tagging: the same per word (padding words ignored);
 - regression: squared error to the mixed target λ·y + (1−λ)·teacher, in the objective's [0, 1]
-  target space (the thesis's L2 to the teacher for regression).
+  target space (the thesis's L2 to the teacher for regression). The thesis (3.2.1) normalises the
+  labels to [0, 1] as here, but its head is sigmoid(wᵀc); `transformer.sequence`'s regression
+  head is linear (its fine-tuning head, shared with every stage), so teacher and student outputs
+  are not bounded to [0, 1]: the targets are the same, the output non-linearity is not.
 
 λ schedules: `linear` (teacher annealing: λ = step / total steps, 0 at the first step, → 1 at the
 end, as the original `percent_done`), `constant` (λ fixed: 0 = pure distillation), `none` (no
