@@ -116,7 +116,16 @@ class _PermuteRows(torch.autograd.Function):
 
 
 class BiLSTM(nn.Module):
-    """Two unidirectional LSTMs (forward, backward) over the same input; outputs kept apart."""
+    """Two unidirectional LSTMs (forward, backward) over the same input; outputs kept apart.
+
+    `projection` P: LSTMP cells as the original's `LSTMCell(size, num_proj=min(size, P))`, whose
+    output (and recurrent state) is the cell output times a projection matrix. Below the LSTM size
+    that is torch's `proj_size`. At or above it the original still projects, with a square matrix,
+    which torch's LSTM cannot run (it tells a projection by h and c differing in size). A square
+    projection W_p computes the same function in another parametrisation: the LSTMP with recurrent
+    matrix W_hm equals a plain LSTM with W_hh = W_hm W_p whose outputs are multiplied by W_p, which
+    is what runs here (`fw_proj`, `bw_proj`; the plain LSTM keeps oneDNN's fused CPU kernel). It was
+    dropped without a word, so `model: thesis` (LSTM 512, projection 512) had none on layer 2."""
 
     def __init__(self, input_size: int, hidden: int, projection: int | None = None):
         super().__init__()
@@ -126,6 +135,9 @@ class BiLSTM(nn.Module):
         self.output_size = proj or hidden
         for lstm in (self.fw, self.bw):
             init_lstm(lstm)
+        square = projection is not None and projection >= hidden
+        self.fw_proj = init_linear(nn.Linear(hidden, hidden, bias=False)) if square else None
+        self.bw_proj = init_linear(nn.Linear(hidden, hidden, bias=False)) if square else None
 
     def forward(self, x: Tensor, lengths: Tensor, packed: bool) -> tuple[Tensor, Tensor]:
         reversed_x = reverse_within_lengths(x, lengths)
@@ -133,6 +145,8 @@ class BiLSTM(nn.Module):
             fw, bw = self._run_packed(self.fw, x, lengths), self._run_packed(self.bw, reversed_x, lengths)
         else:
             fw, bw = self.fw(x)[0], self.bw(reversed_x)[0]
+        if self.fw_proj is not None and self.bw_proj is not None:
+            fw, bw = self.fw_proj(fw), self.bw_proj(bw)  # no bias: packed padding stays 0
         return fw, reverse_within_lengths(bw, lengths)
 
     @staticmethod

@@ -208,11 +208,8 @@ class ParsingModule(nn.Module):
                 scores[1:, 1:] = marginal[:, 2 : n + 2].T  # head word h is column h + 1
                 heads = max_tree(scores)[1:].tolist()
                 columns = [0 if h == 0 else h + 1 for h in heads]
-                rels = (
-                    rows[torch.arange(n, device=rows.device), torch.tensor(columns, device=rows.device)]
-                    .argmax(-1)
-                    .tolist()
-                )
+                picked = torch.tensor(columns, dtype=torch.long, device=rows.device)  # long: [] is float
+                rels = rows[torch.arange(n, device=rows.device), picked].argmax(-1).tolist()
             else:
                 best = rows.flatten(1).argmax(-1)
                 columns, rels = (best // r).tolist(), (best % r).tolist()

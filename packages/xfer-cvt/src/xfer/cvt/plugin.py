@@ -26,7 +26,8 @@ def xfer_stages() -> list[ComponentSpec]:
             # Japanese, Thai...) are tokenized a character at a time; 8: a data word written like a
             # special (`<pad>`, `<start>`) is a word of its own, not the special's id, task draws and
             # task orders are separate random streams (the unlabeled order's too); the multi-task
-            # `mean` counts a lower-is-better task's main metric negated
+            # `mean` counts a lower-is-better task's main metric negated; a projection >= the LSTM size is
+            # the original's square projection (was dropped: `model: thesis` layer 2)
             "8",
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
