@@ -23,6 +23,21 @@ def host():
     return make_host(autoload=True)
 
 
+def generator_checkpoint(vocab: Path, folder: Path) -> Path:  # noqa: F811
+    """A random xfer-layout generator for `checkpoint`'s 64-wide discriminator at the default size 1/4:
+    hidden 16, 1 head, FFN 32, the same embeddings (the pre-flight checks its shape as the stage does)."""
+    from xfer.transformer.encoder import Encoder, EncoderConfig
+    from xfer.transformer.modelio import save_model_dir
+    from xfer.transformer.tokenization import WordPieceTokenizer
+
+    config = EncoderConfig(
+        vocab_size=80, embedding_size=32, hidden_size=16, num_layers=1, num_heads=1, intermediate_size=32
+    )
+    save_model_dir(folder, {"encoder": Encoder(config)})
+    WordPieceTokenizer.from_dir(vocab).save(folder)
+    return folder
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [
@@ -41,7 +56,7 @@ def test_validate_data_reports_an_init_generator_that_is_no_checkpoint(
     but a folder, the vocabulary and size checks read nothing there), and the stage refused it only when it
     read it, after the stages before it had trained. The pre-flight runs `init:`'s format check on it."""
     init = checkpoint(vocab, tmp_path / "init", "xfer")
-    generator = checkpoint(vocab, tmp_path / "generator", "xfer")
+    generator = generator_checkpoint(vocab, tmp_path / "generator")
     (tmp_path / "nothing").mkdir()
     path = {
         "weights-file": generator / "model.safetensors",
@@ -71,7 +86,7 @@ def test_validate_data_reports_an_init_generator_with_damaged_weights(vocab: Pat
     disk): `init:`'s weights are opened by the pre-flight (headers only), the generator's were not, and the
     stage stopped on them once the stages before it had run. Both are checked alike now."""
     init = checkpoint(vocab, tmp_path / "init", "xfer")
-    generator = checkpoint(vocab, tmp_path / "generator", "xfer")
+    generator = generator_checkpoint(vocab, tmp_path / "generator")
     text = f"""
 stages:
   fit:

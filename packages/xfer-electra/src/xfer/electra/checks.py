@@ -11,7 +11,11 @@
   CSV/TSV row with another field count than the header and bytes that are not UTF-8;
 - an `init_generator` checkpoint trained with another vocabulary than the stage's tokenizer, or with
   another number of embeddings than the `init` checkpoint, or of the other form (a masked-LM
-  generator for a two-tower noise model, or the reverse);
+  generator for a two-tower noise model, or the reverse), or of another shape than the generator
+  the objective's settings build next to `init:` (`model.generator_shape_mismatch`);
+- an `init:` or `init_generator:` checkpoint of the other role (a generator as `init:`, a discriminator
+  as `init_generator:`; `stage.check_role`), and a two-tower noise model as the `init:` of a masked-LM
+  objective (`stage.check_not_two_tower`);
 - a tokenizer that does not fit the `init` checkpoint: another vocabulary (token ids would mean
   other words), more tokens than it has embeddings, or fewer positions than `max_length`; and
   `encoder:` overrides that contradict the tokenizer (`vocab_size`, `pad_token_id`) — shared with
@@ -20,8 +24,9 @@
   the `init` checkpoint's (`xfer.transformer.modelio.with_overrides`, which the stage runs on reading it;
   also shared, `checkpoint_problems`), and a tokenizer folder the tokenizer loader refuses (no vocab.txt
   or tokenizer.json, a damaged one);
-- a compute budget that does not buy a single step (in FLOPs: when the tokenizer and `init:` are
-  folders, not earlier stages' outputs, whose sizes the stage checks when it starts);
+- a compute budget that does not buy a single step, even of the shortest examples (the stage costs the
+  packed corpus's real lengths; in FLOPs: when the tokenizer and `init:` are folders, not earlier
+  stages' outputs, whose sizes the stage checks when it starts);
 - a generator `size` that gives a generator narrower than 1 unit, or `layers` that give it no layer,
   for the `init` checkpoint (without `init:` the recipe validation checks both against the preset,
   at the line of the knob).
@@ -40,6 +45,7 @@ from xfer.core.errors import DataError, UserError
 from xfer.electra.config import GeneratorConfig, generator_depth_problem, generator_width_problem
 from xfer.transformer.finetune_config import (
     checkpoint_encoder,
+    checkpoint_encoder_config,
     checkpoint_format_problem,
     checkpoint_problems,
     read_vocabulary,
@@ -48,6 +54,9 @@ from xfer.transformer.finetune_config import (
 )
 
 _PROBE_BYTES = 1 << 20
+_SHORTEST_EXAMPLE = 3
+"""Tokens of the shortest packed example, `[CLS] a [SEP]` with a one-token sentence
+(`packing.ExamplePacker` skips sentences without tokens)."""
 
 
 def preflight(config: Any, stage_dir: Path | None = None) -> list[UserError]:
@@ -69,6 +78,8 @@ def preflight(config: Any, stage_dir: Path | None = None) -> list[UserError]:
         lambda: init_generator_vocabulary(config.init_generator.path if config.init_generator else None, tokenizer),
         lambda: _init_generator_size(config, init),
         lambda: _init_generator_form(config),
+        lambda: _init_generator_shape(config, init),
+        lambda: _init_role(config, init),
     ]
     if config.budget is not None and config.budget.steps is None:
         checks.append(lambda: _budget(config, _vocab_size(config, init)))
@@ -163,6 +174,60 @@ def _init_generator_form(config: Any) -> list[UserError]:
     kind = getattr(generator, "kind", None) or ("two_tower" if config.objective.name == "electric.nce" else "mlm")
     problem = generator_form_problem(folder, kind == "two_tower", config.objective.name)
     return [problem] if problem is not None and kind in ("mlm", "two_tower") else []
+
+
+def _init_generator_shape(config: Any, init: Path | None) -> list[UserError]:
+    """The `init_generator` checkpoint's shape against the generator the objective's settings build
+    next to the `init` discriminator, with the stage's check (`model.generator_shape_mismatch`, run by
+    `stage._load_init`): a generator of another size, depth or tying was refused only once the stages
+    before it had trained and the corpus was packed. Descriptions only are read; a folder of the other
+    form, another vocabulary or `encoder:` overrides that contradict `init:` are said by the other checks."""
+    from xfer.electra.model import generator_shape_mismatch
+    from xfer.electra.stage import check_role, objective_settings
+    from xfer.transformer.modelio import with_overrides
+
+    folder = config.init_generator.path if config.init_generator is not None else None
+    wanted = getattr(objective_settings(config), "generator", None)
+    if init is None or folder is None or not isinstance(wanted, GeneratorConfig):
+        return []
+    two_tower = wanted.kind == "two_tower"
+    if wanted.kind not in ("mlm", "two_tower") or checkpoint_format_problem(folder, "init_generator") is not None:
+        return []
+    if generator_form_problem(folder, two_tower, config.objective.name) is not None:
+        return []
+    check_role(folder, "generator", "init_generator")  # a discriminator: said as the stage says it, first
+    disc, theirs = checkpoint_encoder_config(init), checkpoint_encoder_config(folder)
+    if disc is None or theirs is None or disc.vocab_size != theirs.vocab_size:
+        return []
+    try:
+        disc = with_overrides(disc, config.encoder, init)
+    except UserError:
+        return []
+    has = "its towers each have" if two_tower else "its encoder has"  # as the stage words either
+    mismatch = generator_shape_mismatch(disc, wanted, theirs, has)
+    return [UserError(f"init_generator: {folder}: {mismatch}")] if mismatch else []
+
+
+def _init_role(config: Any, init: Path | None) -> list[UserError]:
+    """The `init:` checkpoint's role, with the stage's checks (`stage._encoder_config`): a generator for a
+    discriminator (`stage.check_role`), and a two-tower noise model for a masked-LM objective
+    (`electra.mlm` or a plugin's built on it; `stage.check_not_two_tower`). Both were found only once
+    the stages before it had trained and the corpus was packed."""
+    if init is None:
+        return []
+    from xfer.core.plugins import default_host
+    from xfer.electra.objective import pretraining_objective_class
+    from xfer.electra.stage import check_not_two_tower, check_role
+
+    try:
+        family = pretraining_objective_class(default_host(), config.objective.name).family
+    except UserError:
+        return []  # an objective that does not load, or not a pre-training one: said by `_objective_kind`
+    if family == "electra.mlm":
+        check_not_two_tower(init, "init")
+    else:
+        check_role(init, "discriminator", "init")
+    return []
 
 
 def generator_form_problem(folder: Path, two_tower: bool, objective: str) -> UserError | None:
@@ -335,14 +400,12 @@ def _tokenizer_dir(config: Any) -> Path | None:
 
 
 def _budget(config: Any, vocab_size: int | None) -> list[UserError]:
-    """A budget must buy at least one step; one step is costed at full-length sequences.
+    """A budget must buy at least one step, at the least a step can cost (`_least_step`).
 
     A step's FLOPs need the model: with a tokenizer or `init:` an earlier stage makes, the vocabulary
     or the architecture is not known before that stage has run (the preset's were assumed: a budget
     that buys steps was refused as "less than one training step"), so the stage checks it itself."""
-    from xfer.electra.stage import planned_step
-
-    per_step, tokens_per_step = planned_step(config, vocab_size)
+    per_step, tokens_per_step = _least_step(config, vocab_size)
     budget = config.budget
     if budget.flops is not None and per_step is None:
         return [
@@ -357,3 +420,28 @@ def _budget(config: Any, vocab_size: int | None) -> list[UserError]:
     if budget.tokens is not None and budget.tokens < tokens_per_step:
         return [UserError(f"budget.tokens {budget.tokens:.3g} is less than one step's {tokens_per_step:.0f} tokens")]
     return []
+
+
+def _least_step(config: Any, vocab_size: int | None) -> tuple[float | None, float]:
+    """(FLOPs or None without a formula, real tokens) of the cheapest step the stage can count.
+
+    The stage costs a step at the packed corpus's real lengths (their mean; `stage._plan`), known only
+    once the corpus is packed: priced at full-length sequences (`stage.planned_step`), a budget the
+    stage accepts (`tokens: 250` for its 246.4 real tokens a step of 8 x 32) was refused here. So a step
+    is priced at the shortest example, and the stage checks the exact cost. A stream's lengths are not
+    known ahead even to the stage, which costs it at full length (`max_length`): that check is exact.
+    A plugin's own FLOP formula is costed at full length only to report a broken one (as `xfer flops`
+    and the stage do); it need not grow with length, so no FLOP budget is refused for it here."""
+    import numpy as np
+
+    from xfer.electra.stage import component_flops, objective_settings, planned_encoder, planned_step
+
+    full_flops, full_tokens = planned_step(config, vocab_size)  # a plugin formula's error, said as the stage says it
+    if config.corpus.streaming:
+        return full_flops, full_tokens
+    batch = config.train.batch_size
+    tokens = float(batch * _SHORTEST_EXAMPLE)
+    if full_flops is None or callable(getattr(objective_settings(config), "training_flops", None)):
+        return (None if full_flops is None else 0.0), tokens
+    per_sequence = component_flops(config, None, planned_encoder(config, vocab_size), np.full(1, _SHORTEST_EXAMPLE))
+    return (None if per_sequence is None else batch * sum(per_sequence.values())), tokens
