@@ -82,6 +82,12 @@ class WordPieceTokenizer:
     continuations and whose vocabulary holds `[PAD] [UNK] [CLS] [SEP] [MASK]` at any ids. The
     post-processor is always rebuilt from the detected ids, and truncation/padding settings stored
     in a `tokenizer.json` are dropped, so every source behaves the same way.
+
+    Text that spells a special token exactly ("[SEP]", "[MASK]"; "[mask]" is text) gets that token's
+    id, as in HF's `BertTokenizerFast` and `BertTokenizer` (whose `never_split` holds them), so a
+    cloze input or an "[E1]" marker works; Google's BERT/ELECTRA `BasicTokenizer` splits it into
+    "[", "sep", "]". Pre-training packs corpus text the Google way (`xfer.electra.data`) and PLL
+    scoring refuses such text, as either would be wrong there.
     """
 
     def __init__(self, tokenizer: Tokenizer, *, source: str | Path = "<tokenizer>"):
