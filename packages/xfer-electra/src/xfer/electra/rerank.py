@@ -29,8 +29,10 @@ percent; case-sensitive; lower is better). Within a list, equal totals keep the 
 (the earlier hypothesis wins), so "before" (λ = 0) is the base system's argmax, not necessarily
 the first hypothesis. For WER the oracle (the best hypothesis of each list) is reported too.
 When every λ gives the same dev metric, the report says λ was a tie-break, not a choice (corpus
-BLEU is 0 at every λ when no 4-gram matches). Dev references must have a word for BLEU as for WER
-(against none, BLEU is 0 whatever is picked), and a test file may not be a dev file.
+BLEU is 0 at every λ when no 4-gram matches); when the chosen λ is the grid's largest value (or
+its smallest, above 0), it says the best λ may lie beyond the grid. Dev references must have a
+word for BLEU as for WER (against none, BLEU is 0 whatever is picked), and a test file may not be
+a dev file.
 
 A PLL is a sum over tokens, so it favours short hypotheses (each token adds a negative term); λ
 chosen on dev is what balances that against the base score. λ is never negative: a negative λ
@@ -601,9 +603,34 @@ class RerankResult:
         if self.test is not None:
             out["test"] = self.test
         out["grid"] = [{"lambda": lam, "dev": value} for lam, value in self.grid]
-        if (note := self.tie_note()) is not None:
+        if (note := self.tie_note() or self.edge_note()) is not None:
             out["note"] = note
         return out
+
+    def edge_note(self) -> str | None:
+        """What to say when the best dev metric is at an open edge of the grid (None otherwise).
+
+        Why: the best dev metric at the grid's largest λ, or at its smallest when that is above 0,
+        says only that the metric was best at the edge: the optimum may lie beyond the grid, and
+        "λ = 1 chosen on dev" read as the optimum. (A best value the tie-break left to a smaller λ
+        is not noted: a flat metric up to the edge, often at the oracle, is no sign of a better λ.)
+        λ = 0 is a closed edge (λ is never negative, and 0 is the base system), so it is not noted;
+        nor is a grid of one value, or a tie of the whole grid (λ is no choice at all: `tie_note`)."""
+        if len(self.grid) < 2 or self.tie_note() is not None:
+            return None
+        name = "BLEU" if self.metric == "bleu" else "WER"
+        smallest, largest = self.grid[0][0], self.grid[-1][0]
+        if self.lam == largest:
+            return (
+                f"λ = {self.lam:g} is the largest value of the grid: dev {name} was still improving there, so a "
+                f"larger λ may be better; extend the grid (lambdas / --lambdas) beyond {largest:g}"
+            )
+        if self.lam == smallest and self.lam > 0:
+            return (
+                f"λ = {self.lam:g} is the smallest value of the grid: a smaller λ (0 is the base system) may be "
+                f"better; extend the grid (lambdas / --lambdas) below {smallest:g}"
+            )
+        return None
 
     def tie_note(self) -> str | None:
         """What to say when every λ of the grid gave the same dev metric (None otherwise).
@@ -641,7 +668,7 @@ class RerankResult:
             f"| split | lists | {name} before | {name} after |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
         )
         notes = [f"{split}: {s['note']}" for split, s in (("dev", self.dev), ("test", self.test)) if s and "note" in s]
-        if (tie := self.tie_note()) is not None:
+        if (tie := self.tie_note() or self.edge_note()) is not None:
             notes.insert(0, f"dev: {tie}")
         if notes:  # what a "–" in the table means, and a λ that was no choice
             text += "\n" + "\n".join(notes) + "\n"

@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     result = None
     if dev is not None:
         groups = [dev] if test is None else [dev, test]
-        plls = scoring.score_nbest(loaded, groups, args.batch_size, args.empty, args.precision)
+        counts: dict[str, int] = {}
+        plls = scoring.score_nbest(loaded, groups, args.batch_size, args.empty, args.precision, counts=counts)
         result = rerank.rerank_nbest(args.metric, dev, plls[0], test, plls[1] if test is not None else None, grid)
 
     if lines is not None:
@@ -159,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     if result is not None:
+        log(f"n-best lists: scored {scoring.describe_counts(counts, loaded.max_length)}")
         if args.rerank_dir is not None:
             _write_rerank_dir(args, result, loaded.method)
             log(f"re-ranked lists and report.json written to {args.rerank_dir}")

@@ -10,9 +10,11 @@ Output `scores/`:
                       several n-best files a list without an id is named "<file>:<line>", and an id
                       given in two files is an error naming both (`rerank.merge_nbest`)
   rerank/report.json  metric, λ, sacrebleu signature, dev/test before/after, the dev metric per λ
-                      ("note" when every λ tied: λ was then no choice)
+                      ("note" when every λ tied: λ was then no choice; or when λ is at the
+                      grid's edge: the best λ may lie beyond it)
   summary.json        method, checkpoint, generator, max_length and what each input held (lines,
-                      windowed, empty, unk: [UNK] pieces)
+                      windowed, empty, unk: [UNK] pieces); with re-ranking, the same of the distinct
+                      n-best hypotheses (rerank.scored)
 
 The report gets the method, the counts, the speed and the re-ranking table. Every rank scores
 its share of the texts (DDP under torchrun), rank 0 writes. Scoring is deterministic for the same
@@ -108,7 +110,8 @@ def run_score(ctx: StageContext) -> None:
         )
 
     if config.nbest_dev is not None:
-        result = _rerank(ctx, config, loaded, options)
+        counts: dict[str, int] = {}
+        result = _rerank(ctx, config, loaded, {**options, "counts": counts})
         if ctx.is_main:
             folder = out / "rerank"
             folder.mkdir(parents=True, exist_ok=True)
@@ -116,8 +119,9 @@ def run_score(ctx: StageContext) -> None:
             if result.test_records is not None:
                 rerank.write_jsonl(folder / "test.jsonl", result.test_records)
             write_json(folder / "report.json", {"method": loaded.method, **result.report()})
-        summary["rerank"] = {"lambda": result.lam, "metric": result.metric}
+        summary["rerank"] = {"lambda": result.lam, "metric": result.metric, "scored": counts}
         report.append("\n" + result.markdown())
+        report.append(f"\nn-best lists: scored {scoring.describe_counts(counts, loaded.max_length)}.\n")
     if ctx.is_main:
         write_json(out / "summary.json", summary)
         ctx.report("".join(report))

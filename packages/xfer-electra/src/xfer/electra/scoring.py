@@ -90,6 +90,9 @@ class Line:
     has_id: bool = False
     """The record had an `id` key: `"id": null` is carried to the output as null. Output records
     left the key out for a null id, so that line's record had no `id` while its neighbours had one."""
+    key: str | None = None
+    """Where in the line's record the text is, for errors (an n-best hypothesis: `hypotheses[3]`): the
+    line of an n-best list holds many texts, and "z.jsonl:1: empty text" did not say which."""
 
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -155,7 +158,7 @@ def read_texts(path: str | Path, fmt: str = "auto", text_field: str = "text", *,
         # string it was scored silently ("the\ufeffcat" is one unknown word, a single [UNK] piece)
         if (problem := bom_in_text(text)) is not None:
             raise DataError(path, number, problem, key=text_field)
-        lines.append(Line(text, str(path), number, record.get("id"), "id" in record))
+        lines.append(Line(text, str(path), number, record.get("id"), "id" in record, key=text_field))
     if not lines:
         raise DataError(path, 0, "no records to score")
     return lines
@@ -917,10 +920,13 @@ def tokenize(loaded: LoadedScorer, lines: Sequence[Line], empty: str = "error") 
         bad = next((structural[i] for i in ids if i in structural), None)
         if bad is not None:
             raise DataError(
-                line.path, line.line, f"contains the special token {bad}, which the model reads as structure: remove it"
+                line.path,
+                line.line,
+                f"contains the special token {bad}, which the model reads as structure: remove it",
+                key=line.key,
             )
         if not ids and empty == "error":
-            raise DataError(line.path, line.line, EMPTY_MESSAGE)
+            raise DataError(line.path, line.line, EMPTY_MESSAGE, key=line.key)
         pieces.append(ids)
     return pieces
 
@@ -1053,21 +1059,54 @@ def score_nbest(
     rank: int = 0,
     world_size: int = 1,
     progress: Progress | None = None,
+    counts: dict[str, int] | None = None,
 ) -> list[list[list[float]]]:
     """PLLs of every hypothesis of every list of every group (e.g. [dev, test]), each distinct text scored once.
 
     A non-finite PLL is a DataError naming the file, line, list id and hypothesis (`rerank.check_plls`).
+    `counts`, when given, is filled with `nbest_counts`, what a scored file's summary says: without
+    it, hypotheses longer than max_length were windowed, and [UNK] pieces scored, without a word.
     """
     unique: dict[str, Line] = {}
     for lists in groups:
         for nbest in lists:
-            for hypothesis in nbest.hypotheses:
-                unique.setdefault(hypothesis.text, Line(hypothesis.text, nbest.path, nbest.line))
+            for index, hypothesis in enumerate(nbest.hypotheses):
+                where = f"hypotheses[{index}]"
+                unique.setdefault(hypothesis.text, Line(hypothesis.text, nbest.path, nbest.line, key=where))
     lines = list(unique.values())
     pieces = tokenize(loaded, lines, empty)
     scores = score_pieces(loaded, pieces, batch_size, precision, rank, world_size, progress)
+    if counts is not None:
+        counts.update(nbest_counts(loaded, scores))
     pll = {line.text: score.pll for line, score in zip(lines, scores, strict=True)}
     out = [[[pll[h.text] for h in nbest.hypotheses] for nbest in lists] for lists in groups]
     for lists, values in zip(groups, out, strict=True):
         check_plls(lists, values)
     return out
+
+
+def nbest_counts(loaded: LoadedScorer, scores: Sequence[TextScore]) -> dict[str, int]:
+    """What the scoring of distinct n-best hypotheses did, as a scored file's summary says it: how many
+    texts and pieces, how many were longer than max_length (scored in windows), empty (scored 0), and
+    how many pieces were [UNK] (a hypothesis of them is ranked by the vocabulary's coverage)."""
+    return {
+        "texts": len(scores),
+        "pieces": sum(score.tokens for score in scores),
+        "windowed": sum(1 for score in scores if score.windows > 1),
+        "empty": sum(1 for score in scores if score.empty),
+        "unk": unknown_pieces(loaded, scores),
+    }
+
+
+def describe_counts(counts: dict[str, int], max_length: int) -> str:
+    """One line for a log or report: `nbest_counts` in words (only what is not zero, besides the totals)."""
+    return (
+        f"{counts['texts']} distinct hypotheses ({counts['pieces']} pieces)"
+        + (
+            f"; {counts['windowed']} longer than max_length {max_length}, scored in windows"
+            if counts["windowed"]
+            else ""
+        )
+        + (f"; {counts['empty']} empty, scored 0" if counts["empty"] else "")
+        + (f"; {counts['unk']} [UNK] pieces (out of the vocabulary; each scored as [UNK])" if counts["unk"] else "")
+    )
