@@ -106,6 +106,22 @@ def _env_int(name: str, default: str) -> int:
         raise UserError(f"environment variable {name}={text!r} is not a whole number") from None
 
 
+def _master_port() -> int:
+    """MASTER_PORT as a TCP port, refused by name otherwise: `MASTER_PORT=abc` or `99999` failed inside
+    torch's rendezvous at once, and was reported as peers that did not join ("Are the other processes
+    running? ... set XFER_DIST_INIT_TIMEOUT=SECONDS to wait longer"), which no wait fixes."""
+    port = _env_int("MASTER_PORT", "")
+    if not 0 < port < 65536:
+        raise UserError(
+            f"environment variable MASTER_PORT={os.environ['MASTER_PORT']!r} is not a TCP port (1 to 65535)"
+        )
+    return port
+
+
+_PORT_TAKEN = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
+"""How torch's TCPStore says rank 0 could not listen on MASTER_PORT: another program holds it."""
+
+
 INIT_TIMEOUT_VARIABLE = "XFER_DIST_INIT_TIMEOUT"
 DEFAULT_INIT_TIMEOUT = 600.0
 """Seconds `init_from_env` waits for every process of the launch to join (torchrun's own rendezvous
@@ -144,7 +160,8 @@ def init_from_env(device: str = "auto") -> None:
     A WORLD_SIZE above 1 without the rest of torchrun's environment (a variable left exported
     from another job, or `WORLD_SIZE=2 xfer run ...`) is refused by name: torch's own error was a
     traceback from deep in its rendezvous code, and a RANK outside the world waited for peers
-    that can never come.
+    that can never come. So is a MASTER_PORT that is no TCP port, and one that another program
+    holds is said as such: both were reported as peers that did not join ("wait longer").
 
     The backend follows `device`, the run's `--device` (see `select_device`): nccl for a CUDA
     device, gloo otherwise. nccl was chosen whenever CUDA existed, so a `--device cpu` run on a
@@ -171,6 +188,7 @@ def init_from_env(device: str = "auto") -> None:
     rank = _env_int("RANK", "0")
     if not 0 <= rank < size:
         raise UserError(f"RANK={rank} is outside WORLD_SIZE={size} (ranks are 0 to {size - 1})")
+    _master_port()
     chosen = select_device(device)
     backend = "nccl" if chosen.type == "cuda" else "gloo"
     local_size = _env_int("LOCAL_WORLD_SIZE", "1")
@@ -224,6 +242,12 @@ def _join(backend: str, rank: int, size: int, timeout: float) -> None:
     if outcome and outcome[0] is None:
         return
     error = outcome[0] if outcome else None
+    if error is not None and _PORT_TAKEN.search(str(error)):
+        raise UserError(
+            f"rank {rank} could not listen on MASTER_ADDR:MASTER_PORT {where}: another program uses port "
+            f"{os.environ['MASTER_PORT']}; set MASTER_PORT to a free port on every process (torchrun: "
+            "--master_port=PORT, or --standalone, which picks a free one)"
+        ) from None
     problem = "they did not all join" if error is None else f"{type(error).__name__}: {_first_line(error)}"
     if os.environ.get("TORCHELASTIC_RUN_ID"):  # set by torchrun
         remedy = "Another process of this torchrun launch did not join in time (still checking its data?)"
@@ -279,6 +303,11 @@ def _cuda_device(name: str, index: int | None) -> torch.device:
     count = torch.cuda.device_count()
     if index is None:
         index = _env_int("LOCAL_RANK", "0")
+        if index < 0:  # torch's "Device index must not be negative" traceback (-1: some launchers' "no rank")
+            raise UserError(
+                f"--device {name!r}: this process is LOCAL_RANK={index}, but a node's processes are numbered "
+                "from 0: unset LOCAL_RANK to run one process, or launch with torchrun (it sets LOCAL_RANK)"
+            )
         if index >= count:
             raise UserError(
                 f"--device {name!r}: this process is LOCAL_RANK={index}, but this machine has {count} CUDA "
