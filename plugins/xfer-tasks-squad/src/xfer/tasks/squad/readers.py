@@ -162,6 +162,7 @@ def read_squad(path: Path, *, version: int, blind: bool = False) -> list[SpanQAE
         raise DataError(path, 0, f"malformed JSON: {err}") from None
     except RecursionError:
         raise DataError(path, 0, "malformed JSON: arrays or objects nested too deeply") from None
+    _not_an_array(root, path, locate)
     _not_flat(root, "data", path, locate, "top level")
     articles = _require(root, "data", list, path, lambda: 1, "top level")
     examples: list[SpanQAExample] = []
@@ -254,6 +255,27 @@ def _not_flat(obj: Any, key: str, path: Path, locate: _Locator, where: str) -> N
             f"missing key in {where}: a flat question record (Hugging Face layout)? {_LAYOUT}",
             key=key,
         )
+
+
+def _not_an_array(root: Any, path: Path, locate: _Locator) -> None:
+    """A DataError naming the layout when the file is a JSON array of flat question records (what
+    `Dataset.to_json(..., lines=False)` and pandas' `to_json(orient="records")` write) or of SQuAD
+    articles (the `data` array saved alone). Both were "top level: expected a JSON object, found
+    list", which named neither the layout nor the missing `data` key: `_not_flat` only knew a flat
+    record as the top-level object."""
+    if not isinstance(root, list):
+        return
+    first = next((item for item in root if isinstance(item, dict)), None)
+    if first is not None and "question" in first and "context" in first:
+        qid = first.get("id")
+        what = f"flat question records (Hugging Face or pandas records layout)? {_LAYOUT}"
+        line = locate.line(_QuestionId(qid)) if isinstance(qid, str) else 1
+    elif first is not None and "paragraphs" in first:
+        what = 'SQuAD articles: the "data" array saved alone? Wrap it: {"version": ..., "data": [...]}'
+        line = 1
+    else:
+        return  # `_require` says "expected a JSON object, found list"
+    raise DataError(path, line, f"top level: expected a JSON object, found a JSON array of {what}", key="data")
 
 
 def _first_qid(paragraph: Any) -> str | None:
