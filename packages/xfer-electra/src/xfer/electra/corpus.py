@@ -20,6 +20,7 @@ Two kinds of source, exactly one per corpus:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from xfer.core.config import FieldError, Files, PathOrName, knob
 
@@ -74,6 +75,18 @@ class CorpusConfig:
         "of the corpus' 1 MiB blocks is also shuffled every pass.",
         ge=1,
     )
+    stream_sharding: Literal["examples", "shards"] = knob(
+        "examples",
+        "Streaming only: how ranks (torchrun processes) split the stream. `examples`: every rank reads and "
+        "tokenizes the whole stream and keeps every world_size-th example (redundant work, the one-process "
+        "run's examples). `shards`: ranks read disjoint shards (shard i to rank i % world_size), no redundant "
+        "tokenization, but each rank's data order differs from a one-process run's and the stream needs at "
+        "least one shard per rank (checked at stage start). A shard is a block of about 1 MiB of `files:` "
+        "text (cut at a blank line; each file ends one), of 10,000 rows of a save_to_disk folder, or one file "
+        "of a streamed local data file, load_dataset folder or Hub dataset; with max_lines a local data file "
+        "or dataset stream is one shard. One process reads the same either way.",
+        unsigned_at="examples",
+    )
 
     def __post_init__(self) -> None:
         if self.files is not None and self.dataset is not None:
@@ -90,6 +103,16 @@ class CorpusConfig:
                         f"is read only with `dataset:` (its rows); `files:` are plain text, one sentence per line, "
                         f"read whole: remove {name}, or give the file as `dataset:` (.json/.jsonl/.csv/.tsv/.parquet)",
                     )
+
+        if self.stream_sharding not in ("examples", "shards"):
+            raise FieldError("stream_sharding", f"must be examples or shards, got {self.stream_sharding!r}")
+        if self.stream_sharding != "examples" and not self.streaming:
+            # a packed (map-style) corpus is split by rows whatever this says: the key would be read by nothing
+            raise FieldError(
+                "stream_sharding",
+                f"{self.stream_sharding} is read only with `streaming: true` (a packed corpus is split among "
+                "ranks by rows): set streaming: true, or remove stream_sharding",
+            )
 
     def check_recipe(self) -> None:
         """A recipe must say where the text is (Python callers may fill it in later)."""

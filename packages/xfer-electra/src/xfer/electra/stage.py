@@ -676,10 +676,13 @@ def component_flops(
 
 
 def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, corpus: Any) -> Any:
-    """The batch source; `corpus.shuffle_buffer` is the streaming window (ignored for a packed dataset),
-    and the corpus's files or dataset name what an empty stream's error names."""
+    """The batch source; `corpus.shuffle_buffer` is the streaming window and `corpus.stream_sharding` how
+    ranks split a stream (both ignored for a packed dataset), and the corpus's files or dataset name what
+    an empty stream's error names."""
     from xfer.electra.data import PretrainBatches
 
+    source_name = str(corpus.dataset if corpus.dataset is not None else corpus.files)
+    _check_stream_shards(examples, corpus.stream_sharding, dist.world_size(), source_name)
     return PretrainBatches(
         examples,
         train.batch_size,
@@ -689,8 +692,25 @@ def _source(ctx: StageContext, train: Any, examples: Any, tokenizer: Any, corpus
         world_size=dist.world_size(),
         accumulation=train.grad_accum,
         shuffle_buffer=corpus.shuffle_buffer,
-        source_name=str(corpus.dataset if corpus.dataset is not None else corpus.files),
+        stream_sharding=corpus.stream_sharding,
+        source_name=source_name,
     )
+
+
+def _check_stream_shards(examples: Any, sharding: str, world_size: int, source_name: str) -> None:
+    """`stream_sharding: shards` gives every rank at least one shard of its own: how many a stream has is
+    known only once it is opened (blocks of text, rows or data files), so it is checked here, at the
+    start of the stage, naming the key, rather than as PretrainBatches' bare ValueError."""
+    shards = getattr(examples, "num_shards", None)
+    if sharding != "shards" or world_size < 2 or getattr(examples, "data", None) is not None or shards is None:
+        return
+    if shards < world_size:
+        raise UserError(
+            f"corpus.stream_sharding: shards needs at least one shard per rank ({world_size}), but {source_name} "
+            f"streams as {shards} shard{'s' if shards != 1 else ''} (a shard is ~1 MiB of text files, ~10,000 rows of "
+            "a save_to_disk folder, or one data file of a dataset; max_lines makes a dataset stream one): "
+            "use stream_sharding: examples, fewer processes, or a corpus of more files"
+        )
 
 
 # --- outputs --------------------------------------------------------------------------------------
