@@ -18,7 +18,9 @@ def xfer_stages() -> list[ComponentSpec]:
             # 2: corpus text spelling a special token ("[SEP]") is packed as text, not as that token;
             # 3: Electric's k = ceil(0.15 n) at full length; RTD at ELECTRA's cap (L = 64: 9 masked, not
             # 10); a local dataset folder's documents end at each file's end; 4: a streamed corpus's
-            # shard orders and shuffle windows are separate random streams (its batches change)
+            # shard orders and shuffle windows are separate random streams (its batches change); the
+            # detection (Electric: energy) head's output layer and `embeddings_project` start
+            # Glorot-uniform as in the original (were truncated normal 0.02)
             "4",
             f"{_M}.stage_config:PretrainConfig",
             "Pre-train an encoder with ELECTRA (replaced token detection), Electric or MLM on your text, "

@@ -201,6 +201,12 @@ class Encoder(nn.Module):
         for module in self.modules():
             if module not in shared:
                 init_weights(module, config.initializer_range)
+        if self.embeddings_project is not None:
+            # Glorot-uniform weights and a zero bias, as the original's `tf.layers.dense(...,
+            # name="embeddings_project")`, which names no initializer (TF's default), unlike the
+            # layers inside the Transformer (truncated normal at initializer_range)
+            nn.init.xavier_uniform_(self.embeddings_project.weight)
+            nn.init.zeros_(self.embeddings_project.bias)
 
     @property
     def num_layers(self) -> int:

@@ -16,7 +16,8 @@ def xfer_stages() -> list[ComponentSpec]:
             "transformer.finetune",
             f"{_M}.finetune:run_finetune",
             # 2: task heads drawn with the encoder's initializer_range (was always 0.02), as ELECTRA's;
-            # `pooler: tanh` starts from a BERT init checkpoint's pre-trained pooler (was random)
+            # `pooler: tanh` starts from a BERT init checkpoint's pre-trained pooler (was random); a random
+            # encoder's `embeddings_project` starts Glorot-uniform as in the original ELECTRA
             "2",
             f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
