@@ -28,7 +28,8 @@ class GeneratorConfig:
     kind: GeneratorKind = knob(
         "mlm",
         "mlm: a small masked LM (ELECTRA); two_tower: a two-tower cloze model (ELECTRA-TT, Electric's "
-        "noise); unigram: token frequencies of the corpus; uniform: any vocabulary token (thesis 5.3.2).",
+        "noise); unigram: token frequencies of the corpus; uniform: any ordinary vocabulary token, not [PAD], "
+        "[CLS], [SEP] or [MASK] (thesis 5.3.2).",
     )
     size: float = knob(
         0.25,
