@@ -15,6 +15,7 @@ import copy
 import math
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -273,7 +274,8 @@ class Prefetcher:
     Each item carries the source's cursor *after* producing it — the cursor of the next batch the
     trainer has not consumed — so a checkpoint stores the consumer's position, never the
     prefetcher's: resume is exact whatever is still queued. `depth=0` runs inline (no thread).
-    Errors in the producer are re-raised in the consumer; `close()` stops the thread promptly.
+    Errors in the producer are re-raised in the consumer; `close()` stops the thread promptly, and so
+    does dropping the prefetcher without it (the thread holds no reference to it).
     """
 
     def __init__(self, source: BatchSource, depth: int, pin_memory: bool = False):
@@ -282,29 +284,17 @@ class Prefetcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if depth > 0:
-            self._thread = threading.Thread(target=self._produce, name="xfer-prefetch", daemon=True)
+            # The thread gets what it works on, not `self`: with `target=self._produce` the running thread
+            # kept the prefetcher (and its source's data) alive, so one dropped without `close()` was never
+            # collected and its thread polled the full queue for the life of the process.
+            self._thread = threading.Thread(
+                target=_produce, args=(source, pin_memory, self._queue, self._stop), name="xfer-prefetch", daemon=True
+            )
+            weakref.finalize(self, self._stop.set)  # dropped without close(): the thread ends on its own
             self._thread.start()
 
     def _make(self) -> tuple[list[Any], Any]:
-        batches = self.source.next_step()
-        if self.pin_memory:
-            batches = [_pin(b) for b in batches]
-        return batches, copy.deepcopy(self.source.state_dict())
-
-    def _produce(self) -> None:
-        while not self._stop.is_set():
-            try:
-                item: tuple[str, Any, Any] = ("ok", *self._make())
-            except BaseException as exc:  # handed to the consumer, which re-raises it
-                item = ("error", exc, None)
-            while not self._stop.is_set():
-                try:
-                    self._queue.put(item, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if item[0] == "error":
-                return
+        return _make_step(self.source, self.pin_memory)
 
     def next(self) -> tuple[list[Any], Any]:
         """One step's micro-batches and the source cursor to save once they are consumed."""
@@ -338,6 +328,34 @@ class Prefetcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _make_step(source: BatchSource, pin_memory: bool) -> tuple[list[Any], Any]:
+    """One step's micro-batches and the source's cursor after them (a copy: the source moves on)."""
+    batches = source.next_step()
+    if pin_memory:
+        batches = [_pin(b) for b in batches]
+    return batches, copy.deepcopy(source.state_dict())
+
+
+def _produce(
+    source: BatchSource, pin_memory: bool, items: queue.Queue[tuple[str, Any, Any]], stop: threading.Event
+) -> None:
+    """The prefetch thread: steps of `source` into `items` until `stop` is set or a step fails (the
+    error is queued for the consumer, which re-raises it)."""
+    while not stop.is_set():
+        try:
+            item: tuple[str, Any, Any] = ("ok", *_make_step(source, pin_memory))
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            item = ("error", exc, None)
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        if item[0] == "error":
+            return
 
 
 def _pin(batch: Any) -> Any:
