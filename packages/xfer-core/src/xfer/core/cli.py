@@ -2,6 +2,7 @@
 
     xfer run RECIPE [key=value ...] [--run-dir DIR] [--fork NEW | --force] [--device auto] [--only STAGES]
     xfer validate RECIPE [key=value ...]      check everything, run nothing
+    xfer validate RECIPE RECIPE ...           each of them; the exit code is the worst one
     xfer validate RECIPE --data               ... and read every task's data files (the run's pre-flight)
     xfer show RECIPE [key=value ...]          resolved recipe, with where each value came from
     xfer status RUN_DIR                       stages, their status and checkpoints
@@ -88,6 +89,17 @@ class _Parser(argparse.ArgumentParser):
         raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {choices})")
 
 
+class _JoinStages(argparse.Action):
+    """`--only a --only b` is `--only a,b`: a second `--only` silently replaced the first, so b ran
+    alone and a was "not selected (--only), left as it is". The value stays one comma-separated string."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any, option: Any = None
+    ) -> None:
+        previous = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, value if previous is None else f"{previous},{value}")
+
+
 def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; a plugin command's `configure` is imported only when that command is invoked
     (`argv`), so a broken plugin command breaks only itself and `xfer --help` stays fast."""
@@ -110,11 +122,17 @@ def build_parser(host: PluginHost, argv: list[str] | None = None) -> argparse.Ar
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument(
         "--only",
+        action=_JoinStages,
         metavar="STAGE[,STAGE]",
-        help="run only these stages and the stages they read from (others are left as they are)",
+        help="run only these stages and the stages they read from (others are left as they are); may be repeated",
     )
 
-    validate = sub.add_parser("validate", help="validate a recipe without running it")
+    validate = sub.add_parser(
+        "validate",
+        help="validate a recipe without running it",
+        epilog="Several recipes (`xfer validate recipes/*.yaml`) are each validated, with the same overrides; "
+        "the exit code is the worst one.",
+    )
     add_recipe_arguments(validate)
     validate.add_argument(
         "--data",
@@ -193,10 +211,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     after one would otherwise be rejected as unrecognized arguments.
     """
     args, extra = parser.parse_known_args(argv)
-    trailing = [a for a in extra if "=" in a and not a.startswith("-")]
-    if trailing and hasattr(args, "overrides"):
+    if hasattr(args, "overrides"):
+        trailing, extra = _trailing_overrides(extra)
         args.overrides = [*args.overrides, *trailing]
-        extra = [a for a in extra if a not in trailing]
     if extra:
         # the sub-command's parser says it (its usage, not `xfer COMMAND ...`'s) with the option meant
         command = _command_parser(parser, args)
@@ -206,6 +223,23 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         hint = f"; did you mean {nearest}?" if nearest is not None else ""
         command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     return args
+
+
+def _trailing_overrides(extra: list[str]) -> tuple[list[str], list[str]]:
+    """(the overrides among the arguments argparse left over after an option, the rest).
+
+    Every word that is no option is an override, as it is before the options: `--run-dir D a.b`
+    (the `=` forgotten) was "unrecognized arguments: a.b" instead of the override's own diagnostic,
+    and `--run-dir D -- a.b=1` (the usual end of options) "unrecognized arguments: --". Next to an
+    unknown option only `key=value` words are taken: the word after it may be that option's value
+    (`--onyl a`), which the usage error must show with it."""
+    end = extra.index("--") if "--" in extra else len(extra)
+    before, after = extra[:end], extra[end + 1 :]
+    if any(a.startswith("-") for a in before):
+        return [a for a in extra if "=" in a and not a.startswith("-")], [
+            a for a in extra if "=" not in a or a.startswith("-")
+        ]
+    return [*before, *after], []
 
 
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -445,6 +479,7 @@ def cmd_run(args: argparse.Namespace, host: PluginHost) -> int:
     # own check, say). Without the handler then, the process died without a word (exit -15), and
     # under torchrun without naming the rank that failed (`_terminated`).
     with _sigterm_stops_like_ctrl_c():
+        _one_recipe(args)
         recipe = load_recipe(args.recipe, args.overrides, host)
         only = None if args.only is None else recipe.needed_for(s.strip() for s in args.only.split(",") if s.strip())
         # a device this machine lacks (`--device cuda` on a CPU machine, a typo) was refused by the runner,
@@ -497,22 +532,67 @@ def cmd_results(args: argparse.Namespace, host: PluginHost) -> int:
     return 0
 
 
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
+def _more_recipes(overrides: list[str]) -> tuple[list[Path], list[str]]:
+    """(the further recipes among `xfer validate`'s words, its real overrides). `xfer validate
+    recipes/*.yaml` took every recipe after the first for an override: "an override must look like
+    'path.to.key=value'" once per file, and none of them validated. A word without `=` that names a
+    YAML file cannot be an override, so it is a recipe; the `key=value` overrides apply to each."""
+    recipes = [Path(o) for o in overrides if "=" not in o and o.lower().endswith(RECIPE_SUFFIXES)]
+    return recipes, [o for o in overrides if "=" in o or not o.lower().endswith(RECIPE_SUFFIXES)]
+
+
+def _one_recipe(args: argparse.Namespace) -> None:
+    """`xfer run a.yaml b.yaml` (or `show`) was told "an override must look like 'path.to.key=value'" of
+    b.yaml: the second recipe is named as such, with the command that takes several."""
+    more, _ = _more_recipes(args.overrides)
+    if more:
+        raise UserError(
+            f"xfer {args.command} takes one recipe, not also {', '.join(map(str, more))}: give them one at a time "
+            "(`xfer validate` takes several)"
+        )
+
+
 def cmd_validate(args: argparse.Namespace, host: PluginHost) -> int:
+    """Validate each recipe named, all of them even after a failure (for a CI over `recipes/*.yaml`);
+    the exit code is the worst one."""
+    more, overrides = _more_recipes(args.overrides)
+    if not more:
+        return _validate_one(args.recipe, overrides, args.data, host)
+    worst = 0
+    for path in [args.recipe, *more]:
+        try:
+            code = _validate_one(path, overrides, args.data, host)
+        except RecipeError as exc:
+            count = len(exc.diagnostics)
+            print(f"{exc}\n{count} problem{'s' if count != 1 else ''} found in {path}", file=sys.stderr)
+            code = exc.exit_code
+        except UserError as exc:
+            print(f"error: {path}: {exc}", file=sys.stderr)
+            code = exc.exit_code
+        worst = max(worst, code)
+    return worst
+
+
+def _validate_one(path: Path, overrides: list[str], data: bool, host: PluginHost) -> int:
     from xfer.core.recipes.recipe import load_recipe
 
-    recipe = load_recipe(args.recipe, args.overrides, host)
-    if args.data:
+    recipe = load_recipe(path, overrides, host)
+    if data:
         from xfer.core.runs.preflight import check_data
 
         check_data(recipe, host)
     order = " -> ".join(recipe.stages)
-    print(f"{args.recipe}: ok ({len(recipe.stages)} stage{'s' if len(recipe.stages) != 1 else ''}: {order})")
+    print(f"{path}: ok ({len(recipe.stages)} stage{'s' if len(recipe.stages) != 1 else ''}: {order})")
     return 0
 
 
 def cmd_show(args: argparse.Namespace, host: PluginHost) -> int:
     from xfer.core.recipes.recipe import load_recipe
 
+    _one_recipe(args)
     recipe = load_recipe(args.recipe, args.overrides, host)
     print(f"# resolved recipe {args.recipe}; comments say where each value came from")
     _print_annotated(recipe.resolved(), recipe.provenance, [], 0)
