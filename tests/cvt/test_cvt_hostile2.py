@@ -416,7 +416,8 @@ def test_parsing_view_scores_are_blind_to_what_they_must_not_see() -> None:
         return module.views(heads, deps, 0.0)  # [V, B, T, 1 + T, R]
 
     changed_sentence = [*SENTENCES[0][:5], "yesterday", *SENTENCES[0][6:], "it", "was"]
-    before, after = scores(SENTENCES), scores([changed_sentence, SENTENCES[1]])
+    with torch.no_grad():
+        before, after = scores(SENTENCES), scores([changed_sentence, SENTENCES[1]])
     m = len(SENTENCES[1])
 
     def same(x: torch.Tensor, y: torch.Tensor) -> bool:
