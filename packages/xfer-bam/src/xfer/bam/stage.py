@@ -53,6 +53,7 @@ from xfer.core.atomic import write_json
 from xfer.core.checkpoint import evaluated_checkpoint
 from xfer.core.config import ObjectiveRef, TaskRef
 from xfer.core.errors import UserError
+from xfer.core.evaluation import oriented_mean
 from xfer.core.results import markdown_cell, score_order
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import nonempty_examples
@@ -338,11 +339,7 @@ def positive_label(data: TaskData) -> str | None:
 def group_score(run: dict[str, Any], group: Group) -> float:
     """The average main metric of a run over the group's tasks, greater better: a lower-is-better
     metric (an MSE) counts negated, so a NaN is the worst of either direction."""
-    return statistics.fmean(
-        value if greater_is_better(d) else -value
-        for d in group.tasks
-        for value in [run["metrics"][d.name][d.info.main_metric]]
-    )
+    return oriented_mean((run["metrics"][d.name][d.info.main_metric], greater_is_better(d)) for d in group.tasks)
 
 
 def greater_is_better(data: Any) -> bool:

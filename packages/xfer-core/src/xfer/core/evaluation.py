@@ -8,8 +8,9 @@ pairs are gathered, and the task's official metric runs once on the complete set
 from __future__ import annotations
 
 import numbers
+import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -138,6 +139,14 @@ class TaskEvaluator:
             f"task {self.task.name!r}: its evaluate returned {got}: its metrics must hold a number for its main "
             f"metric {main!r}"
         )
+
+
+def oriented_mean(mains: Iterable[tuple[float, bool]]) -> float:
+    """The mean of several tasks' main metrics, given as (value, greater_is_better), greater better: a
+    lower-is-better one (an error rate, an MSE) counts negated, so improving it raises the mean and a
+    NaN is the worst of either direction. Multi-task model selection (CVT's `mean`, BAM's groups)
+    averaged raw picked the checkpoint where a lower-is-better task was worst."""
+    return statistics.fmean(value if greater else -value for value, greater in mains)
 
 
 def main_metric_problem(metrics: Any, main: str) -> str | None:

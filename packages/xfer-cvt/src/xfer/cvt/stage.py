@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +31,7 @@ from xfer.core import rng
 from xfer.core.atomic import atomic_write_text, write_json
 from xfer.core.data import AlternatingSource, MultiTaskSource
 from xfer.core.errors import UserError
-from xfer.core.evaluation import TaskEvaluator
+from xfer.core.evaluation import TaskEvaluator, oriented_mean
 from xfer.core.results import BOOKKEEPING, HEADER, markdown_rows, score_order, strict_json, task_result
 from xfer.core.stage import StageContext, finished_trial
 from xfer.core.tasks import Task, TaskInfo, nonempty_examples, task_slug
@@ -502,19 +501,9 @@ def source_seeds(seed: int, tasks: int) -> SourceSeeds:
     return SourceSeeds(tuple(base + index for index in range(tasks)), base + tasks, base + tasks + 1)
 
 
-def tasks_mean(mains: list[tuple[float, bool]]) -> float:
-    """The multi-task score `mean`, greater better: the mean of the tasks' main metrics, given as
-    (value, greater_is_better), a lower-is-better one (an error rate) counted negated, as
-    `xfer.bam.stage.group_score` does. Averaged raw, a lower-is-better task's improvement lowered
-    `mean`, so `select: best` kept the checkpoint where that task was worst and the median trial was
-    picked in the wrong direction for it. With greater-is-better tasks only (every built-in one) it
-    is the plain mean."""
-    return statistics.fmean(value if greater else -value for value, greater in mains)
-
-
 class MultiTaskEvaluator:
     """Every task's official metrics as `<task>/<metric>`, and `mean`: the mean of their main
-    metrics, a lower-is-better one negated (`tasks_mean`)."""
+    metrics, a lower-is-better one negated (`xfer.core.evaluation.oriented_mean`)."""
 
     main_metric = "mean"
     greater_is_better = True
@@ -529,7 +518,7 @@ class MultiTaskEvaluator:
             results = evaluator(model)
             out.update({f"{name}/{k}": v for k, v in results.items()})
             mains.append((results[evaluator.main_metric], evaluator.greater_is_better))
-        out["mean"] = tasks_mean(mains)
+        out["mean"] = oriented_mean(mains)
         return out
 
 
@@ -707,7 +696,7 @@ def run_trial(
             if signature:
                 record[f"{prefix}bleu_signature"] = signature
         if len(tasks) > 1:
-            record["mean"] = tasks_mean(
+            record["mean"] = oriented_mean(
                 [(record[f"{t.name}/{t.info.main_metric}"], getattr(t.info, "greater_is_better", True)) for t in tasks]
             )
     record.update(
