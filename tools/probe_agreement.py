@@ -3,19 +3,24 @@ generator give it the chance? A diagnostic for the quickstart's toy/agreement po
 
     python tools/probe_agreement.py runs/qs/pretrain [--checkpoint step-0001200] [--examples 640]
 
-Two measurements on an `electra.rtd` stage whose corpus is the toy language (`toy.corpus`):
+Two measurements on a stage whose corpus is the toy language (`toy.corpus`) and whose objective is
+`electra.rtd` with an `mlm` or `two_tower` generator (ELECTRA, ELECTRA-TT) or `electric.nce` (Electric):
 
 - **What the generator puts at present-tense verbs.** On `--examples` packed examples of the
   stage's own data cache, masked and sampled exactly as in training (the stage's mask rate and
-  temperature), the replaced tokens at positions that hold a present-tense verb form are split
-  into: a present-tense verb form of the *other* number (an agreement error, the only replacement
-  there that teaches agreement), a present-tense form of the same number (number cannot give it
-  away), and anything else (another part of speech, a past-tense form, a word piece), which the
-  discriminator can catch without knowing agreement.
+  temperature; Electric's noise model at its k = ceil(mask_prob n) positions), the replaced tokens
+  at positions that hold a present-tense verb form are split into: a present-tense verb form of the
+  *other* number (an agreement error, the only replacement there that teaches agreement), a
+  present-tense form of the same number (number cannot give it away), and anything else (another
+  part of speech, a past-tense form, a word piece), which the discriminator can catch without
+  knowing agreement. Only samples that differ from the original count as replaced, for Electric
+  too, although Electric labels every sampled position noise: a same-token sample teaches nothing
+  about agreement.
 - **What the discriminator knows, zero-shot.** For each agreeing verb of the grammatical
-  toy/agreement dev sentences, its "replaced" logit in the sentence as is and with that one verb
-  flipped to the other number; the AUC of flipped vs as is (50 = no knowledge), separately for
-  verbs with an attractor (a noun of the other number between subject and verb) and without.
+  toy/agreement dev sentences, its "replaced" logit (Electric: its energy E(x)_t, also higher for
+  noise) in the sentence as is and with that one verb flipped to the other number; the AUC of
+  flipped vs as is (50 = no knowledge), separately for verbs with an attractor (a noun of the other
+  number between subject and verb) and without.
 
 Only verbs whose both forms are single vocabulary pieces count (at the quickstart's 600-piece
 vocabulary that is nearly all). docs/results.md ("The quickstart with a toy ELECTRA stage") reads
@@ -40,6 +45,11 @@ from torch.nn.utils.rnn import pad_sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_detection import ProbeError, examples_table, load_objective, random_batch
 
+AGREEMENT_OBJECTIVES: dict[str, tuple[str, ...]] = {"electra.rtd": ("mlm", "two_tower"), "electric.nce": ("two_tower",)}
+"""What this probe reads (objective -> generator kinds): a generator that samples at the masked
+positions and a detector whose logit is higher for a replaced token. A unigram or uniform generator
+knows no context, so it never makes an agreement error on purpose; electra.mlm has no detector."""
+
 Scorer = Callable[[Tensor, Tensor], Tensor]  # (input ids [B, T], attention [B, T]) -> logits [B, T]
 
 
@@ -54,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.examples, args.sentences) < 1:
         parser.error("--examples and --sentences must be at least 1")
     try:
-        objective, tokenizer = load_objective(args.stage_dir, args.checkpoint)
+        objective, tokenizer = load_objective(args.stage_dir, args.checkpoint, AGREEMENT_OBJECTIVES)
         numbers, _ = present_forms(tokenizer)
         counts = generator_replacements(objective, examples_table(args.stage_dir), numbers, args.examples, args.seed)
         pairs = agreement_pairs(tokenizer, args.sentences)
@@ -90,11 +100,14 @@ class Replacements:
     """What the generator put at masked present-tense verbs, summed over the probed examples."""
 
     examples: int
-    replaced: int  # replaced tokens anywhere
+    replaced: int  # replaced tokens anywhere (a sample equal to the original is not replaced)
     masked_verbs: int  # masked positions holding a present-tense verb form
     agreement_errors: int  # replaced by a present-tense form of the other number
     same_number: int  # replaced by another present-tense form of the same number
     other: int  # replaced by anything else
+    replaced_verbs: int = 0  # masked verbs replaced at all: the three kinds above add up to it
+    sampled: int = 0  # positions sampled (masked), replaced or not
+    objective: str = "electra.rtd"  # the stage's objective: Electric labels every sampled position noise
 
 
 def generator_replacements(objective: Any, table: Any, numbers: Tensor, n_examples: int, seed: int) -> Replacements:
@@ -102,22 +115,48 @@ def generator_replacements(objective: Any, table: Any, numbers: Tensor, n_exampl
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     pad = objective.tokens.pad
-    totals = np.zeros(5, dtype=np.int64)
+    totals = np.zeros(7, dtype=np.int64)
     done = 0
     with torch.no_grad():
         while done < min(n_examples, len(table)):
             batch = random_batch(table, min(64, n_examples - done), rng, pad)
-            selection = objective.select(batch)
-            originals = batch["input_ids"].reshape(-1).index_select(0, selection.flat)
-            sampled = objective._generate(batch, selection, originals).sampled
+            originals, sampled = training_samples(objective, batch)
             replaced = sampled != originals
             at_verb = numbers[originals] > 0
             wrong = at_verb & replaced & (numbers[sampled] > 0) & (numbers[sampled] != numbers[originals])
             same = at_verb & replaced & (numbers[sampled] == numbers[originals])
-            totals += [replaced.sum(), at_verb.sum(), wrong.sum(), same.sum(), (at_verb & replaced).sum()]
+            other = at_verb & replaced & (numbers[sampled] == 0)
+            counted = [replaced, at_verb, wrong, same, other, at_verb & replaced]
+            totals += [int(x.sum()) for x in counted] + [originals.numel()]
             done += batch["input_ids"].shape[0]
-    replaced_all, masked_verbs, wrong, same, replaced_verbs = (int(x) for x in totals)
-    return Replacements(done, replaced_all, masked_verbs, wrong, same, replaced_verbs - wrong - same)
+    replaced_all, masked_verbs, wrong, same, other, replaced_verbs, sampled_all = (int(x) for x in totals)
+    return Replacements(
+        done, replaced_all, masked_verbs, wrong, same, other, replaced_verbs, sampled_all, objective.family
+    )
+
+
+def training_samples(objective: Any, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+    """(original tokens, sampled tokens) at the positions a training step of `objective` would
+    replace, drawn as its `forward` draws them (the same random numbers in the same order)."""
+    if objective.family == "electric.nce":
+        return _electric_noise(objective, batch)
+    selection = objective.select(batch)
+    originals = batch["input_ids"].reshape(-1).index_select(0, selection.flat)
+    return originals, objective._generate(batch, selection, originals).sampled
+
+
+def _electric_noise(objective: Any, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+    """ElectricObjective.forward's noise: k = ceil(mask_prob n) positions, each sampled from the
+    two-tower q (computed at every real position, from the original input) at its temperature."""
+    from xfer.electra.sampling import sample_softmax
+
+    ids, attention = batch["input_ids"], batch["attention_mask"]
+    selection = objective.select(batch, rounding="ceil")
+    real = attention.reshape(-1).nonzero().squeeze(1)
+    log_q = objective.generator.logits_at(ids, attention, batch.get("token_type_ids"), real).float().log_softmax(-1)
+    at_selection = torch.searchsorted(real, selection.flat)
+    sampled = sample_softmax(log_q.index_select(0, at_selection), objective.config.generator.temperature)
+    return ids.reshape(-1).index_select(0, selection.flat), sampled
 
 
 @dataclass(frozen=True)
@@ -161,6 +200,9 @@ def agreement_pairs(tokenizer: Any, n_sentences: int) -> list[AgreementPair]:
 
 
 def discriminator_scorer(objective: Any) -> Scorer:
+    """The detector's per-token score, higher for a replaced token: ELECTRA's "replaced" logit, or
+    Electric's energy E(x)_t (`ElectricObjective.energy`: the same head over the discriminator)."""
+
     def score(ids: Tensor, attention: Tensor) -> Tensor:
         hidden = objective.discriminator(ids, attention, torch.zeros_like(ids)).last_hidden_state
         return objective.head(hidden).float()
@@ -198,14 +240,22 @@ def format_report(counts: Replacements, knowledge: dict[str, tuple[float, int]])
     def share(n: int) -> str:
         return f"{n:7d}  {100.0 * n / max(counts.replaced, 1):5.1f}% of all replacements"
 
+    electric = counts.objective == "electric.nce"
     lines = [
-        f"generator, {counts.examples} packed examples: {counts.replaced} tokens replaced, "
-        f"{counts.masked_verbs} masked present-tense verbs",
+        f"{'noise model' if electric else 'generator'}, {counts.examples} packed examples: "
+        f"{counts.replaced} tokens replaced, {counts.masked_verbs} masked present-tense verbs",
         f"  replaced by the other number's form (agreement error)  {share(counts.agreement_errors)}",
         f"  replaced by a form of the same number                  {share(counts.same_number)}",
         f"  replaced by anything else                              {share(counts.other)}",
-        "discriminator, zero-shot: AUC of the 'replaced' logit, verb flipped vs as is (50 = no knowledge)",
     ]
+    if electric:
+        lines.append(
+            f"  (electric.nce labels all {counts.sampled} sampled positions noise, also the "
+            f"{counts.sampled - counts.replaced} samples equal to the original; only samples that differ "
+            "count here: a same-token sample teaches nothing about agreement)"
+        )
+    score = "energy E(x)_t" if electric else "'replaced' logit"
+    lines.append(f"discriminator, zero-shot: AUC of the {score}, verb flipped vs as is (50 = no knowledge)")
     lines += [f"  {name:13s} {auc:5.1f}  ({n} verbs)" for name, (auc, n) in knowledge.items()]
     return "\n".join(lines)
 

@@ -141,20 +141,35 @@ def layer_spreads(
     return rows
 
 
-def load_objective(stage_dir: Path, checkpoint: str | None) -> tuple[Any, Any]:
-    """The stage's `RTDObjective` (generator and discriminator) with a checkpoint's weights, in eval
-    mode, and the stage's tokenizer. Only `electra.rtd` stages with an mlm generator qualify."""
-    from safetensors.torch import load_file
+RTD_WITH_MLM_GENERATOR: dict[str, tuple[str, ...]] = {"electra.rtd": ("mlm",)}
+"""What this tool's `probe` and `layer_spreads` read (objective -> generator kinds): the one kind
+tests/electra/test_stage.py checks them on. Electric has no `_generate`, and its classifier's logit
+is the energy plus a log q correction, not the head alone; tools/probe_agreement.py passes its own,
+wider set to `load_objective`."""
 
-    from xfer.electra.config import GeneratorConfig, RTDConfig
-    from xfer.electra.objective import RTDObjective, SpecialTokens
+DETECTION_VARIANTS = ("electra", "electra_15")
+"""The `electra.rtd` variants whose head is a "replaced" logit (the MLM variants' head is a masked LM)."""
+
+
+def load_objective(
+    stage_dir: Path, checkpoint: str | None, supported: dict[str, tuple[str, ...]] = RTD_WITH_MLM_GENERATOR
+) -> tuple[Any, Any]:
+    """The stage's objective (generator and discriminator) with a checkpoint's weights, in eval mode,
+    and the stage's tokenizer. `supported` maps the objectives the caller can probe to their generator
+    kinds (`electra.rtd` only in its detection variants); any other stage is a `ProbeError` that names
+    it and what is supported."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_model
+
+    from xfer.electra.config import GeneratorConfig, NCEConfig, RTDConfig
+    from xfer.electra.objective import ElectricObjective, RTDObjective, SpecialTokens
     from xfer.transformer.presets import preset
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     config = _stage_config(stage_dir)
     objective_config = dict(config["objective"])
-    if objective_config.pop("name") != "electra.rtd" or objective_config["generator"]["kind"] != "mlm":
-        raise ProbeError(f"{stage_dir}: only electra.rtd stages with an mlm generator can be probed")
+    name = objective_config.pop("name")
+    _check_supported(stage_dir, name, objective_config, supported)
     tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, config))
     encoder = preset(
         config["model"],
@@ -162,14 +177,39 @@ def load_objective(stage_dir: Path, checkpoint: str | None) -> tuple[Any, Any]:
         max_position_embeddings=max(512, config["max_length"]),
         **config["encoder"],
     )
-    rtd = RTDConfig(**{**objective_config, "generator": GeneratorConfig(**objective_config["generator"])})
-    objective = RTDObjective(encoder, SpecialTokens.of(tokenizer), config["max_length"], rtd)
+    settings = {**objective_config, "generator": GeneratorConfig(**objective_config["generator"])}
+    tokens = SpecialTokens.of(tokenizer)
+    if name == "electric.nce":
+        objective: Any = ElectricObjective(encoder, tokens, config["max_length"], NCEConfig(**settings))
+    else:
+        objective = RTDObjective(encoder, tokens, config["max_length"], RTDConfig(**settings))
     weights = _checkpoint_dir(stage_dir, checkpoint) / "model.safetensors"
-    missing, unexpected = objective.load_state_dict(load_file(weights), strict=False)
-    shared = "generator.encoder.embeddings."  # tied: stored once, under the discriminator
-    if unexpected or any(not k.startswith(shared) for k in missing):
-        raise ProbeError(f"{weights}: does not match the stage's model (missing {missing}, unexpected {unexpected})")
+    try:  # tied tensors (the generator's embeddings, the towers' shared table) are stored once: load_model knows
+        missing, unexpected = load_model(objective, str(weights), strict=False)
+    except (SafetensorError, OSError, RuntimeError) as exc:  # RuntimeError: a size mismatch
+        raise ProbeError(f"{weights}: does not match the stage's model ({exc})") from None
+    if missing or unexpected:
+        raise ProbeError(
+            f"{weights}: does not match the stage's model (missing {sorted(missing)}, unexpected {sorted(unexpected)})"
+        )
     return objective.eval(), tokenizer
+
+
+def _check_supported(stage_dir: Path, name: str, settings: dict, supported: dict[str, tuple[str, ...]]) -> None:
+    """Refuse an objective, generator kind or (MLM) variant the caller cannot probe, naming what it can."""
+    kind = (settings.get("generator") or {}).get("kind")
+    variant = settings.get("variant", "electra")
+    if kind in supported.get(name, ()) and (name != "electra.rtd" or variant in DETECTION_VARIANTS):
+        return
+    found = name if kind is None else f"{name} with generator kind {kind}"
+    found += f" (variant {variant})" if name == "electra.rtd" else ""
+    readable = ", or ".join(
+        f"{objective} with generator kind {' or '.join(kinds)} (variant {' or '.join(DETECTION_VARIANTS)})"
+        if objective == "electra.rtd"
+        else objective
+        for objective, kinds in supported.items()
+    )
+    raise ProbeError(f"{stage_dir}: objective {found} cannot be probed here; supported: {readable}")
 
 
 def _stage_config(stage_dir: Path) -> dict:
