@@ -110,7 +110,7 @@ def test_cpu_attention_gradcheck_with_dropout_and_buckets(monkeypatch) -> None:
     monkeypatch.setattr(K, "_BUCKET_COST", 0)  # force one bucket per distinct length
     mask = torch.arange(7)[None] < torch.tensor([7, 3, 5, 1, 0])[:, None]
     for causal in (None, "ltr", "rtl"):
-        plan, rows = K.unpadded_plan(mask, 2, causal)
+        plan, rows, _ = K.unpadded_plan(mask, 2, causal)
         assert len(plan.buckets) == 4
         qkv = torch.randn(rows.numel(), 3 * 2 * 3, dtype=torch.float64, requires_grad=True)
 

@@ -44,6 +44,7 @@ from xfer.electra.sampling import (
     sample_softmax,
 )
 from xfer.transformer.encoder import Encoder, EncoderConfig
+from xfer.transformer.kernels import padded_index, row_multiple
 
 
 @dataclass(frozen=True)
@@ -175,9 +176,18 @@ def _real_rows(batch: dict[str, Tensor]) -> Tensor:
     return batch["attention_mask"].reshape(-1).nonzero().squeeze(1)
 
 
+def _kernel_rows(rows: Tensor) -> Tensor:
+    """`rows` rounded up to the row counts the matmuls reading them should see (repeating the last
+    row; see `xfer.transformer.kernels.row_multiple`): a head applied to them is sliced back to
+    `[:rows.numel()]`. The number of real tokens or masked positions changes at every step, and on a
+    CPU with bf16 a new row count costs a kernel compilation in each Linear it goes through."""
+    return padded_index(rows, row_multiple(rows.device))
+
+
 def _hidden_rows(encoder: Encoder, input_ids: Tensor, batch: dict[str, Tensor], rows: Tensor) -> Tensor:
+    """The encoder's last hidden states at the flat `rows`, followed by the rows `_kernel_rows` adds."""
     hidden = encoder(input_ids, batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
-    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, rows)
+    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, _kernel_rows(rows))
 
 
 def _cross_entropy(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
@@ -273,12 +283,12 @@ class RTDObjective(PretrainingObjective):
         temperature = self.config.generator.temperature
         if isinstance(self.generator, MaskedGenerator):
             masked = masking.electra_generator_input(ids, selection, self.tokens.mask, self.config.mask_fraction)
-            features = self.generator.features_at(masked, attention, types, selection.flat)
+            features = self.generator.features_at(masked, attention, types, _kernel_rows(selection.flat))
             word, bias = self.generator.encoder.embeddings.word.weight, self.generator.head.bias
             return generator_step_from_features(features, word, bias, originals, self.output_workspace, temperature)
         if isinstance(self.generator, TwoTower):  # a cloze model: trained on every candidate, unmasked input
             cand = masking.candidates(ids, attention, self.special_ids).reshape(-1).nonzero().squeeze(1)
-            all_logits = self.generator.logits_at(ids, attention, types, cand)
+            all_logits = self.generator.logits_at(ids, attention, types, _kernel_rows(cand))[: cand.numel()]
             step = generator_loss_and_sample(all_logits, ids.reshape(-1).index_select(0, cand), temperature)
             return step._replace(sampled=step.sampled.index_select(0, torch.searchsorted(cand, selection.flat)))
         sampled = sample_softmax(self.fixed_log_probs.expand(selection.flat.numel(), -1), temperature)
@@ -304,7 +314,7 @@ class RTDObjective(PretrainingObjective):
         variant = self.config.variant
         if variant in ("electra", "electra_15"):
             rows = real if variant == "electra" else selection.flat
-            logits = self.head(_hidden_rows(self.discriminator, corrupted, batch, rows))
+            logits = self.head(_hidden_rows(self.discriminator, corrupted, batch, rows))[: rows.numel()]
             labels = replaced.index_select(0, rows)
             main = F.binary_cross_entropy_with_logits(logits, labels.float())
             metrics |= detection_metrics(logits, labels)
@@ -313,15 +323,16 @@ class RTDObjective(PretrainingObjective):
             logits = self.head(
                 _hidden_rows(self.discriminator, corrupted, batch, selection.flat),
                 self.discriminator.embeddings.word.weight,
-            )
+            )[: selection.flat.numel()]
             main, accuracy = _cross_entropy(logits, originals)
             metrics["mlm_accuracy"] = accuracy
             loss = self.config.gen_weight * gen_loss + main
         else:  # all_tokens_mlm: p(x_t) = D * [x_t is the input token] + (1 - D) * softmax(...)[x_t]
             hidden = _hidden_rows(self.discriminator, corrupted, batch, real)
-            log_softmax = self.head(hidden, self.discriminator.embeddings.word.weight).float().log_softmax(-1)
+            logits = self.head(hidden, self.discriminator.embeddings.word.weight)[: real.numel()]
+            log_softmax = logits.float().log_softmax(-1)
             targets = ids.reshape(-1).index_select(0, real)
-            copy_logit = self.copy(hidden).squeeze(-1).float()
+            copy_logit = self.copy(hidden)[: real.numel()].squeeze(-1).float()
             is_input = ~replaced.index_select(0, real)  # the target equals the (possibly corrupted) input token
             log_copy = F.logsigmoid(copy_logit).masked_fill(~is_input, float("-inf"))
             log_generate = F.logsigmoid(-copy_logit) + log_softmax.gather(1, targets[:, None]).squeeze(1)
@@ -366,8 +377,9 @@ class MLMObjective(PretrainingObjective):
         corrupted = masking.bert_input(
             ids, selection, self.tokens.mask, self.vocab_size, self.config.mask, self.config.random
         )
-        logits = self.mlm.logits_at(corrupted, batch["attention_mask"], batch.get("token_type_ids"), selection.flat)
-        loss, accuracy = _cross_entropy(logits, ids.reshape(-1).index_select(0, selection.flat))
+        flat = selection.flat
+        logits = self.mlm.logits_at(corrupted, batch["attention_mask"], batch.get("token_type_ids"), _kernel_rows(flat))
+        loss, accuracy = _cross_entropy(logits[: flat.numel()], ids.reshape(-1).index_select(0, flat))
         tokens = batch["attention_mask"].sum().float()
         return StepOutput(loss, {"mlm_accuracy": accuracy, "tokens": tokens})
 
@@ -410,7 +422,7 @@ class ElectricObjective(PretrainingObjective):
 
     def energy(self, input_ids: Tensor, batch: dict[str, Tensor], rows: Tensor) -> Tensor:
         """E(x)_t at the flat `rows` (one forward pass)."""
-        return self.head(_hidden_rows(self.discriminator, input_ids, batch, rows))
+        return self.head(_hidden_rows(self.discriminator, input_ids, batch, rows))[: rows.numel()]
 
     def forward(self, batch: dict[str, Tensor]) -> StepOutput:
         ids, attention, types = batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
@@ -418,7 +430,8 @@ class ElectricObjective(PretrainingObjective):
         real = _real_rows(batch)
         # q at every real position, from the original input: trains the cloze model, samples the noise,
         # and corrects the classifier
-        log_q = self.generator.logits_at(ids, attention, types, real).float().log_softmax(-1)
+        log_q = self.generator.logits_at(ids, attention, types, _kernel_rows(real))[: real.numel()]
+        log_q = log_q.float().log_softmax(-1)
         is_candidate = masking.candidates(ids, attention, self.special_ids).reshape(-1).index_select(0, real)
         targets = ids.reshape(-1).index_select(0, real)
         cloze_loss = F.nll_loss(log_q[is_candidate], targets[is_candidate])

@@ -148,19 +148,22 @@ class _ProjectionLossAndSample(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, features, weight, bias, targets, workspace):  # type: ignore[override]
-        device, (n, vocab) = features.device, (features.shape[0], weight.shape[0])
+        # rows past len(targets) only round the matmuls' shape up (`xfer.transformer.kernels.row_multiple`):
+        # projected, never scored, sampled or given a gradient
+        device, (rows, vocab), n = features.device, (features.shape[0], weight.shape[0]), targets.numel()
         dtype = _compute_dtype(device, features.dtype)
         h, w = features.detach().to(dtype), weight.detach().to(dtype)
-        logits = workspace.get("logits", n, vocab, dtype, device)
+        logits = workspace.get("logits", rows, vocab, dtype, device)
         with torch.autocast(device.type, enabled=False):
             torch.addmm(bias.detach().to(dtype), h, w.t(), out=logits)
+        logits = logits[:n]
         top, argmax = logits.max(-1, keepdim=True)
         top = top.float()
         blocks_count = -(-vocab // BLOCK)
-        flat = workspace.get("exp", n, blocks_count * BLOCK, torch.float32, device)
+        flat = workspace.get("exp", rows, blocks_count * BLOCK, torch.float32, device)
         flat[:, vocab:] = 0.0
-        torch.sub(logits, top, out=flat[:, :vocab]).exp_()
-        blocks = flat.view(n, blocks_count, BLOCK)
+        torch.sub(logits, top, out=flat[:n, :vocab]).exp_()
+        blocks = flat[:n].view(n, blocks_count, BLOCK)
         sampled, total = _draw(blocks, vocab)
         loss = (total.log() + top - logits.gather(1, targets[:, None]).float()).mean()
         ctx.save_for_backward(flat, total, targets, h, w)
@@ -172,13 +175,15 @@ class _ProjectionLossAndSample(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss, _sampled, _argmax):  # type: ignore[override]
         flat, total, targets, h, w = ctx.saved_tensors
-        n, vocab = targets.numel(), ctx.vocab
+        n, vocab, rows = targets.numel(), ctx.vocab, h.shape[0]
         scale = grad_loss / n
-        grad = flat.mul_(scale / total)[:, :vocab]  # in place, as _CrossEntropyWithSample
+        flat[:n].mul_(scale / total)  # in place, as _CrossEntropyWithSample
+        flat[n:] = 0.0  # the rows that only round the shape up
+        grad = flat[:, :vocab]
         grad[torch.arange(n, device=grad.device), targets] -= scale
         grad_bias = grad.sum(0)
         if h.dtype != torch.float32:  # the low-precision copy goes into the (now free) logits buffer
-            grad = ctx.workspace.get("logits", n, vocab, h.dtype, h.device).copy_(grad)
+            grad = ctx.workspace.get("logits", rows, vocab, h.dtype, h.device).copy_(grad)
         with torch.autocast(h.device.type, enabled=False):
             grad_features = grad @ w
             grad_weight = grad.t() @ h
@@ -202,10 +207,14 @@ def generator_step_from_features(
 ) -> GeneratorStep:
     """`generator_loss_and_sample(features @ weight.T + bias, targets, temperature)`, with the
     vocabulary projection fused in and its large tensors in `workspace` (same loss, gradients and
-    sampling distribution; see `_ProjectionLossAndSample`)."""
+    sampling distribution; see `_ProjectionLossAndSample`). `features` may have rows past
+    len(targets), gathered only to round the matmul's shape up (`xfer.transformer.kernels.padded_index`):
+    they are projected and dropped."""
+    if features.shape[0] < targets.numel():
+        raise ValueError(f"{features.shape[0]} feature rows for {targets.numel()} targets")
     if targets.numel() == 0 or temperature != 1.0:
         logits = F.linear(features, weight.to(features.dtype), bias.to(features.dtype))
-        return generator_loss_and_sample(logits, targets, temperature)
+        return generator_loss_and_sample(logits[: targets.numel()], targets, temperature)
     loss, sampled, argmax = _ProjectionLossAndSample.apply(features, weight, bias, targets, workspace)
     return GeneratorStep(loss, sampled, 100.0 * (argmax == targets).float().mean())
 

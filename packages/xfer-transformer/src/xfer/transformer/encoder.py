@@ -33,6 +33,7 @@ from xfer.transformer.kernels import (
     dense_plan,
     dropout,
     residual_dropout,
+    row_multiple,
     unpadded_plan,
 )
 from xfer.transformer.presets import ARCHITECTURE_FIELDS, encoder_problems
@@ -297,7 +298,8 @@ class Encoder(nn.Module):
         rows: Tensor | None = None
         real = None if attention_mask is None else _padding_mask(attention_mask, input_ids)
         if self.config.unpad and real is not None and not bool(real.all()) and bool(real.any()):
-            plan, rows = unpadded_plan(real, self.config.num_heads, causal)
+            multiple = row_multiple(input_ids.device, self.embeddings.word.weight.dtype)
+            plan, rows, n_real = unpadded_plan(real, self.config.num_heads, causal, multiple)
             ids = [t.reshape(-1).index_select(0, rows) for t in (input_ids, position_ids, token_type_ids)]
         else:
             plan = dense_plan(real, batch, length, self.config.num_heads, causal, input_ids.device)
@@ -319,7 +321,9 @@ class Encoder(nn.Module):
         def repad(h: Tensor) -> Tensor:
             if rows is None:
                 return h.view(batch, length, -1).mul(0.0) if all_padding else h.view(batch, length, -1)
-            return h.new_zeros(batch * length, h.shape[-1]).index_copy_(0, rows, h).view(batch, length, -1)
+            # the first n_real rows are the real tokens; any rows after them only round the shape up
+            out = h.new_zeros(batch * length, h.shape[-1])
+            return out.index_copy_(0, rows[:n_real], h[:n_real]).view(batch, length, -1)
 
         return EncoderOutput(repad(x), tuple(repad(h) for h in states) if states is not None else None)
 

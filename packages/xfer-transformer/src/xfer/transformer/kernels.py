@@ -319,22 +319,63 @@ def _length_buckets(lengths: list[int]) -> list[tuple[int, list[int]]]:
     return buckets
 
 
-def unpadded_plan(attention_mask: Tensor, num_heads: int, causal: Causal) -> tuple[AttentionPlan, Tensor]:
-    """Plan over the real tokens only; also returns `rows`, the flat [B*T] indices of the real tokens.
+# Row counts for low-precision matmuls on CPU. oneDNN compiles (JITs) a bf16/fp16 matmul kernel for each
+# new shape, ~5-15 ms per Linear's forward + backward on an AMX or AVX512-BF16 CPU (fp32 goes to MKL,
+# which does not), and keeps the last 1,024 in a cache. Unpadding makes the row count the batch's number
+# of real tokens, new at almost every step of pre-training or pad-to-longest fine-tuning: on the
+# quickstart's tiny ELECTRA-TT step that was ~100 of ~250 ms. Rounding the count up to a multiple leaves
+# a handful of shapes for the whole run, for at most ROW_MULTIPLE - 1 extra rows of work.
+ROW_MULTIPLE = 64
+
+
+def row_multiple(device: torch.device, dtype: torch.dtype | None = None) -> int:
+    """The multiple to round matmul row counts up to on `device`: ROW_MULTIPLE where oneDNN would compile
+    a kernel per shape (CPU, bf16/fp16: under autocast, or `dtype`), else 1 (no padding: fp32 on CPU,
+    CUDA's kernels are not per-shape)."""
+    if device.type != "cpu":
+        return 1
+    compute = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else dtype
+    return ROW_MULTIPLE if compute in (torch.bfloat16, torch.float16) else 1
+
+
+def padded_index(index: Tensor, multiple: int) -> Tensor:
+    """`index` [n] grown to a multiple of `multiple` entries by repeating its last one (unchanged when
+    already a multiple, or empty). Rows gathered with it are computed and then dropped (`[:n]`): their
+    outputs are never read, so they get zero gradient and change nothing but the shape."""
+    extra = -index.numel() % multiple
+    if not extra or not index.numel():
+        return index
+    return torch.cat([index, index[-1:].expand(extra)])
+
+
+def unpadded_plan(
+    attention_mask: Tensor, num_heads: int, causal: Causal, multiple: int = 1
+) -> tuple[AttentionPlan, Tensor, int]:
+    """Plan over the real tokens only; also returns `rows`, the flat [B*T] indices of the rows the
+    encoder computes, and `n`, how many of them are real tokens (the first `n`).
 
     Within its bucket block a sequence's real tokens are packed to the front in their original
     order, so any mask pattern (not only right padding) works, and causal masks still follow
-    token order.
+    token order. With `multiple` > 1 (see `row_multiple`) the row count is rounded up by rows that
+    repeat the first real token's index, attending only among themselves (an extra sequence of
+    the plan): their outputs are dropped, so they touch no real token's output or gradient.
     """
     real = attention_mask.bool()
     batch, length = real.shape
     rows = real.reshape(-1).nonzero().squeeze(1)
     lengths = real.sum(1).tolist()
     rank_in_seq = (real.cumsum(1) - 1).reshape(-1).index_select(0, rows)
+    row_seq, n = rows // length, rows.numel()
+    extra = -n % multiple if n else 0
+    if extra:
+        lengths.append(extra)
+        row_seq = torch.cat([row_seq, row_seq.new_full((extra,), batch)])
+        rank_in_seq = torch.cat([rank_in_seq, torch.arange(extra, device=real.device)])
+        rows = torch.cat([rows, rows[:1].expand(extra)])
     plan = _make_plan(
-        num_heads, _length_buckets(lengths), lengths, None, rows // length, rank_in_seq, causal, batch, real.device
+        num_heads, _length_buckets(lengths), lengths, None, row_seq, rank_in_seq, causal, len(lengths), real.device
     )
-    return plan, rows
+    return plan, rows, n
 
 
 class _CpuAttention(torch.autograd.Function):
