@@ -20,7 +20,9 @@ def xfer_stages() -> list[ComponentSpec]:
             # 10); a local dataset folder's documents end at each file's end; 4: a streamed corpus's
             # shard orders and shuffle windows are separate random streams (its batches change); the
             # detection (Electric: energy) head's output layer and `embeddings_project` start
-            # Glorot-uniform as in the original (were truncated normal 0.02); 5: on a bf16 CPU (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged)
+            # Glorot-uniform as in the original (were truncated normal 0.02); 5: on a bf16 CPU
+            # (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows
+            # draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged)
             "5",
             f"{_M}.stage_config:PretrainConfig",
             "Pre-train an encoder with ELECTRA (replaced token detection), Electric or MLM on your text, "

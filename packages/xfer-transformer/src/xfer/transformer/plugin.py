@@ -17,7 +17,9 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.finetune:run_finetune",
             # 2: task heads drawn with the encoder's initializer_range (was always 0.02), as ELECTRA's;
             # `pooler: tanh` starts from a BERT init checkpoint's pre-trained pooler (was random); a random
-            # encoder's `embeddings_project` starts Glorot-uniform as in the original ELECTRA; 3: on a bf16 CPU (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged)
+            # encoder's `embeddings_project` starts Glorot-uniform as in the original ELECTRA; 3: on a bf16 CPU
+            # (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows
+            # draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged)
             "3",
             f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
