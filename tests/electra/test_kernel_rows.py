@@ -88,7 +88,7 @@ def test_plan_puts_the_extra_rows_in_a_sequence_of_their_own() -> None:
     plan, rows, n = kernels.unpadded_plan(mask, 2, None, multiple=16)
     assert n == 13 and rows.numel() == 16
     assert rows[:13].tolist() == mask.reshape(-1).nonzero().squeeze(1).tolist()
-    assert rows[13:].tolist() == [0, 0, 0]  # the first real token's index, repeated
+    assert rows[13:].tolist() == [17, 17, 17]  # the last real token's index, repeated (as padded_index does)
     qkv = torch.randn(16, 3 * 2 * 4, dtype=torch.float64)
     moved = qkv.clone()
     moved[13:] += 100.0  # whatever the extra rows hold ...

@@ -98,42 +98,44 @@ def _consistent(counts: Any) -> None:
     assert counts.replaced_verbs <= min(counts.masked_verbs, counts.replaced) <= counts.sampled, counts
 
 
+def _loaded_and_counted(stage: Path, objective_name: str) -> Any:
+    """The stage's objective as the probe loads it, checked equal to the saved weights, after a
+    replacement count over 32 examples whose tallies add up and name `objective_name`."""
+    agreement, detection = _tool("probe_agreement"), _tool("probe_detection")
+    objective, tokenizer = detection.load_objective(stage, None, agreement.AGREEMENT_OBJECTIVES)
+    _loaded_as_saved(objective, stage)
+    numbers, _ = agreement.present_forms(tokenizer)
+    counts = agreement.generator_replacements(objective, detection.examples_table(stage), numbers, 32, 0)
+    _consistent(counts)
+    assert counts.objective == objective_name
+    return objective
+
+
 def test_probe_agreement_reads_an_electra_tt_stage(two_tower_stage: Path, capsys: pytest.CaptureFixture) -> None:
     """ELECTRA-TT was refused ("only ... an mlm generator"); its checkpoint stores the towers' tied
     embeddings once, under the discriminator, which the mlm-only key check also rejected."""
-    agreement, detection = _tool("probe_agreement"), _tool("probe_detection")
+    agreement = _tool("probe_agreement")
     assert agreement.main([str(two_tower_stage), "--examples", "32", "--sentences", "40"]) == 0
     out = capsys.readouterr().out
     assert "generator, 32 packed examples" in out and "'replaced' logit" in out and "no attractor" in out, out
 
-    objective, tokenizer = detection.load_objective(two_tower_stage, None, agreement.AGREEMENT_OBJECTIVES)
+    objective = _loaded_and_counted(two_tower_stage, "electra.rtd")
     assert type(objective.generator).__name__ == "TwoTower"
     assert (
         objective.generator.ltr.embeddings is objective.generator.rtl.embeddings is objective.discriminator.embeddings
     )
-    _loaded_as_saved(objective, two_tower_stage)
-    numbers, _ = agreement.present_forms(tokenizer)
-    counts = agreement.generator_replacements(objective, detection.examples_table(two_tower_stage), numbers, 32, 0)
-    _consistent(counts)
-    assert counts.objective == "electra.rtd"
 
 
 def test_probe_agreement_reads_an_electric_stage(electric_stage: Path, capsys: pytest.CaptureFixture) -> None:
     """Electric: the noise model's samples, counted only where they differ (the report says so),
     and its energy as the zero-shot score."""
-    agreement, detection = _tool("probe_agreement"), _tool("probe_detection")
+    agreement = _tool("probe_agreement")
     assert agreement.main([str(electric_stage), "--examples", "32", "--sentences", "40"]) == 0
     out = capsys.readouterr().out
     assert "noise model, 32 packed examples" in out and "AUC of the energy E(x)_t" in out, out
     assert "electric.nce labels all" in out and "only samples that differ count here" in out, out
 
-    objective, tokenizer = detection.load_objective(electric_stage, None, agreement.AGREEMENT_OBJECTIVES)
-    assert type(objective).__name__ == "ElectricObjective"
-    _loaded_as_saved(objective, electric_stage)
-    numbers, _ = agreement.present_forms(tokenizer)
-    counts = agreement.generator_replacements(objective, detection.examples_table(electric_stage), numbers, 32, 0)
-    _consistent(counts)
-    assert counts.objective == "electric.nce"
+    assert type(_loaded_and_counted(electric_stage, "electric.nce")).__name__ == "ElectricObjective"
 
 
 def test_electric_noise_is_drawn_as_training_draws_it(electric_stage: Path, monkeypatch: pytest.MonkeyPatch) -> None:

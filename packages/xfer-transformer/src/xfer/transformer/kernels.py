@@ -357,8 +357,9 @@ def unpadded_plan(
     Within its bucket block a sequence's real tokens are packed to the front in their original
     order, so any mask pattern (not only right padding) works, and causal masks still follow
     token order. With `multiple` > 1 (see `row_multiple`) the row count is rounded up by rows that
-    repeat the first real token's index, attending only among themselves (an extra sequence of
-    the plan): their outputs are dropped, so they touch no real token's output or gradient.
+    repeat the last real token's index (`padded_index`, as the objectives' heads do), attending only
+    among themselves (an extra sequence of the plan): their outputs are dropped, so they touch no
+    real token's output or gradient.
     """
     real = attention_mask.bool()
     batch, length = real.shape
@@ -371,7 +372,7 @@ def unpadded_plan(
         lengths.append(extra)
         row_seq = torch.cat([row_seq, row_seq.new_full((extra,), batch)])
         rank_in_seq = torch.cat([rank_in_seq, torch.arange(extra, device=real.device)])
-        rows = torch.cat([rows, rows[:1].expand(extra)])
+        rows = padded_index(rows, multiple)
     plan = _make_plan(
         num_heads, _length_buckets(lengths), lengths, None, row_seq, rank_in_seq, causal, len(lengths), real.device
     )
