@@ -65,9 +65,21 @@ def test_padded_index_repeats_the_last_entry_to_a_multiple() -> None:
     assert kernels.padded_index(index[:0], 64).numel() == 0
 
 
-@pytest.mark.parametrize("causal", [None, "ltr", "rtl"])
-def test_encoder_rows_rounded_up_change_no_output_or_gradient(monkeypatch: pytest.MonkeyPatch, causal) -> None:
-    batch = batch_of([64, 37, 5, 1, 20])  # 127 real tokens: 1 row short of 2 x 64
+@pytest.mark.parametrize(
+    ("causal", "lengths"),
+    [
+        (None, [64, 37, 5, 1, 20]),  # 127 real tokens: 1 row short of 2 x 64
+        ("ltr", [64, 37, 5, 1, 20]),
+        ("rtl", [64, 37, 5, 1, 20]),
+        (None, [64, 64, 64]),  # no padding: 192 rows, already a multiple
+        (None, [23, 23, 23]),  # no padding either (width 23): 69 rows, rounded up too
+        ("ltr", [23, 23, 23]),
+    ],
+)
+def test_encoder_rows_rounded_up_change_no_output_or_gradient(
+    monkeypatch: pytest.MonkeyPatch, causal, lengths: list[int]
+) -> None:
+    batch = batch_of(lengths, width=max(lengths))
     runs = []
     for multiple in (1, 64):
         force_multiple(monkeypatch, multiple)
@@ -78,7 +90,8 @@ def test_encoder_rows_rounded_up_change_no_output_or_gradient(monkeypatch: pytes
         runs.append((out.last_hidden_state.detach(), {n: p.grad for n, p in model.named_parameters()}))
     (plain, plain_grads), (padded, padded_grads) = runs
     assert torch.allclose(plain, padded, atol=1e-5)
-    assert padded[batch["attention_mask"] == 0].abs().max() == 0  # padding positions stay zeros
+    if not batch["attention_mask"].all():
+        assert padded[batch["attention_mask"] == 0].abs().max() == 0  # padding positions stay zeros
     for name, grad in plain_grads.items():
         assert torch.allclose(grad, padded_grads[name], atol=1e-5, rtol=1e-4), name
 
@@ -152,4 +165,57 @@ def test_under_bf16_every_linear_sees_a_multiple_of_64_rows(name: str) -> None:
         torch.manual_seed(seed)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             objective(batch_of(lengths, seed=seed)).loss.backward()
+    assert seen and all(rows % 64 == 0 for rows in seen), sorted(seen)
+
+
+def _scorers() -> dict[str, Callable[[], torch.nn.Module]]:
+    from xfer.electra.heads import DiscriminatorHead
+    from xfer.electra.model import MaskedGenerator, TwoTower
+    from xfer.electra.scoring import ElectraTTScorer, ElectricScorer, MLMScorer, TwoTowerScorer
+
+    def head() -> DiscriminatorHead:
+        return DiscriminatorHead(tiny().hidden_size, 0.02)
+
+    return {
+        "electric": lambda: ElectricScorer(Encoder(tiny()), head()),
+        "two-tower": lambda: TwoTowerScorer(TwoTower(tiny(), None)),
+        "electra-tt": lambda: ElectraTTScorer(Encoder(tiny()), head(), TwoTower(tiny(), None), 0.15, 2.0),
+        "mlm": lambda: MLMScorer(MaskedGenerator(tiny(), None), TOKENS.mask),
+    }
+
+
+def _segments() -> list:
+    from xfer.electra.scoring import make_segments
+
+    g = torch.Generator().manual_seed(11)
+    pieces = [torch.randint(5, VOCAB, (n,), generator=g).tolist() for n in (3, 17, 9, 30, 1, 12, 25)]
+    return make_segments(pieces, 64, TOKENS.cls, TOKENS.sep)
+
+
+@pytest.mark.parametrize("name", list(_scorers()))
+def test_scorer_rows_rounded_up_change_no_score(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The PLL scorers gather their heads' rows with `kernel_rows` too (a batch's scored positions
+    are a new row count each time); the extra rows are sliced off before any score."""
+    runs = []
+    for multiple in (1, 64):
+        force_multiple(monkeypatch, multiple)
+        torch.manual_seed(0)
+        scorer = _scorers()[name]().eval()
+        runs.append(scorer.score(_segments(), batch_size=3))
+    plain, padded = runs
+    assert [len(s) for s in plain] == [len(s) for s in padded] == [len(s.scored) for s in _segments()]
+    for a, b in zip(plain, padded, strict=True):
+        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-5), (a, b)
+
+
+@pytest.mark.parametrize("name", list(_scorers()))
+def test_scoring_under_bf16_gives_every_linear_a_multiple_of_64_rows(name: str) -> None:
+    torch.manual_seed(0)
+    scorer = _scorers()[name]().eval()
+    seen: set[int] = set()
+    for module in scorer.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_pre_hook(lambda _m, args: seen.add(args[0].reshape(-1, args[0].shape[-1]).shape[0]))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scorer.score(_segments(), batch_size=3)
     assert seen and all(rows % 64 == 0 for rows in seen), sorted(seen)

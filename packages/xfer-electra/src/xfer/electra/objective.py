@@ -176,18 +176,19 @@ def _real_rows(batch: dict[str, Tensor]) -> Tensor:
     return batch["attention_mask"].reshape(-1).nonzero().squeeze(1)
 
 
-def _kernel_rows(rows: Tensor) -> Tensor:
+def kernel_rows(rows: Tensor) -> Tensor:
     """`rows` rounded up to the row counts the matmuls reading them should see (repeating the last
     row; see `xfer.transformer.kernels.row_multiple`): a head applied to them is sliced back to
     `[:rows.numel()]`. The number of real tokens or masked positions changes at every step, and on a
-    CPU with bf16 a new row count costs a kernel compilation in each Linear it goes through."""
+    CPU with bf16 a new row count costs a kernel compilation in each Linear it goes through (the PLL
+    scorers, whose scored positions change with every batch, use it too)."""
     return padded_index(rows, row_multiple(rows.device))
 
 
 def _hidden_rows(encoder: Encoder, input_ids: Tensor, batch: dict[str, Tensor], rows: Tensor) -> Tensor:
-    """The encoder's last hidden states at the flat `rows`, followed by the rows `_kernel_rows` adds."""
+    """The encoder's last hidden states at the flat `rows`, followed by the rows `kernel_rows` adds."""
     hidden = encoder(input_ids, batch["attention_mask"], batch.get("token_type_ids")).last_hidden_state
-    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, _kernel_rows(rows))
+    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, kernel_rows(rows))
 
 
 def _cross_entropy(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
@@ -283,12 +284,12 @@ class RTDObjective(PretrainingObjective):
         temperature = self.config.generator.temperature
         if isinstance(self.generator, MaskedGenerator):
             masked = masking.electra_generator_input(ids, selection, self.tokens.mask, self.config.mask_fraction)
-            features = self.generator.features_at(masked, attention, types, _kernel_rows(selection.flat))
+            features = self.generator.features_at(masked, attention, types, kernel_rows(selection.flat))
             word, bias = self.generator.encoder.embeddings.word.weight, self.generator.head.bias
             return generator_step_from_features(features, word, bias, originals, self.output_workspace, temperature)
         if isinstance(self.generator, TwoTower):  # a cloze model: trained on every candidate, unmasked input
             cand = masking.candidates(ids, attention, self.special_ids).reshape(-1).nonzero().squeeze(1)
-            all_logits = self.generator.logits_at(ids, attention, types, _kernel_rows(cand))[: cand.numel()]
+            all_logits = self.generator.logits_at(ids, attention, types, kernel_rows(cand))[: cand.numel()]
             step = generator_loss_and_sample(all_logits, ids.reshape(-1).index_select(0, cand), temperature)
             return step._replace(sampled=step.sampled.index_select(0, torch.searchsorted(cand, selection.flat)))
         sampled = sample_softmax(self.fixed_log_probs.expand(selection.flat.numel(), -1), temperature)
@@ -378,7 +379,7 @@ class MLMObjective(PretrainingObjective):
             ids, selection, self.tokens.mask, self.vocab_size, self.config.mask, self.config.random
         )
         flat = selection.flat
-        logits = self.mlm.logits_at(corrupted, batch["attention_mask"], batch.get("token_type_ids"), _kernel_rows(flat))
+        logits = self.mlm.logits_at(corrupted, batch["attention_mask"], batch.get("token_type_ids"), kernel_rows(flat))
         loss, accuracy = _cross_entropy(logits[: flat.numel()], ids.reshape(-1).index_select(0, flat))
         tokens = batch["attention_mask"].sum().float()
         return StepOutput(loss, {"mlm_accuracy": accuracy, "tokens": tokens})
@@ -430,7 +431,7 @@ class ElectricObjective(PretrainingObjective):
         real = _real_rows(batch)
         # q at every real position, from the original input: trains the cloze model, samples the noise,
         # and corrects the classifier
-        log_q = self.generator.logits_at(ids, attention, types, _kernel_rows(real))[: real.numel()]
+        log_q = self.generator.logits_at(ids, attention, types, kernel_rows(real))[: real.numel()]
         log_q = log_q.float().log_softmax(-1)
         is_candidate = masking.candidates(ids, attention, self.special_ids).reshape(-1).index_select(0, real)
         targets = ids.reshape(-1).index_select(0, real)

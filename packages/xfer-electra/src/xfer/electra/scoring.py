@@ -66,7 +66,7 @@ from xfer.core.errors import CheckpointError, DataError, UserError
 from xfer.core.textfile import read_text, split_lines
 from xfer.electra.heads import ClozeHead, DiscriminatorHead, GeneratorHead
 from xfer.electra.model import MaskedGenerator, TwoTower
-from xfer.electra.objective import recorded_objective
+from xfer.electra.objective import kernel_rows, recorded_objective
 from xfer.electra.rerank import NON_FINITE, NBestList, bom_in_text, check_plls, json_object, unwritable
 from xfer.transformer.encoder import Encoder
 
@@ -259,8 +259,10 @@ def _flat_scored(segments: Sequence[Segment], width: int, device: torch.device) 
 
 
 def _hidden_rows(encoder: Encoder, ids: Tensor, attention: Tensor, flat: Tensor) -> Tensor:
+    """The encoder's last hidden states at `flat`, followed by the rows `kernel_rows` adds (a head
+    applied to them is sliced back to `[:flat.numel()]`)."""
     hidden = encoder(ids, attention, torch.zeros_like(ids)).last_hidden_state
-    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat)
+    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, kernel_rows(flat))
 
 
 def _log_prob_of(logits: Tensor, targets: Tensor) -> Tensor:
@@ -328,7 +330,7 @@ class ElectricScorer(PLLScorer):
     def _score_batch(self, segments: Sequence[Segment]) -> Tensor:
         ids, attention = _padded(segments, self.device)
         flat = _flat_scored(segments, ids.shape[1], ids.device)
-        return -self.head(_hidden_rows(self.encoder, ids, attention, flat)).float()
+        return -self.head(_hidden_rows(self.encoder, ids, attention, flat))[: flat.numel()].float()
 
 
 class TwoTowerScorer(PLLScorer):
@@ -341,7 +343,7 @@ class TwoTowerScorer(PLLScorer):
         self.cloze = cloze
 
     def _log_q(self, ids: Tensor, attention: Tensor, flat: Tensor) -> Tensor:
-        logits = self.cloze.logits_at(ids, attention, torch.zeros_like(ids), flat)
+        logits = self.cloze.logits_at(ids, attention, torch.zeros_like(ids), kernel_rows(flat))[: flat.numel()]
         return _log_prob_of(logits, ids.reshape(-1).index_select(0, flat))
 
     def _score_batch(self, segments: Sequence[Segment]) -> Tensor:
@@ -374,7 +376,7 @@ class ElectraTTScorer(TwoTowerScorer):
         return 2 * len(segments)
 
     def _log_q(self, ids: Tensor, attention: Tensor, flat: Tensor) -> Tensor:
-        logits = self.cloze.logits_at(ids, attention, torch.zeros_like(ids), flat)
+        logits = self.cloze.logits_at(ids, attention, torch.zeros_like(ids), kernel_rows(flat))[: flat.numel()]
         if self.temperature != 1.0:  # in fp32, as the objective samples (`sampling.sample_softmax`)
             logits = logits.float() / self.temperature
         return _log_prob_of(logits, ids.reshape(-1).index_select(0, flat))
@@ -382,7 +384,7 @@ class ElectraTTScorer(TwoTowerScorer):
     def _score_batch(self, segments: Sequence[Segment]) -> Tensor:
         ids, attention = _padded(segments, self.device)
         flat = _flat_scored(segments, ids.shape[1], ids.device)
-        replaced_logit = self.head(_hidden_rows(self.encoder, ids, attention, flat)).float()
+        replaced_logit = self.head(_hidden_rows(self.encoder, ids, attention, flat))[: flat.numel()].float()
         return self._log_q(ids, attention, flat) + self.log_ratio - replaced_logit
 
 
@@ -425,7 +427,8 @@ class MLMScorer(PLLScorer):
             targets = batch[rows, pos]
             batch[rows, pos] = self.mask_id
             attention = (torch.arange(width, device=device)[None, :] < lengths[seg][:, None]).long()
-            logits = self.mlm.logits_at(batch, attention, torch.zeros_like(batch), rows * width + pos)
+            logits = self.mlm.logits_at(batch, attention, torch.zeros_like(batch), kernel_rows(rows * width + pos))
+            logits = logits[: seg.numel()]
             values += _log_prob_of(logits, targets).tolist()
             if progress is not None:
                 progress(seg.numel())

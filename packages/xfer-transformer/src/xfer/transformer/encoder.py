@@ -297,8 +297,15 @@ class Encoder(nn.Module):
         batch, length = input_ids.shape
         rows: Tensor | None = None
         real = None if attention_mask is None else _padding_mask(attention_mask, input_ids)
-        if self.config.unpad and real is not None and not bool(real.all()) and bool(real.any()):
-            multiple = row_multiple(input_ids.device, self.embeddings.word.weight.dtype)
+        multiple = row_multiple(input_ids.device, self.embeddings.word.weight.dtype)
+        # a batch without padding runs dense, unless its B*T rows need rounding up (bf16 on CPU):
+        # batches of equal-length texts (scoring sorts by length) were a new row count each
+        if (
+            self.config.unpad
+            and real is not None
+            and bool(real.any())
+            and (batch * length % multiple or not real.all())
+        ):
             plan, rows, n_real = unpadded_plan(real, self.config.num_heads, causal, multiple)
             ids = [t.reshape(-1).index_select(0, rows) for t in (input_ids, position_ids, token_type_ids)]
         else:
