@@ -163,7 +163,6 @@ def load_objective(
 
     from xfer.electra.config import GeneratorConfig, NCEConfig, RTDConfig
     from xfer.electra.objective import ElectricObjective, RTDObjective, SpecialTokens
-    from xfer.transformer.presets import preset
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     config = _stage_config(stage_dir)
@@ -171,12 +170,7 @@ def load_objective(
     name = objective_config.pop("name")
     _check_supported(stage_dir, name, objective_config, supported)
     tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, config))
-    encoder = preset(
-        config["model"],
-        vocab_size=tokenizer.vocab_size,
-        max_position_embeddings=max(512, config["max_length"]),
-        **config["encoder"],
-    )
+    encoder = _encoder_config(stage_dir, config, tokenizer)
     settings = {**objective_config, "generator": GeneratorConfig(**objective_config["generator"])}
     tokens = SpecialTokens.of(tokenizer)
     if name == "electric.nce":
@@ -223,16 +217,46 @@ def _stage_config(stage_dir: Path) -> dict:
     return config
 
 
+def _source_dir(stage_dir: Path, config: dict, key: str) -> Path | None:
+    """The folder the stage's `key` (`tokenizer`, `init`) named, or None when unset: `STAGE.OUTPUT`
+    of this run (a stage folder next to `stage_dir`), else a path."""
+    source = config.get(key)
+    if not source:
+        return None
+    stage, dot, output = str(source).partition(".")
+    if dot and "/" not in str(source) and (stage_dir.parent / stage / "stage.json").is_file():
+        return stage_dir.parent / stage / "outputs" / output
+    return Path(str(source))
+
+
 def _tokenizer_dir(stage_dir: Path, config: dict) -> Path:
+    """The stage's WordPiece folder, as the stage found it: its own output, `tokenizer:`, else the
+    `init:` checkpoint's own (an unset `tokenizer:` read the current directory)."""
     own = stage_dir / "outputs" / "tokenizer"
     if own.is_dir():
         return own
-    source = str(config.get("tokenizer") or "")
-    stage, _, output = source.partition(".")
-    candidate = stage_dir.parent / stage / "outputs" / output if output else Path(source)
-    if not candidate.is_dir():
-        raise ProbeError(f"{stage_dir}: cannot find the tokenizer ({source!r}; looked in {candidate})")
+    key = "tokenizer" if config.get("tokenizer") else "init"
+    candidate = _source_dir(stage_dir, config, key)
+    if candidate is None or not candidate.is_dir():
+        raise ProbeError(f"{stage_dir}: cannot find the tokenizer ({key}: {config.get(key)!r}; looked in {candidate})")
     return candidate
+
+
+def _encoder_config(stage_dir: Path, config: dict, tokenizer: Any) -> Any:
+    """The discriminator's EncoderConfig as `electra.pretrain` built it: the `init:` checkpoint's with
+    the stage's `encoder:` overrides, else the preset with them (the probe built the preset even for
+    an `init:` stage, and passed `max_position_embeddings` twice when `encoder:` named it)."""
+    from xfer.transformer.modelio import read_encoder, with_overrides
+    from xfer.transformer.presets import preset
+
+    init = _source_dir(stage_dir, config, "init")
+    if init is not None:
+        if not init.is_dir():
+            raise ProbeError(f"{stage_dir}: cannot find the init checkpoint ({config['init']!r}; looked in {init})")
+        return with_overrides(read_encoder(init)[0], config["encoder"], init)
+    overrides = {"vocab_size": tokenizer.vocab_size, "pad_token_id": tokenizer.pad_id, **config["encoder"]}
+    overrides.setdefault("max_position_embeddings", max(512, config["max_length"]))
+    return preset(config["model"], **overrides)
 
 
 def _checkpoint_dir(stage_dir: Path, name: str | None) -> Path:

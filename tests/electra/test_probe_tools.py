@@ -50,18 +50,18 @@ stages:
     return root / "run/corpus/outputs/text/toy.txt", root / "run/vocab/outputs/tokenizer"
 
 
-def _pretrain(root: Path, toy: tuple[Path, Path], objective: str) -> Path:
-    """The stage directory of a two-step tiny `electra.pretrain` with `objective` on the toy corpus."""
+def _pretrain(root: Path, toy: tuple[Path, Path], objective: str, start: str | None = None) -> Path:
+    """The stage directory of a two-step tiny `electra.pretrain` with `objective` on the toy corpus
+    (`start`: the stage's `tokenizer:`/`model:`/`encoder:` lines instead of the TINY preset's)."""
     corpus, tokenizer = toy
+    start = start or f"tokenizer: {tokenizer}\n    model: tiny\n    encoder: {TINY}"
     recipe = f"""
 seed: 2
 stages:
   fit:
     kind: electra.pretrain
     corpus: {{files: {corpus}}}
-    tokenizer: {tokenizer}
-    model: tiny
-    encoder: {TINY}
+    {start}
     max_length: 32
     objective: {objective}
     train: {{steps: 2, batch_size: 8, warmup_steps: 0}}
@@ -219,3 +219,28 @@ def test_probe_detection_still_reads_only_rtd_with_an_mlm_generator(
     err = capsys.readouterr().err
     assert f"{electric_stage}: objective electric.nce with generator kind two_tower cannot" in err, err
     assert "supported: electra.rtd with generator kind mlm (variant electra or electra_15)" in err, err
+
+
+def test_the_probe_builds_the_encoder_as_the_stage_did(
+    tmp_path: Path, toy: tuple[Path, Path], two_tower_stage: Path
+) -> None:
+    """An `encoder:` naming max_position_embeddings was a TypeError (the probe passed it twice), and
+    an `init:` stage without `tokenizer:` read the current directory as its tokenizer and built the
+    preset instead of the init checkpoint's encoder."""
+    detection, agreement = _tool("probe_detection"), _tool("probe_agreement")
+    objective = "{name: electra.rtd, generator: {kind: two_tower}}"
+    sized = TINY[:-1] + ", max_position_embeddings: 48}"
+    _, tokenizer = toy
+    stage = _pretrain(
+        tmp_path / "sized", toy, objective, f"tokenizer: {tokenizer}\n    model: tiny\n    encoder: {sized}"
+    )
+    loaded, _ = detection.load_objective(stage, None, agreement.AGREEMENT_OBJECTIVES)
+    assert loaded.discriminator.config.max_position_embeddings == 48
+    _loaded_as_saved(loaded, stage)
+
+    init = two_tower_stage / "outputs" / "discriminator"
+    stage = _pretrain(tmp_path / "init", toy, objective, f"init: {init}")
+    loaded, tokenizer_loaded = detection.load_objective(stage, None, agreement.AGREEMENT_OBJECTIVES)
+    assert loaded.discriminator.config.hidden_size == 64  # the init checkpoint's (TINY), not the tiny preset's 128
+    assert tokenizer_loaded.vocab_size == loaded.discriminator.config.vocab_size
+    _loaded_as_saved(loaded, stage)
