@@ -9,8 +9,10 @@ Scenarios: `lr` (rank 1 trains with another learning rate), `data` (rank 1 has a
 rank's own numbers, so the ranks disagree on the best checkpoint), `unused` (a parameter that no
 step uses, without `train.find_unused_parameters`), `shards` (ranks with their own data cursors,
 interrupted and resumed), `kill` (dropout on; with XFER_TEST_KILL_RANK1_AT=N rank 1 SIGKILLs itself
-at its N-th forward). The process group is made here with a 20 s timeout, so a collective that the
-ranks do not both make fails instead of hanging.
+at its N-th forward), `straight` (`kill`'s training in a run directory of its own: the uninterrupted
+reference, made in the launch that resumes `kill`, so that it needs no launch of its own). The process
+group is made here with a 20 s timeout, so a collective that the ranks do not both make fails instead
+of hanging.
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ def scenario(out: Path, name: str) -> None:
     if name == "evaluator":
         config["eval_every"] = 2
         evaluator = RankEvaluator()
-    if name == "kill":  # dropout draws differ between ranks and must resume exactly on each
+    killable = name in ("kill", "straight")
+    if killable:  # dropout draws differ between ranks and must resume exactly on each
         config.update(checkpoint_every=3, log_every=1)
     torch.manual_seed(1 + rank)
     events = Log()
@@ -157,9 +160,7 @@ def scenario(out: Path, name: str) -> None:
         stream = BatchStream(data(size), 8, collate, seed=5, rank=rank, world_size=dist.world_size())
         trainer = Trainer(
             TrainConfig(**config),
-            Regression(
-                metrics, unused=name == "unused" or (name == "shape" and rank == 1), dropout=0.3 * (name == "kill")
-            ),
+            Regression(metrics, unused=name == "unused" or (name == "shape" and rank == 1), dropout=0.3 * killable),
             stream,
             out / name,
             device=torch.device("cpu"),

@@ -162,8 +162,8 @@ def test_one_rank_killed_mid_training_ends_the_launch_and_the_rerun_resumes_exac
     assert returncode != 0 and not (tmp_path / "run/kill-rank1.json").exists()
     left = tmp_path / "run/kill-rank0.json"  # rank 0, if not stopped by torchrun first, saw the peer go
     assert not left.exists() or "RuntimeError" in json.loads(left.read_text())["error"]
-    resumed = launch(tmp_path / "run", "kill")["kill"]
-    straight = launch(tmp_path / "straight", "kill")["kill"]
+    both = launch(tmp_path / "run", "straight", "kill")  # the uninterrupted run first, in a run dir of its own
+    resumed, straight = both["kill"], both["straight"]
     assert [r["resumed_from"] for r in resumed] == [3, 3] and straight[0]["resumed_from"] is None
     assert resumed[0]["weights"] == resumed[1]["weights"] == straight[0]["weights"]
     timeless = lambda records: [{k: v for k, v in r.items() if k != "steps_per_s"} for r in records]  # noqa: E731

@@ -184,16 +184,48 @@ def test_sigterm_stops_a_run_waiting_for_its_peers(tmp_path: Path) -> None:
 def test_under_torchrun_a_peer_that_does_not_join_in_time_ends_the_wait(tmp_path: Path) -> None:
     """Under torchrun the rendezvous store is the agent's and always answers: the wait for a process that
     had not reached init_from_env was gloo's, with the collectives' 30-minute timeout, whatever the
-    rendezvous timeout. Rank 1 arrives 6 s late; rank 0 gives up at its 1 s limit (plus 2 s of grace)."""
+    rendezvous timeout. Rank 1 arrives 6 s late; rank 0 gives up at its 1 s limit (plus 2 s of grace). The
+    launch is stopped once rank 0 has written what happened: only rank 0's wait is checked."""
     out = tmp_path / "out"
     out.mkdir()
     command = [TORCHRUN, "--standalone", "--nproc_per_node=2", str(HERE / "ddp_hostile2_worker.py"), str(out), "6"]
-    _run(command, _env(XFER_DIST_INIT_TIMEOUT="1"))
+    _run_until(out / "late-rank0.json", command, _env(XFER_DIST_INIT_TIMEOUT="1"))
     rank0 = json.loads((out / "late-rank0.json").read_text())
     assert rank0["seconds"] < 4.5, rank0
     assert rank0["error"].startswith("rank 0 could not join the 2 processes of WORLD_SIZE=2 at MASTER_ADDR:MASTER_PORT")
     assert "(limit 1 s, $XFER_DIST_INIT_TIMEOUT)" in rank0["error"], rank0
     assert "Another process of this torchrun launch did not join in time" in rank0["error"], rank0
+
+
+def _run_until(record: Path, command: list[str], env: dict[str, str], timeout: float = 60) -> None:
+    """Run `command` in its own session until it has written `record` (then its session is killed: what the
+    other ranks do after that is not looked at, and rank 1 of the late launch would spend its delay and its
+    own wait for the gone rank 0 there), until it ends, or until `timeout` (then the test fails)."""
+    import time
+
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while not _written(record) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        hung = process.poll() is None and not _written(record)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    if hung:
+        pytest.fail(f"{command} hung")
+
+
+def _written(record: Path) -> bool:
+    """Whether `record` holds a whole JSON document (not a file opened and not yet written)."""
+    try:
+        json.loads(record.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _wait_for_listener(port: int, process: subprocess.Popen[str], limit: float = 30) -> None:
