@@ -116,16 +116,14 @@ def train_detector(
 
     from xfer.electra import masking
     from xfer.electra.objective import SpecialTokens
-    from xfer.transformer.presets import preset
+    from xfer.electra.stage import preset_encoder_config
     from xfer.transformer.tokenization import WordPieceTokenizer
 
     config = _stage_config(stage_dir)
     tokenizer = WordPieceTokenizer.from_dir(_tokenizer_dir(stage_dir, config))
-    encoder_config = preset(
-        config["model"],
-        vocab_size=tokenizer.vocab_size,
-        max_position_embeddings=max(512, config["max_length"]),
-        **{**config["encoder"], **({"initializer_range": init_std} if init_std else {})},
+    encoder = {**config["encoder"], **({"initializer_range": init_std} if init_std else {})}
+    encoder_config = preset_encoder_config(
+        config["model"], encoder, config["max_length"], tokenizer.vocab_size, tokenizer.pad_id
     )
     tokens = SpecialTokens.of(tokenizer)
     special = torch.tensor([tokens.cls, tokens.sep, tokens.mask])

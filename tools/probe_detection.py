@@ -246,17 +246,17 @@ def _encoder_config(stage_dir: Path, config: dict, tokenizer: Any) -> Any:
     """The discriminator's EncoderConfig as `electra.pretrain` built it: the `init:` checkpoint's with
     the stage's `encoder:` overrides, else the preset with them (the probe built the preset even for
     an `init:` stage, and passed `max_position_embeddings` twice when `encoder:` named it)."""
+    from xfer.electra.stage import preset_encoder_config
     from xfer.transformer.modelio import read_encoder, with_overrides
-    from xfer.transformer.presets import preset
 
     init = _source_dir(stage_dir, config, "init")
     if init is not None:
         if not init.is_dir():
             raise ProbeError(f"{stage_dir}: cannot find the init checkpoint ({config['init']!r}; looked in {init})")
         return with_overrides(read_encoder(init)[0], config["encoder"], init)
-    overrides = {"vocab_size": tokenizer.vocab_size, "pad_token_id": tokenizer.pad_id, **config["encoder"]}
-    overrides.setdefault("max_position_embeddings", max(512, config["max_length"]))
-    return preset(config["model"], **overrides)
+    return preset_encoder_config(
+        config["model"], config["encoder"], config["max_length"], tokenizer.vocab_size, tokenizer.pad_id
+    )
 
 
 def _checkpoint_dir(stage_dir: Path, name: str | None) -> Path:

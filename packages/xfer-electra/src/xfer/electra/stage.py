@@ -127,7 +127,6 @@ def _tokenizer(config: PretrainConfig, ctx: StageContext) -> Any:
 def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int, pad_id: int) -> tuple[Any, dict | None]:
     """(discriminator EncoderConfig, initial weights or None): from `init`, or a preset."""
     from xfer.transformer.finetune_config import checkpoint_problems
-    from xfer.transformer.presets import preset
 
     # The pre-flight check, again now that earlier stages' outputs exist (a `vocab.tokenizer` or an
     # `init:` from this recipe were not there to compare before the run): a vocabulary other than the
@@ -141,9 +140,7 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int, 
     if problems:
         raise problems[0]
     if init_dir is None:
-        overrides = {"vocab_size": vocab_size, "pad_token_id": pad_id, **config.encoder}
-        overrides.setdefault("max_position_embeddings", max(512, config.max_length))
-        return preset(config.model, **overrides), None
+        return preset_encoder_config(config.model, config.encoder, config.max_length, vocab_size, pad_id), None
     from xfer.transformer.modelio import with_overrides
 
     # the MLM baseline's model is a masked LM, as a generator is; so is a plugin's objective built on it
@@ -154,6 +151,18 @@ def _encoder_config(config: PretrainConfig, ctx: StageContext, vocab_size: int, 
         check_not_two_tower(init_dir, "init")
     encoder_config, state = read_checkpoint(init_dir)
     return with_overrides(encoder_config, config.encoder, init_dir), state
+
+
+def preset_encoder_config(model: str, encoder: dict[str, Any], max_length: int, vocab_size: int, pad_id: int) -> Any:
+    """How a stage without `init:` builds its discriminator's EncoderConfig: the preset `model` with
+    the `encoder:` overrides, sized to the tokenizer, and at least 512 positions (as ELECTRA's
+    checkpoints have) unless `encoder:` names max_position_embeddings. The probe tools call it too:
+    their copy passed max_position_embeddings twice when `encoder:` named it."""
+    from xfer.transformer.presets import preset
+
+    overrides = {"vocab_size": vocab_size, "pad_token_id": pad_id, **encoder}
+    overrides.setdefault("max_position_embeddings", max(512, max_length))
+    return preset(model, **overrides)
 
 
 def check_role(folder: Path, wanted: str, key: str) -> None:
