@@ -586,3 +586,47 @@ def test_corpus_stage_rejects_empty_documents(tmp_path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert f"{recipe.resolve()}:4:" in err
     assert "stages.corpus.sentences_per_document: must be at least 1, got 0" in err
+
+
+def test_a_second_build_of_a_task_reuses_the_generated_sentences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recipe builds each toy task in the preflight check and again in every stage using it (the
+    quickstart: three times at ~1.7 s each). Generation is a pure function of class, config and
+    split, so a later build with the same config draws nothing, and a different config (or class)
+    still gets its own sentences."""
+    config = ToyTaskConfig(seed=4321, train_size=60, dev_size=20, test_size=0)
+    first = ToyAgreementTask("toy/agreement", config).examples("train")
+
+    draws = 0
+    real_sentence = ToyGrammar.sentence
+
+    def counted(self: ToyGrammar, rng: random.Random) -> ToySentence:
+        nonlocal draws
+        draws += 1
+        return real_sentence(self, rng)
+
+    monkeypatch.setattr(ToyGrammar, "sentence", counted)
+    again = ToyAgreementTask("toy/agreement", ToyTaskConfig(seed=4321, train_size=60, dev_size=20, test_size=0))
+    assert again.examples("train") == first and draws == 0
+    again.toy_sentences("train").clear()  # a caller's list is its own copy
+    assert again.examples("train") == first
+
+    ToyAgreementTask("toy/agreement", ToyTaskConfig(seed=4322, train_size=60, dev_size=20, test_size=0)).examples(
+        "train"
+    )
+    assert draws > 60
+    draws = 0
+    ToyChunkTask("toy/chunk", config).examples("train")  # same config, another task: its own stream
+    assert draws >= 60
+
+
+def test_the_shared_sentences_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process-wide cache drops its oldest splits past `_SHARED_SENTENCES`: a test session or
+    a sweep building many task configs must not keep every one of them in memory."""
+    from xfer.core.toy import tasks as toy_tasks
+
+    monkeypatch.setattr(toy_tasks, "_SHARED_SENTENCES", 100)
+    monkeypatch.setattr(toy_tasks, "_cache", type(toy_tasks._cache)())
+    for seed in range(5):
+        ToyChunkTask("toy/chunk", ToyTaskConfig(seed=seed, train_size=40, dev_size=1, test_size=0)).examples("train")
+    assert sum(len(kept) for kept in toy_tasks._cache.values()) <= 100
+    assert [key[1][0] for key in toy_tasks._cache] == [3, 4]  # the newest splits, by seed

@@ -6,7 +6,10 @@ text hashes to (`split_of`), so train/dev/test stay disjoint without the streams
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -27,6 +30,10 @@ _MIN_YIELD = 0.05
 """Fewest new sentences per draw, measured over windows of `_MAX_MISSES` draws, below which a
 split counts as exhausted too (`_sources`). A streak alone is not enough: near exhaustion a rare
 new sentence keeps resetting it, so a size just above what the grammar holds ran for hours."""
+
+_SHARED_SENTENCES = 50_000
+"""Most generated sentences kept for the whole process (`_generated`), oldest split dropped first
+(the quickstart's tasks hold 8,000; a sentence takes about 1 KB)."""
 
 # ---------------------------------------------------------------------------------------------
 # Labelled tasks.
@@ -65,23 +72,19 @@ def _require_predictions(examples: Sequence[Example], predictions: Mapping[str, 
 
 
 class _ToyTask(Task):
-    """Shared plumbing: config defaulting, split sizes, per-instance caching of generated splits."""
+    """Shared plumbing: config defaulting, split sizes, process-wide caching of generated splits."""
 
     _stream: ClassVar[str]
 
     def __init__(self, name: str, config: ToyTaskConfig | None = None):
         super().__init__(name, config if config is not None else ToyTaskConfig())
         self.grammar = ToyGrammar(ToyGrammarConfig(seed=self.config.seed, max_words=self.config.max_words))
-        self._cache: dict[str, list[ToySentence]] = {}
 
     def toy_sentences(self, split: Split) -> list[ToySentence]:
         """The generated sentences behind `examples(split)`, in the same order (with metadata)."""
         if split not in SPLITS:
             raise DataError(f"<toy task {self.name}>", 0, f"no split {split!r}; expected one of {', '.join(SPLITS)}")
-        if split not in self._cache:
-            size = getattr(self.config, f"{split}_size")
-            self._cache[split] = self._generate(split, size)
-        return list(self._cache[split])
+        return list(_generated(self, split))
 
     def _sources(self, split: Split) -> Iterator[ToySentence]:
         """Distinct grammatical sentences that belong to `split`, from the split's own stream.
@@ -136,6 +139,32 @@ class _ToyTask(Task):
     @staticmethod
     def _id(split: str, index: int) -> str:
         return f"{split}-{index:06d}"
+
+
+_cache: OrderedDict[tuple[Any, ...], tuple[ToySentence, ...]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _generated(task: _ToyTask, split: Split) -> tuple[ToySentence, ...]:
+    """`task`'s sentences of `split`, generated once per process. A recipe builds each task afresh
+    in the preflight check and again in every stage that uses it (the quickstart: three times, ~1.7 s
+    each), and generation is a pure function of the task's class, config and split, so later
+    builds reuse the first one's sentences. A failed generation (an exhausted grammar) is not kept."""
+    key = (type(task), dataclasses.astuple(task.config), split)
+    try:
+        hash(key)
+    except TypeError:  # a plugin's config subclass with a list field: generated, not shared
+        return tuple(task._generate(split, getattr(task.config, f"{split}_size")))
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    sentences = tuple(task._generate(split, getattr(task.config, f"{split}_size")))
+    with _cache_lock:
+        _cache[key] = sentences
+        while sum(len(kept) for kept in _cache.values()) > _SHARED_SENTENCES and len(_cache) > 1:
+            _cache.popitem(last=False)
+    return sentences
 
 
 class _ToyTaggingTask(_ToyTask):
