@@ -629,4 +629,4 @@ def test_the_shared_sentences_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     for seed in range(5):
         ToyChunkTask("toy/chunk", ToyTaskConfig(seed=seed, train_size=40, dev_size=1, test_size=0)).examples("train")
     assert sum(len(kept) for kept in toy_tasks._cache.values()) <= 100
-    assert [key[1][0] for key in toy_tasks._cache] == [3, 4]  # the newest splits, by seed
+    assert [key[2][0] for key in toy_tasks._cache] == [3, 4]  # the newest splits, by seed

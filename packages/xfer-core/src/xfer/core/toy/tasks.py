@@ -148,9 +148,9 @@ _cache_lock = threading.Lock()
 def _generated(task: _ToyTask, split: Split) -> tuple[ToySentence, ...]:
     """`task`'s sentences of `split`, generated once per process. A recipe builds each task afresh
     in the preflight check and again in every stage that uses it (the quickstart: three times, ~1.7 s
-    each), and generation is a pure function of the task's class, config and split, so later
+    each), and generation is a pure function of the task's class, name, config and split, so later
     builds reuse the first one's sentences. A failed generation (an exhausted grammar) is not kept."""
-    key = (type(task), dataclasses.astuple(task.config), split)
+    key = (type(task), task.name, dataclasses.astuple(task.config), split)
     try:
         hash(key)
     except TypeError:  # a plugin's config subclass with a list field: generated, not shared
