@@ -590,8 +590,8 @@ def test_corpus_stage_rejects_empty_documents(tmp_path, capsys: pytest.CaptureFi
 
 def test_a_second_build_of_a_task_reuses_the_generated_sentences(monkeypatch: pytest.MonkeyPatch) -> None:
     """A recipe builds each toy task in the preflight check and again in every stage using it (the
-    quickstart: three times at ~1.7 s each). Generation is a pure function of class, config and
-    split, so a later build with the same config draws nothing, and a different config (or class)
+    quickstart: three times at ~1.7 s each). Generation is a pure function of class, name, config
+    and split, so a later build with the same config draws nothing, and a different config (or class)
     still gets its own sentences."""
     config = ToyTaskConfig(seed=4321, train_size=60, dev_size=20, test_size=0)
     first = ToyAgreementTask("toy/agreement", config).examples("train")

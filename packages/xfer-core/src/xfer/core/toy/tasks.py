@@ -150,20 +150,22 @@ def _generated(task: _ToyTask, split: Split) -> tuple[ToySentence, ...]:
     in the preflight check and again in every stage that uses it (the quickstart: three times, ~1.7 s
     each), and generation is a pure function of the task's class, name, config and split, so later
     builds reuse the first one's sentences. A failed generation (an exhausted grammar) is not kept."""
-    key = (type(task), task.name, dataclasses.astuple(task.config), split)
+    key: tuple[Any, ...] | None = (type(task), task.name, dataclasses.astuple(task.config), split)
     try:
         hash(key)
     except TypeError:  # a plugin's config subclass with a list field: generated, not shared
-        return tuple(task._generate(split, getattr(task.config, f"{split}_size")))
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
+        key = None
+    if key is not None:
+        with _cache_lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
     sentences = tuple(task._generate(split, getattr(task.config, f"{split}_size")))
-    with _cache_lock:
-        _cache[key] = sentences
-        while sum(len(kept) for kept in _cache.values()) > _SHARED_SENTENCES and len(_cache) > 1:
-            _cache.popitem(last=False)
+    if key is not None:
+        with _cache_lock:
+            _cache[key] = sentences
+            while sum(len(kept) for kept in _cache.values()) > _SHARED_SENTENCES and len(_cache) > 1:
+                _cache.popitem(last=False)
     return sentences
 
 
