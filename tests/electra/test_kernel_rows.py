@@ -219,3 +219,20 @@ def test_scoring_under_bf16_gives_every_linear_a_multiple_of_64_rows(name: str) 
     with torch.autocast("cpu", dtype=torch.bfloat16):
         scorer.score(_segments(), batch_size=3)
     assert seen and all(rows % 64 == 0 for rows in seen), sorted(seen)
+
+
+def test_low_precision_buckets_come_in_few_shapes() -> None:
+    """With rows rounded (bf16 on CPU) every bucket's sequence count and length are multiples of 8, so
+    random pad-to-longest batches reuse a handful of attention shapes; without rounding they do not."""
+    g = torch.Generator().manual_seed(0)
+    shapes: dict[int, set[tuple[int, int]]] = {1: set(), 64: set()}
+    for _ in range(100):
+        lengths = torch.randint(1, 49, (64,), generator=g)
+        mask = torch.arange(48)[None] < lengths[:, None]
+        for multiple, seen in shapes.items():
+            plan, _, n = kernels.unpadded_plan(mask, 2, None, multiple=multiple)
+            assert n == int(lengths.sum())
+            seen.update((b.n, b.length) for b in plan.buckets)
+    assert all(n % kernels.BUCKET_MULTIPLE == 0 and length % 8 == 0 for n, length in shapes[64])
+    assert len(shapes[64]) <= (72 // 8) * (64 // 8)  # (the rows' rounding adds a sequence of up to 63)
+    assert len(shapes[1]) > 2 * len(shapes[64])  # fp32 keeps exact buckets (MKL compiles nothing per shape)

@@ -215,10 +215,15 @@ def _make_plan(
     causal: Causal,
     batch: int,
     device: torch.device,
+    sequence_multiple: int = 1,
 ) -> AttentionPlan:
     """Plan for buckets `(padded_length, [sequence, ...])`; row i belongs to sequence row_seq[i] at
     position row_pos[i] within its bucket block. `real` [B, T] is the padding mask in dense mode
-    (pads are rows then), None when only real tokens are rows (then `seq_lengths` decide)."""
+    (pads are rows then), None when only real tokens are rows (then `seq_lengths` decide). In that
+    unpadded mode each bucket's sequence count is rounded up to `sequence_multiple` by empty
+    sequences: zero slots that no row reads or writes (see `BUCKET_MULTIPLE`)."""
+    if real is not None and sequence_multiple > 1:
+        raise ValueError("sequence_multiple > 1 needs an unpadded plan (real=None)")
     h = num_heads
     in_start = [0] * batch  # buffer row of (q, head 0, position 0) of each sequence
     out_start = [0] * batch  # output row of (head 0, position 0) of each sequence
@@ -226,7 +231,7 @@ def _make_plan(
     seq_len = [0] * batch
     plan_buckets, in_base, out_base, needs_zeros = [], 0, 0, False
     for length, seqs in buckets:
-        n = len(seqs)
+        n = _round_up(len(seqs), sequence_multiple)
         for rank, s in enumerate(seqs):
             in_start[s], out_start[s] = in_base + rank * h * length, out_base + rank * h * length
             part_stride[s], seq_len[s] = n * h * length, length
@@ -234,7 +239,7 @@ def _make_plan(
             block_real = real[torch.tensor(seqs, device=device)] if len(seqs) != batch else real
             block_real = None if bool(block_real.all()) else block_real
         else:
-            lens = [seq_lengths[s] for s in seqs]
+            lens = [seq_lengths[s] for s in seqs] + [0] * (n - len(seqs))
             block_real = None
             if min(lens) < length:
                 needs_zeros = True
@@ -281,19 +286,37 @@ _SLOT_COST = 48
 _BUCKET_COST = 48_000
 _MAX_CANDIDATES = 32
 
+# Bucket shapes for low-precision attention on CPU. Like the Linears' row counts (`ROW_MULTIPLE`
+# below), each new [n * heads, L, L] batched-matmul shape makes oneDNN compile a bf16 kernel (~0.87 ms
+# a call against ~0.17 ms for a cached shape at the toy tasks' sizes, on an AMX CPU), and a length
+# bucket's (n, L) was new at almost every step of pad-to-longest fine-tuning: its 21 attention matmuls
+# were ~12 of the quickstart fine-tuning step's ~42 ms (torch.profiler). With n and L rounded up to
+# multiples of BUCKET_MULTIPLE a run sees about (batch / 8) x (max_length / 8) bucket shapes at most,
+# and that step took 27-33 ms instead of 38-44; the empty slots cost a little attention arithmetic
+# (the bucketing's cost model counts them).
+BUCKET_MULTIPLE = 8
 
-def _length_buckets(lengths: list[int]) -> list[tuple[int, list[int]]]:
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def _length_buckets(lengths: list[int], multiple: int = 1) -> list[tuple[int, list[int]]]:
     """Group sequence indices (lengths > 0) into buckets `(padded_length, [seq, ...])`.
 
     Optimal contiguous partition of the length-sorted sequences under the cost model above, by
     dynamic programming over the distinct lengths (coarsened to multiples of 8 when there are many).
+    With `multiple` > 1 the padded lengths are multiples of it and a bucket is costed as if its
+    sequence count were rounded up to one (as `_make_plan` then pads it).
     """
     order = sorted((i for i, n in enumerate(lengths) if n > 0), key=lambda i: lengths[i])
     if not order:
         return []
     distinct = sorted({lengths[i] for i in order})
-    if len(distinct) > _MAX_CANDIDATES:
-        distinct = sorted({-(-n // 8) * 8 for n in distinct})
+    if multiple > 1:
+        distinct = sorted({_round_up(n, multiple) for n in distinct})
+    elif len(distinct) > _MAX_CANDIDATES:
+        distinct = sorted({_round_up(n, 8) for n in distinct})
     count, k = [], 0  # count[j] = number of sequences with length <= distinct[j]
     for cap in distinct:
         while k < len(order) and lengths[order[k]] <= cap:
@@ -304,7 +327,12 @@ def _length_buckets(lengths: list[int]) -> list[tuple[int, list[int]]]:
     for j in range(1, len(distinct) + 1):
         cap = distinct[j - 1]
         best[j], cut[j] = min(
-            (best[i] + (count[j - 1] - (count[i - 1] if i else 0)) * cap * (cap + _SLOT_COST) + _BUCKET_COST, i)
+            (
+                best[i]
+                + _round_up(count[j - 1] - (count[i - 1] if i else 0), multiple) * cap * (cap + _SLOT_COST)
+                + _BUCKET_COST,
+                i,
+            )
             for i in range(j)
         )
     buckets = []
@@ -359,7 +387,7 @@ def unpadded_plan(
     token order. With `multiple` > 1 (see `row_multiple`) the row count is rounded up by rows that
     repeat the last real token's index (`padded_index`, as the objectives' heads do), attending only
     among themselves (an extra sequence of the plan): their outputs are dropped, so they touch no
-    real token's output or gradient.
+    real token's output or gradient. Bucket shapes are then rounded too (`BUCKET_MULTIPLE`).
     """
     real = attention_mask.bool()
     batch, length = real.shape
@@ -373,8 +401,10 @@ def unpadded_plan(
         row_seq = torch.cat([row_seq, row_seq.new_full((extra,), batch)])
         rank_in_seq = torch.cat([rank_in_seq, torch.arange(extra, device=real.device)])
         rows = padded_index(rows, multiple)
+    bucket_multiple = BUCKET_MULTIPLE if multiple > 1 else 1  # low precision on CPU: few bucket shapes too
+    buckets = _length_buckets(lengths, bucket_multiple)
     plan = _make_plan(
-        num_heads, _length_buckets(lengths), lengths, None, row_seq, rank_in_seq, causal, len(lengths), real.device
+        num_heads, buckets, lengths, None, row_seq, rank_in_seq, causal, len(lengths), real.device, bucket_multiple
     )
     return plan, rows, n
 
