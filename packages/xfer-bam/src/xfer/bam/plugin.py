@@ -22,8 +22,9 @@ def xfer_stages() -> list[ComponentSpec]:
             # 2: task heads drawn with the encoder's initializer_range (was always 0.02), as ELECTRA's; 3: on a bf16 CPU
             # (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows
             # draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged);
-            # 4: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense)
-            "4",
+            # 4: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense);
+            # 5: on a bf16 CPU attention's length buckets come in rounded shapes (multiples of 8)
+            "5",
             f"{_M}.config:TeachersConfig",
             "BAM teachers: one single-task model per task (N seeds); training-set predictions cached for students.",
             outputs=("init", *_OUTPUTS),
@@ -37,8 +38,9 @@ def xfer_stages() -> list[ComponentSpec]:
             # heads drawn with the encoder's initializer_range; 3: on a bf16 CPU
             # (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows
             # draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged);
-            # 4: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense)
-            "4",
+            # 4: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense);
+            # 5: on a bf16 CPU attention's length buckets come in rounded shapes (multiples of 8)
+            "5",
             f"{_M}.config:StudentConfig",
             "BAM student: shared encoder + head per task, |D|^0.75 task sampling, teacher annealing from cached predictions.",
             outputs=_OUTPUTS,

@@ -29,8 +29,9 @@ def xfer_stages() -> list[ComponentSpec]:
             # `mean` counts a lower-is-better task's main metric negated; a projection >= the LSTM size is
             # the original's square projection (was dropped: `model: thesis` layer 2); 9: on a bf16 CPU
             # (AMX/AVX512-BF16) a transformer encoder's matmul row counts are rounded up to a multiple of 64
-            # and the extra rows draw dropout bits when it is fine-tuned (fp32 and CUDA runs are unchanged)
-            "9",
+            # and the extra rows draw dropout bits when it is fine-tuned (fp32 and CUDA runs are unchanged);
+            # 10: on a bf16 CPU a transformer encoder's attention buckets come in rounded shapes (multiples of 8)
+            "10",
             f"{_M}.config:CvtConfig",
             "Cross-View Training (or its supervised / word-dropout baselines): char-CNN + BiLSTM encoder, "
             "tagging / parsing / seq2seq modules with auxiliary views, multi-task, on unlabeled text.",

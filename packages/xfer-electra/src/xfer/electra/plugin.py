@@ -23,8 +23,10 @@ def xfer_stages() -> list[ComponentSpec]:
             # Glorot-uniform as in the original (were truncated normal 0.02); 5: on a bf16 CPU
             # (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows
             # draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged);
-            # 6: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense)
-            "6",
+            # 6: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense);
+            # 7: on a bf16 CPU attention's length buckets come in rounded shapes (sequence count and length
+            # multiples of 8): the bf16 rounding and the attention dropout's random stream change there
+            "7",
             f"{_M}.stage_config:PretrainConfig",
             "Pre-train an encoder with ELECTRA (replaced token detection), Electric or MLM on your text, "
             "optionally to a compute budget; outputs discriminator, generator and tokenizer (xfer + HF layouts).",
@@ -38,8 +40,9 @@ def xfer_stages() -> list[ComponentSpec]:
             f"{_M}.score_stage:run_score",
             # 2: ELECTRA-TT inverts the generator's sampling temperature; 3: under `precision: bf16` on a
             # CPU the heads' rows, and a batch without padding, are rounded up to a multiple of 64 rows
-            # (scores may change in the last bits)
-            "3",
+            # (scores may change in the last bits); 4: on a bf16 CPU attention's length buckets come in
+            # rounded shapes (sequence count and length multiples of 8; scores may change in the last bits)
+            "4",
             f"{_M}.score_config:ScoreConfig",
             "Pseudo-log-likelihood of every line of a text file (Electric one pass, MLM n passes, ELECTRA-TT), "
             "and n-best re-ranking with a weight chosen on a dev file.",

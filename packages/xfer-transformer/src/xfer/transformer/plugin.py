@@ -20,8 +20,10 @@ def xfer_stages() -> list[ComponentSpec]:
             # encoder's `embeddings_project` starts Glorot-uniform as in the original ELECTRA; 3: on a bf16 CPU
             # (AMX/AVX512-BF16) matmul row counts are rounded up to a multiple of 64 and the extra rows
             # draw dropout bits, so the random stream there changes (fp32 and CUDA runs are unchanged);
-            # 4: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense)
-            "4",
+            # 4: on a bf16 CPU a batch without padding is rounded up to a multiple of 64 rows too (was dense);
+            # 5: on a bf16 CPU attention's length buckets come in rounded shapes (multiples of 8): the bf16
+            # rounding and the attention dropout's random stream change there
+            "5",
             f"{_M}.finetune_config:FinetuneConfig",
             "Fine-tune an encoder per task (N seeds, median reported); GLUE/CoNLL/SQuAD via task plugins.",
             outputs=("models", "predictions", "results"),
