@@ -304,6 +304,20 @@ def _format_warning(
 
 def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = _format_warning
+    # Under torchrun, a rank that fails early (its data check) makes torchrun SIGTERM the others, and one
+    # of them may still be loading plugins (seconds, importing torch): `cmd_run`'s handler was not set
+    # yet, so it died without a word (exit -15) instead of naming that rank. From the first line, then;
+    # a SIGTERM while `_main` reports another error (outside its `try`) is caught here too.
+    if not os.environ.get("TORCHELASTIC_RUN_ID"):
+        return _main(argv)
+    try:
+        with _sigterm_stops_like_ctrl_c():
+            return _main(argv)
+    except Terminated:
+        return _terminated(None)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         host = default_host()
         parser = build_parser(host, argv)
@@ -414,14 +428,15 @@ def _peer_failed(exc: BaseException) -> int:
     return 1
 
 
-def _terminated(args: argparse.Namespace) -> int:
+def _terminated(args: argparse.Namespace | None) -> int:
     """SIGTERM stopped `xfer run`. Under torchrun it is most often torchrun stopping this rank because
     another one failed outside a stage (its data check, say, before it joined): "re-run to resume" was
     then wrong, nothing would resume until that rank's error is fixed. That rank left its error
-    (`distributed.note_failure`) before it exited, so before this SIGTERM: it is named, exit 1."""
+    (`distributed.note_failure`) before it exited, so before this SIGTERM: it is named, exit 1.
+    `args` is None for a SIGTERM under torchrun before the command line was parsed (`main`)."""
     from xfer.core import distributed as dist
 
-    peer = dist.failed_peer() if args.command == "run" else None
+    peer = dist.failed_peer() if args is None or args.command == "run" else None
     if peer is not None:
         print(
             f"error: rank {peer[0]} failed: {peer[1]} (torchrun then stopped this rank); fix that and re-run "
@@ -429,7 +444,9 @@ def _terminated(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"terminated (SIGTERM); {_rerun(args)} to resume", file=sys.stderr)
+    print(
+        "terminated (SIGTERM)" if args is None else f"terminated (SIGTERM); {_rerun(args)} to resume", file=sys.stderr
+    )
     return 143
 
 
