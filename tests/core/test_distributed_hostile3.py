@@ -91,15 +91,20 @@ def _run(command: list[str], env: dict[str, str], timeout: float = 60) -> tuple[
     return process.returncode, stderr
 
 
+def _launch_check(tmp_path: Path, **env: str) -> tuple[int, str]:
+    """`xfer run` of a one-stage `hostile3.check` recipe under `torchrun --nproc_per_node=2`: exit code, stderr."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: hostile3\nseed: 1\nstages:\n  s:\n    kind: hostile3.check\n")
+    command = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(recipe)]
+    return _run([*command, "--run-dir", str(tmp_path / "run")], _env(**env))
+
+
 @needs_torchrun
 def test_a_rank_failing_its_data_check_is_named_by_rank_0_not_resume(tmp_path: Path) -> None:
     """Rank 1's pre-flight data check failed, before it joined the process group; torchrun then sent
     SIGTERM to rank 0, waiting to join, which said "terminated (SIGTERM); re-run the same command to
     resume": nothing would resume, and rank 1's error was the cause."""
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("name: hostile3\nseed: 1\nstages:\n  s:\n    kind: hostile3.check\n")
-    command = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(recipe)]
-    returncode, stderr = _run([*command, "--run-dir", str(tmp_path / "run")], _env())
+    returncode, stderr = _launch_check(tmp_path)
     assert returncode != 0
     rank_0 = [line for line in stderr.splitlines() if line.startswith("[rank0]:") or "rank 1 failed" in line]
     assert any(f"rank 1 failed: {CAUSE}" in line for line in rank_0), stderr[-3000:]
@@ -113,10 +118,7 @@ def test_a_rank_still_loading_plugins_names_the_rank_that_failed(tmp_path: Path)
     SIGTERM reached it while it still loaded plugins, before `xfer run` set its handler, and it died
     without a word (exit -15), which failed the test above in CI now and then. Its start is held up on
     purpose here: it names rank 1's error all the same."""
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("name: hostile3\nseed: 1\nstages:\n  s:\n    kind: hostile3.check\n")
-    command = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "xfer.core.cli", "run", str(recipe)]
-    returncode, stderr = _run([*command, "--run-dir", str(tmp_path / "run")], _env(HOSTILE3_SLOW_START_RANK="0"))
+    returncode, stderr = _launch_check(tmp_path, HOSTILE3_SLOW_START_RANK="0")
     assert returncode != 0
     assert any(
         f"rank 1 failed: {CAUSE}" in line and "torchrun then stopped this rank" in line for line in stderr.splitlines()
